@@ -1,0 +1,61 @@
+# fathom: two set-up commands, `make demo` and `make test` (see README).
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+# Root installs directly; anyone else goes through sudo for system packages only.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTHON ?= python3
+VENV := .venv
+FATHOM := $(VENV)/bin/fathom
+CARGO := $(shell command -v cargo 2>/dev/null || ls $$HOME/.cargo/bin/cargo 2>/dev/null)
+DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-mds radosgw ceph-common fio uuid-runtime \
+	librados2 librbd1 libcephfs2 python3-venv procps chromium
+ENGINE := engine/target/release/fathom-engine
+ENGINE_SRC := $(shell find engine/src -name '*.rs' 2>/dev/null) engine/Cargo.toml engine/build.rs
+
+.PHONY: help install deps venv engine demo test test-unit bench-engine bench-rados clean
+
+help:
+	@echo "make demo   install if needed, run the main job on a disposable local cluster, leave a report"
+	@echo "make test   install if needed, run the test suite (starts its own local clusters)"
+
+install: deps venv engine
+
+# Idempotent: only asks apt for what is missing.
+deps:
+	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -z "$(CARGO)" ]; then missing="$$missing cargo"; fi; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	else echo "Debian packages: all present"; fi
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	@test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -e '.[test]'
+	@touch $@
+
+engine: $(ENGINE)
+
+$(ENGINE): $(ENGINE_SRC)
+	@cargo=$$(command -v cargo || echo $$HOME/.cargo/bin/cargo); \
+	  cd engine && $$cargo build --release --quiet
+	@touch $@
+
+demo: install
+	bash scripts/demo.sh
+
+test: install
+	bash scripts/test.sh
+
+bench-engine: install
+	$(VENV)/bin/python bench/engine_vs_peers.py
+
+bench-rados: install
+	$(VENV)/bin/python bench/bench_vs_rados_bench.py
+
+clean:
+	rm -rf engine/target $(VENV)

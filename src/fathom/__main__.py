@@ -1,0 +1,3 @@
+from fathom.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""Entry point: builds the parser from the command modules and turns errors into messages.
+
+Adding a command group means adding a module to COMMAND_MODULES that defines
+`register(subparsers)`; each subcommand sets `func(args) -> int | None`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import signal
+import sys
+
+from fathom import __version__
+from fathom.errors import FathomError
+
+COMMAND_MODULES = (
+    "fathom.cli.cluster",  # cluster up/down/status/env, prep
+    "fathom.cli.run",  # suites, plan, run, ls, show, export
+    "fathom.cli.report",  # report, compare, import
+    "fathom.cli.bench",  # bench rados/rbd, cleanup
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="fathom",
+        description="Ceph-first storage benchmarking: prepare, sweep, measure, store, report.",
+    )
+    parser.add_argument("--version", action="version", version=f"fathom {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    # A closed pipe (fathom ... | head) is not an error worth a traceback.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        rc = args.func(args)
+    except FathomError as exc:
+        print(f"fathom: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("fathom: interrupted", file=sys.stderr)
+        return 130
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Clusters fathom measures: a disposable local one (local.py) or an existing one (attach)."""

@@ -1,0 +1,528 @@
+"""A disposable single-host Ceph cluster, like vstart.sh, with all state under one directory.
+
+Layout of DIR:
+  fathom-cluster.json   marker and state: fsid, ports, options, daemons (no secrets)
+  ceph.conf             the cluster's own conf; nothing in /etc/ceph is read or written
+  keyring               client.admin and mon. keys (mode 0600)
+  s3.json               the RGW user's keys, when RGW runs (mode 0600)
+  mon.a/ mgr.x/ osd.N/ mds.a/ rgw/   daemon data
+  run/                  admin sockets and one pid file per daemon (written by fathom)
+  log/                  daemon logs and their stdout/stderr
+
+Daemons run in the foreground (-f) in their own session, so fathom knows each pid
+from the moment it starts it, and `down` stops exactly those pids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import string
+import subprocess
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from fathom.cluster.ceph import Ceph, Connection, require_binaries
+from fathom.errors import ClusterError, FathomError, UsageError
+
+MARKER = "fathom-cluster.json"
+DEFAULT_DIR = Path(".fathom/cluster")
+BASE_BINARIES = ("ceph", "ceph-mon", "ceph-mgr", "ceph-osd", "ceph-authtool", "monmaptool")
+FS_NAME = "fathomfs"
+RGW_NAME = "client.rgw.fathom"
+S3_USER = "fathom"
+
+
+@dataclass
+class Daemon:
+    name: str  # e.g. "osd.0", "mon.a", "client.rgw.fathom"
+    kind: str  # mon, mgr, osd, mds, rgw
+    pid: int | None
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None and pid_alive(self.pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """True if pid exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def free_port(host: str = "127.0.0.1", avoid: set[int] | None = None) -> int:
+    """A port nothing listens on now. The kernel picks it, so a port in use is never chosen."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if not avoid or port not in avoid:
+            return port
+    raise ClusterError("could not find a free loopback port")
+
+
+class LocalCluster:
+    """One disposable cluster under `root`. All methods are safe to call repeatedly."""
+
+    def __init__(self, root: Path | str = DEFAULT_DIR, progress: Callable[[str], None] | None = None):
+        self.root = Path(root).absolute()
+        self.progress = progress or (lambda msg: None)
+
+    # ---- paths and state -------------------------------------------------
+    @property
+    def conf_path(self) -> Path:
+        return self.root / "ceph.conf"
+
+    @property
+    def keyring_path(self) -> Path:
+        return self.root / "keyring"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.root / "log"
+
+    def state(self) -> dict[str, Any] | None:
+        try:
+            return json.loads((self.root / MARKER).read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    def _save_state(self, state: dict[str, Any]) -> None:
+        tmp = self.root / (MARKER + ".tmp")
+        tmp.write_text(json.dumps(state, indent=2))
+        tmp.replace(self.root / MARKER)
+
+    def exists(self) -> bool:
+        return self.state() is not None
+
+    def connection(self) -> Connection:
+        if not self.exists():
+            raise ClusterError(f"no fathom cluster in {self.root}", hint="start one with `fathom cluster up`")
+        return Connection(conf=str(self.conf_path), name="client.admin", keyring=str(self.keyring_path))
+
+    def ceph(self, timeout: float = 60.0) -> Ceph:
+        return Ceph(self.connection(), timeout=timeout)
+
+    def daemons(self) -> list[Daemon]:
+        """Every daemon fathom started for this cluster, with the pid from its pid file."""
+        out = []
+        st = self.state() or {}
+        for name in st.get("daemons", []):
+            pid = None
+            try:
+                pid = int((self.run_dir / f"{name}.pid").read_text().strip())
+            except (OSError, ValueError):
+                pass
+            out.append(Daemon(name=name, kind=_kind(name), pid=pid))
+        return out
+
+    def is_up(self) -> bool:
+        ds = self.daemons()
+        return bool(ds) and all(d.running for d in ds)
+
+    def s3(self) -> dict[str, str] | None:
+        """RGW endpoint and keys (for the engine and `cluster env`; never stored in results)."""
+        try:
+            return json.loads((self.root / "s3.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            return None
+
+    # ---- up ----------------------------------------------------------------
+    def up(self, osds: int = 1, osd_size: int = 10 * 1024**3, objectstore: str = "bluestore",
+           rgw: bool = False, mds: bool = False, timeout: float = 120.0) -> bool:
+        """Start the cluster. Returns False (and changes nothing) if it is already up."""
+        if osds < 1:
+            raise UsageError(f"--osds: must be at least 1, got {osds}")
+        if objectstore not in ("bluestore", "memstore"):
+            raise UsageError(f"--objectstore: must be bluestore or memstore, got {objectstore!r}")
+        if osd_size < 1024**3:
+            raise UsageError(f"--osd-size: must be at least 1GiB, got {osd_size} bytes")
+        bins = list(BASE_BINARIES) + (["radosgw", "radosgw-admin"] if rgw else []) + (["ceph-mds"] if mds else [])
+        require_binaries(*bins)
+        if self.exists():
+            if self.is_up():
+                return False
+            raise ClusterError(
+                f"{self.root} holds a fathom cluster whose daemons are not all running",
+                hint=f"run `fathom cluster down --dir {self.root}` first, then `up` again",
+            )
+        if self.root.exists() and any(self.root.iterdir()):
+            raise ClusterError(
+                f"{self.root} exists and is not a fathom cluster directory; fathom will not write into it",
+                hint="choose another --dir, or remove that directory yourself",
+            )
+        t0 = time.monotonic()
+        for d in (self.root, self.run_dir, self.log_dir):
+            d.mkdir(parents=True, exist_ok=True)
+        ports: set[int] = set()
+        mon_v2 = free_port(avoid=ports); ports.add(mon_v2)
+        mon_v1 = free_port(avoid=ports); ports.add(mon_v1)
+        rgw_port = None
+        if rgw:
+            rgw_port = free_port(avoid=ports); ports.add(rgw_port)
+        state: dict[str, Any] = {
+            "fsid": str(uuid.uuid4()), "mon_host": f"[v2:127.0.0.1:{mon_v2},v1:127.0.0.1:{mon_v1}]",
+            "osds": osds, "osd_size": osd_size, "objectstore": objectstore, "rgw": rgw, "mds": mds,
+            "rgw_port": rgw_port, "daemons": [], "created": time.time(), "ready_s": None,
+        }
+        self._save_state(state)
+        self._write_conf(state)
+        try:
+            self._mkfs_mon(state)
+            self._start(state, "mon.a", ["ceph-mon", "-i", "a"])
+            self.progress("mon.a started")
+            ceph = self.ceph(timeout=30)
+            self._wait(lambda: _mon_ready(ceph), 30, "mon.a did not answer", ["mon.a"])
+            self._start_mgr(state, ceph)
+            for i in range(osds):
+                self._start_osd(state, ceph, i)
+            self._wait(lambda: _osds_up(ceph) >= osds, timeout, f"{osds} OSD(s) did not come up",
+                       [f"osd.{i}" for i in range(osds)])
+            if mds:
+                self._start_mds(state, ceph)
+            if rgw:
+                self._start_rgw(state, ceph)
+            self._wait(lambda: _health(ceph) == "HEALTH_OK", timeout, "cluster did not reach HEALTH_OK",
+                       [d for d in state["daemons"]])
+        except BaseException:
+            self.progress("start-up failed: stopping the daemons already started; logs kept in " + str(self.log_dir))
+            self.stop_daemons()
+            raise
+        state["ready_s"] = round(time.monotonic() - t0, 2)
+        self._save_state(state)
+        return True
+
+    def _write_conf(self, st: dict[str, Any]) -> None:
+        r = self.root
+        store = st["objectstore"]
+        conf = f"""# written by fathom for the disposable cluster in {r}
+[global]
+fsid = {st['fsid']}
+mon_host = {st['mon_host']}
+public_network = 127.0.0.0/8
+ms_bind_ipv4 = true
+ms_bind_ipv6 = false
+auth_cluster_required = cephx
+auth_service_required = cephx
+auth_client_required = cephx
+auth_allow_insecure_global_id_reclaim = false
+mon_warn_on_insecure_global_id_reclaim = false
+mon_warn_on_insecure_global_id_reclaim_allowed = false
+keyring = {r}/keyring
+run_dir = {r}/run
+admin_socket = {r}/run/$cluster-$name.asok
+log_file = {r}/log/$name.log
+crash_dir = {r}/crash
+osd_pool_default_size = 1
+osd_pool_default_min_size = 1
+osd_pool_default_pg_num = 8
+osd_pool_default_pgp_num = 8
+osd_pool_default_pg_autoscale_mode = off
+mon_allow_pool_size_one = true
+mon_allow_pool_delete = true
+mon_warn_on_pool_no_redundancy = false
+mon_max_pg_per_osd = 1000
+osd_crush_chooseleaf_type = 0
+mon_data_avail_warn = 2
+mon_data_avail_crit = 1
+mgr_initial_modules = iostat
+[client]
+log_file = {r}/log/$name.$pid.log
+admin_socket = {r}/run/$cluster-$name.$pid.asok
+[mon]
+mon_data = {r}/mon.$id
+mon_cluster_log_file = {r}/log/cluster.log
+[mgr]
+mgr_data = {r}/mgr.$id
+keyring = {r}/mgr.$id/keyring
+[osd]
+osd_data = {r}/$name
+keyring = {r}/$name/keyring
+osd_objectstore = {store}
+bluestore_block_path = {r}/$name/block.data
+bluestore_block_create = true
+bluestore_block_size = {st['osd_size']}
+bluestore_fsck_on_mount = false
+memstore_device_bytes = {st['osd_size']}
+osd_check_max_object_name_len_on_startup = false
+osd_class_update_on_start = false
+[mds]
+mds_data = {r}/$name
+keyring = {r}/$name/keyring
+"""
+        if st["rgw"]:
+            conf += f"""[{RGW_NAME}]
+rgw_frontends = beast endpoint=127.0.0.1:{st['rgw_port']}
+rgw_data = {r}/rgw
+rgw_dynamic_resharding = false
+"""
+        self.conf_path.write_text(conf)
+
+    def _tool(self, *argv: str, timeout: float = 60) -> str:
+        env = dict(os.environ, CEPH_CONF=str(self.conf_path))
+        env.pop("CEPH_ARGS", None)
+        try:
+            proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=env,
+                                  stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            raise ClusterError(f"`{' '.join(argv[:3])}` did not finish within {timeout} s") from None
+        if proc.returncode != 0:
+            raise ClusterError(f"`{' '.join(argv[:3])} ...` failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
+        return proc.stdout
+
+    def _mkfs_mon(self, st: dict[str, Any]) -> None:
+        kr, r = str(self.keyring_path), self.root
+        self._tool("ceph-authtool", "--create-keyring", kr, "--gen-key", "-n", "mon.", "--cap", "mon", "allow *")
+        self._tool("ceph-authtool", kr, "--gen-key", "-n", "client.admin", "--cap", "mon", "allow *",
+                   "--cap", "osd", "allow *", "--cap", "mds", "allow *", "--cap", "mgr", "allow *")
+        os.chmod(kr, 0o600)
+        monmap = r / "monmap"
+        self._tool("monmaptool", "--create", "--clobber", "--fsid", st["fsid"],
+                   "--addv", "a", st["mon_host"], str(monmap))
+        (r / "mon.a").mkdir(exist_ok=True)
+        self._tool("ceph-mon", "-c", str(self.conf_path), "--mkfs", "-i", "a", "--monmap", str(monmap),
+                   "--keyring", kr)
+
+    def _start(self, st: dict[str, Any], name: str, argv: list[str]) -> int:
+        """Start one daemon in the foreground in its own session; record its pid at once."""
+        out = open(self.log_dir / f"{name}.out", "ab")
+        env = dict(os.environ, CEPH_CONF=str(self.conf_path))
+        env.pop("CEPH_ARGS", None)
+        proc = subprocess.Popen(argv + ["-c", str(self.conf_path), "-f"], stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True, close_fds=True)
+        out.close()
+        (self.run_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
+        st["daemons"].append(name)
+        self._save_state(st)
+        return proc.pid
+
+    def _start_mgr(self, st: dict[str, Any], ceph: Ceph) -> None:
+        d = self.root / "mgr.x"
+        d.mkdir(exist_ok=True)
+        ceph.ceph("auth", "get-or-create", "mgr.x", "mon", "allow profile mgr", "osd", "allow *", "mds", "allow *",
+                  "-o", str(d / "keyring"), fmt_json=False)
+        self._start(st, "mgr.x", ["ceph-mgr", "-i", "x"])
+        self.progress("mgr.x started")
+
+    def _start_osd(self, st: dict[str, Any], ceph: Ceph, i: int) -> None:
+        osd_uuid = str(uuid.uuid4())
+        d = self.root / f"osd.{i}"
+        d.mkdir(exist_ok=True)
+        key = self._tool("ceph-authtool", "--gen-print-key").strip()
+        secret_file = d / "new.json"
+        secret_file.write_text(json.dumps({"cephx_secret": key}))
+        os.chmod(secret_file, 0o600)
+        got = ceph.ceph("osd", "new", osd_uuid, "-i", str(secret_file), fmt_json=False).strip()
+        secret_file.unlink()
+        self._tool("ceph-authtool", "--create-keyring", str(d / "keyring"), "--name", f"osd.{i}", "--add-key", key)
+        os.chmod(d / "keyring", 0o600)
+        if got != str(i):
+            raise ClusterError(f"expected the new OSD to get id {i}, the mon gave {got!r}")
+        self._tool("ceph-osd", "-c", str(self.conf_path), "-i", str(i), "--mkfs", "--key", key,
+                   "--osd-uuid", osd_uuid, timeout=120)
+        self._start(st, f"osd.{i}", ["ceph-osd", "-i", str(i)])
+        self.progress(f"osd.{i} started ({st['objectstore']}, {st['osd_size'] // 1024**3} GiB)")
+
+    def _start_mds(self, st: dict[str, Any], ceph: Ceph) -> None:
+        d = self.root / "mds.a"
+        d.mkdir(exist_ok=True)
+        ceph.ceph("auth", "get-or-create", "mds.a", "mon", "allow profile mds", "osd", "allow rw tag cephfs *=*",
+                  "mds", "allow", "mgr", "allow profile mds", "-o", str(d / "keyring"), fmt_json=False)
+        for pool in (f"{FS_NAME}_metadata", f"{FS_NAME}_data"):
+            ceph.ceph("osd", "pool", "create", pool, "8", fmt_json=False)
+        ceph.ceph("fs", "new", FS_NAME, f"{FS_NAME}_metadata", f"{FS_NAME}_data", fmt_json=False)
+        self._start(st, "mds.a", ["ceph-mds", "-i", "a"])
+        self._wait(lambda: _mds_active(ceph), 60, "the MDS did not become active", ["mds.a"])
+        self.progress("mds.a active, file system " + FS_NAME)
+
+    def _start_rgw(self, st: dict[str, Any], ceph: Ceph) -> None:
+        d = self.root / "rgw"
+        d.mkdir(exist_ok=True)
+        kr = d / "keyring"
+        ceph.ceph("auth", "get-or-create", RGW_NAME, "mon", "allow rw", "osd", "allow rwx", "mgr", "allow rw",
+                  "-o", str(kr), fmt_json=False)
+        self._start(st, RGW_NAME, ["radosgw", "-n", RGW_NAME, "--keyring", str(kr)])
+        endpoint = f"http://127.0.0.1:{st['rgw_port']}"
+        self._wait(lambda: _http_answers("127.0.0.1", st["rgw_port"]), 90, f"RGW did not answer on {endpoint}",
+                   [RGW_NAME])
+        alphabet = string.ascii_uppercase + string.digits
+        access = "".join(secrets.choice(alphabet) for _ in range(20))
+        secret = secrets.token_urlsafe(30)[:40]
+        ceph.radosgw_admin("user", "create", "--uid", S3_USER, "--display-name", "fathom benchmark user",
+                           "--access-key", access, "--secret-key", secret, timeout=60)
+        s3 = self.root / "s3.json"
+        s3.write_text(json.dumps({"endpoint": endpoint, "access_key": access, "secret_key": secret,
+                                  "user": S3_USER, "region": "default"}))
+        os.chmod(s3, 0o600)
+        self.progress(f"RGW answering on {endpoint}, S3 user {S3_USER}")
+
+    def _wait(self, cond: Callable[[], bool], timeout: float, what: str, names: list[str]) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            dead = [d for d in self.daemons() if d.name in names and not d.running]
+            if dead:
+                raise ClusterError(f"{dead[0].name} exited during start-up\n{self.log_tail(dead[0].name)}",
+                                   hint=f"logs are kept in {self.log_dir}; `fathom cluster down --dir {self.root}` "
+                                        "removes them")
+            try:
+                if cond():
+                    return
+            except ClusterError:
+                pass
+            time.sleep(0.5)
+        raise ClusterError(f"{what} within {timeout:.0f} s\n" + "\n".join(self.log_tail(n) for n in names[:2]),
+                           hint=f"logs are kept in {self.log_dir}")
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        parts = []
+        for f in (self.log_dir / f"{name}.out", self.log_dir / f"{name}.log"):
+            try:
+                text = f.read_text(errors="replace").splitlines()[-lines:]
+            except OSError:
+                continue
+            if text:
+                parts.append(f"--- last lines of {f} ---\n" + "\n".join(text))
+        return "\n".join(parts) or f"(no log for {name} in {self.log_dir})"
+
+    # ---- down ----------------------------------------------------------------
+    def stop_daemons(self, timeout: float = 30.0) -> list[str]:
+        """SIGTERM exactly our daemons (by pid file, checked against /proc), then SIGKILL stragglers."""
+        ours = [d for d in self.daemons() if d.pid is not None and d.running and self._owns(d)]
+        for d in ours:
+            try:
+                os.kill(d.pid, signal.SIGTERM)  # type: ignore[arg-type]
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(d.running for d in ours):
+            time.sleep(0.2)
+        for d in ours:
+            if d.running:
+                try:
+                    os.kill(d.pid, signal.SIGKILL)  # type: ignore[arg-type]
+                except ProcessLookupError:
+                    pass
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(d.running for d in ours):
+            time.sleep(0.1)
+        left = [d.name for d in ours if d.running]
+        if left:
+            raise ClusterError(f"daemons still running after SIGKILL: {', '.join(left)}")
+        return [d.name for d in ours]
+
+    def _owns(self, d: Daemon) -> bool:
+        """Guard against a recycled pid: the process must be a ceph daemon using our conf."""
+        try:
+            cmd = Path(f"/proc/{d.pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            return False
+        return str(self.conf_path).encode() in cmd
+
+    def down(self) -> list[str]:
+        """Stop our daemons, then remove the directory. Refuses a directory fathom did not create."""
+        if not self.root.exists():
+            return []
+        if not self.exists():
+            raise ClusterError(
+                f"{self.root} is not a fathom cluster directory (no {MARKER}); fathom removes nothing there"
+            )
+        stopped = self.stop_daemons()
+        shutil.rmtree(self.root)
+        return stopped
+
+    # ---- status ----------------------------------------------------------------
+    def status(self, timeout: float = 15.0) -> dict[str, Any]:
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"no fathom cluster in {self.root}", hint="start one with `fathom cluster up`")
+        daemons = [{"name": d.name, "pid": d.pid, "running": d.running} for d in self.daemons()]
+        out: dict[str, Any] = {"dir": str(self.root), "conf": str(self.conf_path), "fsid": st["fsid"],
+                               "mon_host": st["mon_host"], "objectstore": st["objectstore"],
+                               "daemons": daemons, "health": "UNREACHABLE", "osds_up": 0, "osds_in": 0,
+                               "pools": [], "usage": None, "ready_s": st.get("ready_s")}
+        if st.get("rgw") and self.s3():
+            out["s3_endpoint"] = self.s3()["endpoint"]  # type: ignore[index]
+        if not any(d["running"] and d["name"] == "mon.a" for d in daemons):
+            out["health"] = "DOWN"
+            return out
+        try:
+            ceph = self.ceph(timeout=timeout)
+            s = ceph.ceph("status", timeout=timeout)
+            out["health"] = s["health"]["status"]
+            out["health_checks"] = {k: v["summary"]["message"] for k, v in s["health"].get("checks", {}).items()}
+            osdmap = s["osdmap"].get("osdmap", s["osdmap"])
+            out["osds_up"] = int(osdmap.get("num_up_osds", 0))
+            out["osds_in"] = int(osdmap.get("num_in_osds", 0))
+            df = ceph.ceph("df", timeout=timeout)
+            out["pools"] = [{"name": p["name"], "id": p["id"], "stored_bytes": p["stats"].get("stored", 0),
+                             "objects": p["stats"].get("objects", 0)} for p in df.get("pools", [])]
+            out["usage"] = {k: df["stats"][k] for k in ("total_bytes", "total_used_raw_bytes", "total_avail_bytes")
+                            if k in df["stats"]}
+        except FathomError as exc:
+            out["error"] = exc.message
+        return out
+
+    def env_lines(self) -> list[str]:
+        conn = self.connection()
+        lines = [f"export CEPH_CONF={_q(conn.conf)}", f"export CEPH_KEYRING={_q(conn.keyring or '')}",
+                 f"export CEPH_ARGS={_q('--id ' + conn.client_id + ' --keyring ' + (conn.keyring or ''))}"]
+        s3 = self.s3()
+        if s3:
+            lines += [f"export AWS_ENDPOINT_URL={_q(s3['endpoint'])}", f"export S3_ENDPOINT={_q(s3['endpoint'])}",
+                      f"export AWS_ACCESS_KEY_ID={_q(s3['access_key'])}",
+                      f"export AWS_SECRET_ACCESS_KEY={_q(s3['secret_key'])}",
+                      f"export AWS_DEFAULT_REGION={_q(s3['region'])}"]
+        if (self.state() or {}).get("mds"):
+            lines.append(f"export CEPHFS_NAME={FS_NAME}")
+        return lines
+
+
+def _q(s: str) -> str:
+    return "'" + s.replace("'", "'\\''") + "'"
+
+
+def _kind(name: str) -> str:
+    if name.startswith("client.rgw"):
+        return "rgw"
+    return name.split(".", 1)[0]
+
+
+def _mon_ready(ceph: Ceph) -> bool:
+    return bool(ceph.ceph("mon", "stat", timeout=10))
+
+
+def _osds_up(ceph: Ceph) -> int:
+    st = ceph.ceph("osd", "stat", timeout=10)
+    return int(st.get("num_up_osds", st.get("osdmap", {}).get("num_up_osds", 0)))
+
+
+def _health(ceph: Ceph) -> str:
+    return ceph.ceph("health", timeout=10)["status"]
+
+
+def _mds_active(ceph: Ceph) -> bool:
+    fs = ceph.ceph("fs", "status", FS_NAME, timeout=10) or {}
+    return any(m.get("state") == "active" for m in fs.get("mdsmap", []))
+
+
+def _http_answers(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            return s.recv(12).startswith(b"HTTP/")
+    except OSError:
+        return False

@@ -1,0 +1,151 @@
+"""The shapes every engine adapter, the store, analysis and reports agree on.
+
+An engine adapter (fathom-engine, fio, rados bench) turns its own output into a
+`PointResult`. The runner adds server-side figures and flattens it into a
+`metrics` dict whose keys are METRIC_COLUMNS: that dict is what the store keeps
+per point, what exports print and what reports and comparisons read. Imports of
+published tables fill the same dict, leaving unknown figures as None.
+Latency is kept in ns inside PointResult; metrics carry ms, named so.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+# Column -> unit/meaning, in export order. Units live in the names where it matters.
+METRIC_COLUMNS: dict[str, str] = {
+    "iops": "operations per second, all op kinds",
+    "bw_mib_s": "MiB/s, all op kinds",
+    "total_ios": "operations completed in the measured window",
+    "clat_ms": "mean completion latency, ms (weighted over op kinds)",
+    "clat_stdev_ms": "stdev of completion latency, ms (pooled over jobs and op kinds)",
+    "lat_min_ms": "minimum latency, ms",
+    "lat_max_ms": "maximum latency, ms",
+    "p50_ms": "median latency, ms, from the merged histogram",
+    "p90_ms": "90th percentile latency, ms",
+    "p99_ms": "99th percentile latency, ms",
+    "p999_ms": "99.9th percentile latency, ms",
+    "read_iops": "read operations per second",
+    "write_iops": "write operations per second",
+    "read_bw_mib_s": "read MiB/s",
+    "write_bw_mib_s": "write MiB/s",
+    "errors": "failed operations",
+    "runtime_s": "measured seconds (ramp excluded)",
+    "usr_cpu": "client user CPU, % of the run's wall time as fio reports it",
+    "sys_cpu": "client system CPU, % as fio reports it",
+    "client_cpu_us_per_op": "client CPU (user+sys) microseconds per operation",
+    "osd_cpu": "OSD CPU, % of one core summed over the OSD's threads (and over OSDs), mean over the point",
+    "osd_mem_mib": "OSD resident memory, MiB (summed over OSDs), mean over the point",
+    "osd_ctx_switches_s": "OSD context switches per second (voluntary + involuntary)",
+    "host_cpu_pct": "host CPU busy, % of all cores",
+}
+
+PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
+
+
+@dataclass
+class OpStats:
+    """One op kind (read, write, ...) of one point, in the measured window."""
+
+    ops: int
+    bytes: int
+    runtime_s: float
+    lat_mean_ns: float | None = None
+    lat_stdev_ns: float | None = None
+    lat_min_ns: float | None = None
+    lat_max_ns: float | None = None
+    percentiles_ns: dict[str, float] = field(default_factory=dict)  # keys of PERCENTILES
+    hist: str | None = None  # base64 HDR V2 (deflate); None when the source has no histogram
+    errors: int = 0
+
+    @property
+    def iops(self) -> float:
+        return self.ops / self.runtime_s if self.runtime_s > 0 else 0.0
+
+    @property
+    def bw_bytes_s(self) -> float:
+        return self.bytes / self.runtime_s if self.runtime_s > 0 else 0.0
+
+
+@dataclass
+class PointResult:
+    """What any engine adapter returns for one point."""
+
+    engine: str
+    ops: dict[str, OpStats]
+    runtime_s: float
+    client_user_s: float | None = None  # CPU seconds of the whole client process tree
+    client_sys_s: float | None = None
+    wall_s: float | None = None  # wall time of the client, ramp included (fio's usr_cpu base)
+    errors: list[dict[str, Any]] = field(default_factory=list)  # {op, kind, count}
+    stopped_early: bool = False
+    stop_reason: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # engine-specific facts worth keeping
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> "PointResult":
+        d = dict(d)
+        d["ops"] = {k: OpStats(**v) for k, v in d.get("ops", {}).items()}
+        return PointResult(**d)
+
+
+def pooled_mean_stdev(parts: list[tuple[int, float, float]]) -> tuple[float | None, float | None]:
+    """Combine (count, mean, stdev) groups into one mean and stdev (n-1 pooled, as fio-parse-jsons does)."""
+    parts = [p for p in parts if p[0] > 0 and p[1] is not None]
+    n = sum(p[0] for p in parts)
+    if n == 0:
+        return None, None
+    mean = sum(c * m for c, m, _ in parts) / n
+    if n < 2:
+        return mean, 0.0
+    ss = sum((c - 1) * (s or 0.0) ** 2 + c * (m - mean) ** 2 for c, m, s in parts)
+    return mean, math.sqrt(ss / (n - 1))
+
+
+def base_metrics(r: PointResult, merged_percentiles_ns: dict[str, float] | None = None) -> dict[str, Any]:
+    """Client-side metrics of one point. Server-side columns are added by the runner.
+
+    merged_percentiles_ns: percentiles from the histogram merged over op kinds, when the
+    caller has decoded it (see fathom.hdr). Without it, a single op kind's own percentiles
+    are used; a mix with no histogram gets none (never an average of percentiles).
+    """
+    m: dict[str, Any] = {k: None for k in METRIC_COLUMNS}
+    ops = r.ops
+    total_ops = sum(o.ops for o in ops.values())
+    total_bytes = sum(o.bytes for o in ops.values())
+    rt = r.runtime_s
+    m["runtime_s"] = rt
+    m["total_ios"] = total_ops
+    m["iops"] = total_ops / rt if rt > 0 else 0.0
+    m["bw_mib_s"] = total_bytes / rt / 2**20 if rt > 0 else 0.0
+    for kind in ("read", "write"):
+        if kind in ops:
+            m[f"{kind}_iops"] = ops[kind].iops
+            m[f"{kind}_bw_mib_s"] = ops[kind].bw_bytes_s / 2**20
+    mean, stdev = pooled_mean_stdev([(o.ops, o.lat_mean_ns, o.lat_stdev_ns or 0.0) for o in ops.values()])
+    m["clat_ms"] = mean / 1e6 if mean is not None else None
+    m["clat_stdev_ms"] = stdev / 1e6 if stdev is not None else None
+    mins = [o.lat_min_ns for o in ops.values() if o.lat_min_ns is not None]
+    maxs = [o.lat_max_ns for o in ops.values() if o.lat_max_ns is not None]
+    m["lat_min_ms"] = min(mins) / 1e6 if mins else None
+    m["lat_max_ms"] = max(maxs) / 1e6 if maxs else None
+    pct = merged_percentiles_ns
+    if pct is None and len([o for o in ops.values() if o.ops]) == 1:
+        pct = next(o for o in ops.values() if o.ops).percentiles_ns
+    for key in PERCENTILES:
+        m[f"{key}_ms"] = pct[key] / 1e6 if pct and key in pct else None
+    m["errors"] = sum(o.errors for o in ops.values()) + sum(int(e.get("count", 0)) for e in r.errors
+                                                           if e.get("op") not in ops)
+    if r.client_user_s is not None and r.client_sys_s is not None:
+        base = r.wall_s or rt
+        if base > 0:
+            m["usr_cpu"] = 100.0 * r.client_user_s / base
+            m["sys_cpu"] = 100.0 * r.client_sys_s / base
+        if total_ops:
+            m["client_cpu_us_per_op"] = (r.client_user_s + r.client_sys_s) / total_ops * 1e6
+    return m

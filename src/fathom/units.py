@@ -1,0 +1,72 @@
+"""Parsing and formatting of sizes and durations, with errors that name the option."""
+
+from __future__ import annotations
+
+import re
+
+from fathom.errors import UsageError
+
+_SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
+_POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
+_DUR_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$", re.IGNORECASE)
+_DUR_SCALE = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_size(value: str | int, option: str = "size") -> int:
+    """Bytes from '4k', '4K', '4KiB', '64KB', '2G', '10GiB' or a plain integer.
+
+    Like fio, ceph and rados bench, suffixes are binary (K = 1024): storage tools
+    overwhelmingly mean KiB when they write 4k.
+    """
+    if isinstance(value, bool):
+        raise UsageError(f"{option}: expected a size such as 4K, 64KiB or 10G, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise UsageError(f"{option}: size must not be negative, got {value}")
+        return value
+    m = _SIZE_RE.match(str(value))
+    if not m or (m.group(3) and m.group(3).lower() == "i"):
+        raise UsageError(
+            f"{option}: cannot read size {value!r}",
+            hint="use a number with an optional K, M, G, T suffix (binary units), e.g. 4K, 64KiB, 10G",
+        )
+    number, prefix = float(m.group(1)), m.group(2).lower()
+    result = number * (1024 ** _POWERS[prefix])
+    if result != int(result):
+        raise UsageError(f"{option}: {value!r} is not a whole number of bytes")
+    return int(result)
+
+
+def parse_duration(value: str | int | float, option: str = "duration") -> float:
+    """Seconds from '30', '30s', '5m', '500ms', '1h'."""
+    if isinstance(value, bool):
+        raise UsageError(f"{option}: expected a duration such as 30s or 5m, got {value!r}")
+    if isinstance(value, (int, float)):
+        if value < 0:
+            raise UsageError(f"{option}: duration must not be negative, got {value}")
+        return float(value)
+    m = _DUR_RE.match(str(value))
+    if not m:
+        raise UsageError(f"{option}: cannot read duration {value!r}", hint="use e.g. 500ms, 30s, 5m or 1h")
+    unit = m.group(2).lower() if m.group(2) else None
+    return float(m.group(1)) * _DUR_SCALE[unit]
+
+
+def format_size(nbytes: int) -> str:
+    """'4KiB', '2GiB', '1536B': exact when it can be, else one decimal."""
+    for unit, power in (("PiB", 5), ("TiB", 4), ("GiB", 3), ("MiB", 2), ("KiB", 1)):
+        scale = 1024**power
+        if nbytes >= scale:
+            q = nbytes / scale
+            return f"{int(q)}{unit}" if q == int(q) else f"{q:.1f}{unit}"
+    return f"{nbytes}B"
+
+
+def positive_int(value: str | int, option: str, minimum: int = 1) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError):
+        raise UsageError(f"{option}: expected a whole number, got {value!r}") from None
+    if n < minimum:
+        raise UsageError(f"{option}: must be at least {minimum}, got {n}")
+    return n
