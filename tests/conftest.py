@@ -1,0 +1,67 @@
+"""Shared fixtures: one real local Ceph cluster per test session (never a mock).
+
+Tests that need Ceph take the `cluster` fixture; it starts a one-OSD BlueStore
+cluster under a temporary directory and stops exactly its daemons at the end.
+Tests that need RGW or an MDS start their own cluster (it costs ~25 s).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fathom.cluster.ceph import Ceph
+from fathom.cluster.local import LocalCluster
+
+REPO = Path(__file__).resolve().parents[1]
+FATHOM = str(REPO / ".venv" / "bin" / "fathom")
+
+
+def run_fathom(*args: str, check: bool = False, timeout: float = 600, env: dict | None = None,
+               input_data: str | None = None, cwd: str | Path | None = None) -> subprocess.CompletedProcess:
+    """Run the installed CLI as a user would; returns the completed process (text)."""
+    proc = subprocess.run([FATHOM, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **(env or {})}, input=input_data, cwd=cwd,
+                          stdin=None if input_data is not None else subprocess.DEVNULL)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"fathom {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A running one-OSD local cluster shared by the session."""
+    root = tmp_path_factory.mktemp("ceph") / "cluster"
+    c = LocalCluster(root, progress=lambda m: print(m, file=sys.stderr))
+    c.up(osds=1, osd_size=10 * 1024**3)
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+@pytest.fixture(scope="session")
+def ceph(cluster: LocalCluster) -> Ceph:
+    return cluster.ceph()
+
+
+@pytest.fixture(scope="session")
+def rbd_pool(ceph: Ceph) -> str:
+    """A replicated size-1 pool with the rbd application, shared by the session."""
+    name = "rbd-test"
+    ceph.ceph("osd", "pool", "create", name, "16", fmt_json=False)
+    ceph.ceph("osd", "pool", "application", "enable", name, "rbd", fmt_json=False)
+    ceph.rbd("pool", "init", name, fmt_json=False)
+    return name
+
+
+@pytest.fixture(scope="session")
+def rados_pool(ceph: Ceph) -> str:
+    name = "rados-test"
+    ceph.ceph("osd", "pool", "create", name, "16", fmt_json=False)
+    ceph.ceph("osd", "pool", "application", "enable", name, "rados", fmt_json=False)
+    return name
