@@ -8,6 +8,10 @@ import sys
 import time
 
 from fathom.cluster.local import DEFAULT_DIR, LocalCluster
+from fathom.cluster.target import add_target_args, target_from_args
+from fathom.errors import UsageError
+
+SECTIONS = ("global", "mon", "mgr", "osd", "mds", "client")
 from fathom.units import parse_size, positive_int
 
 
@@ -22,6 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--objectstore", default="bluestore", choices=("bluestore", "memstore"))
     up.add_argument("--rgw", action="store_true", help="also start an RGW (beast) with an S3 user")
     up.add_argument("--mds", action="store_true", help="also start an MDS with a CephFS file system")
+    up.add_argument("--set", action="append", default=[], metavar="[SECTION.]KEY=VALUE",
+                    help="extra ceph.conf setting, repeatable; SECTION is global (default), mon, mgr, osd, mds, "
+                         "client, e.g. --set osd.osd_op_num_shards=8")
     up.set_defaults(func=cmd_up)
 
     down = csub.add_parser("down", help="stop this cluster's daemons by pid and remove its directory")
@@ -31,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     status = csub.add_parser("status", help="health, daemons, pools, usage")
     _dir(status)
     status.add_argument("--json", action="store_true", help="print one JSON object")
+    add_target_args(status)
     status.set_defaults(func=cmd_status)
 
     env = csub.add_parser("env", help="shell lines exporting CEPH_CONF, client keyring and S3 keys")
@@ -49,13 +57,14 @@ def _say(msg: str) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     osds = positive_int(args.osds, "--osds")
     size = parse_size(args.osd_size, "--osd-size")
+    settings = parse_settings(args.set)
     cluster = LocalCluster(args.dir, progress=_say)
     if cluster.exists() and cluster.is_up():
         print(f"the cluster in {cluster.root} is already up; nothing to do")
         return 0
     t0 = time.monotonic()
-    print(f"starting a local cluster in {cluster.root} ...", file=sys.stderr, flush=True)
-    if not cluster.up(osds=osds, osd_size=size, objectstore=args.objectstore, rgw=args.rgw, mds=args.mds):
+    if not cluster.up(osds=osds, osd_size=size, objectstore=args.objectstore, rgw=args.rgw, mds=args.mds,
+                      settings=settings):
         print(f"the cluster in {cluster.root} is already up; nothing to do")
         return 0
     took = time.monotonic() - t0
@@ -74,12 +83,28 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def parse_settings(items: list[str]) -> dict[str, dict[str, str]]:
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        section, dot, name = key.partition(".")
+        if not dot:
+            section, name = "global", key
+        if not eq or not name.strip() or section not in SECTIONS:
+            raise UsageError(f"--set: cannot read {item!r}",
+                             hint=f"use [SECTION.]KEY=VALUE with SECTION one of {', '.join(SECTIONS)}")
+        out.setdefault(section, {})[name.strip()] = value.strip()
+    return out
+
+
 def cmd_status(args: argparse.Namespace) -> int:
-    st = LocalCluster(args.dir).status()
+    target = target_from_args(args)
+    st = attached_status(target) if target and not target.local else LocalCluster(
+        target.local.root if target and target.local else args.dir).status()
     if args.json:
         print(json.dumps(st, indent=2))
         return 0
-    print(f"cluster {st['dir']}  health {st['health']}  OSDs up {st['osds_up']}/{st['osds_in']} in")
+    print(f"cluster {st.get('dir') or st['conf']}  health {st['health']}  OSDs up {st['osds_up']}/{st['osds_in']} in")
     for name, msg in st.get("health_checks", {}).items():
         print(f"  {name}: {msg}")
     for d in st["daemons"]:
@@ -101,3 +126,21 @@ def cmd_env(args: argparse.Namespace) -> int:
     for line in LocalCluster(args.dir).env_lines():
         print(line)
     return 0
+
+
+def attached_status(target) -> dict:
+    """Status of a cluster fathom did not start: what the mons say, plus daemons seen on this host."""
+    ceph = target.ceph(timeout=30)
+    s = ceph.probe(timeout=30)
+    osdmap = s["osdmap"].get("osdmap", s["osdmap"])
+    df = ceph.ceph("df")
+    return {
+        "dir": None, "conf": target.conn.conf, "fsid": s.get("fsid"), "health": s["health"]["status"],
+        "health_checks": {k: v["summary"]["message"] for k, v in s["health"].get("checks", {}).items()},
+        "osds_up": int(osdmap.get("num_up_osds", 0)), "osds_in": int(osdmap.get("num_in_osds", 0)),
+        "daemons": [{"name": d.name, "pid": d.pid, "running": True} for d in target.local_daemons()],
+        "pools": [{"name": p["name"], "id": p["id"], "stored_bytes": p["stats"].get("stored", 0),
+                   "objects": p["stats"].get("objects", 0)} for p in df.get("pools", [])],
+        "usage": {k: df["stats"][k] for k in ("total_bytes", "total_used_raw_bytes", "total_avail_bytes")
+                  if k in df["stats"]},
+    }

@@ -22,7 +22,7 @@ CEPH_TOOLS_HINT = "install Ceph's packages with `make install` (Debian: ceph-com
 
 def require_binaries(*names: str) -> dict[str, str]:
     """Absolute paths of the named programs, or one error listing every missing one."""
-    found = {n: shutil.which(n) or shutil.which(n, path="/usr/sbin:/usr/bin:/sbin:/bin") for n in names}
+    found = {n: shutil.which(n) for n in names}
     missing = [n for n, p in found.items() if not p]
     if missing:
         raise FathomError(f"Ceph programs not found: {', '.join(missing)}", hint=CEPH_TOOLS_HINT, exit_code=4)

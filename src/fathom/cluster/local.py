@@ -143,8 +143,12 @@ class LocalCluster:
 
     # ---- up ----------------------------------------------------------------
     def up(self, osds: int = 1, osd_size: int = 10 * 1024**3, objectstore: str = "bluestore",
-           rgw: bool = False, mds: bool = False, timeout: float = 120.0) -> bool:
-        """Start the cluster. Returns False (and changes nothing) if it is already up."""
+           rgw: bool = False, mds: bool = False, timeout: float = 120.0,
+           settings: dict[str, dict[str, str]] | None = None) -> bool:
+        """Start the cluster. Returns False (and changes nothing) if it is already up.
+
+        settings: extra ceph.conf options by section ({"osd": {"osd_op_num_shards": "8"}}).
+        """
         if osds < 1:
             raise UsageError(f"--osds: must be at least 1, got {osds}")
         if objectstore not in ("bluestore", "memstore"):
@@ -166,6 +170,7 @@ class LocalCluster:
                 hint="choose another --dir, or remove that directory yourself",
             )
         t0 = time.monotonic()
+        self.progress(f"starting a local cluster in {self.root}")
         for d in (self.root, self.run_dir, self.log_dir):
             d.mkdir(parents=True, exist_ok=True)
         ports: set[int] = set()
@@ -178,6 +183,7 @@ class LocalCluster:
             "fsid": str(uuid.uuid4()), "mon_host": f"[v2:127.0.0.1:{mon_v2},v1:127.0.0.1:{mon_v1}]",
             "osds": osds, "osd_size": osd_size, "objectstore": objectstore, "rgw": rgw, "mds": mds,
             "rgw_port": rgw_port, "daemons": [], "created": time.time(), "ready_s": None,
+            "settings": settings or {},
         }
         self._save_state(state)
         self._write_conf(state)
@@ -241,7 +247,7 @@ mon_data_avail_warn = 2
 mon_data_avail_crit = 1
 mgr_initial_modules = iostat
 [client]
-log_file = {r}/log/$name.$pid.log
+log_file = {r}/log/$name.log
 admin_socket = {r}/run/$cluster-$name.$pid.asok
 [mon]
 mon_data = {r}/mon.$id
@@ -270,6 +276,8 @@ rgw_frontends = beast endpoint=127.0.0.1:{st['rgw_port']}
 rgw_data = {r}/rgw
 rgw_dynamic_resharding = false
 """
+        for section, opts in (st.get("settings") or {}).items():
+            conf += f"[{section}]\n" + "".join(f"{k} = {v}\n" for k, v in opts.items())
         self.conf_path.write_text(conf)
 
     def _tool(self, *argv: str, timeout: float = 60) -> str:

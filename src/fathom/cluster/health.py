@@ -1,0 +1,93 @@
+"""The health gate: measure only on a quiet, clean cluster.
+
+Before a point is measured, wait until every PG is active+clean and nothing is
+recovering, backfilling or scrubbing, and no health check that distorts
+measurements is raised. The verdict is returned (and stored by the runner) whether
+it passed or not, so a report can say under what conditions a point was measured.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fathom.cluster.ceph import Ceph
+from fathom.errors import ClusterError, FathomError
+
+# PG state words that mean "not settled": measurements taken now would include this work.
+BUSY_STATES = ("peering", "activating", "creating", "unknown", "recover", "backfill", "scrub", "degraded",
+               "undersized", "remapped", "stale", "down", "incomplete", "inactive", "peered", "repair", "wait")
+
+# Health checks that are about configuration, not about the cluster doing extra work right now.
+IGNORABLE_CHECKS = {
+    "OSDMAP_FLAGS",  # noscrub/nodeep-scrub: set on purpose by hygiene
+    "POOL_NO_REDUNDANCY", "POOL_APP_NOT_ENABLED", "TOO_FEW_OSDS", "MON_DISK_LOW", "RECENT_CRASH",
+    "AUTH_INSECURE_GLOBAL_ID_RECLAIM_ALLOWED", "MGR_MODULE_DEPENDENCY", "POOL_TOO_FEW_PGS", "POOL_TOO_MANY_PGS",
+    "TOO_MANY_PGS", "BLUESTORE_NO_PER_POOL_OMAP", "BLUESTORE_NO_PER_PG_OMAP", "OSD_NO_DOWN_OUT_INTERVAL",
+}
+
+
+@dataclass
+class GateVerdict:
+    ok: bool
+    waited_s: float
+    reason: str  # why it passed or what still blocks it
+    health: str | None = None
+    pg_states: dict[str, int] = field(default_factory=dict)
+    checks: dict[str, str] = field(default_factory=dict)  # health checks seen at the end
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def assess(status: dict[str, Any]) -> tuple[bool, str, dict[str, int], dict[str, str]]:
+    """Is this `ceph status` JSON quiet and clean? Returns (ok, reason, pg_states, checks)."""
+    pgmap = status.get("pgmap", {})
+    states = {s["state_name"]: int(s["count"]) for s in pgmap.get("pgs_by_state", [])}
+    total = int(pgmap.get("num_pgs", sum(states.values())))
+    checks = {k: v.get("summary", {}).get("message", "") for k, v in status.get("health", {}).get("checks", {}).items()}
+    osdmap = status.get("osdmap", {})
+    osdmap = osdmap.get("osdmap", osdmap)
+    if int(osdmap.get("num_up_osds", 0)) < int(osdmap.get("num_osds", 0)):
+        return False, f"{osdmap.get('num_osds', 0) - osdmap.get('num_up_osds', 0)} OSD(s) down", states, checks
+    busy = {s: n for s, n in states.items() if any(w in s for w in BUSY_STATES) or s != "active+clean"}
+    clean = states.get("active+clean", 0)
+    if busy:
+        desc = ", ".join(f"{n} {s}" for s, n in sorted(busy.items(), key=lambda kv: -kv[1]))
+        return False, f"{clean} of {total} PGs active+clean; not settled: {desc}", states, checks
+    if clean != total:
+        return False, f"{clean} of {total} PGs active+clean (others not yet reported)", states, checks
+    if any(k in pgmap for k in ("recovering_objects_per_sec", "recovering_bytes_per_sec", "degraded_objects",
+                                "misplaced_objects")):
+        return False, "recovery or misplaced objects reported", states, checks
+    blocking = {k: v for k, v in checks.items() if k not in IGNORABLE_CHECKS}
+    if blocking:
+        return False, "; ".join(f"{k}: {v}" for k, v in blocking.items()), states, checks
+    return True, f"all {total} PGs active+clean, nothing recovering or scrubbing", states, checks
+
+
+def gate(ceph: Ceph, timeout: float = 300.0, poll: float = 1.0, require: bool = False) -> GateVerdict:
+    """Wait until the cluster is clean. With require=True, a timeout raises ClusterError."""
+    t0 = time.monotonic()
+    last: tuple[bool, str, dict[str, int], dict[str, str]] = (False, "no status yet", {}, {})
+    health = None
+    while True:
+        try:
+            st = ceph.ceph("status", timeout=30)
+            health = st.get("health", {}).get("status")
+            last = assess(st)
+        except FathomError as exc:
+            last = (False, f"cluster did not answer: {exc.message}", {}, {})
+        waited = time.monotonic() - t0
+        if last[0]:
+            return GateVerdict(True, round(waited, 2), last[1], health, last[2], last[3])
+        if waited >= timeout:
+            verdict = GateVerdict(False, round(waited, 2), last[1], health, last[2], last[3])
+            if require:
+                raise ClusterError(
+                    f"health gate: cluster not clean after {timeout:.0f} s: {last[1]}",
+                    hint="check `ceph -s`; raise the gate timeout if the cluster is still settling",
+                )
+            return verdict
+        time.sleep(poll)

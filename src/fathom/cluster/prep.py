@@ -1,0 +1,186 @@
+"""Preparing a cluster for a study: pools, EC profiles, RBD images, prefill, hygiene.
+
+Everything this module creates is written to a ledger (`created`), and `cleanup()`
+removes only what is in the ledger: fathom never deletes what it did not create.
+A pool named explicitly by the user is used as it is and never removed.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fathom.cluster.ceph import Ceph
+from fathom.errors import ClusterError, UsageError
+
+PG_NUM_CHOICES = "a power of two from 1 to 32768"
+
+
+@dataclass
+class Ledger:
+    """What fathom created, in creation order, so cleanup can undo exactly that."""
+
+    pools: list[str] = field(default_factory=list)
+    ec_profiles: list[str] = field(default_factory=list)
+    images: list[tuple[str, str]] = field(default_factory=list)  # (pool, image)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pools": list(self.pools), "ec_profiles": list(self.ec_profiles),
+                "images": [f"{p}/{i}" for p, i in self.images]}
+
+
+class Prep:
+    def __init__(self, ceph: Ceph, owner_prefix: str = "fathom", progress: Callable[[str], None] | None = None):
+        self.ceph = ceph
+        self.prefix = owner_prefix
+        self.created = Ledger()
+        self.settings: dict[str, str] = {}  # every setting applied, for the run's record
+        self.progress = progress or (lambda msg: None)
+
+    # ---- pools -------------------------------------------------------------------
+    def _pools(self) -> dict[str, dict[str, Any]]:
+        return {p["pool_name"]: p for p in self.ceph.ceph("osd", "pool", "ls", "detail")}
+
+    def ec_profile(self, name: str, k: int, m: int, failure_domain: str = "osd") -> str:
+        if k < 1 or m < 1:
+            raise UsageError(f"erasure code profile {name}: k and m must be at least 1 (got k={k}, m={m})")
+        existing = self.ceph.ceph("osd", "erasure-code-profile", "ls")
+        if name in existing:
+            got = self.ceph.ceph("osd", "erasure-code-profile", "get", name)
+            if int(got.get("k", 0)) != k or int(got.get("m", 0)) != m:
+                raise ClusterError(f"erasure code profile {name} exists with k={got.get('k')} m={got.get('m')}, "
+                                   f"not k={k} m={m}", hint="choose another profile name")
+            return name
+        self.ceph.ceph("osd", "erasure-code-profile", "set", name, f"k={k}", f"m={m}",
+                       f"crush-failure-domain={failure_domain}", fmt_json=False)
+        self.created.ec_profiles.append(name)
+        return name
+
+    def pool(self, name: str, pg_num: int = 32, size: int = 1, min_size: int | None = None,
+             application: str = "rbd", ec_profile: str | None = None, allow_ec_overwrites: bool = False,
+             explicit: bool = False) -> str:
+        """Create a replicated or EC pool (or adopt an explicit, existing one untouched)."""
+        if pg_num < 1 or pg_num > 32768 or pg_num & (pg_num - 1):
+            raise UsageError(f"pool {name}: pg_num must be {PG_NUM_CHOICES}, got {pg_num}")
+        pools = self._pools()
+        if name in pools:
+            if explicit:
+                self.progress(f"using existing pool {name} as given (fathom will not change or remove it)")
+                return name
+            raise ClusterError(f"pool {name} already exists and fathom did not create it",
+                               hint="name it explicitly to use it as it is, or choose another pool name")
+        if ec_profile:
+            self.ceph.ceph("osd", "pool", "create", name, str(pg_num), str(pg_num), "erasure", ec_profile,
+                           fmt_json=False)
+        else:
+            if size < 1:
+                raise UsageError(f"pool {name}: size must be at least 1, got {size}")
+            self.ceph.ceph("osd", "pool", "create", name, str(pg_num), str(pg_num), "replicated", fmt_json=False)
+        self.created.pools.append(name)
+        self.ceph.ceph("osd", "pool", "set", name, "pg_autoscale_mode", "off", fmt_json=False)
+        if not ec_profile:
+            extra = ["--yes-i-really-mean-it"] if size == 1 else []
+            self.ceph.ceph("osd", "pool", "set", name, "size", str(size), *extra, fmt_json=False)
+            ms = min_size if min_size is not None else max(1, size - size // 2)  # ceph's default: size - size/2
+            self.ceph.ceph("osd", "pool", "set", name, "min_size", str(ms), fmt_json=False)
+        elif min_size is not None:
+            self.ceph.ceph("osd", "pool", "set", name, "min_size", str(min_size), fmt_json=False)
+        if allow_ec_overwrites:
+            if not ec_profile:
+                raise UsageError(f"pool {name}: allow_ec_overwrites applies to erasure-coded pools only")
+            self.ceph.ceph("osd", "pool", "set", name, "allow_ec_overwrites", "true", fmt_json=False)
+        if application:
+            self.ceph.ceph("osd", "pool", "application", "enable", name, application, fmt_json=False)
+        if application == "rbd" and not ec_profile:
+            self.ceph.rbd("pool", "init", name, fmt_json=False, timeout=120)
+        self.progress(f"created pool {name} ({'EC ' + ec_profile if ec_profile else f'replicated size {size}'}, "
+                      f"{pg_num} PGs)")
+        return name
+
+    # ---- images ------------------------------------------------------------------
+    def images(self, pool: str, names: list[str], size_bytes: int, data_pool: str | None = None) -> list[str]:
+        """Create RBD images (data_pool: an EC pool holding the data, metadata in `pool`)."""
+        if size_bytes < 4096 or size_bytes % 4096:
+            raise UsageError(f"image size must be a positive multiple of 4KiB, got {size_bytes} bytes")
+        existing = set(self.ceph.rbd("ls", "-p", pool) or [])
+        for name in names:
+            if name in existing:
+                raise ClusterError(f"image {pool}/{name} already exists and fathom did not create it",
+                                   hint="use another image prefix, or remove that image yourself")
+            args = ["create", f"{pool}/{name}", "--size", f"{size_bytes // 1024}K"]
+            if data_pool:
+                args += ["--data-pool", data_pool]
+            self.ceph.rbd(*args, fmt_json=False)
+            self.created.images.append((pool, name))
+        self.progress(f"created {len(names)} RBD image(s) of {size_bytes / 2**20:.0f} MiB in {pool}")
+        return names
+
+    def prefill(self, pool: str, images: list[str], size_bytes: int, block: int = 65536,
+                threads: int = 16) -> dict[str, Any]:
+        """Write every image whole, sequentially, in `block`-sized writes, as the OSD study does.
+
+        `rbd bench --io-pattern seq` is used: it ships with Ceph, streams aio writes from
+        one process per image, and on this class of machine it fills faster than fio's
+        process start-up per image. Images are filled one after another so each gets
+        the whole cluster; the method and time are returned for the run's record.
+        """
+        t0 = time.monotonic()
+        for i, image in enumerate(images):
+            self.progress(f"prefill {pool}/{image} ({i + 1}/{len(images)}): {size_bytes / 2**20:.0f} MiB "
+                          f"in {block // 1024}K sequential writes")
+            self.ceph.rbd("bench", "--io-type", "write", "--io-size", str(block), "--io-threads", str(threads),
+                          "--io-total", str(size_bytes), "--io-pattern", "seq", f"{pool}/{image}",
+                          fmt_json=False, timeout=max(600.0, size_bytes / 2**20))
+        took = time.monotonic() - t0
+        return {"method": "rbd bench --io-type write --io-pattern seq", "io_size": block, "io_threads": threads,
+                "images": len(images), "bytes_per_image": size_bytes, "seconds": round(took, 2),
+                "mib_s": round(len(images) * size_bytes / 2**20 / took, 1) if took > 0 else None}
+
+    # ---- hygiene -----------------------------------------------------------------
+    def hygiene(self, pools: list[str], rbd_cache: bool = False, rbd_io_scheduler: str | None = "none",
+                noscrub: bool = True, balancer_off: bool = True, autoscale_off: bool = True) -> dict[str, str]:
+        """Quiet the cluster for measurement; every setting is returned (and kept in self.settings)."""
+        applied: dict[str, str] = {}
+        if noscrub:
+            for flag in ("noscrub", "nodeep-scrub"):
+                self.ceph.ceph("osd", "set", flag, fmt_json=False)
+                applied[f"osd flag {flag}"] = "set"
+        if balancer_off:
+            self.ceph.ceph("balancer", "off", fmt_json=False, timeout=60)
+            applied["balancer"] = "off"
+        if autoscale_off:
+            self.ceph.ceph("config", "set", "global", "osd_pool_default_pg_autoscale_mode", "off", fmt_json=False)
+            applied["osd_pool_default_pg_autoscale_mode"] = "off"
+            for p in pools:
+                self.ceph.ceph("osd", "pool", "set", p, "pg_autoscale_mode", "off", fmt_json=False)
+                applied[f"pool {p} pg_autoscale_mode"] = "off"
+        self.ceph.ceph("config", "set", "client", "rbd_cache", "true" if rbd_cache else "false", fmt_json=False)
+        applied["client rbd_cache"] = "true" if rbd_cache else "false"
+        if rbd_io_scheduler:
+            self.ceph.ceph("config", "set", "client", "rbd_io_scheduler", rbd_io_scheduler, fmt_json=False)
+            applied["client rbd_io_scheduler"] = rbd_io_scheduler
+        self.settings.update(applied)
+        return applied
+
+    # ---- cleanup -----------------------------------------------------------------
+    def cleanup(self) -> dict[str, Any]:
+        """Remove what this Prep created, newest first. Nothing else."""
+        removed: dict[str, list[str]] = {"images": [], "pools": [], "ec_profiles": []}
+        dropped = set()
+        for pool, image in reversed(self.created.images):
+            if pool in self.created.pools:
+                dropped.add((pool, image))  # goes with its pool
+                continue
+            self.ceph.rbd("rm", f"{pool}/{image}", fmt_json=False, timeout=600)
+            removed["images"].append(f"{pool}/{image}")
+        for pool in reversed(self.created.pools):
+            self.ceph.ceph("osd", "pool", "rm", pool, pool, "--yes-i-really-really-mean-it", fmt_json=False)
+            removed["pools"].append(pool)
+        removed["images"] += [f"{p}/{i}" for p, i in dropped]
+        for prof in reversed(self.created.ec_profiles):
+            self.ceph.ceph("osd", "erasure-code-profile", "rm", prof, fmt_json=False)
+            removed["ec_profiles"].append(prof)
+        self.created = Ledger()
+        return removed
+

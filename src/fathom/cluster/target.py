@@ -1,0 +1,80 @@
+"""Which cluster a command measures: an existing one (attach) or fathom's own local one.
+
+Attach options follow the ceph tools: --conf (or CEPH_CONF, then /etc/ceph/ceph.conf),
+--id or --name, --keyring. Attaching never creates or removes daemons; telemetry
+covers whichever Ceph daemons run on this host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from fathom.cluster.ceph import Ceph, Connection
+from fathom.cluster.local import Daemon, LocalCluster, pid_alive
+
+DAEMON_PROGRAMS = {"ceph-osd": "osd", "ceph-mon": "mon", "ceph-mgr": "mgr", "ceph-mds": "mds", "radosgw": "rgw"}
+
+
+def add_target_args(parser: argparse.ArgumentParser) -> None:
+    g = parser.add_argument_group("existing cluster (attach); without these, fathom starts its own local cluster")
+    g.add_argument("-c", "--conf", help="ceph.conf of the cluster (default: $CEPH_CONF)")
+    g.add_argument("--id", dest="client_id", help="client id, e.g. admin (default admin)")
+    g.add_argument("--name", dest="client_name", help="full client name, e.g. client.admin")
+    g.add_argument("--keyring", help="keyring holding the client's key")
+
+
+@dataclass
+class Target:
+    conn: Connection
+    local: LocalCluster | None = None
+
+    def ceph(self, timeout: float = 60.0) -> Ceph:
+        return Ceph(self.conn, timeout=timeout)
+
+    def local_daemons(self) -> list[Daemon]:
+        """Daemons on this host: exactly ours for a local cluster, else every ceph daemon found in /proc."""
+        if self.local is not None:
+            return [d for d in self.local.daemons() if d.running]
+        return scan_local_daemons()
+
+
+def target_from_args(args: argparse.Namespace, probe_timeout: float = 30.0) -> Target | None:
+    """The attached cluster the options name (checked reachable), or None when none was named."""
+    conf = getattr(args, "conf", None)
+    cid, name, keyring = (getattr(args, a, None) for a in ("client_id", "client_name", "keyring"))
+    if not any((conf, cid, name, keyring)) and not os.environ.get("CEPH_CONF"):
+        return None
+    conn = Connection.from_args(conf, cid, name, keyring)
+    target = Target(conn=conn, local=_local_for(conn.conf))
+    target.ceph().probe(timeout=probe_timeout)
+    return target
+
+
+def _local_for(conf: str) -> LocalCluster | None:
+    """If the conf belongs to a fathom local cluster, know its daemons exactly."""
+    root = Path(conf).parent
+    lc = LocalCluster(root)
+    return lc if lc.exists() and Path(conf) == lc.conf_path else None
+
+
+def scan_local_daemons() -> list[Daemon]:
+    out = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        prog = os.path.basename(argv[0].decode(errors="replace")) if argv and argv[0] else ""
+        kind = DAEMON_PROGRAMS.get(prog)
+        if not kind or not pid_alive(int(proc.name)):
+            continue
+        args = [a.decode(errors="replace") for a in argv[1:]]
+        ident = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-i", "--id", "-n", "--name")), proc.name)
+        name = ident if "." in ident else f"{kind}.{ident}"
+        out.append(Daemon(name=name, kind=kind, pid=int(proc.name)))
+    return sorted(out, key=lambda d: d.name)
