@@ -77,3 +77,7 @@ unsafe extern "C" {
     pub fn rbd_aio_get_return_value(c: rbd_completion_t) -> isize;
     pub fn rbd_aio_release(c: rbd_completion_t);
 }
+
+unsafe extern "C" {
+    pub fn rados_conf_get(cluster: rados_t, option: *const c_char, buf: *mut c_char, len: usize) -> c_int;
+}

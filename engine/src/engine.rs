@@ -1,0 +1,447 @@
+//! The submitter: one thread keeps every slot busy (closed loop) or
+//! follows the arrival schedule (open loop), reaps completions in batches,
+//! records statistics, and emits interval records. Library callbacks only
+//! stamp the end time and queue the slot index (io.rs).
+
+use crate::clock::{mono_ns, wall_s};
+use crate::errno;
+use crate::io::{CompletionQueue, KINDS, OpKind, Slot, State};
+use crate::out;
+use crate::rate::{Lag, Schedule};
+use crate::rng::Rng;
+use crate::spec::{OnError, Spec};
+use crate::stats::{Errors, KindStats};
+use crate::target::Target;
+use crate::verify;
+use serde_json::{Map, Value, json};
+use std::sync::atomic::Ordering;
+
+const NS: f64 = 1e9;
+
+pub enum PhaseEnd {
+    /// Finished (time, op/byte bound, object set done, or stopped on error).
+    Done,
+    /// No completion for stall_timeout_s with ops in flight.
+    Stall { in_flight: u32, waited_s: f64 },
+}
+
+pub struct Engine<'a> {
+    spec: &'a Spec,
+    target: &'a mut dyn Target,
+    slots: &'static mut [Slot],
+    queue: &'static CompletionQueue,
+    ready: Vec<u32>,
+    free: Vec<u32>,
+    rng: Rng,
+    kinds: Vec<OpKind>,
+    interval: Vec<KindStats>,
+    pub total: Vec<KindStats>,
+    pub errors: Errors,
+    pub lag: Lag,
+    open_loop: bool,
+    pub started: u64,
+    pub finished: u64,
+    /// Ops the library still owns, including timed-out ones.
+    pub in_flight: u32,
+    zombies: u32,
+    pub verify_checked: u64,
+    pub mismatches: u64,
+    pub first_mismatch: Option<Value>,
+    generation: u64,
+    writes: u64,
+    pub stopped_early: bool,
+    pub stop_reason: Option<String>,
+    /// The first op error when on_error=stop: (errno name, sentence).
+    pub stop_error: Option<(String, String)>,
+    // Phase state (monotonic ns).
+    pub phase_start: u64,
+    pub ramp_end: u64,
+    measured_end: u64,
+    stop_at: Option<u64>,
+    measuring: bool,
+}
+
+impl<'a> Engine<'a> {
+    pub fn new(spec: &'a Spec, target: &'a mut dyn Target, slots: &'static mut [Slot], queue: &'static CompletionQueue) -> Self {
+        let kinds = target.kinds();
+        let n = slots.len();
+        Engine {
+            spec,
+            target,
+            slots,
+            queue,
+            ready: Vec::with_capacity(n),
+            free: Vec::with_capacity(n),
+            rng: Rng::new(spec.seed),
+            kinds,
+            interval: (0..KINDS).map(|_| KindStats::default()).collect(),
+            total: (0..KINDS).map(|_| KindStats::default()).collect(),
+            errors: Errors::default(),
+            lag: Lag::default(),
+            open_loop: spec.load.rate.is_some(),
+            started: 0,
+            finished: 0,
+            in_flight: 0,
+            zombies: 0,
+            verify_checked: 0,
+            mismatches: 0,
+            first_mismatch: None,
+            generation: (spec.seed << 32) ^ (wall_s() as u64),
+            writes: 0,
+            stopped_early: false,
+            stop_reason: None,
+            stop_error: None,
+            phase_start: 0,
+            ramp_end: 0,
+            measured_end: 0,
+            stop_at: None,
+            measuring: false,
+        }
+    }
+
+    fn stop_on_error(&mut self, kind: OpKind, e: i32, what: String) {
+        // A preparation pass (prefill) must be clean whatever on_error says.
+        let stop = self.spec.on_error == OnError::Stop || !self.measuring;
+        if stop && self.stop_error.is_none() {
+            let name = errno::name(e);
+            let msg = format!("{} of {what} failed with {name} ({}); stopping (on_error=stop)", kind.name(), errno::describe(e));
+            self.stopped_early = true;
+            self.stop_reason = Some(msg.clone());
+            self.stop_error = Some((name, msg));
+        }
+    }
+
+    fn record_error(&mut self, idx: usize, e: i32, lat: u64) {
+        let s = &self.slots[idx];
+        let (kind, ramp) = (s.kind, s.ramp);
+        self.interval[kind as usize].errors += 1;
+        let what = self.target.describe(s);
+        if self.measuring && !ramp {
+            self.total[kind as usize].errors += 1;
+            let w = what.clone();
+            self.errors.record(kind.name(), &errno::name(e), lat, move || format!("{} of {w}", kind.name()));
+        }
+        self.stop_on_error(kind, e, what);
+    }
+
+    fn complete(&mut self, idx: usize) {
+        let end = self.slots[idx].done.end_ns.load(Ordering::Relaxed);
+        let rc = self.target.reap(&mut self.slots[idx]);
+        self.in_flight -= 1;
+        self.free.push(idx as u32);
+        let s = &mut self.slots[idx];
+        if s.state == State::Zombie {
+            // Already counted as ETIMEDOUT when it timed out.
+            self.zombies -= 1;
+            s.state = State::Free;
+            return;
+        }
+        s.state = State::Free;
+        self.finished += 1;
+        let lat = end.saturating_sub(s.intended_ns);
+        let (kind, ramp) = (s.kind, s.ramp);
+        if rc < 0 {
+            self.record_error(idx, rc as i32, lat);
+        } else {
+            let s = &self.slots[idx];
+            self.target.on_success(s);
+            if self.spec.verify && kind == OpKind::Read {
+                let n = (rc as usize).min(s.buf.len());
+                let (checked, bad) = verify::check(&s.buf[..n], s.obj, s.offset);
+                self.verify_checked += checked;
+                if let Some(m) = bad {
+                    self.mismatches += 1;
+                    if self.first_mismatch.is_none() {
+                        self.first_mismatch =
+                            Some(json!({"object": self.target.describe(s), "offset": m.offset, "reason": m.reason}));
+                    }
+                }
+            }
+            self.interval[kind as usize].record(lat, rc as u64);
+            if self.measuring && !ramp {
+                self.total[kind as usize].record(lat, rc as u64);
+            }
+        }
+        if self.measuring && !ramp {
+            self.measured_end = self.measured_end.max(end);
+        }
+    }
+
+    /// Issue one op in free slot `idx`. Ok(false): workload exhausted.
+    fn issue(&mut self, idx: usize, intended: u64) -> Result<bool, ()> {
+        let s = &mut self.slots[idx];
+        if !self.target.next_op(s, &mut self.rng) {
+            return Ok(false);
+        }
+        if self.spec.verify && s.kind == OpKind::Write {
+            self.writes += 1;
+            verify::fill(&mut s.buf[..s.len], s.obj, s.offset, self.generation.wrapping_add(self.writes));
+        }
+        let now = mono_ns();
+        s.intended_ns = if self.open_loop && self.measuring { intended } else { now };
+        s.ramp = s.intended_ns < self.ramp_end;
+        s.start_ns = now;
+        match self.target.submit(s) {
+            Ok(()) => {
+                s.state = State::InFlight;
+                self.in_flight += 1;
+                self.started += 1;
+                if self.open_loop && self.measuring {
+                    self.lag.record(now.saturating_sub(intended));
+                }
+                Ok(true)
+            }
+            Err(e) => {
+                let lat = now.saturating_sub(s.intended_ns);
+                self.started += 1;
+                self.finished += 1;
+                self.record_error(idx, e, lat);
+                Err(())
+            }
+        }
+    }
+
+    fn scan_timeouts(&mut self, now: u64, timeout: u64) {
+        for i in 0..self.slots.len() {
+            let s = &self.slots[i];
+            if s.state == State::InFlight && now.saturating_sub(s.start_ns) >= timeout {
+                let lat = now.saturating_sub(s.intended_ns);
+                self.slots[i].state = State::Zombie;
+                self.zombies += 1;
+                self.finished += 1;
+                self.record_error(i, -libc::ETIMEDOUT, lat);
+            }
+        }
+    }
+
+    fn emit_interval(&mut self, now: u64, prev: u64) {
+        let mut ops = Map::new();
+        for k in &self.kinds {
+            let st = &mut self.interval[*k as usize];
+            ops.insert(k.name().to_string(), st.interval_json());
+            st.reset();
+        }
+        out::emit(&json!({
+            "type": "interval", "ts": wall_s(),
+            "t": (now - self.phase_start) as f64 / NS, "dt": (now - prev) as f64 / NS,
+            "ramp": now <= self.ramp_end && self.ramp_end > self.phase_start,
+            "in_flight": self.in_flight, "started": self.started, "finished": self.finished,
+            "ops": ops,
+        }));
+    }
+
+    /// Run one phase. `measuring`: the main phase (statistics, intervals,
+    /// ramp, bounds, schedule); otherwise a quiet preparation pass (prefill)
+    /// that runs the target's op stream to its end.
+    pub fn run(&mut self, measuring: bool) -> PhaseEnd {
+        let spec = self.spec;
+        let l = &spec.load;
+        let nslots = self.slots.len();
+        self.measuring = measuring;
+        self.free.clear();
+        for i in (0..nslots).rev() {
+            if self.slots[i].state == State::Free {
+                self.free.push(i as u32);
+            }
+        }
+        let start = mono_ns();
+        self.phase_start = start;
+        let secs = |s: f64| (s * NS) as u64;
+        self.ramp_end = if measuring { start + secs(l.ramp_s) } else { start };
+        self.measured_end = self.ramp_end;
+        let end = if measuring { l.duration_s.map(|d| start + secs(d)) } else { None };
+        let interval_ns = secs(spec.interval_s).max(1_000_000);
+        let mut next_tick = start + interval_ns;
+        let mut prev_emit = start;
+        let timeout = spec.op_timeout_s.map(secs);
+        let scan_every = timeout.map_or(u64::MAX, |t| (t / 10).clamp(1_000_000, 100_000_000));
+        let mut next_scan = start + scan_every;
+        let stall = secs(spec.stall_timeout_s);
+        let mut last_progress = start;
+        let mut sched = if measuring { l.rate.map(|r| Schedule::new(start, r, l.arrival, spec.seed)) } else { None };
+        let (mut m_ops, mut m_bytes) = (0u64, 0u64);
+        let mut stopping = false;
+        let mut zombie_grace: Option<u64> = None;
+        let mut ready = std::mem::take(&mut self.ready);
+        loop {
+            let had = ready.len();
+            for i in 0..had {
+                self.complete(ready[i] as usize);
+            }
+            ready.clear();
+            let mut now = mono_ns();
+            if had > 0 {
+                last_progress = now;
+            }
+            if measuring && now >= next_tick {
+                self.emit_interval(now, prev_emit);
+                prev_emit = now;
+                while next_tick <= now {
+                    next_tick += interval_ns;
+                }
+            }
+            if let Some(t) = timeout
+                && now >= next_scan
+            {
+                self.scan_timeouts(now, t);
+                next_scan = now + scan_every;
+            }
+            if self.stop_error.is_some() || end.is_some_and(|e| now >= e) {
+                if !stopping {
+                    self.stop_at = Some(now.min(end.unwrap_or(now)));
+                }
+                stopping = true;
+            }
+            if self.in_flight > 0 && now.saturating_sub(last_progress) >= stall {
+                ready = Vec::new();
+                self.ready = ready;
+                return PhaseEnd::Stall { in_flight: self.in_flight, waited_s: (now - last_progress) as f64 / NS };
+            }
+            // Submit.
+            let mut retry_soon = false;
+            while !stopping {
+                if self.free.is_empty() {
+                    break;
+                }
+                if measuring && (l.ops.is_some_and(|n| m_ops >= n) || l.bytes.is_some_and(|b| m_bytes >= b)) {
+                    stopping = true;
+                    self.stop_at = Some(now);
+                    break;
+                }
+                let intended = match &sched {
+                    Some(s) => {
+                        let t = s.peek();
+                        if t > now {
+                            break;
+                        }
+                        t
+                    }
+                    None => now,
+                };
+                let idx = self.free.pop().unwrap() as usize;
+                if self.in_flight == 0 {
+                    last_progress = now;
+                }
+                match self.issue(idx, intended) {
+                    Ok(true) => {
+                        if let Some(s) = sched.as_mut() {
+                            s.advance();
+                        }
+                        let s = &self.slots[idx];
+                        if !s.ramp {
+                            m_ops += 1;
+                            m_bytes += s.len as u64;
+                        }
+                    }
+                    Ok(false) => {
+                        self.free.push(idx as u32);
+                        stopping = true;
+                        self.stop_at = Some(now);
+                    }
+                    Err(()) => {
+                        self.free.push(idx as u32);
+                        if let Some(s) = sched.as_mut() {
+                            s.advance();
+                        }
+                        retry_soon = true;
+                        break;
+                    }
+                }
+                now = mono_ns();
+            }
+            if stopping && self.in_flight == self.zombies {
+                if self.zombies == 0 {
+                    break;
+                }
+                // Timed-out ops may never come back: give them a moment, then abandon them.
+                let g = *zombie_grace.get_or_insert(now + 1_000_000_000);
+                if now >= g {
+                    break;
+                }
+            }
+            // Sleep until a completion or the next thing that needs doing.
+            let mut d = if measuring { next_tick } else { now + 100_000_000 };
+            if !stopping {
+                if let Some(e) = end {
+                    d = d.min(e);
+                }
+                if let Some(s) = &sched
+                    && !self.free.is_empty()
+                {
+                    d = d.min(s.peek());
+                }
+            }
+            if self.in_flight > 0 {
+                d = d.min(last_progress + stall);
+                if timeout.is_some() {
+                    d = d.min(next_scan);
+                }
+            }
+            if let Some(g) = zombie_grace {
+                d = d.min(g);
+            }
+            if retry_soon {
+                d = d.min(now + 1_000_000);
+            }
+            self.queue.take(&mut ready, Some(d));
+        }
+        let now = mono_ns();
+        if measuring {
+            if now > prev_emit {
+                self.emit_interval(now, prev_emit);
+            }
+            let stop = self.stop_at.unwrap_or(now);
+            self.measured_end = self.measured_end.max(stop.max(self.ramp_end));
+        }
+        self.ready = ready;
+        PhaseEnd::Done
+    }
+
+    pub fn measured_s(&self) -> f64 {
+        self.measured_end.saturating_sub(self.ramp_end) as f64 / NS
+    }
+
+    pub fn ops_json(&self, measured_s: f64) -> Value {
+        let mut m = Map::new();
+        for k in &self.kinds {
+            m.insert(k.name().to_string(), self.total[*k as usize].summary_json(measured_s));
+        }
+        Value::Object(m)
+    }
+
+    pub fn verify_json(&self) -> Value {
+        if !self.spec.verify {
+            return Value::Null;
+        }
+        json!({"checked": self.verify_checked, "unit": "block", "mismatches": self.mismatches,
+               "first_mismatch": self.first_mismatch})
+    }
+
+    pub fn schedule_json(&self) -> Value {
+        if !self.open_loop {
+            return Value::Null;
+        }
+        json!({"rate": self.spec.load.rate, "arrival": self.spec.load.arrival, "ops": self.lag.n,
+               "max_lag_ns": self.lag.max, "mean_lag_ns": self.lag.mean()})
+    }
+
+    pub fn begin_prefill(&mut self) -> bool {
+        self.target.begin_prefill()
+    }
+
+    /// After a clean prefill: switch the target to its measured workload and
+    /// forget the preparation pass's counters.
+    pub fn begin_main(&mut self) {
+        self.target.begin_main();
+        self.started = 0;
+        self.finished = 0;
+        self.stop_at = None;
+        for k in self.interval.iter_mut().chain(self.total.iter_mut()) {
+            k.reset();
+        }
+    }
+
+    pub fn target(&mut self) -> &mut dyn Target {
+        self.target
+    }
+}

@@ -1,0 +1,197 @@
+//! Slots (one per outstanding op) and the completion queue.
+//!
+//! Memory rule at the FFI seam: a slot owns the buffer, the object name and
+//! the completion argument of its op. Slots are allocated once, leaked
+//! (`&'static`), and never resized or freed, so whatever happens to the run
+//! (timeout, stop, error, exit), memory that librados/librbd may still write
+//! to stays valid until the process exits. A timed-out op keeps its slot
+//! (state `Zombie`) until the library reports completion.
+
+use crate::clock::mono_ns;
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex};
+
+/// Completed slot indices, pushed from library threads, drained in batches
+/// by the submitter. The callback only wakes the submitter when it sleeps.
+pub struct CompletionQueue {
+    inner: Mutex<Ready>,
+    cv: Condvar,
+}
+
+struct Ready {
+    idx: Vec<u32>,
+    waiting: bool,
+}
+
+impl CompletionQueue {
+    pub fn new(capacity: usize) -> Self {
+        CompletionQueue {
+            inner: Mutex::new(Ready { idx: Vec::with_capacity(capacity), waiting: false }),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// Called from library callback threads: O(1), no allocation (capacity
+    /// covers every slot), one futex wake only if the submitter sleeps.
+    pub fn push(&self, i: u32) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        g.idx.push(i);
+        let wake = g.waiting;
+        g.waiting = false;
+        drop(g);
+        if wake {
+            self.cv.notify_one();
+        }
+    }
+
+    /// Swap ready indices into `out` (empty, with capacity); if none are
+    /// ready, sleep until one is or until `deadline_ns` (monotonic).
+    pub fn take(&self, out: &mut Vec<u32>, deadline_ns: Option<u64>) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if g.idx.is_empty() {
+            if let Some(d) = deadline_ns {
+                let now = mono_ns();
+                if d <= now {
+                    return;
+                }
+                g.waiting = true;
+                let (g2, _) = self
+                    .cv
+                    .wait_timeout(g, std::time::Duration::from_nanos(d - now))
+                    .unwrap_or_else(|p| p.into_inner());
+                g = g2;
+                g.waiting = false;
+            } else {
+                return;
+            }
+        }
+        std::mem::swap(&mut g.idx, out);
+    }
+}
+
+/// The part of a slot that a library thread touches: address is stable
+/// for the life of the process, passed as the callback argument.
+pub struct Done {
+    pub index: u32,
+    pub end_ns: AtomicU64,
+    pub queue: &'static CompletionQueue,
+}
+
+impl Done {
+    /// The end timestamp of an op is taken here, in the library's callback.
+    #[inline]
+    pub fn complete(&self) {
+        self.end_ns.store(mono_ns(), Ordering::Relaxed);
+        self.queue.push(self.index);
+    }
+
+    pub fn arg(&'static self) -> *mut c_void {
+        self as *const Done as *mut c_void
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Free,
+    InFlight,
+    /// Timed out and already counted as an error; the library still owns it.
+    Zombie,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum OpKind {
+    Read = 0,
+    Write = 1,
+    Remove = 2,
+}
+
+pub const KINDS: usize = 3;
+
+impl OpKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Read => "read",
+            OpKind::Write => "write",
+            OpKind::Remove => "remove",
+        }
+    }
+}
+
+pub struct Slot {
+    pub done: &'static Done,
+    pub buf: Vec<u8>,
+    /// NUL-terminated object name, rewritten in place (capacity reserved).
+    pub name: Vec<u8>,
+    /// The library's completion handle while in flight.
+    pub handle: *mut c_void,
+    pub state: State,
+    pub kind: OpKind,
+    pub job: u32,
+    /// Object index (rados) or image index (rbd).
+    pub obj: u64,
+    pub offset: u64,
+    pub len: usize,
+    pub intended_ns: u64,
+    pub start_ns: u64,
+    pub ramp: bool,
+}
+
+/// Allocate `n` slots for the life of the process.
+pub fn alloc_slots(n: usize, buf_len: usize, queue: &'static CompletionQueue) -> &'static mut [Slot] {
+    let mut v = Vec::with_capacity(n);
+    let mut fill = crate::rng::Rng::new(0x5eed);
+    for i in 0..n {
+        let done: &'static Done =
+            Box::leak(Box::new(Done { index: i as u32, end_ns: AtomicU64::new(0), queue }));
+        // Incompressible, non-zero data so compression or zero detection does not flatter writes.
+        let mut buf = vec![0u8; buf_len];
+        for c in buf.chunks_mut(8) {
+            let w = fill.next_u64().to_le_bytes();
+            c.copy_from_slice(&w[..c.len()]);
+        }
+        v.push(Slot {
+            done,
+            buf,
+            name: Vec::with_capacity(256),
+            handle: std::ptr::null_mut(),
+            state: State::Free,
+            kind: OpKind::Write,
+            job: 0,
+            obj: 0,
+            offset: 0,
+            len: 0,
+            intended_ns: 0,
+            start_ns: 0,
+            ramp: false,
+        });
+    }
+    Box::leak(v.into_boxed_slice())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_wakes_a_sleeping_taker_and_batches() {
+        let q: &'static CompletionQueue = Box::leak(Box::new(CompletionQueue::new(8)));
+        let mut out = Vec::with_capacity(8);
+        q.take(&mut out, Some(mono_ns() + 1_000_000));
+        assert!(out.is_empty());
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            q.push(3);
+            q.push(5);
+        });
+        let t0 = mono_ns();
+        while out.len() < 2 {
+            let mut got = Vec::with_capacity(8);
+            q.take(&mut got, Some(mono_ns() + 5_000_000_000));
+            out.extend(got);
+        }
+        assert!(mono_ns() - t0 < 4_000_000_000);
+        assert_eq!(out, vec![3, 5]);
+        t.join().unwrap();
+    }
+}

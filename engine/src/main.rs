@@ -1,0 +1,224 @@
+//! fathom-engine: runs one benchmark point described by a JSON spec (file
+//! argument or stdin) and writes JSON lines to stdout. See PROTOCOL.md.
+
+mod ceph;
+mod clock;
+mod engine;
+mod errno;
+mod ffi;
+mod io;
+mod out;
+mod rate;
+mod rng;
+mod spec;
+mod stats;
+mod target;
+mod verify;
+
+use clock::{mono_ns, wall_s};
+use engine::{Engine, PhaseEnd};
+use serde_json::json;
+use spec::{Spec, TargetKind};
+use std::io::Read;
+use std::sync::atomic::{AtomicBool, Ordering};
+use target::{Fatal, Target};
+
+const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+const USAGE: &str = "usage: fathom-engine [SPEC.json | -]\n\
+Runs one point described by a JSON spec (a file, or stdin when absent or '-')\n\
+and writes JSON lines to stdout: start, interval (one per second), summary.\n\
+Exit codes: 0 ok, 2 invalid spec, 3 Ceph error / stall / stopped on error, 5 verify mismatch.\n\
+Protocol: see engine/PROTOCOL.md.";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "-h" || a == "--help") {
+        println!("{USAGE}");
+        return;
+    }
+    if args.iter().any(|a| a == "-V" || a == "--version") {
+        println!("fathom-engine {VERSION} (protocol {})", spec::PROTOCOL);
+        return;
+    }
+    if args.len() > 1 {
+        out::error("invalid_spec", "give at most one argument: the spec file (or '-' for stdin)", true);
+        std::process::exit(2);
+    }
+    let text = match args.first().map(String::as_str) {
+        None | Some("-") => {
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s).map(|_| s).map_err(|e| format!("cannot read the spec from stdin: {e}"))
+        }
+        Some(p) => std::fs::read_to_string(p).map_err(|e| format!("cannot read the spec file {p:?}: {e}")),
+    };
+    let spec = match text.and_then(|t| spec::parse(&t)) {
+        Ok(s) => s,
+        Err(m) => {
+            out::error("invalid_spec", &m, true);
+            std::process::exit(2);
+        }
+    };
+    let code = match run(&spec) {
+        Ok(code) => code,
+        Err(f) => {
+            out::error(&f.kind, &f.message, true);
+            f.code
+        }
+    };
+    // Never unwind into librados teardown: exit now (stdout is flushed per record).
+    std::process::exit(code);
+}
+
+/// Exit the process after `secs` unless `done` is set: no librados call may hang the engine.
+fn watchdog(secs: f64, done: &'static AtomicBool, kind: &'static str, message: String, code: i32) {
+    std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_secs_f64(secs));
+        if !done.load(Ordering::SeqCst) {
+            if !message.is_empty() {
+                out::error(kind, &message, true);
+            }
+            std::process::exit(code);
+        }
+    });
+}
+
+fn run(spec: &Spec) -> Result<i32, Fatal> {
+    let t_connect = mono_ns();
+    let connected: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+    let c = &spec.connection;
+    watchdog(
+        c.timeout_s * 2.0 + 10.0,
+        connected,
+        "ETIMEDOUT",
+        format!("connecting to the cluster and opening pool {:?} did not finish within {} s", spec.pool, c.timeout_s * 2.0 + 10.0),
+        3,
+    );
+    let cluster = ceph::connect(c)?;
+    let l = &spec.load;
+    let time_bounded = l.duration_s.is_some() || l.ops.is_some() || l.bytes.is_some();
+    let mut target: Box<dyn Target> = match spec.target {
+        TargetKind::Rados => Box::new(target::rados::Rados::open(
+            &cluster,
+            &spec.pool,
+            spec.rados.as_ref().expect("validated"),
+            time_bounded,
+        )?),
+        TargetKind::Rbd => {
+            Box::new(target::rbd::Rbd::open(&cluster, &spec.pool, spec.rbd.as_ref().expect("validated"))?)
+        }
+    };
+    connected.store(true, Ordering::SeqCst);
+    let connect_s = (mono_ns() - t_connect) as f64 / 1e9;
+
+    let nslots = (target.jobs() * l.iodepth) as usize;
+    let queue: &'static io::CompletionQueue = Box::leak(Box::new(io::CompletionQueue::new(nslots)));
+    let slots = io::alloc_slots(nslots, target.buf_len(), queue);
+    for (i, s) in slots.iter_mut().enumerate() {
+        s.job = (i / l.iodepth as usize) as u32;
+    }
+    let spec_json = serde_json::to_value(spec).expect("spec serializes");
+    out::emit(&json!({"type": "start", "protocol": spec::PROTOCOL, "engine": "fathom-engine", "version": VERSION,
+                      "ts": wall_s(), "target": spec.target.name(), "spec": spec_json,
+                      "connect_s": connect_s, "slots": nslots}));
+
+    let mut eng = Engine::new(spec, target.as_mut(), slots, queue);
+    let mut prefill = serde_json::Value::Null;
+    if eng.begin_prefill() {
+        let t = mono_ns();
+        if let PhaseEnd::Stall { in_flight, waited_s } = eng.run(false) {
+            return Err(stall(in_flight, waited_s, "prefill"));
+        }
+        if let Some((kind, msg)) = eng.stop_error.clone() {
+            return Err(Fatal { kind, message: format!("prefill: {msg}"), code: 3 });
+        }
+        prefill = json!({"ops": eng.finished, "seconds": (mono_ns() - t) as f64 / 1e9});
+    }
+    eng.begin_main();
+    let ended = eng.run(true);
+    let measured_s = eng.measured_s();
+    let wall = (mono_ns() - eng.phase_start) as f64 / 1e9;
+    let mut code = 0;
+    let mut trailer: Option<(String, String, bool)> = None;
+    let mut stop_reason = eng.stop_reason.clone();
+    let mut stopped_early = eng.stopped_early;
+    match ended {
+        PhaseEnd::Stall { in_flight, waited_s } => {
+            let f = stall(in_flight, waited_s, "run");
+            stopped_early = true;
+            stop_reason = Some(f.message.clone());
+            trailer = Some((f.kind, f.message, true));
+            code = 3;
+        }
+        PhaseEnd::Done => {
+            if let Some((kind, msg)) = eng.stop_error.clone() {
+                trailer = Some((kind, msg, true));
+                code = 3;
+            }
+        }
+    }
+    // Extras (rados metadata) only when the run ended cleanly enough to trust them.
+    let mut extras = Vec::new();
+    if eng.in_flight == 0 || matches!(ended, PhaseEnd::Done) {
+        match eng.target().finish() {
+            Ok(x) => extras = x,
+            Err(f) => {
+                if trailer.is_none() {
+                    trailer = Some((f.kind, f.message, true));
+                    code = f.code;
+                }
+            }
+        }
+    }
+    if eng.mismatches > 0 && code == 0 {
+        let m = eng.first_mismatch.clone().unwrap_or_default();
+        trailer = Some((
+            "verify".into(),
+            format!("{} verify mismatches; first at {} offset {}: {}", eng.mismatches, m["object"], m["offset"],
+                    m["reason"].as_str().unwrap_or("")),
+            false,
+        ));
+        code = 5;
+    }
+    let (user, sys, rss) = clock::rusage();
+    let mut summary = json!({
+        "type": "summary", "ts": wall_s(), "t": wall,
+        "wall_s": wall, "measured_s": measured_s, "ramp_s": l.ramp_s,
+        "ops": eng.ops_json(measured_s), "errors": eng.errors.json(), "verify": eng.verify_json(),
+        "cpu": {"user_s": user, "sys_s": sys}, "max_rss_kib": rss,
+        "schedule": eng.schedule_json(),
+        "started": eng.started, "finished": eng.finished,
+        "in_flight_abandoned": eng.in_flight,
+        "stopped_early": stopped_early, "stop_reason": stop_reason,
+        "connect_s": connect_s, "prefill": prefill,
+    });
+    for (k, v) in extras {
+        summary[k] = v;
+    }
+    out::emit(&summary);
+    if let Some((kind, msg, fatal)) = trailer {
+        out::error(&kind, &msg, fatal);
+    }
+    if eng.in_flight == 0 {
+        // Clean teardown, bounded: librados shutdown can hang on a sick cluster.
+        let done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
+        watchdog(10.0, done, "", String::new(), code);
+        eng.target().close();
+        // SAFETY: every ioctx and image is closed and nothing is in flight.
+        unsafe { ffi::rados_shutdown(cluster.h) };
+        done.store(true, Ordering::SeqCst);
+    }
+    // Ops still in flight own their slots: leak everything and exit without shutdown.
+    Ok(code)
+}
+
+fn stall(in_flight: u32, waited_s: f64, phase: &str) -> Fatal {
+    Fatal {
+        kind: "stall".into(),
+        message: format!(
+            "no op completed for {waited_s:.1} s during the {phase} with {in_flight} ops in flight \
+             (cluster full, paused or unreachable?)"
+        ),
+        code: 3,
+    }
+}

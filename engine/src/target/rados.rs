@@ -1,0 +1,287 @@
+//! RADOS objects through librados aio: write (full or at an offset), read
+//! (whole or part, seq or rand), remove. A write stage leaves
+//! `<prefix>.meta` so a later read or remove with the same prefix knows the
+//! object set.
+
+use super::{Fatal, Target, object_name};
+use crate::ceph::Cluster;
+use crate::ffi::*;
+use crate::io::{OpKind, Slot};
+use crate::rng::Rng;
+use crate::spec::{Pattern, RadosOp, RadosSpec};
+use serde_json::{Value, json};
+use std::ffi::{CString, c_char, c_void};
+
+pub struct Rados {
+    io: rados_ioctx_t,
+    pool: String,
+    op: RadosOp,
+    pattern: Pattern,
+    prefix: String,
+    object_size: u64,
+    op_size: u64,
+    /// Object set size (write: from the spec; read/remove: from the meta object).
+    objects: Option<u64>,
+    /// Revisit the set when the run is bounded by time/ops/bytes rather than by the set.
+    wrap: bool,
+    chunks: u64,
+    cursor: u64,
+    prefill: bool,
+    in_prefill: bool,
+    /// Highest object index written successfully, plus one.
+    written: u64,
+    removed: u64,
+}
+
+unsafe extern "C" fn on_complete(_c: rados_completion_t, arg: *mut c_void) {
+    // SAFETY: arg is the &'static Done of the slot that issued the op.
+    unsafe { (*(arg as *const crate::io::Done)).complete() }
+}
+
+fn meta_name(prefix: &str) -> CString {
+    CString::new(format!("{prefix}.meta")).expect("prefix has no NUL")
+}
+
+impl Rados {
+    pub fn open(cl: &Cluster, pool: &str, r: &RadosSpec, time_bounded: bool) -> Result<Self, Fatal> {
+        let io = crate::ceph::ioctx(cl, pool)?;
+        let prefix = r.prefix.clone().expect("validated: prefix set");
+        let mut t = Rados {
+            io,
+            pool: pool.to_string(),
+            op: r.op,
+            pattern: r.pattern,
+            prefix,
+            object_size: r.object_size.unwrap_or(0),
+            op_size: r.op_size.unwrap_or(0),
+            objects: r.objects,
+            wrap: time_bounded,
+            chunks: 1,
+            cursor: 0,
+            prefill: r.prefill,
+            in_prefill: false,
+            written: 0,
+            removed: 0,
+        };
+        if r.op != RadosOp::Write {
+            let meta = t.read_meta()?;
+            let count = meta["objects"].as_u64().unwrap_or(0);
+            let osz = meta["object_size"].as_u64().unwrap_or(0);
+            if count == 0 || osz == 0 {
+                return Err(Fatal::ceph(
+                    -libc::ENOENT,
+                    format!("nothing to read for prefix {} in pool {}: the write stage wrote no objects", t.prefix, pool),
+                ));
+            }
+            t.objects = Some(count);
+            t.object_size = r.object_size.unwrap_or(osz);
+            t.op_size = r.op_size.unwrap_or(t.object_size);
+            if t.op_size > t.object_size || t.object_size % t.op_size != 0 {
+                return Err(Fatal::spec(format!(
+                    "rados.op_size ({}) must divide the object size ({}) of prefix {}",
+                    t.op_size, t.object_size, t.prefix
+                )));
+            }
+            // Reads bounded by time/ops/bytes revisit the set; otherwise one pass. Remove: one pass.
+            t.wrap = r.op == RadosOp::Read && time_bounded;
+        }
+        t.chunks = t.object_size / t.op_size;
+        Ok(t)
+    }
+
+    fn read_meta(&self) -> Result<Value, Fatal> {
+        let name = meta_name(&self.prefix);
+        let mut buf = vec![0u8; 65536];
+        // SAFETY: valid ioctx, name and buffer.
+        let r = unsafe { rados_read(self.io, name.as_ptr(), buf.as_mut_ptr() as *mut c_char, buf.len(), 0) };
+        if r == -libc::ENOENT {
+            return Err(Fatal::ceph(
+                r,
+                format!(
+                    "nothing to read for prefix {} in pool {}: run a write with no cleanup first",
+                    self.prefix, self.pool
+                ),
+            ));
+        }
+        if r < 0 {
+            return Err(Fatal::ceph(r, format!("cannot read {}.meta: {}", self.prefix, crate::errno::describe(r))));
+        }
+        serde_json::from_slice(&buf[..r as usize])
+            .map_err(|e| Fatal::ceph(-libc::EINVAL, format!("{}.meta is not fathom metadata: {e}", self.prefix)))
+    }
+
+    fn sync(&self, what: &str, r: i32) -> Result<(), Fatal> {
+        if r < 0 {
+            return Err(Fatal::ceph(r, format!("{what} {}.meta failed: {}", self.prefix, crate::errno::describe(r))));
+        }
+        Ok(())
+    }
+}
+
+impl Target for Rados {
+    fn kinds(&self) -> Vec<OpKind> {
+        vec![match self.op {
+            RadosOp::Write => OpKind::Write,
+            RadosOp::Read => OpKind::Read,
+            RadosOp::Remove => OpKind::Remove,
+        }]
+    }
+
+    fn buf_len(&self) -> usize {
+        if self.op == RadosOp::Remove { 0 } else { self.object_size.max(self.op_size) as usize }
+    }
+
+    fn jobs(&self) -> u32 {
+        1
+    }
+
+    fn begin_prefill(&mut self) -> bool {
+        if self.op == RadosOp::Write && self.prefill && self.objects.is_some() {
+            self.in_prefill = true;
+            self.cursor = 0;
+            true
+        } else {
+            false
+        }
+    }
+
+    fn begin_main(&mut self) {
+        self.in_prefill = false;
+        self.cursor = 0;
+    }
+
+    fn next_op(&mut self, s: &mut Slot, rng: &mut Rng) -> bool {
+        let (kind, obj, off, len) = if self.in_prefill {
+            let n = self.cursor;
+            if n >= self.objects.unwrap_or(0) {
+                return false;
+            }
+            self.cursor += 1;
+            (OpKind::Write, n, 0, self.object_size)
+        } else {
+            let kind = self.kinds()[0];
+            let (obj, chunk) = match (self.pattern, self.objects) {
+                (Pattern::Rand, Some(n)) => (rng.below(n), rng.below(self.chunks)),
+                (_, objects) => {
+                    let mut n = self.cursor;
+                    if let Some(count) = objects {
+                        let total = count * self.chunks;
+                        if n >= total {
+                            if !self.wrap {
+                                return false;
+                            }
+                            n %= total;
+                        }
+                    }
+                    self.cursor += 1;
+                    (n / self.chunks, n % self.chunks)
+                }
+            };
+            let len = if kind == OpKind::Remove { 0 } else { self.op_size };
+            (kind, obj, chunk * self.op_size, len)
+        };
+        s.kind = kind;
+        s.obj = obj;
+        s.offset = off;
+        s.len = len as usize;
+        object_name(&mut s.name, self.prefix.as_bytes(), obj);
+        true
+    }
+
+    fn submit(&mut self, s: &mut Slot) -> Result<(), i32> {
+        let mut c: rados_completion_t = std::ptr::null_mut();
+        // SAFETY: the callback argument is the slot's &'static Done; name and
+        // buffer live in the slot, which is never freed (see io.rs).
+        unsafe {
+            let r = rados_aio_create_completion2(s.done.arg(), Some(on_complete), &mut c);
+            if r < 0 {
+                return Err(r);
+            }
+            let oid = s.name.as_ptr() as *const c_char;
+            let buf = s.buf.as_mut_ptr() as *mut c_char;
+            let r = match s.kind {
+                OpKind::Write if s.len as u64 == self.object_size => {
+                    rados_aio_write_full(self.io, oid, c, buf, s.len)
+                }
+                OpKind::Write => rados_aio_write(self.io, oid, c, buf, s.len, s.offset),
+                OpKind::Read => rados_aio_read(self.io, oid, c, buf, s.len, s.offset),
+                OpKind::Remove => rados_aio_remove(self.io, oid, c),
+            };
+            if r < 0 {
+                rados_aio_release(c);
+                return Err(r);
+            }
+        }
+        s.handle = c;
+        Ok(())
+    }
+
+    fn reap(&mut self, s: &mut Slot) -> i64 {
+        // SAFETY: the handle came from submit and completed; released once.
+        let r = unsafe {
+            let r = rados_aio_get_return_value(s.handle);
+            rados_aio_release(s.handle);
+            r
+        };
+        s.handle = std::ptr::null_mut();
+        match (s.kind, r) {
+            (_, r) if r < 0 => r as i64,
+            (OpKind::Read, n) => n as i64,
+            _ => s.len as i64,
+        }
+    }
+
+    fn on_success(&mut self, s: &Slot) {
+        match s.kind {
+            OpKind::Write => self.written = self.written.max(s.obj + 1),
+            OpKind::Remove => self.removed += 1,
+            OpKind::Read => {}
+        }
+    }
+
+    fn describe(&self, s: &Slot) -> String {
+        let n = s.name.len().saturating_sub(1);
+        String::from_utf8_lossy(&s.name[..n]).into_owned()
+    }
+
+    fn finish(&mut self) -> Result<Vec<(String, Value)>, Fatal> {
+        let meta = meta_name(&self.prefix);
+        match self.op {
+            RadosOp::Write => {
+                // A prefilled set is complete; otherwise up to the highest object written.
+                let count = if self.prefill { self.objects.unwrap_or(self.written) } else { self.written };
+                let m = json!({"fathom_meta": 1, "objects": count, "object_size": self.object_size,
+                               "op_size": self.op_size, "prefix": self.prefix});
+                let text = m.to_string();
+                if count > 0 {
+                    // SAFETY: valid ioctx, name and buffer.
+                    let r = unsafe { rados_write_full(self.io, meta.as_ptr(), text.as_ptr() as *const c_char, text.len()) };
+                    self.sync("writing", r)?;
+                }
+                Ok(vec![(
+                    "objects".into(),
+                    json!({"prefix": self.prefix, "count": count, "object_size": self.object_size,
+                           "op_size": self.op_size, "meta": format!("{}.meta", self.prefix)}),
+                )])
+            }
+            RadosOp::Remove => {
+                // SAFETY: as above.
+                let r = unsafe { rados_remove(self.io, meta.as_ptr()) };
+                if r != -libc::ENOENT {
+                    self.sync("removing", r)?;
+                }
+                Ok(vec![("objects".into(), json!({"prefix": self.prefix, "removed": self.removed}))])
+            }
+            RadosOp::Read => Ok(vec![(
+                "objects".into(),
+                json!({"prefix": self.prefix, "count": self.objects, "object_size": self.object_size,
+                       "op_size": self.op_size}),
+            )]),
+        }
+    }
+
+    fn close(&mut self) {
+        // SAFETY: nothing is in flight when close is called.
+        unsafe { rados_ioctx_destroy(self.io) };
+    }
+}
