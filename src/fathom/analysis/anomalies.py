@@ -1,0 +1,192 @@
+"""Points that should not be read at face value, with the rule that caught each one.
+
+Rules (thresholds are deliberately loose: a clean sweep must pass untouched):
+- collapse: a point's throughput is below 1/3 of what its neighbours say it should reach.
+  In a closed loop more outstanding ops never legitimately cut throughput by 3x, and fewer
+  ops cut it at most in proportion (Little's law: X = N / R, R does not fall as N grows).
+  So the bound for a point at concurrency N is the largest of: throughput of any point at
+  concurrency <= N, and throughput x N/M of any point at concurrency M > N.
+  Without a numeric concurrency, the bound is the median of the other points.
+- short_window: total_ios / throughput (or runtime_s) implies a measured window under 1/3 of
+  the run's median window: the figures of that row do not describe the same interval.
+- osd_cpu_dropout: OSD CPU under 1/3 of the curve's median while throughput held: the CPU
+  sample is likely missing or misaligned with the point.
+- errors / failed / stopped_early / health: the engine counted errors, the point failed, ended
+  before its planned time, or the cluster reported a health change while it ran.
+- client_bound: the load generator was the bottleneck: client CPU (usr+sys, % of one core)
+  reached 90% of its capacity (100% per fio job, or per host core for other engines), or the
+  host itself was over 95% busy.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fathom.analysis.data import Point, RunData, Throughput, throughput_for
+
+COLLAPSE_FACTOR = 3.0
+WINDOW_FACTOR = 3.0
+CPU_DROPOUT_FACTOR = 3.0
+CLIENT_CPU_FRACTION = 0.9
+HOST_BUSY_PCT = 95.0
+HEALTH_EVENT_KINDS = {"health", "warning"}
+
+
+@dataclass
+class Anomaly:
+    run: str
+    workload: str
+    iodepth: int | None
+    level: str
+    kind: str
+    message: str
+    point_id: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _concurrency(p: Point) -> float | None:
+    qd = p.params.get("iodepth")
+    if not isinstance(qd, (int, float)):
+        return None
+    jobs = p.params.get("numjobs") or 1
+    clients = p.params.get("clients") or 1
+    return float(qd) * float(jobs if isinstance(jobs, (int, float)) else 1) * float(
+        clients if isinstance(clients, (int, float)) else 1)
+
+
+def _fmt(x: float) -> str:
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.3g}"
+
+
+def collapse(curve: list[Point], tp: Throughput, factor: float = COLLAPSE_FACTOR) -> dict[int, str]:
+    """Indexes of collapsed points in `curve`, with the reason."""
+    vals = [(i, tp.of(p), _concurrency(p)) for i, p in enumerate(curve)]
+    vals = [(i, x, n) for i, x, n in vals if x is not None]
+    out: dict[int, str] = {}
+    numeric = all(n is not None for _, _, n in vals)
+    for i, x, n in vals:
+        others = [(j, y, m) for j, y, m in vals if j != i]
+        if not others:
+            continue
+        if numeric:
+            bound, src, src_x = 0.0, 0, 0.0
+            for j, y, m in others:
+                b = y if m <= n else y * n / m  # type: ignore[operator]
+                if b > bound:
+                    bound, src, src_x = b, j, y
+            why = f"expected at least {_fmt(bound)} {tp.unit} given {_fmt(src_x)} {tp.unit} at {curve[src].label}"
+        else:
+            bound = statistics.median(y for _, y, _ in others)
+            why = f"median of the other points {_fmt(bound)} {tp.unit}"
+        if bound > 0 and x < bound / factor:
+            out[i] = f"throughput {_fmt(x)} {tp.unit} is {x / bound:.0%} of the bound; {why}"
+    return out
+
+
+def _window(p: Point, tp: Throughput) -> float | None:
+    rt = p.m("runtime_s")
+    if rt:
+        return rt
+    n, x = p.m("total_ios"), p.m("iops")
+    if n is not None and x:
+        return n / x
+    return None
+
+
+def _cores(run: RunData, p: Point) -> float | None:
+    """How many cores' worth of client CPU the load generator could use at most."""
+    if p.engine == "fio" or p.params.get("numjobs"):
+        jobs = p.params.get("numjobs")
+        if isinstance(jobs, (int, float)) and jobs > 0:
+            return float(jobs) * float(p.params.get("clients") or 1)
+    return _host_cpus(run.env)
+
+
+def _host_cpus(env: Any) -> float | None:
+    if isinstance(env, dict):
+        for k in ("cpus", "nproc", "cpu_count", "ncpu", "host_cpus", "logical_cpus"):
+            v = env.get(k)
+            if isinstance(v, (int, float)) and v > 0:
+                return float(v)
+        for v in env.values():
+            found = _host_cpus(v)
+            if found:
+                return found
+    return None
+
+
+def _in_point(e: dict[str, Any], p: Point) -> bool:
+    if e.get("point_id") is not None:
+        return e["point_id"] == p.point_id
+    return p.started is not None and p.ended is not None and p.started <= e["ts"] <= p.ended
+
+
+def find(run: RunData, workload: str, curve: list[Point] | None = None,
+         tp: Throughput | None = None) -> list[Anomaly]:
+    curve = curve if curve is not None else run.curve(workload)
+    tp = tp or throughput_for(curve)
+    out: list[Anomaly] = []
+
+    def add(p: Point, kind: str, msg: str) -> None:
+        out.append(Anomaly(run.name, workload, p.iodepth, p.label, kind, msg, p.point_id))
+
+    collapsed = collapse(curve, tp)
+    for i, msg in collapsed.items():
+        add(curve[i], "collapse", msg)
+
+    windows = [w for w in (_window(p, tp) for p in run.points) if w]
+    if windows:
+        med = statistics.median(windows)
+        for p in curve:
+            w = _window(p, tp)
+            if w and w < med / WINDOW_FACTOR:
+                add(p, "short_window", f"measured window {w:.3g} s (total_ios / IOPS or runtime) against a "
+                                       f"median of {med:.3g} s for the run's points")
+
+    cpus = [(p, p.m("osd_cpu")) for p in curve]
+    for i, (p, c) in enumerate(cpus):
+        rest = [v for j, (_, v) in enumerate(cpus) if j != i and v is not None]
+        if c is None or len(rest) < 2 or i in collapsed:
+            continue
+        med = statistics.median(rest)
+        if c < med / CPU_DROPOUT_FACTOR:
+            add(p, "osd_cpu_dropout", f"OSD CPU {c:,.0f}% of one core against a median of {med:,.0f}% on this "
+                                      "curve while throughput held: the CPU sample is likely missing or misaligned")
+
+    for p in curve:
+        errs = p.m("errors")
+        if p.status == "failed":
+            add(p, "failed", f"point failed: {p.error or 'no reason recorded'}")
+        elif p.error:
+            add(p, "errors", f"error during the point: {p.error}")
+        if errs:
+            add(p, "errors", f"{errs:,.0f} failed operations")
+        if p.stopped_early or p.status == "interrupted":
+            add(p, "stopped_early", f"ended before its planned time: {p.stop_reason or p.status}")
+        for e in run.events:
+            if _in_point(e, p):
+                if e["kind"] in HEALTH_EVENT_KINDS:
+                    add(p, "health", f"cluster health changed during the point: {e['message']}")
+                elif e["kind"] == "error":
+                    add(p, "errors", f"error event during the point: {e['message']}")
+        usr, sys_ = p.m("usr_cpu"), p.m("sys_cpu")
+        cores = _cores(run, p)
+        if usr is not None and sys_ is not None and cores:
+            if usr + sys_ >= CLIENT_CPU_FRACTION * 100.0 * cores:
+                add(p, "client_bound", f"client CPU {usr + sys_:.0f}% of one core (usr+sys) against a capacity of "
+                                       f"{100 * cores:.0f}%: the load generator may be the bottleneck")
+        host = p.m("host_cpu_pct")
+        if host is not None and host >= HOST_BUSY_PCT:
+            add(p, "client_bound", f"host CPU {host:.0f}% busy: client and cluster compete for cores")
+    return out
+
+
+def find_all(run: RunData) -> list[Anomaly]:
+    out: list[Anomaly] = []
+    for wl in run.workloads():
+        out.extend(find(run, wl))
+    return out

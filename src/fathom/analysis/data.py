@@ -1,0 +1,187 @@
+"""Runs as analysis and reports see them: points grouped into per-workload curves.
+
+A *level* is a point's position on the sweep (usually its iodepth). Points of one
+run (or of several runs given as one group) with the same workload and level are
+repetitions of one measurement; analysis keeps them apart as samples.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from fathom.store import Store
+
+# Parameters that may be swept; the ones that vary within a workload make the level.
+SWEEP_KEYS = ("numjobs", "iodepth", "clients", "threads", "files", "rate")
+LARGE_BLOCK = 64 * 1024  # from this size up, throughput is reported in MiB/s (as the OSD study does)
+
+
+@dataclass
+class Point:
+    run: str
+    run_id: int
+    workload: str
+    params: dict[str, Any]
+    metrics: dict[str, Any]
+    engine: str = ""
+    status: str = "done"
+    error: str | None = None
+    stopped_early: bool = False
+    stop_reason: str | None = None
+    point_id: int | None = None
+    started: float | None = None
+    ended: float | None = None
+    published: dict[str, Any] = field(default_factory=dict)  # raw row of an imported table
+    level: tuple[Any, ...] = ()
+    label: str = ""
+
+    def m(self, key: str) -> float | None:
+        v = self.metrics.get(key)
+        return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+    @property
+    def iodepth(self) -> int | None:
+        v = self.params.get("iodepth")
+        return int(v) if isinstance(v, (int, float)) else None
+
+
+@dataclass
+class RunData:
+    """One run, or a group of runs taken as repetitions of one configuration (`a,b`)."""
+
+    name: str
+    ids: list[int]
+    kind: str
+    status: str
+    source: str | None
+    env: dict[str, Any]
+    suite: str | None
+    points: list[Point]
+    events: list[dict[str, Any]]
+
+    def workloads(self) -> list[str]:
+        seen: dict[str, None] = {}
+        for p in self.points:
+            seen.setdefault(p.workload, None)
+        return list(seen)
+
+    def curve(self, workload: str) -> list[Point]:
+        return sorted((p for p in self.points if p.workload == workload), key=lambda p: p.level)
+
+
+def load_run(store: Store, ref: str) -> RunData:
+    """A run by id/name/'latest', or a comma-separated group of them."""
+    refs = [r for r in str(ref).split(",") if r]
+    runs = [store.run(r) for r in refs]
+    points: list[Point] = []
+    events: list[dict[str, Any]] = []
+    name = ",".join(r.name for r in runs) if len(runs) > 1 else runs[0].name
+    for r in runs:
+        for p in store.points(r.id):
+            res = p.get("result") or {}
+            points.append(Point(
+                run=name, run_id=r.id, workload=p["workload"], params=p["params"] or {}, metrics=p["metrics"] or {},
+                engine=p.get("engine") or "", status=p["status"], error=p.get("error"), stopped_early=bool(res.get("stopped_early")),
+                stop_reason=res.get("stop_reason"), point_id=p["id"], started=p.get("started"),
+                ended=p.get("ended"), published=res.get("published_row") or {}))
+        events.extend({**e, "run_id": r.id} for e in store.events(r.id))
+    first = runs[0]
+    return RunData(name=name, ids=[r.id for r in runs], kind=first.kind,
+                   status=",".join(sorted({r.status for r in runs})),
+                   source="\n".join(r.source for r in runs if r.source) or None,
+                   env=first.env if len(runs) == 1 else {r.name: r.env for r in runs},
+                   suite=first.suite, points=points, events=events)
+
+
+def assign_levels(runs: list[RunData]) -> None:
+    """Give every point its level, using the sweep keys that vary within its workload across all runs."""
+    by_wl: dict[str, list[Point]] = {}
+    for r in runs:
+        for p in r.points:
+            by_wl.setdefault(p.workload, []).append(p)
+    for pts in by_wl.values():
+        keys = [k for k in SWEEP_KEYS if len({_hashable(p.params.get(k)) for p in pts}) > 1]
+        if not keys:
+            keys = ["iodepth"] if any("iodepth" in p.params for p in pts) else []
+        for p in pts:
+            vals = tuple(p.params.get(k) for k in keys)
+            p.level = tuple((v is None, v if isinstance(v, (int, float)) else str(v)) for v in vals)
+            if len(keys) == 1:
+                p.label = str(vals[0]) if vals[0] is not None else "-"
+            elif keys:
+                p.label = " ".join(f"{_short(k)}={v}" for k, v in zip(keys, vals))
+            else:
+                p.label = "-"
+
+
+def level_axis_name(runs: list[RunData], workload: str) -> str:
+    """What the level labels of a workload mean, e.g. 'iodepth' or 'jobs/files'."""
+    pts = [p for r in runs for p in r.points if p.workload == workload]
+    keys = [k for k in SWEEP_KEYS if len({_hashable(p.params.get(k)) for p in pts}) > 1]
+    if len(keys) == 1:
+        return keys[0]
+    if not keys:
+        return "iodepth"
+    return "level"
+
+
+def _short(k: str) -> str:
+    return {"numjobs": "jobs", "iodepth": "qd"}.get(k, k)
+
+
+def _hashable(v: Any) -> Any:
+    return v if isinstance(v, (int, float, str, type(None))) else repr(v)
+
+
+@dataclass(frozen=True)
+class Throughput:
+    key: str  # metric column
+    unit: str  # for headers and axes
+    label: str  # short column name
+
+    def of(self, p: Point) -> float | None:
+        return p.m(self.key)
+
+
+IOPS = Throughput("iops", "IOPS", "IOPS")
+BW = Throughput("bw_mib_s", "MiB/s", "bw")
+
+
+def throughput_for(points: list[Point]) -> Throughput:
+    """IOPS for small blocks, MiB/s from 64 KiB up (or when a source has no IOPS at all)."""
+    for p in points:
+        bs = p.params.get("bs")
+        if isinstance(bs, (int, float)) and bs >= LARGE_BLOCK:
+            return BW
+    if points and all(p.m("iops") is None for p in points) and any(p.m("bw_mib_s") is not None for p in points):
+        return BW
+    return IOPS
+
+
+@dataclass
+class Level:
+    """All samples of one level of one curve, and their means."""
+
+    level: tuple[Any, ...]
+    label: str
+    points: list[Point]
+
+    def values(self, key: str | Throughput) -> list[float]:
+        if isinstance(key, Throughput):
+            vals = [key.of(p) for p in self.points]
+        else:
+            vals = [p.m(key) for p in self.points]
+        return [v for v in vals if v is not None]
+
+    def mean(self, key: str | Throughput) -> float | None:
+        v = self.values(key)
+        return statistics.fmean(v) if v else None
+
+
+def levels(curve: list[Point]) -> list[Level]:
+    out: dict[tuple[Any, ...], Level] = {}
+    for p in curve:
+        out.setdefault(p.level, Level(p.level, p.label, [])).points.append(p)
+    return [out[k] for k in sorted(out)]
