@@ -1,9 +1,219 @@
-"""Commands of this group are registered here (placeholder until the group lands)."""
+"""`fathom suites|plan|run|ls|show|export`: from a suite file to stored, exported results."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from fathom.errors import FathomError, UsageError
+from fathom.store import DEFAULT_DB, Store
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # noqa: ARG001
-    return None
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("suites", help="list the built-in suites, or print one (`suites show NAME`)")
+    p.add_argument("action", nargs="?", choices=("list", "show"), default="list")
+    p.add_argument("suite", nargs="?", help="suite name (for show)")
+    p.set_defaults(func=cmd_suites)
+
+    p = sub.add_parser("plan", help="print every point a suite would run, without touching any cluster")
+    p.add_argument("suite", help="built-in suite name or path to a suite YAML file")
+    p.add_argument("--quick", action="store_true", help="apply the suite's quick overrides (small and fast)")
+    p.add_argument("--json", action="store_true", help="print a JSON list of points")
+    p.set_defaults(func=cmd_plan)
+
+    p = sub.add_parser("run", help="run a suite: start (or attach to) a cluster, prepare, sweep, store")
+    p.add_argument("suite", nargs="?", help="built-in suite name or suite YAML file (optional with --resume)")
+    p.add_argument("--quick", action="store_true", help="apply the suite's quick overrides (small and fast)")
+    _db(p)
+    p.add_argument("--name", help="run name (default: suite name and time)")
+    p.add_argument("--resume", metavar="RUN", help="continue run RUN (id or name): only points not done are run")
+    p.add_argument("--keep-cluster", action="store_true", help="leave the disposable local cluster running")
+    p.add_argument("--gate-timeout", default="300s", help="wait at most this long for a clean cluster before "
+                                                          "each point (default 300s)")
+    _target_args(p)
+    p.set_defaults(func=cmd_run)
+
+    p = sub.add_parser("ls", help="list the runs in a results store")
+    _db(p)
+    p.set_defaults(func=cmd_ls)
+
+    p = sub.add_parser("show", help="one run: environment and a table of its points")
+    p.add_argument("run", nargs="?", default="latest", help="run id or name (default: latest)")
+    _db(p)
+    p.add_argument("--json", action="store_true", help="print the run and its points as JSON")
+    p.set_defaults(func=cmd_show)
+
+    p = sub.add_parser("export", help="one row per point as CSV, JSON or Parquet")
+    p.add_argument("run", nargs="?", default="latest", help="run id or name (default: latest)")
+    _db(p)
+    p.add_argument("--format", choices=("csv", "json", "parquet"), help="default: from the -o suffix, else csv")
+    p.add_argument("-o", "--output", help="output file (default: stdout for csv and json)")
+    p.set_defaults(func=cmd_export)
+
+
+def _target_args(p: argparse.ArgumentParser) -> None:
+    # Like cluster.target.add_target_args, except that --name is the run's name here
+    # (so the full client name is --client-name); the dests are the same.
+    g = p.add_argument_group("existing cluster (attach); without these, fathom starts its own local cluster")
+    g.add_argument("-c", "--conf", help="ceph.conf of the cluster (default: $CEPH_CONF)")
+    g.add_argument("--id", dest="client_id", help="client id, e.g. admin (default admin)")
+    g.add_argument("--client-name", dest="client_name", help="full client name, e.g. client.admin")
+    g.add_argument("--keyring", help="keyring holding the client's key")
+
+
+def _db(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=str(DEFAULT_DB), help=f"results store (default {DEFAULT_DB})")
+
+
+def _open_existing(path: str) -> Store:
+    if not Path(path).is_file():
+        raise FathomError(f"no results store at {path}", hint="pass --db FILE, or run a suite first with `fathom run`")
+    return Store(path)
+
+
+# ---- suites and plan --------------------------------------------------------------
+
+def cmd_suites(args: argparse.Namespace) -> int:
+    from fathom import spec
+
+    if args.action == "show":
+        if not args.suite:
+            raise UsageError("suites show: name a suite", hint=f"built-in suites: {', '.join(spec.builtin_names())}")
+        sys.stdout.write(spec.builtin_text(args.suite))
+        return 0
+    for name in spec.builtin_names():
+        s = spec.parse(spec.builtin_text(name), name)
+        from fathom.plan import expand
+
+        print(f"{name:<14} {len(expand(s)):>4} points  {s.description}")
+    return 0
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from fathom import plan, spec
+
+    loaded = spec.load(args.suite, quick=args.quick)
+    points = plan.expand(loaded.suite)
+    if args.json:
+        print(json.dumps([p.to_dict() for p in points], indent=1))
+        return 0
+    s = loaded.suite
+    total = plan.total_estimate_s(points)
+    print(f"suite {s.name} ({loaded.source}{', quick' if args.quick else ''}): {len(points)} points, "
+          f"about {_dur(total)} of load plus cluster start and prep")
+    if s.prep.images:
+        im = s.prep.images
+        print(f"  prep: {im.count} RBD image(s) of {im.size / 2**20:.0f} MiB in pool {im.pool}"
+              f"{', prefilled' if s.prep.prefill else ''}{', hygiene on' if s.prep.hygiene.enabled else ''}")
+    from fathom.units import format_size
+
+    print(f"  {'#':>4}  {'workload':<14} {'engine':<13} {'rw':<9} {'bs':>7} {'iodepth':>7} {'numjobs':>7} "
+          f"{'runtime':>8} {'ramp':>6}")
+    for p in points:
+        q = p.params
+        rep = f"  rep {p.rep}" if s.repetitions > 1 else ""
+        print(f"  {p.idx + 1:>4}  {p.workload:<14} {p.engine:<13} {q['rw']:<9} {format_size(q['bs']):>7} "
+              f"{q['iodepth']:>7} {q['numjobs']:>7} {_secs(q['runtime']):>8} {_secs(q['ramp_time']):>6}{rep}")
+    return 0
+
+
+def _secs(s: float) -> str:
+    return f"{s:g}s" if s < 120 else f"{s / 60:g}m"
+
+
+def _dur(s: float) -> str:
+    s = int(round(s))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+
+
+# ---- run ------------------------------------------------------------------------
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from fathom import runner
+    from fathom.units import parse_duration
+
+    if not args.suite and not args.resume:
+        raise UsageError("run: name a suite (built-in name or YAML file), or --resume RUN",
+                         hint="see `fathom suites`")
+    opts = runner.RunOptions(
+        suite_ref=args.suite, quick=args.quick, db=Path(args.db), name=args.name, resume=args.resume,
+        keep_cluster=args.keep_cluster, gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"),
+    )
+    outcome = runner.run(opts, args)
+    return outcome.exit_code
+
+
+# ---- ls / show / export ---------------------------------------------------------------
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    with _open_existing(args.db) as st:
+        runs = st.runs()
+        if not runs:
+            print(f"no runs in {args.db}")
+            return 0
+        print(f"{'id':>4}  {'name':<32} {'suite':<14} {'status':<12} {'points':>9}  created")
+        for r in runs:
+            pts = st.points(r.id)
+            done = sum(1 for p in pts if p["status"] == "done")
+            total = r.env.get("plan_points", len(pts))
+            created = time.strftime("%Y-%m-%d %H:%M", time.localtime(r.created))
+            print(f"{r.id:>4}  {r.name[:32]:<32} {(r.suite or '-')[:14]:<14} {r.status:<12} "
+                  f"{done:>4}/{total:<4}  {created}")
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with _open_existing(args.db) as st:
+        r = st.run(args.run)
+        pts = st.points(r.id)
+        if args.json:
+            print(json.dumps({"run": {k: v for k, v in r.__dict__.items()}, "points": pts}, indent=1, default=str))
+            return 0
+        env = r.env
+        print(f"run {r.id} {r.name}: suite {r.suite}, {r.status}, {len(pts)} points stored")
+        for k in ("ceph_version", "fathom_version", "target", "telemetry_cost"):
+            if env.get(k) is not None:
+                print(f"  {k}: {env[k] if not isinstance(env[k], dict) else json.dumps(env[k])}")
+        host = env.get("host") or {}
+        if host:
+            print(f"  host: {host.get('cpu_model')}, {host.get('cores')} cores, "
+                  f"{(host.get('mem_bytes') or 0) / 2**30:.1f} GiB, kernel {host.get('kernel')}")
+        print(f"  {'#':>3} {'workload':<13} {'engine':<13} {'iodepth':>7} {'jobs':>4} {'status':<11} {'IOPS':>10} "
+              f"{'MiB/s':>9} {'clat ms':>8} {'p99 ms':>8} {'OSD cpu%':>8} {'OSD MiB':>8}")
+        for p in pts:
+            m = p["metrics"] or {}
+            q = p["params"]
+            print(f"  {p['idx'] + 1:>3} {p['workload'][:13]:<13} {p['engine']:<13} {q.get('iodepth', ''):>7} "
+                  f"{q.get('numjobs', ''):>4} {p['status']:<11} {_f(m.get('iops'), 0):>10} "
+                  f"{_f(m.get('bw_mib_s'), 1):>9} {_f(m.get('clat_ms'), 3):>8} {_f(m.get('p99_ms'), 3):>8} "
+                  f"{_f(m.get('osd_cpu'), 0):>8} {_f(m.get('osd_mem_mib'), 0):>8}")
+    return 0
+
+
+def _f(v: float | None, nd: int) -> str:
+    return "-" if v is None else f"{v:.{nd}f}"
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from fathom import export
+
+    fmt = args.format
+    if not fmt:
+        suffix = Path(args.output).suffix.lstrip(".") if args.output else ""
+        fmt = suffix if suffix in ("csv", "json", "parquet") else "csv"
+    if fmt == "parquet" and not args.output:
+        raise UsageError("export --format parquet needs -o FILE (Parquet is binary)")
+    with _open_existing(args.db) as st:
+        r = st.run(args.run)
+        rows = export.rows(st, r.id)
+        n = export.write(rows, fmt, args.output)
+    if args.output:
+        print(f"wrote {n} point(s) of run {r.id} ({r.name}) to {args.output} as {fmt}", file=sys.stderr)
+    return 0

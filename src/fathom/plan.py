@@ -1,0 +1,83 @@
+"""Sweeps expanded into the ordered list of points a run measures.
+
+Order: repetition (outermost: a whole pass over the plan, then the next, so
+trials of one point are spread in time), then workloads as written, then the
+sweep (product: the last axis varies fastest; zip: lists walked together).
+A point's key is stable for a given suite (workload, swept values,
+repetition), which is what --resume matches on.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from fathom.spec import Suite, Workload
+from fathom.units import format_size
+
+# per-point cost beyond runtime + ramp here (gate, process start, connect, teardown): for the ETA only
+OVERHEAD_S = 2.0
+
+
+@dataclass
+class Point:
+    idx: int
+    key: str
+    workload: str
+    engine: str
+    rep: int
+    params: dict[str, Any]  # every workload field, swept values applied (fio names; sizes in bytes, times in s)
+    swept: dict[str, Any]  # only the swept fields
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @property
+    def est_s(self) -> float:
+        return float(self.params["runtime"]) + float(self.params["ramp_time"]) + OVERHEAD_S
+
+    def label(self) -> str:
+        p = self.params
+        parts = [self.workload, p["rw"], format_size(p["bs"]), f"iodepth={p['iodepth']}", f"numjobs={p['numjobs']}"]
+        if self.engine != "fathom-engine":
+            parts.append(f"engine={self.engine}")
+        if self.rep > 1 or self.params.get("_reps", 1) > 1:
+            parts.append(f"rep={self.rep}")
+        return " ".join(parts)
+
+
+def _combos(w: Workload) -> list[dict[str, Any]]:
+    if not w.sweep:
+        return [{}]
+    axes = w.sweep.axes()
+    keys = list(axes)
+    if w.sweep.mode == "zip":
+        return [dict(zip(keys, vals)) for vals in zip(*axes.values())]
+    return [dict(zip(keys, vals)) for vals in itertools.product(*axes.values())]
+
+
+def _fmt(v: Any) -> str:
+    return str(v)
+
+
+def expand(suite: Suite) -> list[Point]:
+    points: list[Point] = []
+    for rep in range(1, suite.repetitions + 1):
+        for w in suite.workloads:
+            base = w.params()
+            for combo in _combos(w):
+                # swept values were validated by spec; re-validating normalizes units (e.g. "4k" -> 4096)
+                params = Workload.model_validate({**base, **combo, "name": w.name, "sweep": None}).params() \
+                    if combo else dict(base)
+                swept = {k: params[k] for k in combo}
+                key = w.name + "".join(f"/{k}={_fmt(v)}" for k, v in swept.items())
+                if suite.repetitions > 1:
+                    key += f"/rep={rep}"
+                points.append(Point(idx=len(points), key=key, workload=w.name, engine=params["engine"], rep=rep,
+                                    params=params, swept=swept))
+    return points
+
+
+def total_estimate_s(points: list[Point]) -> float:
+    return sum(p.est_s for p in points)
