@@ -19,9 +19,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fathom.analysis import anomalies as anom
-from fathom.analysis.data import Level, Point, RunData, Throughput, assign_levels, levels, throughput_for
+from fathom.analysis.data import Level, Point, RunData, Throughput, assign_levels, level_axis_name, levels, throughput_for
 from fathom.analysis.stats import Summary, bootstrap_ci, geomean, summarize
 
+VERDICT_RULES = (
+    "ratio = peak throughput NEW / BASE, t = tolerance. Without repetitions the point estimate decides: better if "
+    "ratio > 1+t, worse if ratio < 1-t, else equivalent. With repetitions a 95% percentile-bootstrap interval of "
+    "the ratio (each level resampled on its own) is required: equivalent needs it inside [1-t, 1+t], better needs "
+    "ratio > 1+t and the interval above 1, worse needs ratio < 1-t and the interval below 1; otherwise inconclusive."
+)
 UNRELIABLE = {"collapse", "short_window", "failed", "stopped_early"}
 EXIT_REGRESSION = 5
 
@@ -46,6 +52,7 @@ class WorkloadCmp:
     workload: str
     base: str
     new: str
+    axis: str  # what level labels mean (iodepth, ...)
     unit: str
     base_peak: float
     base_peak_at: str
@@ -108,10 +115,12 @@ def verdict(ratio: float, ci: tuple[float, float] | None, tolerance: float) -> t
 
 def compare_workload(base: RunData, new: RunData, workload: str, tolerance: float,
                      fail_on_regression: float | None = None) -> WorkloadCmp | None:
+    """Call assign_levels([base, new, ...]) first, so that levels match across runs."""
     bc, nc = _usable(base.curve(workload)), _usable(new.curve(workload))
     if not bc or not nc:
         return None
     tp = throughput_for(bc + nc)
+    axis = level_axis_name([base, new], workload)
     blv, nlv = levels(bc), levels(nc)
     bp, np_ = _peak(blv, tp), _peak(nlv, tp)
     if bp is None or np_ is None or bp[0] <= 0:
@@ -146,7 +155,7 @@ def compare_workload(base: RunData, new: RunData, workload: str, tolerance: floa
     if fail_on_regression is not None:
         regression = ratio < 1 - fail_on_regression - 1e-9 and (ci is None or ci[1] < 1)
     return WorkloadCmp(
-        workload=workload, base=base.name, new=new.name, unit=tp.unit, base_peak=bp[0], base_peak_at=bp[1],
+        workload=workload, base=base.name, new=new.name, axis=axis, unit=tp.unit, base_peak=bp[0], base_peak_at=bp[1],
         new_peak=np_[0], new_peak_at=np_[1], ratio=ratio, ci=ci, tp_gain_pct=(ratio - 1) * 100,
         lat_gain_pct=(gm - 1) * 100 if gm else None, lat_levels_used=len(lat_ratios), verdict=v, reason=why,
         base_peak_stats=summarize(bp[2].values(tp)), new_peak_stats=summarize(np_[2].values(tp)), levels=rows,
@@ -178,7 +187,7 @@ class Comparison:
                 "tp_gain_pct": "(ratio - 1) x 100; positive = NEW better",
                 "lat_gain_pct": "(BASE / NEW mean latency - 1) x 100, geometric mean over matched levels "
                                 "without collapse/short-window/failed points; positive = NEW better",
-                "verdict": __doc__.split("Verdict", 1)[1].split("Points that", 1)[0].strip(),
+                "verdict": VERDICT_RULES,
             },
             "workloads": [w.to_dict() for w in self.workloads],
             "unmatched": self.unmatched,

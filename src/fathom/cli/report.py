@@ -1,9 +1,162 @@
-"""Commands of this group are registered here (placeholder until the group lands)."""
+"""`fathom report`, `fathom compare` and `fathom import`."""
 
 from __future__ import annotations
 
 import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+from fathom.errors import FathomError, UsageError
+from fathom.store import DEFAULT_DB, Store
+
+EXIT_REGRESSION = 5  # `compare --fail-on-regression`: a workload regressed by more than the limit
 
 
-def register(sub: argparse._SubParsersAction) -> None:  # noqa: ARG001
-    return None
+def parse_pct(value: str, option: str) -> float:
+    """'10%', '10' or '0.1%' -> a fraction (0.10)."""
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*%?\s*$", str(value))
+    if not m:
+        raise UsageError(f"{option}: expected a percentage such as 10% or 5, got {value!r}")
+    pct = float(m.group(1))
+    if pct >= 100:
+        raise UsageError(f"{option}: must be under 100%, got {value!r}")
+    return pct / 100.0
+
+
+def _store(args: argparse.Namespace, must_exist: bool = True) -> Store:
+    path = Path(args.db)
+    if must_exist and not path.exists():
+        raise FathomError(f"no results store at {path}", hint="pass --db FILE, or run or import something first")
+    return Store(path)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from fathom.analysis.data import load_run
+    from fathom.report import html, markdown, tables
+
+    out = Path(args.output)
+    if out.suffix.lower() not in (".html", ".htm", ".md", ".markdown"):
+        raise UsageError(f"-o {out}: the report format comes from the extension: use .html or .md")
+    with _store(args) as store:
+        runs = [load_run(store, r) for r in args.runs]
+    doc = tables.build(runs, args.title)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.suffix.lower() in (".html", ".htm"):
+            out.write_text(html.render(doc))
+            written = [out]
+        else:
+            text, files = markdown.render(doc, out)
+            out.write_text(text)
+            for p, content in files.items():
+                p.write_text(content)
+            written = [out, *files]
+    except OSError as exc:
+        raise FathomError(f"cannot write {out}: {exc.strerror or exc}") from None
+    n_anom = len(doc.anomalies.rows) if doc.anomalies else 0
+    print(f"wrote {out}" + (f" and {len(written) - 1} SVG charts beside it" if len(written) > 1 else "")
+          + f": {len(doc.sections)} workloads, {len(runs)} runs, {n_anom} anomaly flags")
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from fathom.analysis.compare import compare
+    from fathom.analysis.data import load_run
+    from fathom.report import compare_text
+
+    tol = parse_pct(args.tolerance, "--tolerance")
+    gate = parse_pct(args.fail_on_regression, "--fail-on-regression") if args.fail_on_regression is not None \
+        else None
+    with _store(args) as store:
+        base = load_run(store, args.base)
+        news = [load_run(store, r) for r in [args.new, *args.more]]
+    c = compare(base, news, tol, gate)
+    if not c.workloads:
+        raise FathomError(f"nothing to compare: {base.name} and {', '.join(n.name for n in news)} share no "
+                          "workload with completed points",
+                          hint="workloads: " + "; ".join(f"{r.name}: {', '.join(r.workloads()) or 'none'}"
+                                                          for r in [base, *news]))
+    if args.format == "json":
+        json.dump(c.to_dict(), sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(compare_text.render(c))
+    if c.regressed:
+        print("fathom: regression: " + ", ".join(f"{w.workload} ({w.new}: {w.ratio:.3f}x of {w.base})"
+                                                 for w in c.regressed), file=sys.stderr)
+        return EXIT_REGRESSION
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from fathom import importers
+
+    with _store(args, must_exist=False) as store:
+        if args.source == "fio":
+            ids = [importers.import_fio(store, args.files, args.name)]
+        elif args.source == "rados-bench":
+            ids = [importers.import_rados_bench(store, args.files, args.name, args.mode, args.threads)]
+        else:
+            ids = importers.import_table(store, args.file, args.split_by, args.name)
+        for i in ids:
+            r = store.run(i)
+            print(f"imported run {r.id} {r.name!r}: {len(store.points(r.id))} points")
+            print(f"  source: {r.source}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    def db(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--db", default=str(DEFAULT_DB), help=f"results store (default {DEFAULT_DB})")
+
+    p = sub.add_parser("report", help="tables and charts of one or more runs, as HTML or Markdown",
+                       description="Per workload: the OSD study's detail table per run, latency-vs-throughput, "
+                                   "OSD CPU and efficiency charts, a summary (peak, knee), anomalies and each run's "
+                                   "environment. HTML is one self-contained file; Markdown gets SVG files beside it.")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run id, name or 'latest'; 'a,b' groups runs as repetitions")
+    p.add_argument("-o", "--output", required=True, metavar="FILE", help="FILE.html or FILE.md")
+    p.add_argument("--title", help="report title")
+    db(p)
+    p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser("compare", help="BASE against NEW: peak ratio, latency at matched iodepth, verdicts",
+                       description="Verdicts per workload: better, worse, equivalent (ratio within the tolerance), "
+                                   "or inconclusive (repetitions whose 95%% bootstrap interval crosses the "
+                                   "tolerance). Exit codes: 0 done, 1 error, 2 bad usage, "
+                                   f"{EXIT_REGRESSION} a workload regressed by more than --fail-on-regression.")
+    p.add_argument("base", metavar="BASE", help="run id, name or 'latest'; 'a,b' groups runs as repetitions")
+    p.add_argument("new", metavar="NEW")
+    p.add_argument("more", nargs="*", metavar="MORE", help="further runs, each compared with BASE")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--tolerance", default="10%", help="ratios within ±this are equivalent (default 10%%)")
+    p.add_argument("--fail-on-regression", metavar="PCT",
+                   help=f"exit {EXIT_REGRESSION} if any workload's peak throughput in NEW is lower than BASE's by "
+                        "more than PCT (with repetitions: and the 95%% interval of the ratio is below 1)")
+    db(p)
+    p.set_defaults(func=cmd_compare)
+
+    p = sub.add_parser("import", help="store results from fio, rados bench or a published table",
+                       description="Imported runs record where their numbers came from and what they lack.")
+    isub = p.add_subparsers(dest="source", metavar="SOURCE", required=True)
+    q = isub.add_parser("fio", help="fio --output-format=json or json+ files, one point per file")
+    q.add_argument("files", nargs="+", metavar="FILE.json")
+    q.add_argument("--name", help="run name (default: the first file's name)")
+    db(q)
+    q.set_defaults(func=cmd_import)
+    q = isub.add_parser("rados-bench", help="rados bench -f json output files, one point per file")
+    q.add_argument("files", nargs="+", metavar="FILE")
+    q.add_argument("--name", help="run name (default: the first file's name)")
+    q.add_argument("--mode", choices=("seq", "rand"), help="for read benchmarks: which one it was "
+                                                           "(rados bench's JSON does not say)")
+    q.add_argument("-t", "--threads", type=int, help="the -t (concurrent ops) the bench ran with; stored as iodepth")
+    db(q)
+    q.set_defaults(func=cmd_import)
+    q = isub.add_parser("table", help="a published table (CSV) such as crimson-vs-classic-2025.csv")
+    q.add_argument("file", metavar="FILE.csv")
+    q.add_argument("--split-by", metavar="COLUMN", help="column whose values become runs "
+                                                        "(default: backend, target, run or config)")
+    q.add_argument("--name", help="prefix for the run names (NAME-value)")
+    db(q)
+    q.set_defaults(func=cmd_import)

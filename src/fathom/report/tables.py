@@ -1,0 +1,263 @@
+"""What a report says, independent of its format: tables (formatted cells) and charts (SVG text).
+
+html.py and markdown.py only lay this out, so both formats carry the same numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fathom.analysis import anomalies as anom
+from fathom.analysis.data import Level, RunData, Throughput, assign_levels, level_axis_name, levels, throughput_for
+from fathom.analysis.stats import KNEE_DEFINITION, knee_index, saturation_index
+from fathom.report import svg
+
+NA = "n/a"
+
+
+@dataclass
+class Table:
+    title: str
+    headers: list[str]
+    rows: list[list[str]]
+    align: list[str]  # "l" or "r" per column
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ChartOut:
+    slug: str  # file-name part: "lat", "cpu", "eff"
+    title: str
+    svg: str
+
+
+@dataclass
+class Section:
+    workload: str
+    unit: str
+    charts: list[ChartOut]
+    tables: list[Table]
+    anomalies: list[anom.Anomaly]
+
+
+@dataclass
+class ReportDoc:
+    title: str
+    generated: str
+    runs: list[RunData]
+    runs_table: Table
+    summary: Table
+    anomalies: Table | None
+    sections: list[Section]
+    definitions: list[str]
+    env: list[tuple[str, list[tuple[str, str]]]]  # (run name, flattened key/value rows)
+
+
+def fmt(v: float | None, kind: str = "g") -> str:
+    """Numbers as the studies print them: IOPS and counts whole with separators, the rest 2 decimals."""
+    if v is None:
+        return NA
+    if kind == "int":
+        return f"{v:,.0f}"
+    if kind == "pct":
+        return f"{v:+.1f}%"
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if abs(v) >= 100:
+        return f"{v:.1f}"
+    return f"{v:.2f}" if abs(v) >= 0.1 or v == 0 else f"{v:.3g}"
+
+
+def fmt_tp(v: float | None, tp: Throughput) -> str:
+    if v is None:
+        return NA
+    return f"{v:,.0f} IOPS" if tp.unit == "IOPS" else f"{v:,.2f} MiB/s"
+
+
+DEFINITIONS = [
+    KNEE_DEFINITION,
+    "Throughput is IOPS for blocks under 64 KiB and MiB/s (2^20 bytes per second) from 64 KiB up, as the OSD study "
+    "reports it. Peak is the highest throughput over the sweep (the mean when a level was repeated).",
+    "clat is the mean completion latency; its stdev is pooled over jobs, weighted by I/O count. Percentiles come "
+    "from merged latency histograms only; sources without histograms show n/a, never an average of percentiles.",
+    "usr_cpu and sys_cpu are the load generator's CPU as % of one core (fio: summed over jobs). OSD CPU is % of one "
+    "core summed over the OSD's threads (400% = 4 cores busy); OSD mem is resident memory in MiB. Efficiency is "
+    "throughput per OSD core = throughput / (OSD CPU / 100).",
+    "Anomaly rules: " + " ".join(line.strip() for line in anom.__doc__.split("Rules", 1)[1].splitlines()[1:]),
+]
+
+
+def _level_stats(lv: Level, tp: Throughput) -> dict[str, float | None]:
+    x = lv.mean(tp)
+    cpu = lv.mean("osd_cpu")
+    return {"tp": x, "lat": lv.mean("clat_ms"), "sd": lv.mean("clat_stdev_ms"), "p99": lv.mean("p99_ms"),
+            "cpu": cpu, "eff": x / (cpu / 100.0) if x is not None and cpu else None}
+
+
+def summary_rows(run: RunData, wl: str, axis: str) -> list[str] | None:
+    curve = run.curve(wl)
+    if not curve:
+        return None
+    tp = throughput_for(curve)
+    lv = levels([p for p in curve if p.status == "done"])
+    st = [_level_stats(level, tp) for level in lv]
+    tps = [s["tp"] for s in st]
+    if not any(t is not None for t in tps):
+        return None
+    peak_i = max((i for i, t in enumerate(tps) if t is not None), key=lambda i: tps[i])  # type: ignore[arg-type,return-value]
+    ki = knee_index(tps, [s["lat"] for s in st])
+    si = saturation_index(tps)
+    flags = anom.find(run, wl)
+    return [wl, run.name, fmt_tp(tps[peak_i], tp), lv[peak_i].label,
+            lv[ki].label if ki is not None else NA, lv[si].label if si is not None else NA,
+            fmt(st[peak_i]["lat"]), fmt(st[peak_i]["cpu"]),
+            (fmt(st[peak_i]["eff"], "int") + (" IOPS" if tp.unit == "IOPS" else " MiB/s")) if st[peak_i]["eff"]
+            else NA, _flag_cell(flags, lv[peak_i].label)]
+
+
+def _flag_cell(flags: list[anom.Anomaly], peak_label: str) -> str:
+    if not flags:
+        return "0"
+    at_peak = sorted({a.kind for a in flags if a.level == peak_label})
+    n = len({(a.level, a.kind) for a in flags})
+    return f"{n} (at peak: {', '.join(at_peak)})" if at_peak else str(n)
+
+
+def detail_table(run: RunData, wl: str, axis: str) -> Table:
+    curve = run.curve(wl)
+    tp = throughput_for(curve)
+    flags: dict[int | None, list[str]] = {}
+    for a in anom.find(run, wl):
+        flags.setdefault(id_of(a), []).append(a.kind)
+    has_pub_mem = any("osd_mem" in p.published for p in curve)
+    reps = len({p.level for p in curve}) < len(curve)
+    headers = [axis] + (["rep"] if reps else []) + [
+        "IOPS" if tp.unit == "IOPS" else "bw (MiB/s)", "total_ios", "clat (ms)", "clat stdev (ms)", "p99 (ms)",
+        "usr_cpu (% of one core)", "sys_cpu (% of one core)", "OSD CPU (% of one core)", "OSD mem (RSS MiB)"]
+    if has_pub_mem:
+        headers.append("OSD_mem as published (%MEM x threads, not a size)")
+    headers.append("flags")
+    rows, seen = [], {}
+    for p in curve:
+        seen[p.level] = seen.get(p.level, 0) + 1
+        row = [p.label] + ([str(seen[p.level])] if reps else []) + [
+            fmt(tp.of(p), "int") if tp.unit == "IOPS" else fmt(tp.of(p)), fmt(p.m("total_ios"), "int"),
+            fmt(p.m("clat_ms")), fmt(p.m("clat_stdev_ms")), fmt(p.m("p99_ms")), fmt(p.m("usr_cpu")),
+            fmt(p.m("sys_cpu")), fmt(p.m("osd_cpu")), fmt(p.m("osd_mem_mib"))]
+        if has_pub_mem:
+            row.append(fmt(p.published.get("osd_mem")))
+        fl = sorted(set(flags.get(p.point_id, [])))
+        if p.status != "done" and "failed" not in fl:
+            fl.append(p.status)
+        row.append(", ".join(fl))
+        rows.append(row)
+    notes = []
+    if has_pub_mem:
+        notes.append("OSD mem in MiB is unknown for this source: the published OSD_mem column is top's %MEM summed "
+                     "over threads (see the run's source).")
+    return Table(f"{wl}: {run.name}", headers, rows, ["r"] * (len(headers) - 1) + ["l"], notes)
+
+
+def id_of(a: anom.Anomaly) -> int | None:
+    return a.point_id
+
+
+def charts(runs: list[RunData], wl: str, axis: str) -> list[ChartOut]:
+    curves = [(r, r.curve(wl)) for r in runs]
+    curves = [(r, c) for r, c in curves if c]
+    tp = throughput_for([p for _, c in curves for p in c])
+    tunit = tp.unit
+    lat, cpu, eff = [], [], []
+    cats: dict[tuple[Any, ...], str] = {}
+    for _, c in curves:
+        for p in c:
+            cats.setdefault(p.level, p.label)
+    cat_keys = sorted(cats)
+    has_p99 = False
+    for i, (r, c) in enumerate(curves):
+        color = svg.PALETTE[i % len(svg.PALETTE)]
+        flagged = {a.level for a in anom.find(r, wl)}
+        lp, cp, ep = [], [], []
+        for level in levels([p for p in c if p.status == "done"]):
+            s = _level_stats(level, tp)
+            if s["tp"] is None:
+                continue
+            fl = level.label in flagged
+            if s["lat"] is not None:
+                sd = s["sd"]
+                has_p99 = has_p99 or s["p99"] is not None
+                lp.append(svg.SPoint(s["tp"], s["lat"], level.label,
+                                     max(s["lat"] - sd, s["lat"] * 0.05) if sd is not None else None,
+                                     s["lat"] + sd if sd is not None else None, s["p99"], fl))
+            if s["cpu"] is not None:
+                cp.append(svg.SPoint(s["tp"], s["cpu"], level.label, flagged=fl))
+            if s["eff"] is not None:
+                ep.append(svg.SPoint(cat_keys.index(level.level), s["eff"], "", flagged=fl))
+        lat.append(svg.Series(r.name, lp, color))
+        cpu.append(svg.Series(r.name, cp, color))
+        eff.append(svg.Series(r.name, ep, color))
+    out = [ChartOut("lat", f"{wl}: latency vs throughput", svg.render(svg.Chart(
+        f"{wl}: latency vs throughput", f"throughput ({tunit})", "mean completion latency (ms)", lat,
+        note=f"labels: {axis}; bars: ±1 stdev" + ("; triangles: p99" if has_p99 else "")
+        + "; red rings: anomalies")))]
+    if any(s.points for s in cpu):
+        out.append(ChartOut("cpu", f"{wl}: OSD CPU vs throughput", svg.render(svg.Chart(
+            f"{wl}: OSD CPU vs throughput", f"throughput ({tunit})", "OSD CPU (% of one core)", cpu,
+            note=f"labels: {axis}; 100% = one core busy"))))
+    if any(s.points for s in eff):
+        out.append(ChartOut("eff", f"{wl}: throughput per OSD core", svg.render(svg.Chart(
+            f"{wl}: throughput per OSD core", axis, f"{tunit} per OSD core", eff,
+            x_categories=[cats[k] for k in cat_keys], note="throughput / (OSD CPU / 100)", log_y=False))))
+    return out
+
+
+def flatten(d: Any, prefix: str = "") -> list[tuple[str, str]]:
+    out: list[tuple[str, str]] = []
+    if isinstance(d, dict):
+        for k, v in d.items():
+            out.extend(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(d, list) and d and all(isinstance(x, (dict, list)) for x in d):
+        for i, v in enumerate(d):
+            out.extend(flatten(v, f"{prefix}[{i}]"))
+    else:
+        out.append((prefix, d if isinstance(d, str) else json.dumps(d, default=str)))
+    return out
+
+
+def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
+    assign_levels(runs)
+    wls: dict[str, None] = {}
+    for r in runs:
+        for w in r.workloads():
+            wls.setdefault(w, None)
+    runs_table = Table("Runs", ["run", "id", "kind", "suite", "status", "points", "source"],
+                       [[r.name, ",".join(map(str, r.ids)), r.kind, r.suite or "", r.status, str(len(r.points)),
+                         r.source or "measured by fathom"] for r in runs], ["l", "r", "l", "l", "l", "r", "l"])
+    srows, sections, all_flags = [], [], []
+    for wl in wls:
+        axis = level_axis_name(runs, wl)
+        for r in runs:
+            row = summary_rows(r, wl, axis)
+            if row:
+                srows.append(row)
+        wl_flags = [a for r in runs for a in anom.find(r, wl)]
+        all_flags.extend(wl_flags)
+        tp = throughput_for([p for r in runs for p in r.curve(wl)])
+        sections.append(Section(wl, tp.unit, charts(runs, wl, axis),
+                                [detail_table(r, wl, axis) for r in runs if r.curve(wl)], wl_flags))
+    summary = Table("Summary", ["workload", "run", "peak throughput", "peak at", "knee at", "90% of peak at",
+                                "clat at peak (ms)", "OSD CPU at peak (% of one core)", "per OSD core at peak",
+                                "anomalies"], srows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],
+                    ["'at' columns give the sweep level (iodepth unless stated).", KNEE_DEFINITION])
+    atable = None
+    if all_flags:
+        atable = Table("Anomalies", ["run", "workload", "level", "kind", "what"],
+                       [[a.run, a.workload, a.level, a.kind, a.message] for a in all_flags],
+                       ["l", "l", "r", "l", "l"])
+    env = [(r.name, flatten(r.env)) for r in runs]
+    return ReportDoc(title or "fathom report: " + " vs ".join(r.name for r in runs),
+                     time.strftime("%Y-%m-%d %H:%M:%S %Z"), runs, runs_table, Table("", [], [], []) if not srows
+                     else summary, atable, sections, DEFINITIONS, env)
