@@ -142,10 +142,10 @@ def compare_workload(base: RunData, new: RunData, workload: str, tolerance: floa
         if nlevel is None:
             continue
         bt, nt = blevel.mean(tp), nlevel.mean(tp)
-        bl, nl = blevel.mean("clat_ms"), nlevel.mean("clat_ms")
+        bl, nl = blevel.clat_ms()[0], nlevel.clat_ms()[0]
         fl = sorted(set(flags.get((base.name, blevel.label), []) + flags.get((new.name, nlevel.label), [])))
         rows.append(LevelCmp(
-            blevel.label, blevel.points[0].iodepth, bt, nt, bl, nl, blevel.mean("p99_ms"), nlevel.mean("p99_ms"),
+            blevel.label, blevel.points[0].iodepth, bt, nt, bl, nl, blevel.percentile_ms("p99"), nlevel.percentile_ms("p99"),
             (nt / bt - 1) * 100 if bt and nt is not None else None,
             (bl / nl - 1) * 100 if bl and nl else None, fl))
         if bl and nl and not UNRELIABLE & set(fl):

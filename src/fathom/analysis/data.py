@@ -34,6 +34,7 @@ class Point:
     started: float | None = None
     ended: float | None = None
     published: dict[str, Any] = field(default_factory=dict)  # raw row of an imported table
+    hists: dict[str, str] = field(default_factory=dict)  # op -> base64 HDR V2 ('all' = merged over ops)
     level: tuple[Any, ...] = ()
     label: str = ""
 
@@ -85,7 +86,7 @@ def load_run(store: Store, ref: str) -> RunData:
                 run=name, run_id=r.id, workload=p["workload"], params=p["params"] or {}, metrics=p["metrics"] or {},
                 engine=p.get("engine") or "", status=p["status"], error=p.get("error"), stopped_early=bool(res.get("stopped_early")),
                 stop_reason=res.get("stop_reason"), point_id=p["id"], started=p.get("started"),
-                ended=p.get("ended"), published=res.get("published_row") or {}))
+                ended=p.get("ended"), published=res.get("published_row") or {}, hists=store.histograms(p["id"])))
         events.extend({**e, "run_id": r.id} for e in store.events(r.id))
     first = runs[0]
     return RunData(name=name, ids=[r.id for r in runs], kind=first.kind,
@@ -178,6 +179,40 @@ class Level:
     def mean(self, key: str | Throughput) -> float | None:
         v = self.values(key)
         return statistics.fmean(v) if v else None
+
+    def clat_ms(self) -> tuple[float | None, float | None]:
+        """Mean and stdev of completion latency over all samples, pooled (weighted by I/O count)."""
+        if len(self.points) == 1:
+            return self.points[0].m("clat_ms"), self.points[0].m("clat_stdev_ms")
+        from fathom.model import pooled_mean_stdev
+        parts = [(int(p.m("total_ios") or 0), p.m("clat_ms"), p.m("clat_stdev_ms") or 0.0) for p in self.points]
+        if any(n == 0 for n, m, _ in parts if m is not None):
+            return self.mean("clat_ms"), None  # without counts no honest pooled stdev
+        return pooled_mean_stdev(parts)  # type: ignore[arg-type]
+
+    def percentile_ms(self, key: str) -> float | None:
+        """p50/p90/p99/p999 of the level: the point's own with one sample; with repetitions, from their
+        histograms merged (never an average of percentiles), or None without histograms."""
+        if len(self.points) == 1:
+            return self.points[0].m(f"{key}_ms")
+        return merged_percentile_ms(self.points, key)
+
+
+def merged_percentile_ms(points: list[Point], key: str) -> float | None:
+    from fathom.model import PERCENTILES
+    try:
+        from fathom import hdr
+    except ImportError:  # histogram support not installed in this tree
+        return None
+    hs = []
+    for p in points:
+        if not p.hists:
+            return None
+        hs.extend([p.hists["all"]] if "all" in p.hists else p.hists.values())
+    merged = hdr.merge(hs)
+    if not hdr.count(merged):
+        return None
+    return hdr.percentile(merged, PERCENTILES[key]) / 1e6
 
 
 def levels(curve: list[Point]) -> list[Level]:

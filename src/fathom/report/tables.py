@@ -93,7 +93,8 @@ DEFINITIONS = [
 def _level_stats(lv: Level, tp: Throughput) -> dict[str, float | None]:
     x = lv.mean(tp)
     cpu = lv.mean("osd_cpu")
-    return {"tp": x, "lat": lv.mean("clat_ms"), "sd": lv.mean("clat_stdev_ms"), "p99": lv.mean("p99_ms"),
+    lat, sd = lv.clat_ms()
+    return {"tp": x, "lat": lat, "sd": sd, "p99": lv.percentile_ms("p99"),
             "cpu": cpu, "eff": x / (cpu / 100.0) if x is not None and cpu else None}
 
 
