@@ -1,0 +1,167 @@
+"""`fathom compare`: the published Classic vs SeaStore conclusions, verdict rules at the tolerance,
+bootstrap intervals with repetitions, JSON shape and the regression gate's exit codes."""
+
+from __future__ import annotations
+
+import json
+import random
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import run_fathom
+from fathom.analysis.compare import compare, verdict
+from fathom.analysis.data import load_run
+from fathom.store import Store
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(scope="module")
+def published_db(tmp_path_factory) -> str:
+    db = tmp_path_factory.mktemp("cmp") / "pub.db"
+    shutil.copy(DATA / "crimson-vs-classic-2025.csv", db.parent / "crimson.csv")
+    run_fathom("import", "table", str(db.parent / "crimson.csv"), "--split-by", "backend", "--db", str(db),
+               check=True)
+    return str(db)
+
+
+def _json(db: str, *extra: str) -> dict:
+    p = run_fathom("compare", "classic", "seastore", "--db", db, "--format", "json", *extra)
+    assert p.returncode == 0, p.stderr
+    return json.loads(p.stdout)
+
+
+def test_reproduces_the_studys_conclusions(published_db):
+    out = _json(published_db)
+    w = {x["workload"]: x for x in out["workloads"]}
+    assert w["randread4k"]["verdict"] == "better"
+    assert 2.7 < w["randread4k"]["ratio"] < 3.1  # "about 3x": 396,901 / 136,638 IOPS
+    assert w["randwrite4k"]["verdict"] == "worse"
+    assert w["seqread64k"]["verdict"] == "equivalent"
+    assert w["seqwrite64k"]["verdict"] == "equivalent"
+    flagged = {(a["run"], a["workload"], a["iodepth"]) for a in out["anomalies"] if a["kind"] == "collapse"}
+    assert flagged == {("seastore", "randwrite4k", 40), ("seastore", "randwrite4k", 52),
+                       ("seastore", "randwrite4k", 64)}
+    assert not [a for a in out["anomalies"] if a["run"] == "classic"]
+
+
+def test_numbers_match_hand_computation(published_db):
+    w = {x["workload"]: x for x in _json(published_db)["workloads"]}
+    rr = w["randread4k"]
+    assert rr["base_peak"] == pytest.approx(136637.79) and rr["base_peak_at"] == "64"
+    assert rr["new_peak"] == pytest.approx(396901.06) and rr["new_peak_at"] == "16"
+    assert rr["ratio"] == pytest.approx(396901.06 / 136637.79)
+    assert rr["tp_gain_pct"] == pytest.approx((396901.06 / 136637.79 - 1) * 100)
+    assert rr["ci"] is None  # one measurement per level
+    lv1 = next(lv for lv in rr["levels"] if lv["label"] == "1")
+    assert lv1["lat_gain_pct"] == pytest.approx((0.29 / 0.25 - 1) * 100)  # lower latency is better
+    assert w["seqwrite64k"]["ratio"] == pytest.approx(2479.99 / 2703.43)  # -8.3%: inside 10%
+    assert w["seqread64k"]["ratio"] == pytest.approx(2293.93 / 2259.54)
+    # the collapsed randwrite levels stay in the table but not in the latency summary
+    rw = w["randwrite4k"]
+    assert rw["lat_levels_used"] == 7
+    assert "collapse" in next(lv for lv in rw["levels"] if lv["label"] == "40")["flagged"]
+
+
+def test_tighter_tolerance_changes_seqwrite(published_db):
+    w = {x["workload"]: x for x in _json(published_db, "--tolerance", "5%")["workloads"]}
+    assert w["seqwrite64k"]["verdict"] == "worse"  # -8.3% is beyond 5%
+    assert w["seqread64k"]["verdict"] == "equivalent"  # +1.5%
+
+
+def test_text_output(published_db):
+    p = run_fathom("compare", "classic", "seastore", "--db", published_db)
+    assert p.returncode == 0, p.stderr
+    assert "Relative difference, positive = NEW better" in p.stdout
+    assert "randread4k" in p.stdout and "better" in p.stdout
+    assert "seastore randwrite4k at 40: collapse" in p.stdout
+
+
+@pytest.mark.parametrize("args, rc", [
+    (["classic", "seastore", "--fail-on-regression", "20%"], 5),  # randwrite -31.7%
+    (["classic", "seastore", "--fail-on-regression", "40"], 0),
+    (["seastore", "classic", "--fail-on-regression", "10%"], 5),  # reversed: randread -65.6%
+    (["classic", "classic", "--fail-on-regression", "0"], 0),  # identical: no regression
+])
+def test_regression_gate_exit_codes(published_db, args, rc):
+    p = run_fathom("compare", *args, "--db", published_db)
+    assert p.returncode == rc, p.stdout + p.stderr
+    if rc == 5:
+        assert "regression" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("args", [["classic", "seastore", "--tolerance", "ten"],
+                                  ["classic", "seastore", "--fail-on-regression", "150%"]])
+def test_bad_options_exit_2(published_db, args):
+    p = run_fathom("compare", *args, "--db", published_db)
+    assert p.returncode == 2 and p.stderr.startswith("fathom: error:") and "Traceback" not in p.stderr
+
+
+def test_unknown_run_is_an_error_not_a_traceback(published_db):
+    p = run_fathom("compare", "classic", "nosuchrun", "--db", published_db)
+    assert p.returncode == 1 and "fathom: error: no run 'nosuchrun'" in p.stderr
+
+
+@pytest.mark.parametrize("ratio, expected", [
+    (1.10, "equivalent"), (0.90, "equivalent"), (1.0, "equivalent"),  # at the tolerance: inside
+    (1.1001, "better"), (0.8999, "worse"), (1.0999, "equivalent"), (0.9001, "equivalent"),
+])
+def test_verdict_around_the_tolerance_without_repetitions(ratio, expected):
+    assert verdict(ratio, None, 0.10)[0] == expected
+
+
+@pytest.mark.parametrize("ratio, ci, expected", [
+    (1.00, (0.95, 1.05), "equivalent"),
+    (1.00, (0.90, 1.10), "equivalent"),  # interval exactly at the tolerance
+    (1.02, (0.85, 1.15), "inconclusive"),  # point estimate inside, interval is not
+    (1.20, (1.05, 1.30), "better"),
+    (1.20, (0.98, 1.40), "inconclusive"),  # not significantly above 1
+    (0.80, (0.70, 0.90), "worse"),
+    (0.80, (0.60, 1.02), "inconclusive"),
+])
+def test_verdict_with_confidence_interval(ratio, ci, expected):
+    assert verdict(ratio, ci, 0.10)[0] == expected
+
+
+def _repeated_run(st: Store, name: str, scale: float, noise: float, reps: int, seed: int) -> None:
+    rng = random.Random(seed)
+    rid = st.create_run(name, status="done")
+    i = 0
+    for qd, x in [(1, 1000.0), (4, 3000.0), (16, 4000.0)]:
+        for r in range(reps):
+            iops = x * scale * (1 + rng.uniform(-noise, noise))
+            st.save_point(rid, i, f"q{qd}-r{r}", "randread4k", "fathom-engine",
+                          {"iodepth": qd, "rw": "randread", "bs": 4096, "repetition": r}, "done",
+                          metrics={"iops": iops, "clat_ms": qd / iops * 1000, "total_ios": int(iops * 60)})
+            i += 1
+
+
+def test_repetitions_give_an_interval(tmp_path):
+    st = Store(tmp_path / "rep.db")
+    _repeated_run(st, "base", 1.00, 0.01, 5, 1)
+    _repeated_run(st, "same", 1.01, 0.01, 5, 2)
+    _repeated_run(st, "noisy", 1.00, 0.40, 3, 3)
+    _repeated_run(st, "faster", 1.30, 0.01, 5, 4)
+    base = load_run(st, "base")
+    c = compare(base, [load_run(st, "same"), load_run(st, "noisy"), load_run(st, "faster")], 0.10)
+    by_new = {w.new: w for w in c.workloads}
+    same, noisy, faster = by_new["same"], by_new["noisy"], by_new["faster"]
+    assert same.ci is not None and 0.9 <= same.ci[0] <= same.ratio <= same.ci[1] <= 1.1
+    assert same.verdict == "equivalent"
+    assert noisy.ci is not None and (noisy.ci[0] < 0.9 or noisy.ci[1] > 1.1)
+    assert noisy.verdict == "inconclusive"  # ±40% noise: the interval does not fit in ±10%
+    assert faster.verdict == "better" and faster.ci[0] > 1
+    assert same.base_peak_stats.n == 5 and same.base_peak_stats.stdev is not None
+
+
+def test_run_groups_are_repetitions(tmp_path):
+    st = Store(tmp_path / "grp.db")
+    for i in range(3):
+        _repeated_run(st, f"b{i}", 1.0, 0.02, 1, 10 + i)
+        _repeated_run(st, f"n{i}", 0.7, 0.02, 1, 20 + i)
+    c = compare(load_run(st, "b0,b1,b2"), [load_run(st, "n0,n1,n2")], 0.10, fail_on_regression=0.2)
+    (w,) = c.workloads
+    assert w.base_peak_stats.n == 3 and w.ci is not None and w.ci[1] < 1
+    assert w.verdict == "worse" and w.regression
