@@ -257,6 +257,7 @@ class LoadedSuite:
     source: str  # built-in name or file path
     yaml_text: str  # the file as written (stored with the run)
     quick: bool
+    engine: str | None = None
 
 
 # ---- loading ---------------------------------------------------------------------
@@ -289,12 +290,12 @@ def resolve(ref: str) -> tuple[str, str]:
     return ref, builtin_text(ref)
 
 
-def load(ref: str, quick: bool = False) -> LoadedSuite:
+def load(ref: str, quick: bool = False, engine: str | None = None) -> LoadedSuite:
     source, text = resolve(ref)
-    return LoadedSuite(parse(text, source, quick), source, text, quick)
+    return LoadedSuite(parse(text, source, quick, engine), source, text, quick, engine)
 
 
-def parse(text: str, source: str = "<suite>", quick: bool = False) -> Suite:
+def parse(text: str, source: str = "<suite>", quick: bool = False, engine: str | None = None) -> Suite:
     """Validate YAML text into a Suite; any problem is one SuiteError naming source:line, field and value."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -332,6 +333,8 @@ def parse(text: str, source: str = "<suite>", quick: bool = False) -> Suite:
                 m = {**defaults, **w}
                 if suite_sweep is not None and "sweep" not in w:
                     m["sweep"] = suite_sweep
+                if engine:  # --engine: every workload on one engine (e.g. to compare engines)
+                    m["engine"] = engine
                 merged.append(m)
             else:
                 merged.append(w)

@@ -221,6 +221,54 @@ class Store:
             })
         return out
 
+    def record_point(self, run_id: int, idx: int, key: str, workload: str, engine: str, params: dict[str, Any],
+                     status: str, metrics: dict[str, Any] | None = None, result: dict[str, Any] | None = None,
+                     gate: dict[str, Any] | None = None, error: str | None = None, started: float | None = None,
+                     ended: float | None = None, intervals: list[dict[str, Any]] = (),  # type: ignore[assignment]
+                     histograms: dict[str, str] | None = None, telemetry: list[dict[str, Any]] = (),  # type: ignore[assignment]
+                     perf_counters: dict[str, dict[str, Any]] | None = None,
+                     events: list[dict[str, Any]] = ()) -> int:  # type: ignore[assignment]
+        """A finished (or failed, or interrupted) point with all its detail, in one transaction.
+
+        Either everything of the point is stored or nothing is, so a run killed at any
+        moment never holds a point marked done without its intervals and telemetry.
+        events: {kind, message, data?, ts?}.
+        """
+        cols = ("ts", "source", "pid", "cpu_pct", "rss_mib", "vctx_s", "nvctx_s")
+        with self.db:
+            self.db.execute("BEGIN")
+            self.db.execute("DELETE FROM points WHERE run_id = ? AND key = ?", (run_id, key))
+            cur = self.db.execute(
+                "INSERT INTO points (run_id, idx, key, workload, engine, params_json, status, started, ended, "
+                "metrics_json, result_json, gate_json, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (run_id, idx, key, workload, engine, _dumps(params), status, started, ended,
+                 _dumps(metrics) if metrics is not None else None, _dumps(result) if result is not None else None,
+                 _dumps(gate) if gate is not None else None, error),
+            )
+            pid = int(cur.lastrowid)  # type: ignore[arg-type]
+            self.db.executemany("INSERT INTO intervals VALUES (?,?,?,?,?)",
+                                [(pid, r["ts"], r.get("t"), int(bool(r.get("ramp"))), _dumps(r)) for r in intervals
+                                 if r.get("ts") is not None])
+            self.db.executemany("INSERT OR REPLACE INTO histograms VALUES (?,?,?)",
+                                [(pid, op, h) for op, h in (histograms or {}).items() if h])
+            self.db.executemany("INSERT INTO telemetry VALUES (?,?,?,?,?,?,?,?,?)",
+                                [(pid, *(t.get(c) for c in cols),
+                                  _dumps({k: v for k, v in t.items() if k not in cols})) for t in telemetry])
+            self.db.executemany("INSERT OR REPLACE INTO perf_counters VALUES (?,?,?)",
+                                [(pid, d, _dumps(v)) for d, v in (perf_counters or {}).items()])
+            self.db.executemany(
+                "INSERT INTO events (run_id, point_id, ts, kind, message, data_json) VALUES (?,?,?,?,?,?)",
+                [(run_id, pid, e.get("ts") or time.time(), e["kind"], e["message"],
+                  _dumps(e["data"]) if e.get("data") else None) for e in events])
+        return pid
+
+    def merge_env(self, run_id: int, **fields: Any) -> dict[str, Any]:
+        """Add or replace keys of a run's env (versions, host, prep, telemetry cost, ...)."""
+        env = self.run(run_id).env
+        env.update(fields)
+        self.update_run(run_id, env=env)
+        return env
+
     def done_keys(self, run_id: int) -> set[str]:
         return {r[0] for r in self.db.execute("SELECT key FROM points WHERE run_id = ? AND status = 'done'",
                                               (run_id,))}

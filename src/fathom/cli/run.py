@@ -22,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("suite", help="built-in suite name or path to a suite YAML file")
     p.add_argument("--quick", action="store_true", help="apply the suite's quick overrides (small and fast)")
     p.add_argument("--json", action="store_true", help="print a JSON list of points")
+    _engine(p)
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("run", help="run a suite: start (or attach to) a cluster, prepare, sweep, store")
@@ -29,6 +30,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--quick", action="store_true", help="apply the suite's quick overrides (small and fast)")
     _db(p)
     p.add_argument("--name", help="run name (default: suite name and time)")
+    _engine(p)
     p.add_argument("--resume", metavar="RUN", help="continue run RUN (id or name): only points not done are run")
     p.add_argument("--keep-cluster", action="store_true", help="leave the disposable local cluster running")
     p.add_argument("--gate-timeout", default="300s", help="wait at most this long for a clean cluster before "
@@ -64,6 +66,11 @@ def _target_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--keyring", help="keyring holding the client's key")
 
 
+def _engine(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", help="run every workload on this engine (fathom-engine, fio, rados-bench) "
+                                    "instead of the suite's choice")
+
+
 def _db(p: argparse.ArgumentParser) -> None:
     p.add_argument("--db", default=str(DEFAULT_DB), help=f"results store (default {DEFAULT_DB})")
 
@@ -95,7 +102,7 @@ def cmd_suites(args: argparse.Namespace) -> int:
 def cmd_plan(args: argparse.Namespace) -> int:
     from fathom import plan, spec
 
-    loaded = spec.load(args.suite, quick=args.quick)
+    loaded = spec.load(args.suite, quick=args.quick, engine=args.engine)
     points = plan.expand(loaded.suite)
     if args.json:
         print(json.dumps([p.to_dict() for p in points], indent=1))
@@ -143,7 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run: name a suite (built-in name or YAML file), or --resume RUN",
                          hint="see `fathom suites`")
     opts = runner.RunOptions(
-        suite_ref=args.suite, quick=args.quick, db=Path(args.db), name=args.name, resume=args.resume,
+        suite_ref=args.suite, quick=args.quick, engine=args.engine, db=Path(args.db), name=args.name, resume=args.resume,
         keep_cluster=args.keep_cluster, gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"),
     )
     outcome = runner.run(opts, args)

@@ -1,0 +1,104 @@
+"""One row per point, as CSV, JSON or Parquet: identity, parameters, then METRIC_COLUMNS (units in the names).
+
+Columns: run_id, run, suite, idx, key, workload, engine, rep, status, rw, bs
+(bytes), iodepth, numjobs, rwmixread, runtime_s, ramp_s, target, pool, then every
+metric of fathom.model.METRIC_COLUMNS (iops, bw_mib_s, total_ios, clat_ms,
+clat_stdev_ms, p50/p90/p99/p999_ms, usr_cpu, sys_cpu, osd_cpu = % of one core
+summed over the OSD's threads, osd_mem_mib = OSD RSS MiB, ...), then engine_cpu_pct,
+started, ended (epoch s) and error.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+from typing import Any
+
+from fathom.model import METRIC_COLUMNS
+from fathom.store import Store
+
+ID_COLUMNS = ("run_id", "run", "suite", "idx", "key", "workload", "engine", "rep", "status")
+PARAM_COLUMNS = {"rw": "rw", "bs": "bs", "iodepth": "iodepth", "numjobs": "numjobs", "rwmixread": "rwmixread",
+                 "runtime": "runtime_s_planned", "ramp_time": "ramp_s", "target": "target", "pool": "pool"}
+TAIL_COLUMNS = ("engine_cpu_pct", "started", "ended", "error")
+
+
+def columns() -> list[str]:
+    metric_cols = [c if c != "runtime_s" else "runtime_s" for c in METRIC_COLUMNS]
+    return [*ID_COLUMNS, *PARAM_COLUMNS.values(), *metric_cols, *TAIL_COLUMNS]
+
+
+def rows(store: Store, run_id: int) -> list[dict[str, Any]]:
+    run = store.run(run_id)
+    out = []
+    for p in store.points(run_id):
+        m = p["metrics"] or {}
+        q = p["params"] or {}
+        row: dict[str, Any] = {"run_id": run.id, "run": run.name, "suite": run.suite, "idx": p["idx"],
+                               "key": p["key"], "workload": p["workload"], "engine": p["engine"],
+                               "rep": _rep(p["key"]), "status": p["status"]}
+        for k, col in PARAM_COLUMNS.items():
+            row[col] = q.get(k)
+        for k in METRIC_COLUMNS:
+            row[k] = m.get(k)
+        row["engine_cpu_pct"] = m.get("engine_cpu_pct")
+        row["started"], row["ended"], row["error"] = p["started"], p["ended"], p["error"]
+        out.append(row)
+    return out
+
+
+def _rep(key: str) -> int:
+    for part in key.split("/"):
+        if part.startswith("rep="):
+            return int(part[4:])
+    return 1
+
+
+def write(rs: list[dict[str, Any]], fmt: str, path: str | None) -> int:
+    cols = columns()
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
+        w.writeheader()
+        for r in rs:
+            w.writerow({k: ("" if r.get(k) is None else r.get(k)) for k in cols})
+        _emit(buf.getvalue(), path)
+    elif fmt == "json":
+        _emit(json.dumps([{k: r.get(k) for k in cols} for r in rs], indent=1) + "\n", path)
+    elif fmt == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        types = {"run_id": pa.int64(), "idx": pa.int64(), "rep": pa.int64(), "bs": pa.int64(),
+                 "iodepth": pa.int64(), "numjobs": pa.int64(), "rwmixread": pa.int64(), "total_ios": pa.int64(),
+                 "errors": pa.int64()}
+        strings = {"run", "suite", "key", "workload", "engine", "status", "rw", "target", "pool", "error"}
+        fields = [pa.field(c, types.get(c, pa.string() if c in strings else pa.float64())) for c in cols]
+        schema = pa.schema(fields)
+        data = {c: [_cast(r.get(c), schema.field(c).type) for r in rs] for c in cols}
+        pq.write_table(pa.table(data, schema=schema), path)  # type: ignore[arg-type]
+    else:
+        raise ValueError(fmt)
+    return len(rs)
+
+
+def _cast(v: Any, t: Any) -> Any:
+    import pyarrow as pa
+
+    if v is None:
+        return None
+    if t == pa.int64():
+        return int(v)
+    if t == pa.float64():
+        return float(v)
+    return str(v)
+
+
+def _emit(text: str, path: str | None) -> None:
+    if path:
+        with open(path, "w", newline="") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)

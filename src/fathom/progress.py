@@ -1,0 +1,110 @@
+"""Live progress of a run: the point, its elapsed time, the run's ETA, live IOPS and latency.
+
+On a terminal a rich status line is redrawn from the engine's intervals; when
+stderr is not a TTY (CI logs) one plain line per event is printed instead.
+Everything goes to stderr so stdout stays for results.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from fathom.plan import OVERHEAD_S, Point
+
+
+def _fmt_s(s: float) -> str:
+    s = max(0, int(round(s)))
+    return f"{s // 3600}h{(s % 3600) // 60:02d}m" if s >= 3600 else (f"{s // 60}m{s % 60:02d}s" if s >= 60 else f"{s}s")
+
+
+def _fmt_iops(v: float | None) -> str:
+    if v is None:
+        return "-"
+    return f"{v / 1e3:.1f}k" if v >= 1e4 else f"{v:.0f}"
+
+
+class Progress:
+    def __init__(self, total_points: int, todo: list[Point], tty: bool | None = None):
+        self.tty = sys.stderr.isatty() if tty is None else tty
+        self.todo_est = {p.key: p.est_s for p in todo}
+        self.total = total_points
+        self.done = 0
+        self.extra_s: list[float] = []  # actual - planned per finished point, to correct the ETA
+        self.point: Point | None = None
+        self.t_point = 0.0
+        self.iops: float | None = None
+        self.lat_ms: float | None = None
+        self._live = None
+        if self.tty:
+            from rich.console import Console
+            from rich.live import Live
+
+            self._console = Console(stderr=True)
+            self._live = Live("", console=self._console, refresh_per_second=4, transient=True)
+            self._live.start()
+
+    def say(self, msg: str) -> None:
+        if self._live is not None:
+            self._console.print(msg, markup=False, highlight=False)
+        else:
+            print(msg, file=sys.stderr, flush=True)
+
+    def eta_s(self) -> float:
+        corr = sum(self.extra_s) / len(self.extra_s) if self.extra_s else 0.0
+        left = sum(self.todo_est.values()) + corr * len(self.todo_est)
+        if self.point is not None:
+            left -= min(time.monotonic() - self.t_point, self.point.est_s + corr)
+        return max(0.0, left)
+
+    def point_start(self, point: Point, n: int) -> None:
+        self.point, self.t_point, self.iops, self.lat_ms = point, time.monotonic(), None, None
+        self.n = n
+        if self._live is None:
+            self.say(f"[{n}/{self.total}] {point.label()} ... (run ETA {_fmt_s(self.eta_s())})")
+        self._draw()
+
+    def interval(self, rec: dict[str, Any]) -> None:
+        ops = rec.get("ops") or {}
+        dt = float(rec.get("dt") or rec.get("interval_s") or 1.0)
+        total = sum(float(o.get("ops") or 0) for o in ops.values())
+        self.iops = total / dt if not rec.get("approx") else total
+        lats = [(float(o.get("ops") or 0), o.get("lat_mean_ns")) for o in ops.values() if o.get("lat_mean_ns")]
+        n = sum(c for c, _ in lats)
+        self.lat_ms = sum(c * lat for c, lat in lats) / n / 1e6 if n else None
+        self._draw()
+
+    def point_end(self, point: Point, status: str, metrics: dict[str, Any] | None, error: str | None = None) -> None:
+        took = time.monotonic() - self.t_point
+        self.extra_s.append(took - point.est_s + OVERHEAD_S * 0)
+        self.todo_est.pop(point.key, None)
+        self.done += 1
+        self.point = None
+        m = metrics or {}
+        if status == "done":
+            lat = f"{m['clat_ms']:.3f}" if m.get("clat_ms") is not None else "-"
+            p99 = f"{m['p99_ms']:.3f}" if m.get("p99_ms") is not None else "-"
+            osd = f"{m['osd_cpu']:.0f}%" if m.get("osd_cpu") is not None else "-"
+            self.say(f"[{self.n}/{self.total}] {point.label()}: {_fmt_iops(m.get('iops'))} IOPS, "
+                     f"{m.get('bw_mib_s') or 0:.1f} MiB/s, clat {lat} ms, p99 {p99} ms, OSD CPU {osd} "
+                     f"({took:.1f} s)")
+        else:
+            self.say(f"[{self.n}/{self.total}] {point.label()}: {status.upper()}{': ' + error if error else ''}")
+        self._draw()
+
+    def _draw(self) -> None:
+        if self._live is None:
+            return
+        if self.point is None:
+            self._live.update(f"{self.done} point(s) done; run ETA {_fmt_s(self.eta_s())}")
+            return
+        el = time.monotonic() - self.t_point
+        lat = f"{self.lat_ms:.3f} ms" if self.lat_ms is not None else "-"
+        self._live.update(f"[{self.n}/{self.total}] {self.point.label()}  {el:.0f}/{self.point.est_s:.0f} s  "
+                          f"IOPS {_fmt_iops(self.iops)}  lat {lat}  run ETA {_fmt_s(self.eta_s())}")
+
+    def close(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None

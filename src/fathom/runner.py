@@ -1,0 +1,402 @@
+"""Running a suite: cluster, prep, then one point at a time with telemetry, each committed when it ends.
+
+Data flows one way: spec -> plan -> target/cluster -> prep -> (engine + telemetry
+per point) -> store. The runner owns the lifecycle: a disposable local cluster
+(when no target is given) is stopped whatever happens — failure, Ctrl-C,
+SIGTERM — unless --keep-cluster; on an attached cluster only what this run
+created is removed. Ctrl-C marks the current point interrupted and keeps every
+finished point; `--resume RUN` runs only the points not done.
+"""
+
+from __future__ import annotations
+
+import argparse
+import secrets
+import shutil
+import signal
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fathom import engines, envinfo, plan, spec
+from fathom.cluster import health
+from fathom.cluster.ceph import Connection
+from fathom.cluster.local import LocalCluster
+from fathom.cluster.prep import Prep
+from fathom.cluster.target import Target, target_from_args
+from fathom.errors import FathomError, UsageError
+from fathom.model import PERCENTILES, PointResult, base_metrics
+from fathom.progress import Progress
+from fathom.store import Store
+from fathom import telemetry
+
+CHILD_GRACE_S = 120.0  # beyond runtime + ramp before an engine is considered hung
+
+
+@dataclass
+class RunOptions:
+    suite_ref: str | None
+    quick: bool = False
+    engine: str | None = None  # every workload on this engine
+    db: Path = Path("fathom-results.db")
+    name: str | None = None
+    resume: str | None = None
+    keep_cluster: bool = False
+    gate_timeout: float = 300.0
+    tty: bool | None = None  # progress style; None = decide from stderr
+
+
+@dataclass
+class Outcome:
+    run_id: int
+    status: str  # done | failed | interrupted
+    done: int = 0
+    failed: int = 0
+    skipped: int = 0
+    wall_s: float = 0.0
+    telemetry_cost_pct: float | None = None
+    cluster_dir: str | None = None
+
+    @property
+    def exit_code(self) -> int:
+        return {"done": 0, "failed": 1, "interrupted": 130}.get(self.status, 1)
+
+
+@dataclass
+class _Prepared:
+    pools: dict[str, str] = field(default_factory=dict)  # suite pool name -> actual
+    images: list[str] = field(default_factory=list)
+    images_pool: str | None = None
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001
+    raise KeyboardInterrupt
+
+
+def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
+    """Run (or resume) a suite as the CLI does; returns what happened. Raises FathomError before the first point."""
+    t_run = time.monotonic()
+    store = Store(opts.db)
+    progress_msgs: list[str] = []
+
+    def say(msg: str) -> None:
+        progress_msgs.append(msg)
+        print(f"  {msg}", file=__import__("sys").stderr, flush=True)
+
+    # ---- what to run ----
+    if opts.resume:
+        prev = store.run(opts.resume)
+        if prev.kind != "suite" or not prev.suite_yaml:
+            raise UsageError(f"run {prev.id} ({prev.name}) is not a suite run; only suite runs can be resumed")
+        if opts.suite_ref and opts.suite_ref not in (prev.suite, Path(prev.suite or "").name):
+            raise UsageError(f"run {prev.id} ran suite {prev.suite!r}, not {opts.suite_ref!r}",
+                             hint="leave the suite out when resuming; the run's own copy of the suite is used")
+        quick = bool(prev.env.get("quick"))
+        eng = prev.env.get("engine_override")
+        loaded = spec.LoadedSuite(spec.parse(prev.suite_yaml, prev.suite or "<stored suite>", quick, eng),
+                                  prev.suite or "", prev.suite_yaml, quick, eng)
+        run_id = prev.id
+    else:
+        loaded = spec.load(opts.suite_ref or "", quick=opts.quick, engine=opts.engine)
+        run_id = None
+    suite = loaded.suite
+    points = plan.expand(suite)
+    done = store.done_keys(run_id) if run_id is not None else set()
+    todo = [p for p in points if p.key not in done]
+    for name in sorted({p.engine for p in todo}):
+        engines.get(name).check()  # fail before starting a cluster: e.g. the engine binary is missing
+    target = target_from_args(args) if args is not None else None
+    if target is None and suite.target.kind == "ceph":
+        conn = Connection.from_args(suite.target.conf, suite.target.id, None, suite.target.keyring)
+        target = Target(conn=conn)
+        target.ceph().probe()
+
+    if run_id is None:
+        name = opts.name or f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+        run_id = store.create_run(name, kind="suite", suite=loaded.source, suite_yaml=loaded.yaml_text,
+                                  env={"quick": loaded.quick, "engine_override": loaded.engine,
+                                       "plan_points": len(points)})
+    elif not todo:
+        store.finish_run(run_id, "done")
+        say(f"run {run_id}: all {len(points)} points are done; nothing to resume")
+        return Outcome(run_id, "done", skipped=len(points))
+    attempt = secrets.token_hex(3)
+    run_tag = f"fathom-{run_id}-{attempt}"
+    env = store.run(run_id).env
+    attempts = env.get("attempts", []) + [{"tag": run_tag, "started": time.time(), "todo": len(todo)}]
+    store.merge_env(run_id, attempts=attempts)
+    store.update_run(run_id, status="running")
+
+    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    cluster: LocalCluster | None = None
+    workdir = Path(tempfile.mkdtemp(prefix=f"fathom-run{run_id}-"))
+    prep: Prep | None = None
+    outcome = Outcome(run_id, "failed", skipped=len(points) - len(todo))
+    contexts: dict[str, engines.PointContext] = {}
+    prog: Progress | None = None
+    try:
+        # ---- cluster ----
+        if target is None:
+            cdir = Path(tempfile.mkdtemp(prefix=f"fathom-cluster{run_id}-"))
+            cluster = LocalCluster(cdir, progress=say)
+            c = suite.cluster
+            say(f"starting a disposable local cluster in {cdir} ({c.osds} OSD(s), {c.objectstore})")
+            t0 = time.monotonic()
+            cluster.up(osds=c.osds, osd_size=c.osd_size, objectstore=c.objectstore)
+            say(f"cluster HEALTH_OK in {time.monotonic() - t0:.1f} s")
+            target = Target(conn=cluster.connection(), local=cluster)
+            outcome.cluster_dir = str(cdir)
+            target_desc: dict[str, Any] = {"kind": "local (disposable)", "objectstore": c.objectstore,
+                                           "osds": c.osds, "osd_size": c.osd_size}
+        else:
+            target_desc = {"kind": "attached", "connection": target.conn.describe(),
+                           "fathom_local_cluster": bool(target.local)}
+        ceph = target.ceph()
+        store.merge_env(run_id, target=target_desc, **envinfo.collect(ceph))
+
+        # ---- prep ----
+        attached = cluster is None
+        prep = Prep(ceph, owner_prefix=run_tag, progress=say)
+        if attached:
+            _remove_leftovers(store, run_id, ceph, say)
+        prepared = _prepare(suite, prep, attached, run_tag, say)
+        store.merge_env(run_id, prep_created=prep.created.to_dict(), pools=prepared.pools)
+        if suite.prep.prefill and suite.prep.images:
+            pf = prep.prefill(prepared.images_pool, prepared.images, suite.prep.images.size)  # type: ignore[arg-type]
+            store.merge_env(run_id, prefill=pf)
+        if suite.prep.hygiene.enabled:
+            hy = prep.hygiene(list(prepared.pools.values()), rbd_cache=suite.prep.hygiene.rbd_cache,
+                              rbd_io_scheduler=suite.prep.hygiene.rbd_io_scheduler)
+            store.merge_env(run_id, hygiene=hy)
+
+        # ---- points ----
+        daemons = target.local_daemons()
+        run_dir = target.local.run_dir if target.local else None
+        sampler = telemetry.Sampler(daemons)
+        tel_cpu_main = 0.0
+        prog = Progress(len(points), todo, tty=opts.tty)
+        if outcome.skipped:
+            prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")
+        for n, point in enumerate(todo, start=len(points) - len(todo) + 1):
+            params = point.params
+            pool = prepared.pools.get(params["pool"] or "", params["pool"]) if params["pool"] else \
+                next(iter(prepared.pools.values()), None)
+            ctx = engines.PointContext(
+                conn=target.conn, pool=pool,
+                images=prepared.images if params["target"] == "rbd" and pool == prepared.images_pool else [],
+                run_tag=run_tag, workdir=workdir,
+                timeout=float(params["runtime"]) + float(params["ramp_time"]) + CHILD_GRACE_S)
+            contexts[f"{point.engine}:{pool}"] = ctx
+            adapter = engines.get(point.engine)
+            prog.point_start(point, n)
+            gate = health.gate(ceph, timeout=opts.gate_timeout)
+            events: list[dict[str, Any]] = []
+            if not gate.ok:
+                events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
+                                                          f"{gate.reason}; measured anyway", "data": gate.to_dict()})
+            intervals: list[dict[str, Any]] = []
+            ctx.on_child = sampler.set_engine_pid
+
+            def on_interval(rec: dict[str, Any], _i: list = intervals) -> None:
+                _i.append(rec)
+                prog.interval(rec)  # type: ignore[union-attr]
+
+            ctx.on_interval = on_interval
+            c0 = time.thread_time()
+            before = telemetry.perf_dump(daemons, run_dir)
+            tel_cpu_main += time.thread_time() - c0
+            result: PointResult | None = None
+            status, error = "done", None
+            started = time.time()
+            sampler.start()
+            try:
+                result = adapter.run(params, ctx)
+            except FathomError as exc:
+                status, error = "failed", exc.message
+            except KeyboardInterrupt:
+                sampler.stop()
+                store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, "interrupted",
+                                   gate=gate.to_dict(), error="interrupted (Ctrl-C or SIGTERM)", started=started,
+                                   ended=time.time(), intervals=intervals, telemetry=sampler.samples,
+                                   events=[{"kind": "interrupt", "message": f"point {point.key} interrupted"}])
+                prog.point_end(point, "interrupted", None)
+                raise
+            samples = sampler.stop()
+            ended = time.time()
+            c0 = time.thread_time()
+            after = telemetry.perf_dump(daemons, run_dir)
+            deltas = telemetry.perf_deltas(before, after)
+            tel_cpu_main += time.thread_time() - c0
+            try:
+                h = ceph.ceph("health", timeout=30)
+                events.append({"kind": "health", "message": f"after point: {h.get('status')}",
+                               "data": {"before": gate.health, "after": h.get("status"),
+                                        "checks": list((h.get("checks") or {}).keys())}})
+            except FathomError as exc:
+                events.append({"kind": "health", "message": f"after point: cluster did not answer: {exc.message}"})
+            metrics, hists = None, {}
+            if result is not None:
+                metrics, hists = _metrics(result, params, samples, started, ended)
+                if metrics.get("total_ios", 0) == 0:
+                    status, error = "failed", "the engine completed no I/O in the measured window"
+            if error:
+                events.append({"kind": "error", "message": error})
+            store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, status,
+                               metrics=metrics, result=result.to_dict() if result else None, gate=gate.to_dict(),
+                               error=error, started=started, ended=ended, intervals=intervals, histograms=hists,
+                               telemetry=samples, perf_counters=deltas, events=events)
+            prog.point_end(point, status, metrics, error)
+            if status == "done":
+                outcome.done += 1
+            else:
+                outcome.failed += 1
+                if target.local is not None and not all(d.running for d in target.local.daemons()):
+                    dead = [d.name for d in target.local.daemons() if not d.running]
+                    raise FathomError(f"{', '.join(dead)} stopped during point {point.key}; run {run_id} stopped",
+                                      hint=f"resume later with `fathom run --resume {run_id} --db {opts.db}`")
+        cost = None
+        wall = sampler.wall_s
+        if wall > 0:
+            cost = 100.0 * (sampler.cpu_s + tel_cpu_main) / wall
+        outcome.telemetry_cost_pct = cost
+        tel_info = {"sampler_cpu_s": round(sampler.cpu_s, 4), "asok_cpu_s": round(tel_cpu_main, 4),
+                    "sampled_s": round(wall, 2), "cost_pct_of_one_core": round(cost, 3) if cost is not None else None,
+                    "interval_s": sampler.interval, "daemons": [d.name for d in daemons]}
+        store.merge_env(run_id, telemetry_cost=tel_info)
+        store.add_event(run_id, "telemetry", f"telemetry cost {cost:.2f}% of one core over {wall:.0f} s sampled"
+                        if cost is not None else "no telemetry sampled", data=tel_info)
+        outcome.status = "done" if outcome.failed == 0 else "failed"
+    except KeyboardInterrupt:
+        outcome.status = "interrupted"
+        store.add_event(run_id, "interrupt", "run interrupted; finished points kept")
+    except BaseException as exc:
+        outcome.status = "failed"
+        msg = exc.message if isinstance(exc, FathomError) else f"{type(exc).__name__}: {exc}"
+        store.add_event(run_id, "error", f"run stopped: {msg}")
+        raise
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave the cluster running
+        try:
+            if prog is not None:
+                prog.close()
+            store.finish_run(run_id, outcome.status)
+            _teardown(store, run_id, contexts, prep, cluster, opts.keep_cluster, outcome, say)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+            signal.signal(signal.SIGTERM, old_term)
+            outcome.wall_s = time.monotonic() - t_run
+            store.close()
+    _summary(outcome, opts)
+    return outcome
+
+
+def _prepare(suite: spec.Suite, prep: Prep, attached: bool, run_tag: str, say: Any) -> _Prepared:
+    out = _Prepared()
+    for p in suite.prep.pools:
+        # on someone else's cluster every pool carries the run's tag; a disposable cluster is all ours
+        actual = f"{run_tag}-{p.name}" if attached else p.name
+        ec = None
+        if p.ec_k and p.ec_m:
+            ec = prep.ec_profile(f"{actual}-ec", p.ec_k, p.ec_m)
+        out.pools[p.name] = prep.pool(actual, pg_num=p.pg_num, size=p.size, min_size=p.min_size,
+                                      application=p.application, ec_profile=ec, allow_ec_overwrites=bool(ec))
+    im = suite.prep.images
+    if im:
+        out.images_pool = out.pools[im.pool]
+        out.images = prep.images(out.images_pool, im.names(), im.size)
+    return out
+
+
+def _remove_leftovers(store: Store, run_id: int, ceph: Any, say: Any) -> None:
+    """On resume against an attached cluster: a killed attempt of this run may have left its own pools."""
+    left = store.run(run_id).env.get("prep_created") or {}
+    pools = left.get("pools") or []
+    if not pools:
+        return
+    existing = {p["pool_name"] for p in ceph.ceph("osd", "pool", "ls", "detail")}
+    for pool in pools:
+        if pool in existing and pool.startswith(f"fathom-{run_id}-"):
+            ceph.ceph("osd", "pool", "rm", pool, pool, "--yes-i-really-really-mean-it", fmt_json=False)
+            say(f"removed pool {pool} left by an earlier attempt of run {run_id}")
+
+
+def _teardown(store: Store, run_id: int, contexts: dict[str, engines.PointContext], prep: Prep | None,
+              cluster: LocalCluster | None, keep: bool, outcome: Outcome, say: Any) -> None:
+    errors = []
+    if cluster is None or keep:
+        for key, ctx in contexts.items():
+            try:
+                ctx.on_child = lambda pid: None
+                ctx.timeout = 300.0
+                engines.get(key.split(":", 1)[0]).cleanup(ctx)
+            except FathomError as exc:
+                errors.append(exc.message)
+    if prep is not None and cluster is None:
+        try:
+            removed = prep.cleanup()
+            store.merge_env(run_id, prep_created={}, prep_removed=removed)
+        except FathomError as exc:
+            errors.append(f"cleanup of what this run created failed: {exc.message}")
+    if cluster is not None:
+        if keep:
+            say(f"kept the local cluster in {cluster.root}: `fathom cluster down --dir {cluster.root}` stops it")
+        else:
+            try:
+                stopped = cluster.down()
+                say(f"stopped the disposable cluster ({', '.join(stopped)})")
+            except FathomError as exc:
+                errors.append(exc.message)
+    for e in errors:
+        store.add_event(run_id, "warning", e)
+        say(f"warning: {e}")
+
+
+def merge_hists(hists: list[str]) -> tuple[str | None, dict[str, float]]:
+    """One histogram from several base64 HDR V2 histograms, and its percentiles in ns."""
+    from hdrh.histogram import HdrHistogram
+
+    merged = None
+    for h in hists:
+        dec = HdrHistogram.decode(h.encode() if isinstance(h, str) else h)
+        if merged is None:
+            merged = dec
+        else:
+            merged.add(dec)
+    if merged is None:
+        return None, {}
+    return merged.encode().decode(), {k: float(merged.get_value_at_percentile(p)) for k, p in PERCENTILES.items()}
+
+
+def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any]], started: float,
+             ended: float) -> tuple[dict[str, Any], dict[str, str]]:
+    hists = {k: o.hist for k, o in r.ops.items() if o.hist and o.ops}
+    merged_pct = None
+    if len(hists) > 1:
+        all_h, merged_pct = merge_hists(list(hists.values()))
+        if all_h:
+            hists["all"] = all_h
+    m = base_metrics(r, merged_pct)
+    # fio reports client CPU itself (% of runtime per job; summed over jobs as fio-parse-jsons does)
+    if "fio_usr_cpu" in r.extra:
+        m["usr_cpu"] = r.extra["fio_usr_cpu"]
+        m["sys_cpu"] = r.extra["fio_sys_cpu"]
+    window_from = started + float(params.get("ramp_time") or 0.0)
+    srv = telemetry.summarize(samples, window_from, ended)
+    for k in ("osd_cpu", "osd_mem_mib", "osd_ctx_switches_s", "host_cpu_pct"):
+        m[k] = srv[k]
+    m["engine_cpu_pct"] = srv["engine_cpu_pct"]
+    return m, hists
+
+
+def _summary(o: Outcome, opts: RunOptions) -> None:
+    import sys
+
+    cost = f"; telemetry cost {o.telemetry_cost_pct:.2f}% of one core" if o.telemetry_cost_pct is not None else ""
+    line = (f"run {o.run_id} {o.status}: {o.done} point(s) done, {o.failed} failed"
+            f"{f', {o.skipped} already done' if o.skipped else ''} in {o.wall_s:.0f} s{cost}; results in {opts.db}")
+    print(line)
+    if o.status == "interrupted":
+        print(f"resume with: fathom run --resume {o.run_id} --db {opts.db}", file=sys.stderr)
