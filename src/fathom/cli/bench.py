@@ -1,9 +1,102 @@
-"""Commands of this group are registered here (placeholder until the group lands)."""
+"""`fathom bench rados`, `fathom bench rbd` and `fathom cleanup`: drop-ins for rados bench / rbd bench.
+
+The work lives in fathom.bench; this module only declares the arguments (the
+same as the Ceph tools take) and imports the rest when a command runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 
+DEFAULT_DB = "fathom-results.db"  # fathom.store.DEFAULT_DB, without importing sqlite3 for every command
 
-def register(sub: argparse._SubParsersAction) -> None:  # noqa: ARG001
-    return None
+
+def _connection_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("cluster connection (as the rados and rbd commands take it)")
+    g.add_argument("-c", "--conf", help="ceph.conf path (default: $CEPH_CONF, then /etc/ceph/ceph.conf)")
+    g.add_argument("--id", "--user", dest="id", help="client id, e.g. admin (client.admin)")
+    g.add_argument("-n", "--name", help="full client name, e.g. client.admin")
+    g.add_argument("-k", "--keyring", help="keyring path")
+    g.add_argument("--connect-timeout", type=float, default=15.0, metavar="SECONDS",
+                   help="give up reaching the monitors after this long (default 15)")
+
+
+def _common_tail(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--stall-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="stop when no op completes for this long with ops in flight, and report the cluster's "
+                        "health (default 60)")
+    p.add_argument("--db", default=str(DEFAULT_DB), help=f"results store (default ./{DEFAULT_DB})")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    b = sub.add_parser("bench", help="rados bench / rbd bench drop-ins with percentiles, JSON and a stored run")
+    bsub = b.add_subparsers(dest="bench_cmd", metavar="TOOL", required=True)
+
+    r = bsub.add_parser(
+        "rados", help="rados bench: -p POOL SECONDS write|seq|rand",
+        description="Same arguments and output as `rados bench`, plus latency percentiles, honest JSON, "
+                    "a stored run and a stall timeout. seq and rand read what `write --no-cleanup` left "
+                    "under the same --run-name.")
+    r.add_argument("-p", "--pool", required=True, help="pool to benchmark")
+    r.add_argument("seconds", metavar="SECONDS", help="run time (seq also stops after one pass over the objects)")
+    r.add_argument("mode", metavar="write|seq|rand", help="write objects, or read back what a write left")
+    r.add_argument("-t", "--concurrent-ios", default="16", metavar="N", help="concurrent ops (default 16)")
+    r.add_argument("-b", "--block-size", default=None, metavar="SIZE", help="op size for write (default 4M)")
+    r.add_argument("-O", "--object-size", default=None, metavar="SIZE", help="object size (default: op size)")
+    r.add_argument("--no-cleanup", action="store_true", help="keep the written objects (for seq/rand)")
+    r.add_argument("--run-name", default=None, metavar="NAME",
+                   help="names this run's objects (fathom_bench.NAME.*); default 'default'")
+    r.add_argument("--max-objects", default=0, metavar="N", help="write at most N objects")
+    r.add_argument("-f", "--format", default="plain", metavar="plain|json|json-pretty", help="output format")
+    r.add_argument("--no-hints", action="store_true",
+                   help="accepted for rados bench compatibility (fathom-engine issues no allocation hints)")
+    _connection_args(r)
+    _common_tail(r)
+    r.set_defaults(func=_rados)
+
+    d = bsub.add_parser(
+        "rbd", help="rbd bench: POOL/IMAGE --io-type read|write|readwrite",
+        description="Same arguments and per-second output as `rbd bench`, plus latency, percentiles, JSON "
+                    "and a stored run.")
+    d.add_argument("image", metavar="POOL/IMAGE", help="image spec (pool/image, or image with --pool)")
+    d.add_argument("-p", "--pool", default=None, help="pool, when IMAGE has no pool part (default rbd)")
+    d.add_argument("--image", dest="image_opt", default=None, help=argparse.SUPPRESS)
+    d.add_argument("--io-type", required=True, metavar="read|write|readwrite|rw", help="IO type")
+    d.add_argument("--io-size", default="4K", metavar="SIZE", help="IO size (default 4K)")
+    d.add_argument("--io-threads", default="16", metavar="N", help="IOs in flight (default 16)")
+    d.add_argument("--io-total", default="1G", metavar="SIZE", help="total bytes to transfer (default 1G)")
+    d.add_argument("--io-pattern", default="seq", metavar="seq|rand|full-seq", help="IO pattern (default seq)")
+    d.add_argument("--rw-mix-read", default="50", metavar="PERCENT", help="read share of readwrite (default 50)")
+    d.add_argument("-f", "--format", default="plain", metavar="plain|json|json-pretty", help="output format")
+    _connection_args(d)
+    _common_tail(d)
+    d.set_defaults(func=_rbd)
+
+    c = sub.add_parser(
+        "cleanup", help="remove the objects a fathom bench rados run left (and nothing else)",
+        description="Removes fathom_bench.NAME.<n> and fathom_bench.NAME.meta for one run name (or the "
+                    "objects of one fathom bench prefix). Objects of other runs, tools and users stay.")
+    c.add_argument("-p", "--pool", required=True, help="pool")
+    c.add_argument("--run-name", default=None, metavar="NAME", help="the bench's --run-name (default 'default')")
+    c.add_argument("--prefix", default=None, metavar="PREFIX", help="the bench's object prefix, as it printed it")
+    c.add_argument("-t", "--concurrent-ios", default="16", metavar="N", help="concurrent removes (default 16)")
+    _connection_args(c)
+    c.set_defaults(func=_cleanup)
+
+
+def _rados(args: argparse.Namespace) -> int:
+    from fathom.bench.rados import run_bench
+
+    return run_bench(args)
+
+
+def _rbd(args: argparse.Namespace) -> int:
+    from fathom.bench.rbd import run_bench
+
+    return run_bench(args)
+
+
+def _cleanup(args: argparse.Namespace) -> int:
+    from fathom.bench.rados import run_cleanup
+
+    return run_cleanup(args)

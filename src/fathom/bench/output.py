@@ -1,0 +1,382 @@
+"""rados bench and rbd bench output, rebuilt from fathom-engine records.
+
+Pure functions and small stateful formatters: nothing here talks to Ceph or
+to the engine, so every layout is unit-tested against hand-made records.
+
+Layouts were copied from Ceph 16.2 (pacific) `rados bench` and `rbd bench`
+run on a local cluster. As in those tools, "MB" means MiB (bytes / 1048576),
+plain numbers are printed like a C++ ostream at its default precision (six
+significant digits) and rbd bench's byte rates use Ceph's byte_u_t rules.
+
+Where rados bench is wrong, fathom is right and says so in docs:
+- Stddev IOPS is the sample standard deviation of the per-second IOPS (rados
+  bench prints an integer-formatted double, i.e. garbage, in JSON).
+- Per-second rates divide by the interval's real length, not by an assumed 1 s.
+- JSON values are numbers (rados bench quotes them), absent values are null,
+  and the document is the only thing on stdout.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from datetime import datetime
+from typing import Any, Iterable
+
+MIB = 1048576.0
+NS = 1e9
+# Percentile keys as the engine names them -> as fathom prints them.
+PCTS = (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p999", "p99.9"))
+# A trailing interval shorter than this fraction of a second is too short for a rate sample.
+MIN_SAMPLE_S = 0.5
+
+
+# ---- number formatting ---------------------------------------------------------------
+
+def cpp_g(x: float | int | None) -> str:
+    """A double as C++ `ostream << x` prints it by default: %g with 6 significant digits."""
+    if x is None:
+        return "0"
+    return format(float(x), "g")
+
+
+def byte_u(v: float | int) -> str:
+    """Ceph's byte_u_t: '81 MiB', '9.7 MiB', '512 B' (binary units, at most 7 characters)."""
+    v = max(0, int(v))
+    units = (" B", " KiB", " MiB", " GiB", " TiB", " PiB", " EiB")
+    n, index = v, 0
+    while n >= 1024 and index < 6:
+        n //= 1024
+        index += 1
+    mult = 1 << (10 * index)
+    if index == 0 or v % mult == 0:
+        return f"{n}{units[index]}"
+    for decimals in (2, 1, 0):
+        s = f"{v / mult:.{decimals}f}{units[index]}"
+        if len(s) <= 7:
+            return s
+    return s
+
+
+def stdev(values: Iterable[float]) -> float:
+    """Sample standard deviation (n-1), 0 for fewer than two values (as rados bench's vec_stddev)."""
+    v = list(values)
+    if len(v) < 2:
+        return 0.0
+    mean = sum(v) / len(v)
+    return math.sqrt(sum((x - mean) ** 2 for x in v) / (len(v) - 1))
+
+
+def ceph_localtime(ts: float) -> str:
+    """utime_t::localtime: 2026-11-21T21:04:43.349574+0000."""
+    return datetime.fromtimestamp(ts).astimezone().strftime("%Y-%m-%dT%H:%M:%S.%f%z")
+
+
+def _s(ns: float | None) -> float | None:
+    return None if ns is None else ns / NS
+
+
+# ---- rados bench ---------------------------------------------------------------------
+
+RADOS_HEADER = (f"{'sec':>5}{'Cur ops':>8}{'started':>10}{'finished':>10}{'avg MB/s':>10}{'cur MB/s':>10}"
+                f"{'last lat(s)':>12}{'avg lat(s)':>12}")
+
+
+class RadosTable:
+    """rados bench's per-second table, fed one engine record at a time.
+
+    kind: the engine's op kind ("write" or "read"). Also collects what the
+    summary and the JSON need: the rows (`datas`) and the per-second
+    bandwidth and IOPS samples.
+    """
+
+    def __init__(self, kind: str):
+        self.kind = kind
+        self.i = 0  # rows printed, as rados bench's counter (header every 20)
+        self.datas: list[dict[str, Any]] = []
+        self.bw_samples: list[float] = []  # MiB/s per interval
+        self.iops_samples: list[float] = []
+        self.cum_ops = 0
+        self.cum_bytes = 0
+        self.cum_errors = 0
+        self.lat_sum_ns = 0.0
+        self.lat_max_ns: float | None = None
+        self.last_t = 0.0
+        self.hists: list[str] = []  # interval histograms since start (for the min latency line)
+
+    # rows ------------------------------------------------------------------
+    def _emit(self, sec: int, cur_ops: int, started: int, finished: int, avg_bw: float,
+              cur_bw: float | None, last_lat: float | None, avg_lat: float, ts: float) -> list[str]:
+        lines = []
+        if self.i % 20 == 0:
+            if self.i > 0:
+                lines.append(f"{ceph_localtime(ts)} min lat: {cpp_g(self.min_lat_s())} "
+                             f"max lat: {cpp_g(_s(self.lat_max_ns) or 0)} avg lat: {cpp_g(avg_lat)}")
+            lines.append(RADOS_HEADER)
+        if cur_bw is None or last_lat is None:  # nothing finished in this second, as rados bench shows it
+            cur_txt, last_txt = "0", "-"
+        else:
+            cur_txt, last_txt = cpp_g(cur_bw), cpp_g(last_lat)
+        lines.append(f"{sec:>5} {cur_ops:>7} {started:>9} {finished:>9} {cpp_g(avg_bw):>9} {cur_txt:>9} "
+                     f"{last_txt:>11} {cpp_g(avg_lat):>11}")
+        self.datas.append(self._data(sec, cur_ops, started, finished, avg_bw, cur_bw, last_lat, avg_lat))
+        self.i += 1
+        return lines
+
+    @staticmethod
+    def _data(sec: int, cur_ops: int, started: int, finished: int, avg_bw: float, cur_bw: float | None,
+              last_lat: float | None, avg_lat: float) -> dict[str, Any]:
+        return {"sec": sec, "cur_ops": cur_ops, "started": started, "finished": finished, "avg_bw": avg_bw,
+                "cur_bw": cur_bw if cur_bw is not None else 0.0, "last_lat": last_lat, "avg_lat": avg_lat}
+
+    def start(self, ts: float | None = None) -> list[str]:
+        """The `sec 0` row rados bench prints before the first op completes."""
+        return self._emit(0, 0, 0, 0, 0.0, 0.0, None, 0.0, ts or time.time())
+
+    def interval(self, rec: dict[str, Any]) -> list[str]:
+        if rec.get("ramp"):
+            return []
+        o = (rec.get("ops") or {}).get(self.kind) or {}
+        ops = int(o.get("ops", 0))
+        nbytes = int(o.get("bytes", 0))
+        dt = float(rec.get("dt") or 0.0)
+        t = float(rec.get("t") or (self.last_t + dt))
+        self.last_t = t
+        self.cum_ops += ops
+        self.cum_bytes += nbytes
+        self.cum_errors += int(o.get("errors", 0))
+        if ops:
+            self.lat_sum_ns += float(o.get("lat_mean_ns") or 0.0) * ops
+            mx = o.get("lat_max_ns")
+            if mx is not None:
+                self.lat_max_ns = mx if self.lat_max_ns is None else max(self.lat_max_ns, mx)
+        if o.get("hist"):
+            self.hists.append(o["hist"])
+        cur_bw = nbytes / dt / MIB if dt > 0 else 0.0
+        if dt >= MIN_SAMPLE_S:
+            self.bw_samples.append(cur_bw)
+            self.iops_samples.append(ops / dt)
+        avg_bw = self.cum_bytes / t / MIB if t > 0 else 0.0
+        avg_lat = self.lat_sum_ns / self.cum_ops / NS if self.cum_ops else 0.0
+        last = o.get("last_lat_ns")
+        last_lat = last / NS if ops and last is not None else None
+        row = (int(t + 0.5), int(rec.get("in_flight", 0)), int(rec.get("started", self.cum_ops)),
+               int(rec.get("finished", self.cum_ops)), avg_bw, cur_bw if ops else None, last_lat, avg_lat)
+        if dt < MIN_SAMPLE_S:
+            # the drain after the last whole second: counted, kept in the JSON, not printed (as rados bench)
+            self.datas.append(self._data(*row))
+            return []
+        return self._emit(*row, float(rec.get("ts") or time.time()))
+
+    def min_lat_s(self) -> float:
+        """Smallest latency so far, from the interval histograms (0 when none could be read)."""
+        if not self.hists:
+            return 0.0
+        try:
+            from fathom.bench.hdrutil import min_ns
+            v = min_ns(self.hists)
+        except Exception:  # noqa: BLE001 - a decoration line must never stop a bench
+            return 0.0
+        return v / NS if v is not None else 0.0
+
+
+def rate_stats(samples: list[float], overall: float) -> tuple[float, float, float]:
+    """(stddev, max, min) of per-second samples; a run shorter than a sample counts as one sample."""
+    s = samples or [overall]
+    return stdev(s), max(s), min(s)
+
+
+def rados_summary(mode: str, summary: dict[str, Any], table: RadosTable, op_size: int,
+                  object_size: int) -> dict[str, Any]:
+    """rados bench's summary fields (JSON names, numbers in s and MiB/s) plus latency percentiles."""
+    kind = table.kind
+    o = (summary.get("ops") or {}).get(kind) or {}
+    t = float(summary.get("measured_s") or 0.0)
+    ops = int(o.get("ops", 0))
+    nbytes = int(o.get("bytes", 0))
+    bw = nbytes / t / MIB if t > 0 else 0.0
+    iops = ops / t if t > 0 else 0.0
+    sd_bw, max_bw, min_bw = rate_stats(table.bw_samples, bw)
+    sd_iops, max_iops, min_iops = rate_stats(table.iops_samples, iops)
+    lat = o.get("lat_ns") or {}
+    made, size = ("total_writes_made", "write_size") if mode == "write" else ("total_reads_made", "read_size")
+    has = ops > 0
+    out: dict[str, Any] = {
+        "total_time_run": t,
+        made: ops,
+        size: op_size,
+        "object_size": object_size,
+        "bandwidth": bw,
+        "stddev_bandwidth": sd_bw,
+        "max_bandwidth": max_bw,
+        "min_bandwidth": min_bw,
+        "average_iops": iops,
+        "stddev_iops": sd_iops,
+        "max_iops": max_iops,
+        "min_iops": min_iops,
+        "average_latency": _s(lat.get("mean")) if has else None,
+        "stddev_latency": _s(lat.get("stdev")) if has else None,
+        "max_latency": _s(lat.get("max")) if has else None,
+        "min_latency": _s(lat.get("min")) if has else None,
+        "latency_percentiles": {name: (_s(lat.get(key)) if has else None) for key, name in PCTS},
+    }
+    out["latency_percentiles"]["max"] = _s(lat.get("max")) if has else None
+    return out
+
+
+def format_rados_summary(mode: str, s: dict[str, Any]) -> list[str]:
+    """The summary block as rados bench prints it, then fathom's percentile lines."""
+    w = 24 if mode == "write" else 22
+    made, size = ("Total writes made:", "Write size:") if mode == "write" else ("Total reads made:", "Read size:")
+    made_v = s["total_writes_made" if mode == "write" else "total_reads_made"]
+    size_v = s["write_size" if mode == "write" else "read_size"]
+    p = s["latency_percentiles"]
+
+    def row(label: str, value: str) -> str:
+        return f"{label:<{w}}{value}" if len(label) < w else f"{label} {value}"
+
+    def num(v: float | None) -> str:
+        return cpp_g(v if v is not None else 0)
+
+    return [
+        row("Total time run:", cpp_g(s["total_time_run"])),
+        row(made, str(made_v)),
+        row(size, str(size_v)),
+        row("Object size:", str(s["object_size"])),
+        row("Bandwidth (MB/sec):", cpp_g(s["bandwidth"])),
+        row("Stddev Bandwidth:", cpp_g(s["stddev_bandwidth"])),
+        row("Max bandwidth (MB/sec):", cpp_g(s["max_bandwidth"])),
+        row("Min bandwidth (MB/sec):", cpp_g(s["min_bandwidth"])),
+        row("Average IOPS:", str(int(s["average_iops"]))),
+        row("Stddev IOPS:", cpp_g(s["stddev_iops"])),
+        row("Max IOPS:", str(int(round(s["max_iops"])))),
+        row("Min IOPS:", str(int(round(s["min_iops"])))),
+        row("Average Latency(s):", num(s["average_latency"])),
+        row("Stddev Latency(s):", num(s["stddev_latency"])),
+        row("Max latency(s):", num(s["max_latency"])),
+        row("Min latency(s):", num(s["min_latency"])),
+        row("Latency p50(s):", num(p["p50"])),
+        row("Latency p90(s):", num(p["p90"])),
+        row("Latency p99(s):", num(p["p99"])),
+        row("Latency p99.9(s):", num(p["p99.9"])),
+        row("Latency max(s):", num(p["max"])),
+    ]
+
+
+def rados_write_preamble(concurrent: int, op_size: int, object_size: int, seconds: int, max_objects: int,
+                         prefix: str) -> list[str]:
+    return [f"Maintaining {concurrent} concurrent writes of {op_size} bytes to objects of size {object_size} "
+            f"for up to {seconds} seconds or {max_objects} objects",
+            f"Object prefix: {prefix}"]
+
+
+def rados_json(mode: str, table: RadosTable, summary: dict[str, Any], head: dict[str, Any] | None,
+               extra: dict[str, Any]) -> dict[str, Any]:
+    """rados bench's JSON document (same names, real numbers) with fathom's additions last."""
+    doc: dict[str, Any] = {}
+    if mode == "write" and head:
+        doc.update(head)  # concurrent_ios, object_size, op_size, seconds_to_run, max_objects, object_prefix
+    doc["datas"] = table.datas
+    doc.update(summary)
+    doc["fathom"] = extra
+    return doc
+
+
+# ---- rbd bench -----------------------------------------------------------------------
+
+RBD_HEADER = f"{'SEC':>5}{'OPS':>10}{'OPS/SEC':>10}{'BYTES/SEC':>12}"
+RBD_WINDOW = 5  # rbd bench's OPS/SEC and BYTES/SEC are a rolling window of five samples
+
+
+def rbd_preamble(io_type: str, io_size: int, io_threads: int, total: int, pattern: str, mix_read: int) -> str:
+    kind = io_type if io_type != "readwrite" else f"readwrite read:write={mix_read}:{100 - mix_read}"
+    pat = {"seq": "sequential", "rand": "random", "full-seq": "full sequential"}[pattern]
+    return f"bench  type {kind} io_size {io_size} io_threads {io_threads} bytes {total} pattern {pat}"
+
+
+class RbdTable:
+    """rbd bench's per-second rows from engine intervals (all op kinds together)."""
+
+    def __init__(self) -> None:
+        self.window: list[tuple[float, int, int]] = []  # (dt, ops, bytes)
+        self.cum_ops = 0
+        self.datas: list[dict[str, Any]] = []
+
+    def header(self) -> list[str]:
+        return [RBD_HEADER]
+
+    def interval(self, rec: dict[str, Any]) -> list[str]:
+        if rec.get("ramp"):
+            return []
+        ops = sum(int(o.get("ops", 0)) for o in (rec.get("ops") or {}).values())
+        nbytes = sum(int(o.get("bytes", 0)) for o in (rec.get("ops") or {}).values())
+        dt = float(rec.get("dt") or 0.0)
+        self.cum_ops += ops
+        self.window = (self.window + [(dt, ops, nbytes)])[-RBD_WINDOW:]
+        span = sum(w[0] for w in self.window)
+        ops_s = sum(w[1] for w in self.window) / span if span > 0 else 0.0
+        bytes_s = sum(w[2] for w in self.window) / span if span > 0 else 0.0
+        sec = int(float(rec.get("t") or 0.0) + 1e-6)
+        if dt < MIN_SAMPLE_S:  # rbd bench prints a row per whole second only
+            return []
+        self.datas.append({"sec": sec, "ops": self.cum_ops, "ops_per_sec": ops_s, "bytes_per_sec": bytes_s})
+        return [f"{sec:>5}{self.cum_ops:>10}{cpp_g(ops_s):>10}{byte_u(bytes_s):>10}/s"]
+
+
+def _lat_block(o: dict[str, Any]) -> dict[str, Any]:
+    lat = o.get("lat_ns") or {}
+    has = int(o.get("ops", 0)) > 0
+    d = {"mean": _s(lat.get("mean")), "stddev": _s(lat.get("stdev")), "min": _s(lat.get("min")),
+         "max": _s(lat.get("max"))}
+    for key, name in PCTS:
+        d[name] = _s(lat.get(key))
+    return d if has else {k: None for k in d}
+
+
+def rbd_summary(summary: dict[str, Any], merged_pct_ns: dict[str, float] | None = None) -> dict[str, Any]:
+    """rbd bench's totals (elapsed, ops, ops/sec, bytes/sec) per op kind, with latency in seconds."""
+    t = float(summary.get("measured_s") or 0.0)
+    kinds = summary.get("ops") or {}
+    ops = sum(int(o.get("ops", 0)) for o in kinds.values())
+    nbytes = sum(int(o.get("bytes", 0)) for o in kinds.values())
+    out: dict[str, Any] = {"elapsed": t, "ops": ops, "ops_per_sec": ops / t if t > 0 else 0.0,
+                           "bytes_per_sec": nbytes / t if t > 0 else 0.0, "bytes": nbytes}
+    for kind in ("read", "write"):
+        if kind in kinds:
+            o = kinds[kind]
+            n, b = int(o.get("ops", 0)), int(o.get("bytes", 0))
+            out[kind] = {"ops": n, "ops_per_sec": n / t if t > 0 else 0.0, "bytes": b,
+                         "bytes_per_sec": b / t if t > 0 else 0.0, "latency": _lat_block(o)}
+    present = [k for k in ("read", "write") if k in kinds and int(kinds[k].get("ops", 0)) > 0]
+    pct: dict[str, float | None] = {name: None for _, name in PCTS}
+    pct["max"] = None
+    if len(present) == 1:
+        lat = out[present[0]]["latency"]
+        pct = {name: lat[name] for _, name in PCTS}
+        pct["max"] = lat["max"]
+    elif merged_pct_ns:
+        pct = {name: _s(merged_pct_ns.get(key)) for key, name in PCTS}
+        pct["max"] = max((out[k]["latency"]["max"] or 0.0) for k in present) if present else None
+    out["latency_percentiles"] = pct
+    return out
+
+
+def format_rbd_summary(s: dict[str, Any], io_type: str) -> list[str]:
+    lines = [f"elapsed: {int(s['elapsed'])}   ops: {s['ops']}   ops/sec: {cpp_g(s['ops_per_sec'])}   "
+             f"bytes/sec: {byte_u(s['bytes_per_sec'])}/s"]
+    kinds = ["read", "write"] if io_type == "readwrite" else []
+    for k in kinds:
+        if k in s:
+            d = s[k]
+            lines.append(f"{k}_ops: {d['ops']}   {k}_ops/sec: {cpp_g(d['ops_per_sec'])}   "
+                         f"{k}_bytes/sec: {byte_u(d['bytes_per_sec'])}/s")
+    for k in ("read", "write"):
+        if k not in s or not s[k]["ops"]:
+            continue
+        lat = s[k]["latency"]
+        tag = f"{k}_lat" if io_type == "readwrite" else "lat"
+        lines.append(f"{tag} avg(s): {cpp_g(lat['mean'])}   stddev(s): {cpp_g(lat['stddev'])}   "
+                     f"min(s): {cpp_g(lat['min'])}   max(s): {cpp_g(lat['max'])}")
+        lines.append(f"{tag} p50(s): {cpp_g(lat['p50'])}   p90(s): {cpp_g(lat['p90'])}   "
+                     f"p99(s): {cpp_g(lat['p99'])}   p99.9(s): {cpp_g(lat['p99.9'])}   max(s): {cpp_g(lat['max'])}")
+    return lines

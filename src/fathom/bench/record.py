@@ -1,0 +1,82 @@
+"""Every bench is also a run in the results store (kind "bench"), in the shape reports read."""
+
+from __future__ import annotations
+
+import os
+import platform
+import socket
+import sys
+import time
+from typing import Any
+
+from fathom.bench.engine import EngineOutcome
+from fathom.cluster.ceph import Connection
+from fathom.store import Store
+
+
+def bench_env(conn: Connection, outcome: EngineOutcome | None, extra: dict[str, Any]) -> dict[str, Any]:
+    """What a reader needs to trust the numbers later. Paths and names only: no key material."""
+    env: dict[str, Any] = {
+        "command": ["fathom", *sys.argv[1:]],
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "connection": conn.describe(),
+    }
+    if outcome and outcome.start:
+        env["engine"] = {"name": outcome.start.get("engine"), "version": outcome.start.get("version"),
+                         "protocol": outcome.start.get("protocol"), "spec": outcome.start.get("spec")}
+    env.update(extra)
+    return env
+
+
+def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: Connection,
+               outcome: EngineOutcome | None, status: str, error: str | None = None,
+               extra_env: dict[str, Any] | None = None, result_extra: dict[str, Any] | None = None) -> int:
+    """Store one bench as a run with one point; returns the run id."""
+    from fathom.engines.native import result_from_summary
+    from fathom.model import base_metrics
+
+    with Store(db) as store:
+        run_id = store.create_run(name, kind="bench", env=bench_env(conn, outcome, extra_env or {}))
+        metrics = result = None
+        if outcome and outcome.summary:
+            res = result_from_summary(outcome.summary, outcome.wall_s, outcome.user_s, outcome.sys_s)
+            res.stopped_early = bool(outcome.summary.get("stopped_early")) or status != "done"
+            res.stop_reason = outcome.summary.get("stop_reason") or error
+            res.extra.update(result_extra or {})
+            metrics = base_metrics(res, _merged_pct(outcome.summary))
+            result = res.to_dict()
+        started = outcome.started if outcome and outcome.started else time.time()
+        point_id = store.save_point(run_id, 0, workload, workload, "fathom-engine", params, status,
+                                    metrics=metrics, result=result, error=error, started=started,
+                                    ended=time.time())
+        if outcome:
+            store.add_intervals(point_id, [r for r in outcome.intervals if "ts" in r])
+            if outcome.summary:
+                hists = {k: o["hist"] for k, o in (outcome.summary.get("ops") or {}).items() if o.get("hist")}
+                if len(hists) > 1:
+                    from fathom.bench.hdrutil import merged
+
+                    m = merged(hists.values())
+                    if m is not None:
+                        enc = m.encode()
+                        hists["all"] = enc.decode() if isinstance(enc, bytes) else enc
+                store.add_histograms(point_id, hists)
+            for e in outcome.errors:
+                store.add_event(run_id, "error", e.get("message", ""), point_id=point_id, data=e, ts=e.get("ts"))
+        store.finish_run(run_id, status)
+    return run_id
+
+
+def _merged_pct(summary: dict[str, Any]) -> dict[str, float] | None:
+    ops = [o for o in (summary.get("ops") or {}).values() if o.get("ops")]
+    if len(ops) < 2:
+        return None
+    from fathom.bench.hdrutil import merged_percentiles_ns
+
+    try:
+        return merged_percentiles_ns(o.get("hist") for o in ops)
+    except Exception:  # noqa: BLE001 - a histogram we cannot read leaves percentiles empty, never fails a run
+        return None
