@@ -227,8 +227,9 @@ def parse_rados_bench(doc: dict[str, Any], mode: str | None, threads: int | None
         raise FathomError("rados bench output has neither total_writes_made nor total_reads_made",
                           hint="run rados bench with -f json")
     t = float(doc.get("total_time_run") or 0.0)
-    size = int(doc.get("write_size") or doc.get("read_size") or doc.get("object_size") or 0)
-    notes = ["rados bench reports no latency percentiles and no histogram",
+    size = int(doc.get("write_size") or doc.get("read_size") or doc.get("op_size") or doc.get("object_size") or 0)
+    notes = ["rados bench reports no latency percentiles and no histogram; its per-second table is kept in "
+             "the point's result (extra.datas)",
              "its stddev_iops is not used (it is not a standard deviation of the IOPS samples)"]
     lat_s, lat_sd = doc.get("average_latency"), doc.get("stddev_latency")
     o = OpStats(ops=ops, bytes=ops * size, runtime_s=t,
@@ -238,7 +239,7 @@ def parse_rados_bench(doc: dict[str, Any], mode: str | None, threads: int | None
                 lat_max_ns=float(doc["max_latency"]) * 1e9 if doc.get("max_latency") is not None else None)
     res = PointResult(engine="rados-bench", ops={kind: o}, runtime_s=t,
                       extra={k: doc[k] for k in ("bandwidth", "average_iops", "max_iops", "min_iops",
-                                                 "stddev_bandwidth") if k in doc})
+                                                 "stddev_bandwidth", "object_prefix", "datas") if k in doc})
     m = _empty_metrics()
     m.update(runtime_s=t, total_ios=ops, iops=ops / t if t else None,
              bw_mib_s=ops * size / t / 2**20 if t else None, errors=0,
@@ -247,6 +248,8 @@ def parse_rados_bench(doc: dict[str, Any], mode: str | None, threads: int | None
              lat_min_ms=o.lat_min_ns / 1e6 if o.lat_min_ns is not None else None,
              lat_max_ms=o.lat_max_ns / 1e6 if o.lat_max_ns is not None else None)
     m[f"{kind}_iops"], m[f"{kind}_bw_mib_s"] = m["iops"], m["bw_mib_s"]
+    if threads is None and doc.get("concurrent_ios") is not None:
+        threads = int(doc["concurrent_ios"])  # newer rados bench JSON records -t
     if threads is None and m["iops"] and lat_s:
         est = m["iops"] * float(lat_s)  # Little's law: outstanding ops = throughput x latency
         notes.append(f"concurrency (-t) not given: estimated {est:.1f} outstanding ops from IOPS x mean latency, "
