@@ -130,12 +130,16 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     store.update_run(run_id, status="running")
 
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+    # a shell starts background jobs with SIGINT ignored; fathom run always stops cleanly on it
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     cluster: LocalCluster | None = None
     workdir = Path(tempfile.mkdtemp(prefix=f"fathom-run{run_id}-"))
     prep: Prep | None = None
     outcome = Outcome(run_id, "failed", skipped=len(points) - len(todo))
     contexts: dict[str, engines.PointContext] = {}
     prog: Progress | None = None
+    sampler: telemetry.Sampler | None = None
+    tel_cpu_main = 0.0
     try:
         # ---- cluster ----
         if target is None:
@@ -175,7 +179,6 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         daemons = target.local_daemons()
         run_dir = target.local.run_dir if target.local else None
         sampler = telemetry.Sampler(daemons)
-        tel_cpu_main = 0.0
         prog = Progress(len(points), todo, tty=opts.tty)
         if outcome.skipped:
             prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")
@@ -191,63 +194,70 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
             contexts[f"{point.engine}:{pool}"] = ctx
             adapter = engines.get(point.engine)
             prog.point_start(point, n)
-            gate = health.gate(ceph, timeout=opts.gate_timeout)
-            events: list[dict[str, Any]] = []
-            if not gate.ok:
-                events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
-                                                          f"{gate.reason}; measured anyway", "data": gate.to_dict()})
-            intervals: list[dict[str, Any]] = []
-            ctx.on_child = sampler.set_engine_pid
-
-            def on_interval(rec: dict[str, Any], _i: list = intervals) -> None:
-                _i.append(rec)
-                prog.interval(rec)  # type: ignore[union-attr]
-
-            ctx.on_interval = on_interval
-            c0 = time.thread_time()
-            before = telemetry.perf_dump(daemons, run_dir)
-            tel_cpu_main += time.thread_time() - c0
-            result: PointResult | None = None
-            status, error = "done", None
-            started = time.time()
-            sampler.start()
             try:
-                result = adapter.run(params, ctx)
-            except FathomError as exc:
-                status, error = "failed", exc.message
+                gate = None
+                started = time.time()
+                intervals: list[dict[str, Any]] = []
+                samples: list[dict[str, Any]] = []
+                gate = health.gate(ceph, timeout=opts.gate_timeout)
+                events: list[dict[str, Any]] = []
+                if not gate.ok:
+                    events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
+                                                              f"{gate.reason}; measured anyway", "data": gate.to_dict()})
+                ctx.on_child = sampler.set_engine_pid
+
+                def on_interval(rec: dict[str, Any], _i: list = intervals) -> None:
+                    _i.append(rec)
+                    prog.interval(rec)  # type: ignore[union-attr]
+
+                ctx.on_interval = on_interval
+                c0 = time.thread_time()
+                before = telemetry.perf_dump(daemons, run_dir)
+                tel_cpu_main += time.thread_time() - c0
+                result: PointResult | None = None
+                status, error = "done", None
+                started = time.time()
+                sampler.start()
+                try:
+                    result = adapter.run(params, ctx)
+                except FathomError as exc:
+                    status, error = "failed", exc.message
+                finally:
+                    samples = sampler.stop()
+                ended = time.time()
+                c0 = time.thread_time()
+                after = telemetry.perf_dump(daemons, run_dir)
+                deltas = telemetry.perf_deltas(before, after)
+                tel_cpu_main += time.thread_time() - c0
+                try:
+                    h = ceph.ceph("health", timeout=30)
+                    events.append({"kind": "health", "message": f"after point: {h.get('status')}",
+                                   "data": {"before": gate.health, "after": h.get("status"),
+                                            "checks": list((h.get("checks") or {}).keys())}})
+                except FathomError as exc:
+                    events.append({"kind": "health", "message": f"after point: cluster did not answer: {exc.message}"})
+                metrics, hists = None, {}
+                if result is not None:
+                    metrics, hists = _metrics(result, params, samples, started, ended)
+                    if metrics.get("total_ios", 0) == 0:
+                        status, error = "failed", "the engine completed no I/O in the measured window"
+                if error:
+                    events.append({"kind": "error", "message": error})
+                store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, status,
+                                   metrics=metrics, result=result.to_dict() if result else None, gate=gate.to_dict(),
+                                   error=error, started=started, ended=ended, intervals=intervals, histograms=hists,
+                                   telemetry=samples, perf_counters=deltas, events=events)
+                prog.point_end(point, status, metrics, error)
             except KeyboardInterrupt:
+                # the point in progress is kept, marked interrupted, with what was measured so far
                 sampler.stop()
                 store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, "interrupted",
-                                   gate=gate.to_dict(), error="interrupted (Ctrl-C or SIGTERM)", started=started,
-                                   ended=time.time(), intervals=intervals, telemetry=sampler.samples,
+                                   gate=gate.to_dict() if gate else None, error="interrupted (Ctrl-C or SIGTERM)",
+                                   started=started, ended=time.time(), intervals=intervals,
+                                   telemetry=sampler.samples,
                                    events=[{"kind": "interrupt", "message": f"point {point.key} interrupted"}])
                 prog.point_end(point, "interrupted", None)
                 raise
-            samples = sampler.stop()
-            ended = time.time()
-            c0 = time.thread_time()
-            after = telemetry.perf_dump(daemons, run_dir)
-            deltas = telemetry.perf_deltas(before, after)
-            tel_cpu_main += time.thread_time() - c0
-            try:
-                h = ceph.ceph("health", timeout=30)
-                events.append({"kind": "health", "message": f"after point: {h.get('status')}",
-                               "data": {"before": gate.health, "after": h.get("status"),
-                                        "checks": list((h.get("checks") or {}).keys())}})
-            except FathomError as exc:
-                events.append({"kind": "health", "message": f"after point: cluster did not answer: {exc.message}"})
-            metrics, hists = None, {}
-            if result is not None:
-                metrics, hists = _metrics(result, params, samples, started, ended)
-                if metrics.get("total_ios", 0) == 0:
-                    status, error = "failed", "the engine completed no I/O in the measured window"
-            if error:
-                events.append({"kind": "error", "message": error})
-            store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, status,
-                               metrics=metrics, result=result.to_dict() if result else None, gate=gate.to_dict(),
-                               error=error, started=started, ended=ended, intervals=intervals, histograms=hists,
-                               telemetry=samples, perf_counters=deltas, events=events)
-            prog.point_end(point, status, metrics, error)
             if status == "done":
                 outcome.done += 1
             else:
@@ -256,17 +266,6 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                     dead = [d.name for d in target.local.daemons() if not d.running]
                     raise FathomError(f"{', '.join(dead)} stopped during point {point.key}; run {run_id} stopped",
                                       hint=f"resume later with `fathom run --resume {run_id} --db {opts.db}`")
-        cost = None
-        wall = sampler.wall_s
-        if wall > 0:
-            cost = 100.0 * (sampler.cpu_s + tel_cpu_main) / wall
-        outcome.telemetry_cost_pct = cost
-        tel_info = {"sampler_cpu_s": round(sampler.cpu_s, 4), "asok_cpu_s": round(tel_cpu_main, 4),
-                    "sampled_s": round(wall, 2), "cost_pct_of_one_core": round(cost, 3) if cost is not None else None,
-                    "interval_s": sampler.interval, "daemons": [d.name for d in daemons]}
-        store.merge_env(run_id, telemetry_cost=tel_info)
-        store.add_event(run_id, "telemetry", f"telemetry cost {cost:.2f}% of one core over {wall:.0f} s sampled"
-                        if cost is not None else "no telemetry sampled", data=tel_info)
         outcome.status = "done" if outcome.failed == 0 else "failed"
     except KeyboardInterrupt:
         outcome.status = "interrupted"
@@ -281,6 +280,8 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         try:
             if prog is not None:
                 prog.close()
+            if sampler is not None:
+                outcome.telemetry_cost_pct = _record_cost(store, run_id, sampler, tel_cpu_main)
             store.finish_run(run_id, outcome.status)
             _teardown(store, run_id, contexts, prep, cluster, opts.keep_cluster, outcome, say)
         finally:
@@ -291,6 +292,19 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
             store.close()
     _summary(outcome, opts)
     return outcome
+
+
+def _record_cost(store: Store, run_id: int, sampler: telemetry.Sampler, asok_cpu_s: float) -> float | None:
+    """What telemetry cost: the sampler thread's CPU plus admin-socket reads, % of one core while sampling."""
+    wall = sampler.wall_s
+    cost = 100.0 * (sampler.cpu_s + asok_cpu_s) / wall if wall > 0 else None
+    info = {"sampler_cpu_s": round(sampler.cpu_s, 4), "asok_cpu_s": round(asok_cpu_s, 4), "sampled_s": round(wall, 2),
+            "cost_pct_of_one_core": round(cost, 3) if cost is not None else None, "interval_s": sampler.interval,
+            "daemons": [d.name for d in sampler.daemons]}
+    store.merge_env(run_id, telemetry_cost=info)
+    store.add_event(run_id, "telemetry", f"telemetry cost {cost:.2f}% of one core over {wall:.0f} s sampled"
+                    if cost is not None else "no telemetry sampled", data=info)
+    return cost
 
 
 def _prepare(suite: spec.Suite, prep: Prep, attached: bool, run_tag: str, say: Any) -> _Prepared:

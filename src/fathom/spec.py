@@ -125,16 +125,6 @@ class PrepSpec(_Model):
     def _hyg(cls, v: Any) -> Any:
         return {"enabled": v} if isinstance(v, bool) else v
 
-    @model_validator(mode="after")
-    def _images_pool(self) -> "PrepSpec":
-        if self.images and self.images.pool not in {p.name for p in self.pools}:
-            known = ", ".join(p.name for p in self.pools) or "none"
-            raise ValueError(f"images.pool {self.images.pool!r} is not one of prep.pools (defined: {known})")
-        if self.prefill and not self.images:
-            raise ValueError("prefill: true needs prep.images")
-        return self
-
-
 class SweepSpec(_Model):
     """Values per workload field; `mode: product` (default) or `zip` (lists walked together)."""
 
@@ -234,21 +224,6 @@ class Suite(_Model):
             raise ValueError(f"unknown field {bad[0]!r}; allowed: {', '.join(WORKLOAD_FIELDS)}")
         return v
 
-    @model_validator(mode="after")
-    def _names(self) -> "Suite":
-        seen: set[str] = set()
-        for w in self.workloads:
-            if w.name in seen:
-                raise ValueError(f"workload name {w.name!r} is used twice; names must be unique")
-            seen.add(w.name)
-        pools = {p.name for p in self.prep.pools}
-        for w in self.workloads:
-            if self.target.kind == "local" and w.pool and w.pool not in pools:
-                raise ValueError(f"workload {w.name!r}: pool {w.pool!r} is not created by prep.pools "
-                                 f"(defined: {', '.join(sorted(pools)) or 'none'})")
-            if w.target == "rbd" and not self.prep.images:
-                raise ValueError(f"workload {w.name!r} targets rbd but prep.images defines no images")
-        return self
 
 
 @dataclass
@@ -342,9 +317,35 @@ def parse(text: str, source: str = "<suite>", quick: bool = False, engine: str |
     try:
         suite = Suite.model_validate(data)
     except ValidationError as exc:
-        raise SuiteError(_describe(exc, source, lines, data, defaults)) from None
+        raise SuiteError(_describe(exc, source, lines, data, defaults, own_sweep)) from None
+    _cross_checks(suite, source, lines)
     _check_sweeps(suite, data, source, lines, own_sweep)
     return suite
+
+
+def _cross_checks(suite: Suite, source: str, lines: dict[tuple, int]) -> None:
+    """Rules between fields, each reported where the offending value is written."""
+    def fail(path: tuple, msg: str) -> None:
+        raise SuiteError(f"{_where(source, lines, path)}: {_path(path)}: {msg}")
+
+    pools = {p.name for p in suite.prep.pools}
+    im = suite.prep.images
+    if im and im.pool not in pools:
+        fail(("prep", "images", "pool"), f"{im.pool!r} is not one of prep.pools (defined: "
+                                         f"{', '.join(sorted(pools)) or 'none'})")
+    if suite.prep.prefill and not im:
+        fail(("prep", "prefill"), "prefill: true needs prep.images")
+    seen: set[str] = set()
+    for i, w in enumerate(suite.workloads):
+        if w.name in seen:
+            fail(("workloads", i, "name"), f"workload name {w.name!r} is used twice; names must be unique")
+        seen.add(w.name)
+        if suite.target.kind == "local" and w.pool and w.pool not in pools:
+            where = ("workloads", i, "pool") if ("workloads", i, "pool") in lines else ("defaults", "pool")
+            fail(where, f"workload {w.name!r}: pool {w.pool!r} is not created by prep.pools "
+                        f"(defined: {', '.join(sorted(pools)) or 'none'})")
+        if w.target == "rbd" and not im:
+            fail(("workloads", i), f"workload {w.name!r} targets rbd but prep.images defines no images")
 
 
 def _check_sweeps(suite: Suite, data: dict[str, Any], source: str, lines: dict[tuple, int],
@@ -425,7 +426,7 @@ def _msg(err: dict[str, Any]) -> str:
 
 
 def _describe(exc: ValidationError, source: str, lines: dict[tuple, int], data: dict[str, Any],
-              defaults: dict[str, Any]) -> str:
+              defaults: dict[str, Any], own_sweep: set[int]) -> str:
     err = exc.errors()[0]
     loc = tuple(err["loc"])
     # pydantic puts a tagged-union/literal member name in loc for some types; drop non-field parts
@@ -435,10 +436,14 @@ def _describe(exc: ValidationError, source: str, lines: dict[tuple, int], data: 
     if len(loc) >= 3 and loc[0] == "workloads" and ("workloads", loc[1], loc[2]) not in lines \
             and loc[2] in defaults:
         path = ("defaults", loc[2]) + loc[3:]
-    where = _where(source, lines, path)
     field = _path(loc) or "suite"
     ctx_name = ""
-    if len(loc) >= 2 and loc[0] == "workloads" and isinstance(loc[1], int):
+    # the suite-wide sweep is copied into every workload: report it once, where it is written
+    if len(loc) >= 3 and loc[0] == "workloads" and loc[2] == "sweep" and loc[1] not in own_sweep:
+        path = loc = ("sweep",) + loc[3:]
+        field = _path(loc)
+    where = _where(source, lines, path)
+    if len(loc) >= 2 and loc[0] == "workloads" and isinstance(loc[1], int):  # noqa: SIM102
         try:
             ctx_name = f"workload {data['workloads'][loc[1]].get('name')!r}: "
         except (AttributeError, IndexError, KeyError, TypeError):
@@ -450,9 +455,9 @@ def _describe(exc: ValidationError, source: str, lines: dict[tuple, int], data: 
     if err["type"] == "missing":
         return f"{where}: {ctx_name}{field}: this field is required"
     value = err.get("input")
-    shown = "" if isinstance(value, dict) else f"{value!r} "
-    more = f" (and {exc.error_count() - 1} more problem(s))" if exc.error_count() > 1 else ""
-    return f"{where}: {ctx_name}{field}: {shown}is not allowed; {_msg(err)}{more}"
+    if isinstance(value, (dict, list)):
+        return f"{where}: {ctx_name}{field}: {_msg(err)}"
+    return f"{where}: {ctx_name}{field}: {value!r} is not allowed; {_msg(err)}"
 
 
 def _allowed_keys(loc: tuple) -> list[str]:

@@ -126,9 +126,12 @@ class Sampler:
         self._thread.start()
 
     def stop(self) -> list[dict[str, Any]]:
+        """Stop sampling (idempotent) and return this point's samples."""
+        if self._thread is None:
+            return self.samples
         self._stop.set()
-        if self._thread:
-            self._thread.join(timeout=10)
+        self._thread.join(timeout=10)
+        self._thread = None
         self.wall_s += time.monotonic() - self._t0
         return self.samples
 

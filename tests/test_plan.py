@@ -1,0 +1,81 @@
+"""Plan expansion: product and zip sweeps, repetitions, order, stable keys; `fathom plan` output."""
+
+from __future__ import annotations
+
+import json
+
+from conftest import run_fathom
+
+from fathom import plan, spec
+
+BASE = """\
+name: p
+prep:
+  pools: [{name: rbd}]
+  images: {pool: rbd, count: 1, size: 16MiB}
+defaults: {engine: fio, runtime: 1s}
+workloads:
+  - {name: a, rw: randread, bs: 4k}
+  - {name: b, rw: write, bs: 64k, sweep: {iodepth: [1, 4]}}
+"""
+
+
+def expand(text: str, quick: bool = False) -> list[plan.Point]:
+    return plan.expand(spec.parse(text, "p.yaml", quick))
+
+
+def test_product_is_cartesian_last_axis_fastest():
+    pts = expand(BASE + "sweep: {iodepth: [1, 2, 4], bs: [4k, 8k]}\n")
+    a = [p for p in pts if p.workload == "a"]
+    assert len(a) == 6
+    assert [(p.params["iodepth"], p.params["bs"]) for p in a] == [
+        (1, 4096), (1, 8192), (2, 4096), (2, 8192), (4, 4096), (4, 8192)]
+    # a workload's own sweep replaces the suite-wide one
+    b = [p for p in pts if p.workload == "b"]
+    assert [p.params["iodepth"] for p in b] == [1, 4] and all(p.params["bs"] == 65536 for p in b)
+    assert [p.idx for p in pts] == list(range(8))
+
+
+def test_zip_walks_lists_together():
+    pts = expand(BASE + "sweep: {mode: zip, iodepth: [1, 2, 4], numjobs: [1, 2, 3]}\n")
+    a = [(p.params["iodepth"], p.params["numjobs"]) for p in pts if p.workload == "a"]
+    assert a == [(1, 1), (2, 2), (4, 3)]
+
+
+def test_repetitions_are_whole_passes_with_distinct_keys():
+    pts = expand(BASE + "repetitions: 3\n")
+    assert len(pts) == 3 * 3
+    assert [p.rep for p in pts] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    assert len({p.key for p in pts}) == len(pts)
+    assert pts[0].key == "a/rep=1" and pts[1].key == "b/iodepth=1/rep=1"
+
+
+def test_keys_are_stable_and_unit_normalized():
+    one = expand(BASE + "sweep: {bs: [4k, 1MiB]}\n")
+    two = expand(BASE + "sweep: {bs: [4096, 1M]}\n")
+    assert [p.key for p in one] == [p.key for p in two]
+    assert one[0].key == "a/bs=4096"
+
+
+def test_builtin_point_counts():
+    assert len(plan.expand(spec.load("osd-classic").suite)) == 40
+    quick = plan.expand(spec.load("osd-classic", quick=True).suite)
+    assert len(quick) == 40
+    assert [p.params["iodepth"] for p in quick[:10]] == [1, 2, 4, 8, 16, 24, 32, 40, 52, 64]
+    assert [p.workload for p in quick[::10]] == ["randread4k", "randwrite4k", "seqread64k", "seqwrite64k"]
+    assert plan.total_estimate_s(quick) < 400  # a few minutes of load at quick scale
+    rb = plan.expand(spec.load("rados-bench").suite)
+    assert [p.params["rw"] for p in rb] == ["write", "read", "randread"]
+
+
+def test_cli_plan_text_and_json(tmp_path):
+    p = run_fathom("plan", "osd-classic", "--quick", check=True)
+    assert "40 points" in p.stdout and "randread4k" in p.stdout and "seqwrite64k" in p.stdout
+    p = run_fathom("plan", "osd-classic", "--quick", "--json", check=True)
+    pts = json.loads(p.stdout)
+    assert len(pts) == 40 and pts[9]["params"]["iodepth"] == 64 and pts[0]["params"]["numjobs"] == 1
+    p = run_fathom("suites", check=True)
+    assert "osd-classic" in p.stdout and "rados-bench" in p.stdout
+    p = run_fathom("suites", "show", "rados-bench", check=True)
+    assert "no-cleanup" in p.stdout or "--no-cleanup" in p.stdout
+    assert spec.parse(p.stdout, "shown").name == "rados-bench"
