@@ -64,6 +64,8 @@ def fmt(v: float | None, kind: str = "g") -> str:
         return f"{v:,.0f}"
     if kind == "pct":
         return f"{v:+.1f}%"
+    if kind == "bw":
+        return f"{v:,.2f}"
     if abs(v) >= 1000:
         return f"{v:,.0f}"
     if abs(v) >= 100:
@@ -145,7 +147,7 @@ def detail_table(run: RunData, wl: str, axis: str) -> Table:
     for p in curve:
         seen[p.level] = seen.get(p.level, 0) + 1
         row = [p.label] + ([str(seen[p.level])] if reps else []) + [
-            fmt(tp.of(p), "int") if tp.unit == "IOPS" else fmt(tp.of(p)), fmt(p.m("total_ios"), "int"),
+            fmt(tp.of(p), "int") if tp.unit == "IOPS" else fmt(tp.of(p), "bw"), fmt(p.m("total_ios"), "int"),
             fmt(p.m("clat_ms")), fmt(p.m("clat_stdev_ms")), fmt(p.m("p99_ms")), fmt(p.m("usr_cpu")),
             fmt(p.m("sys_cpu")), fmt(p.m("osd_cpu")), fmt(p.m("osd_mem_mib"))]
         if has_pub_mem:
