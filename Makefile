@@ -7,7 +7,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTHON ?= python3
 VENV := .venv
 FATHOM := $(VENV)/bin/fathom
-CARGO := $(shell command -v cargo 2>/dev/null || ls $$HOME/.cargo/bin/cargo 2>/dev/null)
+# rustup's cargo: on the PATH, or in the invoking user's ~/.cargo (also when run through sudo).
+CARGO := $(shell command -v cargo 2>/dev/null || ls $$HOME/.cargo/bin/cargo 2>/dev/null || \
+	ls $$(getent passwd $${SUDO_USER:-root} | cut -d: -f6)/.cargo/bin/cargo 2>/dev/null)
+RUST_MIN := 1.85
 DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-mds radosgw ceph-common fio uuid-runtime \
 	librados2 librbd1 libcephfs2 python3-venv procps chromium
 ENGINE := engine/target/release/fathom-engine
@@ -24,7 +27,6 @@ install: deps venv engine
 # Idempotent: only asks apt for what is missing.
 deps:
 	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
-	if [ -z "$(CARGO)" ]; then missing="$$missing cargo"; fi; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
@@ -41,8 +43,13 @@ $(VENV)/.installed: pyproject.toml
 engine: $(ENGINE)
 
 $(ENGINE): $(ENGINE_SRC)
-	@cargo=$$(command -v cargo || echo $$HOME/.cargo/bin/cargo); \
-	  cd engine && $$cargo build --release --quiet
+	@if [ -z "$(CARGO)" ]; then \
+	  echo "error: no Rust toolchain found; fathom-engine needs Rust >= $(RUST_MIN) (install it with rustup," \
+	       "then run make again; Debian 12's own rustc 1.63 is too old)" >&2; exit 1; fi
+	@v=$$($(CARGO) --version | awk '{print $$2}'); \
+	  if [ "$$(printf '%s\n' "$(RUST_MIN)" "$$v" | sort -V | head -1)" != "$(RUST_MIN)" ]; then \
+	  echo "error: cargo $$v is too old; fathom-engine needs Rust >= $(RUST_MIN) (rustup update)" >&2; exit 1; fi
+	cd engine && $(CARGO) build --release --quiet
 	@touch $@
 
 demo: install
