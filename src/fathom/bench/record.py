@@ -19,7 +19,7 @@ def bench_env(conn: Connection, outcome: EngineOutcome | None, extra: dict[str, 
     env: dict[str, Any] = {
         "command": ["fathom", *sys.argv[1:]],
         "host": socket.gethostname(),
-        "platform": platform.platform(),
+        "os": " ".join(os.uname()[i] for i in (0, 2, 4)),  # not platform.platform(): it runs `uname -p`
         "python": platform.python_version(),
         "cpus": os.cpu_count(),
         "connection": conn.describe(),

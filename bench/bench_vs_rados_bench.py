@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""fathom bench rados vs rados bench: IOPS and client CPU per op, alternating rounds on one fresh cluster.
+
+    .venv/bin/python bench/bench_vs_rados_bench.py [--rounds 3] [--seconds 10] [-b 4K] [-t 16]
+                                                   [--docs docs/benchmarks.md]
+
+Starts its own local cluster (fathom.cluster.local.LocalCluster in a temporary
+directory, one BlueStore OSD) and stops it at the end. Each round runs, for
+each tool in turn (the order alternates between rounds so neither always
+goes first): write --no-cleanup, seq, rand, then removes that round's objects
+(cleanup is not measured). Each measured command is one whole process; its
+CPU (user + sys, children included) comes from os.wait4, so fathom's figure
+includes the Python orchestrator and the fathom-engine child, and rados
+bench's is the rados process. CPU per op = CPU seconds / ops completed.
+
+The requirement checked: fathom's IOPS >= rados bench's, and fathom's CPU/op
+<= 0.75 x rados bench's, per mode (medians over rounds).
+With --docs, the section "## fathom bench rados vs rados bench" of that file
+is replaced (created if absent); other sections are left as they are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from fathom.cluster.local import LocalCluster  # noqa: E402
+
+FATHOM = str(REPO / ".venv" / "bin" / "fathom")
+SECTION = "## fathom bench rados vs rados bench"
+MODES = ("write", "seq", "rand")
+
+
+def run_measured(argv: list[str], env: dict[str, str]) -> tuple[int, str, str, float, float]:
+    """Run argv to completion; (rc, stdout, stderr, cpu seconds user+sys, wall seconds) from os.wait4."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.monotonic()
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env)
+        _, status, ru = os.wait4(proc.pid, 0)
+        wall = time.monotonic() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return (proc.returncode, out.read().decode(errors="replace"), err.read().decode(errors="replace"),
+                ru.ru_utime + ru.ru_stime, wall)
+
+
+def first_json(text: str) -> dict:
+    """rados bench -f json prints 'hints = 1' before its JSON; take the first JSON object."""
+    i = text.find("{")
+    if i < 0:
+        raise ValueError(f"no JSON in output: {text[:300]!r}")
+    obj, _ = json.JSONDecoder().raw_decode(text, i)
+    return obj
+
+
+def ops_of(doc: dict, mode: str) -> int:
+    return int(float(doc["total_writes_made" if mode == "write" else "total_reads_made"]))
+
+
+def one(tool: str, mode: str, pool: str, seconds: int, bs: str, threads: int, run_name: str, conf: str,
+        db: str, env: dict[str, str]) -> dict:
+    if tool == "rados bench":
+        argv = ["rados", "-c", conf, "-p", pool, "bench", str(seconds), mode, "-t", str(threads),
+                "--run-name", run_name, "-f", "json"]
+        if mode == "write":
+            argv += ["-b", bs, "--no-cleanup"]
+    else:
+        argv = [FATHOM, "bench", "rados", "-c", conf, "-p", pool, str(seconds), mode, "-t", str(threads),
+                "--run-name", run_name, "-f", "json", "--db", db]
+        if mode == "write":
+            argv += ["-b", bs, "--no-cleanup"]
+    rc, out, err, cpu, wall = run_measured(argv, env)
+    if rc != 0:
+        raise SystemExit(f"{tool} {mode} failed (exit {rc}):\n{out[-2000:]}\n{err[-2000:]}")
+    doc = first_json(out)
+    ops = ops_of(doc, mode)
+    t = float(doc["total_time_run"])
+    return {"tool": tool, "mode": mode, "ops": ops, "iops": ops / t, "time_s": t, "cpu_s": cpu, "wall_s": wall,
+            "cpu_us_per_op": cpu / ops * 1e6 if ops else float("nan")}
+
+
+def cleanup(tool: str, pool: str, run_name: str, conf: str, env: dict[str, str]) -> None:
+    if tool == "rados bench":
+        argv = ["rados", "-c", conf, "-p", pool, "cleanup", "--run-name", run_name]
+    else:
+        argv = [FATHOM, "cleanup", "-c", conf, "-p", pool, "--run-name", run_name]
+    subprocess.run(argv, env=env, check=True, capture_output=True, timeout=600)
+
+
+def summarize(results: list[dict]) -> list[dict]:
+    rows = []
+    for mode in MODES:
+        r = {t: [x for x in results if x["tool"] == t and x["mode"] == mode] for t in ("rados bench", "fathom")}
+        if not r["fathom"] or not r["rados bench"]:
+            continue
+        rb_iops = statistics.median(x["iops"] for x in r["rados bench"])
+        fa_iops = statistics.median(x["iops"] for x in r["fathom"])
+        rb_cpu = statistics.median(x["cpu_us_per_op"] for x in r["rados bench"])
+        fa_cpu = statistics.median(x["cpu_us_per_op"] for x in r["fathom"])
+        rows.append({"mode": mode, "rados_iops": rb_iops, "fathom_iops": fa_iops, "iops_ratio": fa_iops / rb_iops,
+                     "rados_cpu_us": rb_cpu, "fathom_cpu_us": fa_cpu, "cpu_ratio": fa_cpu / rb_cpu,
+                     "pass": fa_iops >= rb_iops and fa_cpu <= 0.75 * rb_cpu,
+                     "rounds": len(r["fathom"])})
+    return rows
+
+
+def markdown(rows: list[dict], results: list[dict], args: argparse.Namespace, facts: dict) -> str:
+    lines = [SECTION, "",
+             f"Measured {time.strftime('%Y-%m-%d')} on {facts['host']} ({facts['cpus']} CPUs, {facts['ceph']}), "
+             f"one local BlueStore OSD on a file, pool size 1, started fresh by the script.",
+             f"Op size {args.block_size}, {args.threads} concurrent ops, {args.seconds} s per mode, "
+             f"{args.rounds} alternating rounds; medians over rounds. CPU is user+sys of the whole process "
+             "(os.wait4): for fathom that is the Python orchestrator plus the fathom-engine child.", "",
+             "Command:", "", "```",
+             f"make bench-rados   # = .venv/bin/python bench/bench_vs_rados_bench.py --rounds {args.rounds} "
+             f"--seconds {args.seconds} -b {args.block_size} -t {args.threads}", "```", "",
+             "| mode | rados bench IOPS | fathom IOPS | IOPS ratio | rados bench CPU us/op | fathom CPU us/op "
+             "| CPU ratio | target met (IOPS >= 1x, CPU <= 0.75x) |",
+             "|---|---:|---:|---:|---:|---:|---:|---|"]
+    for r in rows:
+        lines.append(f"| {r['mode']} | {r['rados_iops']:.0f} | {r['fathom_iops']:.0f} | {r['iops_ratio']:.2f} | "
+                     f"{r['rados_cpu_us']:.1f} | {r['fathom_cpu_us']:.1f} | {r['cpu_ratio']:.2f} | "
+                     f"{'yes' if r['pass'] else 'NO'} |")
+    lines += ["", "Every round (IOPS / CPU us per op):", "", "| round | tool | write | seq | rand |",
+              "|---|---|---|---|---|"]
+    by_round: dict[tuple[int, str], dict[str, dict]] = {}
+    for x in results:
+        by_round.setdefault((x["round"], x["tool"]), {})[x["mode"]] = x
+    for (rnd, tool), modes in sorted(by_round.items()):
+        cells = [f"{modes[m]['iops']:.0f} / {modes[m]['cpu_us_per_op']:.1f}" if m in modes else "-" for m in MODES]
+        lines.append(f"| {rnd} | {tool} | " + " | ".join(cells) + " |")
+    lines += ["", "Notes: seq stops after one pass over what the write left (both tools), so its time is "
+              "shorter than the write's; on this host client and OSD share the same CPUs, so IOPS move "
+              "with the client's CPU use.", ""]
+    return "\n".join(lines)
+
+
+def update_docs(path: Path, section: str) -> None:
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
+    if start is None:
+        new = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        new = "\n".join(lines[:start] + section.rstrip("\n").splitlines() + ([""] + lines[end:] if end < len(lines)
+                                                                            else [])) + "\n"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(new)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=int, default=10)
+    ap.add_argument("-b", "--block-size", default="4K")
+    ap.add_argument("-t", "--threads", type=int, default=16)
+    ap.add_argument("--docs", default=None, help="replace the section of this Markdown file with the results")
+    ap.add_argument("--json", default=None, help="also write every measurement to this JSON file")
+    args = ap.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="fathom-bench-rados-"))
+    cluster = LocalCluster(tmp / "cluster", progress=lambda m: print(f"  {m}", file=sys.stderr))
+    results: list[dict] = []
+    try:
+        cluster.up(osds=1)
+        ceph = cluster.ceph()
+        pool = "bench"
+        ceph.ceph("osd", "pool", "create", pool, "32", fmt_json=False)
+        ceph.ceph("osd", "pool", "application", "enable", pool, "rados", fmt_json=False)
+        conf = str(cluster.conf_path)
+        env = dict(os.environ, CEPH_CONF=conf)
+        env.pop("CEPH_ARGS", None)
+        # An installed fathom runs from compiled bytecode; a PYTHONDONTWRITEBYTECODE environment would make
+        # every run recompile the package. Keep bytecode in the temp dir, compiled once before measuring.
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(tmp / "pycache")
+        subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "compileall", "-q", str(REPO / "src" / "fathom")],
+                       env=env, check=True, capture_output=True)
+        db = str(tmp / "results.db")
+        facts = {"host": platform.node(), "cpus": os.cpu_count(),
+                 "ceph": subprocess.run(["ceph", "--version"], capture_output=True, text=True).stdout.split("(")[0]
+                 .strip()}
+        tools = ["rados bench", "fathom"]
+        for rnd in range(1, args.rounds + 1):
+            order = tools if rnd % 2 else tools[::-1]
+            for tool in order:
+                run_name = f"r{rnd}{'rb' if tool == 'rados bench' else 'fa'}"
+                for mode in MODES:
+                    x = one(tool, mode, pool, args.seconds, args.block_size, args.threads, run_name, conf, db, env)
+                    x["round"] = rnd
+                    results.append(x)
+                    print(f"round {rnd} {tool:11} {mode:5} {x['iops']:9.0f} IOPS {x['cpu_us_per_op']:7.1f} us/op "
+                          f"({x['ops']} ops, {x['cpu_s']:.2f} s CPU)", file=sys.stderr, flush=True)
+                cleanup(tool, pool, run_name, conf, env)
+    finally:
+        cluster.down()
+        for f in tmp.glob("results.db*"):  # the store this script created
+            f.unlink()
+        shutil.rmtree(tmp / "pycache", ignore_errors=True)  # the bytecode this script compiled
+        try:
+            tmp.rmdir()
+        except OSError:
+            pass
+    rows = summarize(results)
+    md = markdown(rows, results, args, facts)
+    print(md)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": rows, "results": results}, indent=2))
+    if args.docs:
+        update_docs(Path(args.docs), md)
+    return 0 if rows and all(r["pass"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

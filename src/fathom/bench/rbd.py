@@ -1,0 +1,170 @@
+"""`fathom bench rbd POOL/IMAGE`: a drop-in for `rbd bench` with latency, percentiles and JSON.
+
+rbd bench's patterns on fathom-engine's rbd target (each engine job owns an
+equal, aligned region of the image):
+  seq       io-threads streams, each sequential in its own region (engine: numjobs=threads, iodepth=1)
+  rand      one job over the whole image, random offsets, io-threads in flight
+  full-seq  one sequential stream over the whole image, io-threads in flight
+The run ends after --io-total bytes, as rbd bench's does.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+from fathom.bench import output as fmt
+from fathom.bench.engine import EngineOutcome, connect_failure, run_engine, spec_connection
+from fathom.bench.rados import Out, StallError, _check_db, cluster_state, dump_json, pool_missing
+from fathom.cluster.ceph import Connection
+from fathom.errors import FathomError, UsageError
+from fathom.units import parse_size, positive_int
+
+IO_TYPES = {"read": "read", "write": "write", "readwrite": "readwrite", "rw": "readwrite"}
+PATTERNS = ("seq", "rand", "full-seq")
+
+
+def engine_rw(io_type: str, pattern: str) -> str:
+    rnd = pattern == "rand"
+    return {"read": "randread" if rnd else "read", "write": "randwrite" if rnd else "write",
+            "readwrite": "randrw" if rnd else "rw"}[io_type]
+
+
+def parse_image(spec: str, pool: str | None) -> tuple[str, str]:
+    if "/" in spec:
+        p, _, img = spec.partition("/")
+        if pool and pool != p:
+            raise UsageError(f"the image spec {spec!r} names pool {p!r} but --pool says {pool!r}")
+        if "/" in img:  # pool/namespace/image
+            raise UsageError(f"{spec!r}: RBD namespaces are not supported; give POOL/IMAGE")
+    else:
+        p, img = pool or "rbd", spec
+    if not p or not img:
+        raise UsageError(f"{spec!r} is not an image spec: give POOL/IMAGE")
+    if "@" in img:
+        raise UsageError(f"{spec!r}: benchmarking a snapshot is not supported")
+    return p, img
+
+
+def build_spec(conn: Connection, pool: str, image: str, io_type: str, pattern: str, io_size: int,
+               threads: int, total: int, mix: int, stall: float, connect_timeout: float) -> dict[str, Any]:
+    numjobs, iodepth = (threads, 1) if pattern == "seq" else (1, threads)
+    return {
+        "protocol": 1, "target": "rbd", "pool": pool,
+        "connection": spec_connection(conn, connect_timeout),
+        "rbd": {"rw": engine_rw(io_type, pattern), "rwmixread": mix, "bs": io_size, "images": [image],
+                "numjobs": numjobs},
+        "load": {"iodepth": iodepth, "bytes": total},
+        "stall_timeout_s": stall,
+        "op_timeout_s": None,
+    }
+
+
+def run_bench(a: Any) -> int:
+    io_type = IO_TYPES.get((a.io_type or "").lower())
+    if not io_type:
+        raise UsageError(f"--io-type: {a.io_type!r}: use read, write, readwrite or rw")
+    pattern = (a.io_pattern or "seq").lower()
+    if pattern not in PATTERNS:
+        raise UsageError(f"--io-pattern: {a.io_pattern!r}: use seq, rand or full-seq")
+    io_size = parse_size(a.io_size, "--io-size")
+    if io_size <= 0:
+        raise UsageError("--io-size should be greater than zero")
+    if io_size % 512:
+        raise UsageError(f"--io-size: {io_size} is not a multiple of 512 bytes (fathom-engine's rbd block unit)")
+    threads = positive_int(a.io_threads, "--io-threads")
+    total = parse_size(a.io_total, "--io-total")
+    if total <= 0:
+        raise UsageError("--io-total should be greater than zero")
+    mix = positive_int(a.rw_mix_read, "--rw-mix-read", minimum=0)
+    if mix > 100:
+        raise UsageError(f"--rw-mix-read is a percentage 0..100, got {mix}")
+    stall = float(a.stall_timeout)
+    if not stall > 0:
+        raise UsageError("--stall-timeout must be a positive number of seconds")
+    out_fmt = (a.format or "plain").lower()
+    if out_fmt not in ("plain", "json", "json-pretty"):
+        raise UsageError(f"--format: {a.format!r}: use plain, json or json-pretty")
+    pool, image = parse_image(a.image, a.pool)
+    conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
+    _check_db(a.db)
+    out = Out(json_mode=out_fmt != "plain")
+    spec = build_spec(conn, pool, image, io_type, pattern, io_size, threads, total, mix, stall, a.connect_timeout)
+    table = fmt.RbdTable()
+    pre = fmt.rbd_preamble(io_type, io_size, threads, total, pattern, mix)
+
+    def on_record(rec: dict[str, Any]) -> None:
+        t = rec.get("type")
+        if t == "start":
+            out.table([pre] + table.header())
+        elif t == "interval":
+            out.table(table.interval(rec))
+
+    outcome = run_engine(spec, conn, timeout=7 * 86400.0, on_record=on_record)
+    return finish(outcome, conn, out, table, spec, a, pool, image, io_type, pattern, io_size, threads, total, mix,
+                  out_fmt)
+
+
+def finish(outcome: EngineOutcome, conn: Connection, out: Out, table: fmt.RbdTable, spec: dict[str, Any], a: Any,
+           pool: str, image: str, io_type: str, pattern: str, io_size: int, threads: int, total: int, mix: int,
+           out_fmt: str) -> int:
+    from fathom.bench.record import _merged_pct, save_bench
+
+    fatal = outcome.fatal
+    if outcome.start is None:
+        if fatal:
+            msg = fatal.get("message", "")
+            if fatal.get("kind") == "ENOENT" and "pool" in msg and "does not exist" in msg and "image" not in msg:
+                raise pool_missing(pool)
+            cf = connect_failure(fatal, conn, a.connect_timeout)
+            if cf:
+                raise cf
+            raise FathomError(f"rbd bench on {pool}/{image} could not start: {msg}", exit_code=3)
+        raise FathomError(f"fathom-engine ended (exit code {outcome.rc}) before starting: "
+                          f"{outcome.stderr.strip()[-400:] or 'no output'}", exit_code=3)
+    status, error, health = "done", None, None
+    if fatal:
+        status = "failed"
+        if fatal.get("kind") == "stall":
+            health = cluster_state(conn)
+            error = StallError(f"ops stopped completing: {fatal.get('message')}; stopped after --stall-timeout "
+                               f"{a.stall_timeout:g} s. Cluster health: {health}",
+                               hint="free space or raise the pool quota, unpause the cluster, or check the OSDs")
+        else:
+            error = FathomError(f"the bench stopped: {fatal.get('message')}", exit_code=3)
+    elif outcome.rc != 0 or outcome.summary is None:
+        status = "failed"
+        error = FathomError(f"fathom-engine ended with exit code {outcome.rc} and no summary", exit_code=3)
+    summary_rec = outcome.summary or {"measured_s": sum(float(i.get("dt") or 0) for i in outcome.intervals),
+                                      "ops": {}}
+    summary = fmt.rbd_summary(summary_rec, _merged_pct(summary_rec))
+    out.result(fmt.format_rbd_summary(summary, io_type))
+
+    params = {"target": "rbd", "rw": spec["rbd"]["rw"], "rwmixread": mix, "bs": io_size, "iodepth":
+              spec["load"]["iodepth"], "numjobs": spec["rbd"]["numjobs"], "io_threads": threads, "io_total": total,
+              "io_pattern": pattern, "pool": pool, "image": image, "stall_timeout": a.stall_timeout}
+    run_id = None
+    try:
+        run_id = save_bench(a.db, f"bench-rbd-{io_type}-{pattern}-{image}", f"rbd-{io_type}-{pattern}", params,
+                            conn, outcome, status, error=error.message if error else None,
+                            extra_env={"pool": pool, "image": image, "health_after": health},
+                            result_extra={"rbd_bench_summary": summary})
+    except FathomError as exc:
+        out.warn(f"the results store {a.db} did not take this run: {exc.message}")
+    if out_fmt != "plain":
+        doc: dict[str, Any] = {"io_type": io_type, "io_size": io_size, "io_threads": threads, "io_total": total,
+                               "io_pattern": pattern, "rw_mix_read": mix if io_type == "readwrite" else None,
+                               "pool": pool, "image": image, "datas": table.datas}
+        doc.update(summary)
+        doc["fathom"] = {"run_id": run_id, "db": a.db, "status": status,
+                         "errors": (outcome.summary or {}).get("errors", []),
+                         "engine_cpu_s": {"user": outcome.user_s, "sys": outcome.sys_s}}
+        if error:
+            doc["fathom"]["error"] = {"kind": (fatal or {}).get("kind", "engine"), "message": error.message,
+                                      "health": health}
+        dump_json(doc, out_fmt == "json-pretty")
+    elif run_id is not None:
+        sys.stderr.write(f"fathom: stored as run {run_id} in {a.db}\n")
+    if error:
+        raise error
+    return 0

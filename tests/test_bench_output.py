@@ -1,0 +1,247 @@
+"""rados bench / rbd bench layouts and statistics from hand-made engine records (no Ceph)."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import pytest
+
+from fathom.bench import output as fmt
+from fathom.bench.rados import RadosArgs, build_spec, check_run_name, object_pattern, object_prefix
+from fathom.bench.rbd import build_spec as rbd_spec
+from fathom.bench.rbd import engine_rw, parse_image
+from fathom.cluster.ceph import Connection
+from fathom.errors import UsageError
+
+MIB = 1048576
+
+
+def interval(t, ops, nbytes, kind="write", dt=1.0, in_flight=16, started=None, finished=None, last=2_000_000,
+             mean=1_500_000, mx=9_000_000):
+    return {"type": "interval", "ts": 1_800_000_000.0 + t, "t": t, "dt": dt, "ramp": False, "in_flight": in_flight,
+            "started": started if started is not None else 0, "finished": finished if finished is not None else 0,
+            "ops": {kind: {"ops": ops, "bytes": nbytes, "errors": 0, "lat_mean_ns": mean if ops else 0.0,
+                           "lat_max_ns": mx if ops else 0, "last_lat_ns": last if ops else 0, "hist": None}}}
+
+
+def summary(kind, ops, nbytes, t, lat=None):
+    lat = lat or {"mean": 1_500_000, "stdev": 500_000, "min": 200_000, "max": 9_000_000, "p50": 1_400_000,
+                  "p90": 2_500_000, "p99": 6_000_000, "p999": 8_500_000}
+    return {"type": "summary", "measured_s": t, "ops": {kind: {"ops": ops, "bytes": nbytes, "lat_ns": lat}}}
+
+
+# ---- number formatting -----------------------------------------------------------------
+
+@pytest.mark.parametrize("x,expect", [(0, "0"), (0.0, "0"), (5.79492, "5.79492"), (9.402312, "9.40231"),
+                                      (0.0138254, "0.0138254"), (22.0184123, "22.0184"), (1393.0, "1393"),
+                                      (1234567.0, "1.23457e+06"), (0.00001234, "1.234e-05")])
+def test_cpp_g_matches_ostream_default(x, expect):
+    assert fmt.cpp_g(x) == expect
+
+
+@pytest.mark.parametrize("v,expect", [(0, "0 B"), (512, "512 B"), (1024, "1 KiB"), (81 * MIB, "81 MiB"),
+                                      (int(9.7 * MIB), "9.7 MiB"), (int(19.4 * MIB), "19 MiB"),
+                                      (int(1.52 * 1024), "1.5 KiB"), (int(9.99 * MIB), "10 MiB"),
+                                      (3 * 1024**3, "3 GiB")])
+def test_byte_u_matches_ceph(v, expect):
+    assert fmt.byte_u(v) == expect
+
+
+def test_stdev_is_sample_stdev():
+    assert fmt.stdev([]) == 0.0
+    assert fmt.stdev([5.0]) == 0.0
+    assert fmt.stdev([2, 4, 4, 4, 5, 5, 7, 9]) == pytest.approx(math.sqrt(32 / 7))
+
+
+# ---- rados bench table ---------------------------------------------------------------------
+
+def test_rados_header_and_row_layout_match_rados_bench():
+    # copied from `rados bench -p bp 3 write -b 4096` (ceph 16.2.15)
+    assert fmt.RADOS_HEADER == "  sec Cur ops   started  finished  avg MB/s  cur MB/s last lat(s)  avg lat(s)"
+    tab = fmt.RadosTable("write")
+    lines = tab.start(1_800_000_000.0)
+    assert lines == [fmt.RADOS_HEADER,
+                     "    0       0         0         0         0         0           -           0"]
+    rec = interval(1.0, 1484, 1484 * 4096, started=1500, finished=1484, last=13_825_400, mean=9_658_220)
+    (row,) = tab.interval(rec)
+    assert row == "    1      16      1500      1484   5.79688   5.79688   0.0138254  0.00965822"
+    # column boundaries line up with the header's
+    assert len(row) == len(fmt.RADOS_HEADER)
+
+
+def test_rados_row_when_nothing_finished_shows_zero_and_dash():
+    tab = fmt.RadosTable("write")
+    tab.start()
+    tab.interval(interval(1.0, 100, 100 * 4096, started=116, finished=100))
+    (row,) = tab.interval(interval(2.0, 0, 0, started=116, finished=100))
+    cols = row.split()
+    assert cols[0] == "2" and cols[5] == "0" and cols[6] == "-"
+    assert tab.datas[-1]["cur_bw"] == 0.0 and tab.datas[-1]["last_lat"] is None
+
+
+def test_rados_header_repeats_every_20_rows_with_latency_line():
+    tab = fmt.RadosTable("write")
+    out = tab.start()
+    for s in range(1, 23):
+        out += tab.interval(interval(float(s), 100, 100 * 4096, started=100 * s + 16, finished=100 * s))
+    headers = [i for i, line in enumerate(out) if line == fmt.RADOS_HEADER]
+    assert headers == [0, 22]  # header, rows 0..19, latency line, header, rows 20..
+    assert re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}[+-]\d{4} min lat: \S+ max lat: 0\.009 avg lat: 0\.0015$",
+                    out[21]), out[21]
+    assert out[23].split()[0] == "20"
+
+
+def test_rados_short_tail_interval_is_counted_not_printed():
+    tab = fmt.RadosTable("write")
+    tab.start()
+    tab.interval(interval(1.0, 1000, 1000 * 4096, finished=1000))
+    assert tab.interval(interval(1.01, 16, 16 * 4096, dt=0.01, in_flight=0, finished=1016)) == []
+    assert tab.cum_ops == 1016
+    assert tab.iops_samples == [1000.0]  # a 10 ms tail is not a per-second sample
+
+
+def test_rados_summary_fields_and_correct_stddevs():
+    tab = fmt.RadosTable("write")
+    tab.start()
+    per_s = [1000, 1200, 800, 1000]
+    done = 0
+    for i, n in enumerate(per_s, 1):
+        done += n
+        tab.interval(interval(float(i), n, n * 4096, finished=done))
+    s = fmt.rados_summary("write", summary("write", 4000, 4000 * 4096, 4.0), tab, 4096, 4096)
+    assert list(s)[:16] == ["total_time_run", "total_writes_made", "write_size", "object_size", "bandwidth",
+                            "stddev_bandwidth", "max_bandwidth", "min_bandwidth", "average_iops", "stddev_iops",
+                            "max_iops", "min_iops", "average_latency", "stddev_latency", "max_latency",
+                            "min_latency"]
+    assert s["total_writes_made"] == 4000 and s["write_size"] == 4096
+    assert s["average_iops"] == 1000.0
+    assert s["stddev_iops"] == pytest.approx(fmt.stdev(per_s))  # 163.3, not rados bench's garbage
+    assert s["max_iops"] == 1200 and s["min_iops"] == 800
+    assert s["bandwidth"] == pytest.approx(4000 * 4096 / 4 / MIB)
+    assert s["stddev_bandwidth"] == pytest.approx(fmt.stdev([n * 4096 / MIB for n in per_s]))
+    assert s["average_latency"] == pytest.approx(0.0015) and s["min_latency"] == pytest.approx(0.0002)
+    assert s["latency_percentiles"] == pytest.approx({"p50": 0.0014, "p90": 0.0025, "p99": 0.006, "p99.9": 0.0085,
+                                                      "max": 0.009})
+    json.dumps(s, allow_nan=False)
+
+
+def test_rados_summary_text_layout():
+    tab = fmt.RadosTable("write")
+    tab.start()
+    tab.interval(interval(1.0, 1393, 1393 * 4096, finished=1393))
+    s = fmt.rados_summary("write", summary("write", 1393, 1393 * 4096, 1.0), tab, 4096, 4096)
+    lines = fmt.format_rados_summary("write", s)
+    assert lines[0] == "Total time run:         1"
+    assert lines[1] == "Total writes made:      1393"
+    assert lines[4] == "Bandwidth (MB/sec):     " + fmt.cpp_g(1393 * 4096 / MIB)
+    assert lines[8] == "Average IOPS:           1393"
+    assert [line.split(":")[0] for line in lines] == [
+        "Total time run", "Total writes made", "Write size", "Object size", "Bandwidth (MB/sec)", "Stddev Bandwidth",
+        "Max bandwidth (MB/sec)", "Min bandwidth (MB/sec)", "Average IOPS", "Stddev IOPS", "Max IOPS", "Min IOPS",
+        "Average Latency(s)", "Stddev Latency(s)", "Max latency(s)", "Min latency(s)", "Latency p50(s)",
+        "Latency p90(s)", "Latency p99(s)", "Latency p99.9(s)", "Latency max(s)"]
+    reads = fmt.format_rados_summary("seq", fmt.rados_summary("seq", summary("read", 10, 40960, 1.0),
+                                                              fmt.RadosTable("read"), 4096, 4096))
+    assert reads[0] == "Total time run:       1" and reads[1] == "Total reads made:     10"
+
+
+def test_rados_summary_with_no_ops_is_null_not_nan():
+    tab = fmt.RadosTable("write")
+    s = fmt.rados_summary("write", {"measured_s": 0.0, "ops": {}}, tab, 4096, 4096)
+    assert s["average_latency"] is None and s["latency_percentiles"]["p99"] is None
+    json.dumps(s, allow_nan=False)
+    assert fmt.format_rados_summary("write", s)[12] == "Average Latency(s):     0"
+
+
+def test_rados_json_document():
+    tab = fmt.RadosTable("read")
+    tab.start()
+    tab.interval(interval(1.0, 10, 40960, kind="read", finished=10))
+    s = fmt.rados_summary("seq", summary("read", 10, 40960, 1.0), tab, 4096, 4096)
+    doc = fmt.rados_json("seq", tab, s, None, {"run_id": 3})
+    assert doc["datas"][1]["finished"] == 10 and doc["total_reads_made"] == 10 and doc["fathom"] == {"run_id": 3}
+    assert "latency_percentiles" in doc
+    json.loads(json.dumps(doc, allow_nan=False))
+
+
+# ---- rbd bench ---------------------------------------------------------------------------
+
+def test_rbd_layout_matches_rbd_bench():
+    assert fmt.rbd_preamble("write", 4096, 16, 62914560, "rand", 50) == \
+        "bench  type write io_size 4096 io_threads 16 bytes 62914560 pattern random"
+    assert fmt.rbd_preamble("readwrite", 4096, 16, 20971520, "seq", 70) == \
+        "bench  type readwrite read:write=70:30 io_size 4096 io_threads 16 bytes 20971520 pattern sequential"
+    assert fmt.rbd_preamble("read", 4096, 16, 1, "full-seq", 50).endswith("pattern full sequential")
+    assert fmt.RBD_HEADER == "  SEC       OPS   OPS/SEC   BYTES/SEC"
+    tab = fmt.RbdTable()
+    (row,) = tab.interval(interval(1.0, 3502, 3502 * 4096))
+    assert row == "    1      3502      3502    14 MiB/s"
+
+
+def test_rbd_rolling_window_of_five():
+    tab = fmt.RbdTable()
+    for s, n in enumerate([100, 100, 100, 100, 100, 700], 1):
+        tab.interval(interval(float(s), n, n * 4096))
+    assert tab.datas[4]["ops_per_sec"] == 100
+    assert tab.datas[5]["ops_per_sec"] == pytest.approx((4 * 100 + 700) / 5)
+    assert tab.datas[5]["ops"] == 1200
+
+
+def test_rbd_summary_readwrite():
+    summ = {"measured_s": 2.0, "ops": {
+        "read": {"ops": 300, "bytes": 300 * 4096, "lat_ns": {"mean": 1e6, "stdev": 1e5, "min": 1e5, "max": 5e6,
+                                                            "p50": 1e6, "p90": 2e6, "p99": 4e6, "p999": 5e6}},
+        "write": {"ops": 100, "bytes": 100 * 4096, "lat_ns": {"mean": 2e6, "stdev": 1e5, "min": 1e5, "max": 7e6,
+                                                             "p50": 2e6, "p90": 3e6, "p99": 6e6, "p999": 7e6}}}}
+    s = fmt.rbd_summary(summ, {"p50": 1.2e6, "p90": 2.5e6, "p99": 5e6, "p999": 6.9e6})
+    assert s["ops"] == 400 and s["ops_per_sec"] == 200 and s["read"]["ops_per_sec"] == 150
+    assert s["latency_percentiles"]["p50"] == pytest.approx(0.0012) and s["latency_percentiles"]["max"] == 0.007
+    lines = fmt.format_rbd_summary(s, "readwrite")
+    assert lines[0] == "elapsed: 2   ops: 400   ops/sec: 200   bytes/sec: 800 KiB/s"
+    assert lines[1] == "read_ops: 300   read_ops/sec: 150   read_bytes/sec: 600 KiB/s"
+    assert lines[2] == "write_ops: 100   write_ops/sec: 50   write_bytes/sec: 200 KiB/s"
+    assert lines[3].startswith("read_lat avg(s): 0.001")
+    json.dumps(s, allow_nan=False)
+
+
+# ---- naming and specs ------------------------------------------------------------------------
+
+def test_run_names_and_object_patterns_never_overlap():
+    assert object_prefix("a") == "fathom_bench.a"
+    for bad in ("a.b", "a/b", "", "x" * 101, "with space"):
+        with pytest.raises(UsageError):
+            check_run_name(bad)
+    pa = object_pattern(object_prefix("a"))
+    assert pa.match("fathom_bench.a.0") and pa.match("fathom_bench.a.12345") and pa.match("fathom_bench.a.meta")
+    for other in ("fathom_bench.a-1.0", "fathom_bench.ab.1", "fathom_bench.a.1.2", "fathom_bench.a.",
+                  "benchmark_data_host_1_object0", "fathom_bench.a.0x", "xfathom_bench.a.1"):
+        assert not pa.match(other), other
+
+
+def test_rados_specs():
+    conn = Connection(conf="/c.conf", name="client.admin", keyring="/k")
+    w = build_spec(RadosArgs(pool="p", seconds=10, mode="write", op_size=4096, object_size=16384, max_objects=5),
+                   conn, "fathom_bench.x", None)
+    assert w["rados"] == {"op": "write", "pattern": "seq", "prefix": "fathom_bench.x", "object_size": 16384,
+                          "op_size": 4096, "objects": 5}
+    assert w["load"] == {"iodepth": 16, "duration_s": 10.0, "ops": 20}
+    assert w["connection"]["keyring"] == "/k" and w["stall_timeout_s"] == 60.0
+    s = build_spec(RadosArgs(pool="p", seconds=10, mode="seq"), conn, "fathom_bench.x",
+                   {"fathom_meta": 1, "objects": 7, "object_size": 8192, "op_size": 4096})
+    assert s["rados"] == {"op": "read", "pattern": "seq", "prefix": "fathom_bench.x"} and s["load"]["ops"] == 14
+    r = build_spec(RadosArgs(pool="p", seconds=10, mode="rand"), conn, "fathom_bench.x", {"objects": 7})
+    assert r["rados"]["pattern"] == "rand" and "ops" not in r["load"]
+
+
+def test_rbd_specs():
+    assert parse_image("p/img", None) == ("p", "img") and parse_image("img", None) == ("rbd", "img")
+    with pytest.raises(UsageError):
+        parse_image("p/img", "q")
+    assert engine_rw("readwrite", "rand") == "randrw" and engine_rw("write", "full-seq") == "write"
+    conn = Connection(conf="/c.conf")
+    seq = rbd_spec(conn, "p", "i", "write", "seq", 4096, 16, 1 << 30, 50, 60.0, 10.0)
+    assert seq["rbd"]["numjobs"] == 16 and seq["load"] == {"iodepth": 1, "bytes": 1 << 30}
+    full = rbd_spec(conn, "p", "i", "read", "full-seq", 4096, 8, 1 << 20, 50, 60.0, 10.0)
+    assert full["rbd"]["numjobs"] == 1 and full["load"]["iodepth"] == 8 and full["rbd"]["rw"] == "read"
