@@ -84,3 +84,26 @@ def test_errors_health_early_stop_and_client_bound(tmp_path):
     assign_levels([run])
     got = sorted((a.iodepth, a.kind) for a in anom.find(run, "randread4k"))
     assert got == [(2, "errors"), (4, "health"), (4, "stopped_early"), (8, "client_bound"), (16, "failed")]
+
+
+def test_health_flags_changes_not_standing_warnings(tmp_path):
+    st = Store(tmp_path / "h.db")
+    rid = st.create_run("h", env={"host": {"cores": 4}}, status="done")
+    gate = {"ok": True, "health": "HEALTH_WARN", "checks": {"OSDMAP_FLAGS": "noscrub,nodeep-scrub flag(s) set"}}
+    m = {"iops": 1000.0, "total_ios": 3000, "runtime_s": 3.0, "clat_ms": 1.0, "engine_cpu_pct": 50.0,
+         "host_cpu_pct": 60.0}
+    ids = [st.save_point(rid, i, f"p{i}", "randread4k", "fio", {"iodepth": qd, "numjobs": 1}, "done",
+                         metrics=m if qd != 4 else {**m, "engine_cpu_pct": 390.0, "host_cpu_pct": 99.0},
+                         gate=gate, started=100.0 * i, ended=100.0 * i + 3)
+           for i, qd in enumerate([1, 2, 4])]
+    same = {"before": "HEALTH_WARN", "after": "HEALTH_WARN", "checks": ["OSDMAP_FLAGS"]}
+    st.add_event(rid, "health", "after point: HEALTH_WARN", point_id=ids[0], data=same)
+    st.add_event(rid, "health", "after point: HEALTH_WARN", point_id=ids[1],
+                 data={**same, "checks": ["OSDMAP_FLAGS", "SLOW_OPS"]})
+    run = load_run(st, "h")
+    assign_levels([run])
+    got = sorted((a.iodepth, a.kind) for a in anom.find(run, "randread4k"))
+    # qd1: standing warning, no flag; qd2: SLOW_OPS appeared; qd4: engine at 390% of 400%, host 99% busy
+    assert got == [(2, "health"), (4, "client_bound"), (4, "host_busy")]
+    msg = next(a.message for a in anom.find(run, "randread4k") if a.kind == "health")
+    assert "new checks SLOW_OPS" in msg

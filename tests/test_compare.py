@@ -76,7 +76,7 @@ def test_text_output(published_db):
     assert p.returncode == 0, p.stderr
     assert "Relative difference, positive = NEW better" in p.stdout
     assert "randread4k" in p.stdout and "better" in p.stdout
-    assert "seastore randwrite4k at 40: collapse" in p.stdout
+    assert "seastore randwrite4k at 40, 52, 64: collapse" in p.stdout
 
 
 @pytest.mark.parametrize("args, rc", [

@@ -11,11 +11,16 @@ Rules (thresholds are deliberately loose: a clean sweep must pass untouched):
   the run's median window: the figures of that row do not describe the same interval.
 - osd_cpu_dropout: OSD CPU under 1/3 of the curve's median while throughput held: the CPU
   sample is likely missing or misaligned with the point.
-- errors / failed / stopped_early / health: the engine counted errors, the point failed, ended
-  before its planned time, or the cluster reported a health change while it ran.
-- client_bound: the load generator was the bottleneck: client CPU (usr+sys, % of one core)
-  reached 90% of its capacity (100% per fio job, or per host core for other engines), or the
-  host itself was over 95% busy.
+- errors / failed / stopped_early: the engine counted errors, the point failed, or it ended
+  before its planned time.
+- health: the cluster's health changed while the point ran (status after != before, or the
+  set of health checks differs from the one the health gate saw before the point). A warning
+  that was already there (e.g. OSDMAP_FLAGS for the noscrub hygiene flags) is not a change.
+- client_bound: the load generator was the bottleneck: its CPU reached 90% of what it could use.
+  Measured engine process-tree CPU (engine_cpu_pct, % of one core) is judged against all host
+  cores; without it, fio's usr+sys (% of one core, summed over jobs) against 100% per job.
+- host_busy: the host was over 95% busy during the point: client and cluster competed for cores,
+  so neither side's figures are a clean limit.
 """
 
 from __future__ import annotations
@@ -97,17 +102,30 @@ def _window(p: Point, tp: Throughput) -> float | None:
     return None
 
 
-def _cores(run: RunData, p: Point) -> float | None:
-    """How many cores' worth of client CPU the load generator could use at most."""
-    if p.engine == "fio" or p.params.get("numjobs"):
-        jobs = p.params.get("numjobs")
-        if isinstance(jobs, (int, float)) and jobs > 0:
-            return float(jobs) * float(p.params.get("clients") or 1)
-    return _host_cpus(run.env)
+def _client_cpu(run: RunData, p: Point) -> tuple[float, float, str] | None:
+    """(CPU used, capacity, what was measured), both in % of one core."""
+    eng = p.m("engine_cpu_pct")
+    cores = _host_cpus(run.env)
+    if eng is not None and cores:
+        return eng, 100.0 * cores, "load generator process CPU"
+    usr, sys_ = p.m("usr_cpu"), p.m("sys_cpu")
+    if usr is None or sys_ is None:
+        return None
+    jobs = p.params.get("numjobs")
+    if p.engine == "fio" and isinstance(jobs, (int, float)) and jobs > 0:
+        cap = 100.0 * float(jobs) * float(p.params.get("clients") or 1)
+    elif cores:
+        cap = 100.0 * cores
+    else:
+        return None
+    return usr + sys_, cap, "client usr+sys CPU"
 
 
 def _host_cpus(env: Any) -> float | None:
     if isinstance(env, dict):
+        host = env.get("host")
+        if isinstance(host, dict) and isinstance(host.get("cores"), (int, float)) and host["cores"] > 0:
+            return float(host["cores"])  # fathom.envinfo.host_facts
         for k in ("cpus", "nproc", "cpu_count", "ncpu", "host_cpus", "logical_cpus"):
             v = env.get(k)
             if isinstance(v, (int, float)) and v > 0:
@@ -117,6 +135,28 @@ def _host_cpus(env: Any) -> float | None:
             if found:
                 return found
     return None
+
+
+def _health_changed(e: dict[str, Any], p: Point) -> bool:
+    data = e.get("data")
+    if not isinstance(data, dict):
+        return True  # no detail (e.g. the cluster did not answer): report it
+    if data.get("before") != data.get("after"):
+        return True
+    before = (p.gate or {}).get("checks")
+    after = data.get("checks")
+    if isinstance(before, dict) and isinstance(after, list):
+        return set(before) != set(after)
+    return False
+
+
+def _checks_note(e: dict[str, Any], p: Point) -> str:
+    data = e.get("data") if isinstance(e.get("data"), dict) else {}
+    before = set((p.gate or {}).get("checks") or {})
+    after = set(data.get("checks") or [])
+    new, gone = sorted(after - before), sorted(before - after)
+    parts = ([f"new checks {', '.join(new)}"] if new else []) + ([f"cleared {', '.join(gone)}"] if gone else [])
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _in_point(e: dict[str, Any], p: Point) -> bool:
@@ -169,19 +209,20 @@ def find(run: RunData, workload: str, curve: list[Point] | None = None,
             add(p, "stopped_early", f"ended before its planned time: {p.stop_reason or p.status}")
         for e in run.events:
             if _in_point(e, p):
-                if e["kind"] in HEALTH_EVENT_KINDS:
-                    add(p, "health", f"cluster health changed during the point: {e['message']}")
-                elif e["kind"] == "error":
+                if e["kind"] in HEALTH_EVENT_KINDS and _health_changed(e, p):
+                    add(p, "health", f"cluster health changed during the point: {e['message']}"
+                        + _checks_note(e, p))
+                elif e["kind"] == "error" and not p.error:
                     add(p, "errors", f"error event during the point: {e['message']}")
-        usr, sys_ = p.m("usr_cpu"), p.m("sys_cpu")
-        cores = _cores(run, p)
-        if usr is not None and sys_ is not None and cores:
-            if usr + sys_ >= CLIENT_CPU_FRACTION * 100.0 * cores:
-                add(p, "client_bound", f"client CPU {usr + sys_:.0f}% of one core (usr+sys) against a capacity of "
-                                       f"{100 * cores:.0f}%: the load generator may be the bottleneck")
+        client = _client_cpu(run, p)
+        if client is not None:
+            used, cap, what = client
+            if used >= CLIENT_CPU_FRACTION * cap:
+                add(p, "client_bound", f"{what} {used:.0f}% of one core against a capacity of {cap:.0f}%: "
+                                       "the load generator may be the bottleneck")
         host = p.m("host_cpu_pct")
         if host is not None and host >= HOST_BUSY_PCT:
-            add(p, "client_bound", f"host CPU {host:.0f}% busy: client and cluster compete for cores")
+            add(p, "host_busy", f"host CPU {host:.0f}% busy: client and cluster competed for cores")
     return out
 
 
@@ -189,4 +230,19 @@ def find_all(run: RunData) -> list[Anomaly]:
     out: list[Anomaly] = []
     for wl in run.workloads():
         out.extend(find(run, wl))
+    return out
+
+
+def grouped(found: list[Anomaly]) -> list[tuple[str, str, str, list[str], str]]:
+    """(run, workload, kind, levels, what) with one row per run, workload and kind: a rule that fires
+    on every point of a curve (e.g. host_busy on a small shared box) reads as one line, not ten."""
+    groups: dict[tuple[str, str, str], list[Anomaly]] = {}
+    for a in found:
+        groups.setdefault((a.run, a.workload, a.kind), []).append(a)
+    out = []
+    for (run, wl, kind), items in groups.items():
+        levels = list(dict.fromkeys(a.level for a in items))
+        what = items[0].message if len(items) == 1 else (
+            f"{items[0].message} (at {items[0].level}; {len(items) - 1} more like it)")
+        out.append((run, wl, kind, levels, what))
     return out

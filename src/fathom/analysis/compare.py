@@ -29,7 +29,7 @@ VERDICT_RULES = (
     "ratio > 1+t and the interval above 1, worse needs ratio < 1-t and the interval below 1; otherwise inconclusive."
 )
 UNRELIABLE = {"collapse", "short_window", "failed", "stopped_early"}
-EXIT_REGRESSION = 5
+EXIT_REGRESSION = 5  # exit code of `fathom compare --fail-on-regression` when a workload regressed
 
 
 @dataclass

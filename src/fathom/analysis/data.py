@@ -35,6 +35,7 @@ class Point:
     ended: float | None = None
     published: dict[str, Any] = field(default_factory=dict)  # raw row of an imported table
     hists: dict[str, str] = field(default_factory=dict)  # op -> base64 HDR V2 ('all' = merged over ops)
+    gate: dict[str, Any] = field(default_factory=dict)  # health gate verdict before the point
     level: tuple[Any, ...] = ()
     label: str = ""
 
@@ -86,7 +87,8 @@ def load_run(store: Store, ref: str) -> RunData:
                 run=name, run_id=r.id, workload=p["workload"], params=p["params"] or {}, metrics=p["metrics"] or {},
                 engine=p.get("engine") or "", status=p["status"], error=p.get("error"), stopped_early=bool(res.get("stopped_early")),
                 stop_reason=res.get("stop_reason"), point_id=p["id"], started=p.get("started"),
-                ended=p.get("ended"), published=res.get("published_row") or {}, hists=store.histograms(p["id"])))
+                ended=p.get("ended"), published=res.get("published_row") or {}, hists=store.histograms(p["id"]),
+                gate=p.get("gate") or {}))
         events.extend({**e, "run_id": r.id} for e in store.events(r.id))
     first = runs[0]
     return RunData(name=name, ids=[r.id for r in runs], kind=first.kind,

@@ -11,7 +11,7 @@ from pathlib import Path
 from fathom.errors import FathomError, UsageError
 from fathom.store import DEFAULT_DB, Store
 
-EXIT_REGRESSION = 5  # `compare --fail-on-regression`: a workload regressed by more than the limit
+from fathom.analysis.compare import EXIT_REGRESSION  # 5: a workload regressed beyond --fail-on-regression
 
 
 def parse_pct(value: str, option: str) -> float:
@@ -55,9 +55,9 @@ def cmd_report(args: argparse.Namespace) -> int:
             written = [out, *files]
     except OSError as exc:
         raise FathomError(f"cannot write {out}: {exc.strerror or exc}") from None
-    n_anom = len(doc.anomalies.rows) if doc.anomalies else 0
+    n_anom = sum(len(s.anomalies) for s in doc.sections)
     print(f"wrote {out}" + (f" and {len(written) - 1} SVG charts beside it" if len(written) > 1 else "")
-          + f": {len(doc.sections)} workloads, {len(runs)} runs, {n_anom} anomaly flags")
+          + f": {len(doc.sections)} workloads, {len(runs)} runs, {n_anom} points flagged")
     return 0
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from fathom.analysis import anomalies as anom
 from fathom.analysis.compare import Comparison, WorkloadCmp
 from fathom.report.tables import fmt
 
@@ -80,7 +81,8 @@ def render(c: Comparison) -> str:
         o += [f"{u['workload']}: " + (f"only in {u['only_in']}" if u.get("only_in") else u.get("why", ""))
               for u in c.unmatched]
     o += ["", f"Anomalies ({len(c.anomalies)})"]
-    o += [f"{a.run} {a.workload} at {a.level}: {a.kind}: {a.message}" for a in c.anomalies] or ["none"]
+    o += [f"{run} {wl} at {', '.join(lv)}: {kind}: {what}"
+          for run, wl, kind, lv, what in anom.grouped(c.anomalies)] or ["none"]
     counts: dict[str, int] = {}
     for w in c.workloads:
         counts[w.verdict] = counts.get(w.verdict, 0) + 1

@@ -257,9 +257,9 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
                     ["'at' columns give the sweep level (iodepth unless stated).", KNEE_DEFINITION])
     atable = None
     if all_flags:
-        atable = Table("Anomalies", ["run", "workload", "level", "kind", "what"],
-                       [[a.run, a.workload, a.level, a.kind, a.message] for a in all_flags],
-                       ["l", "l", "r", "l", "l"])
+        atable = Table("Anomalies", ["run", "workload", "kind", "levels", "what"],
+                       [[run, wl, kind, ", ".join(lv), what] for run, wl, kind, lv, what in anom.grouped(all_flags)],
+                       ["l", "l", "l", "l", "l"])
     env = [(r.name, flatten(r.env)) for r in runs]
     return ReportDoc(title or "fathom report: " + " vs ".join(r.name for r in runs),
                      time.strftime("%Y-%m-%d %H:%M:%S %Z"), runs, runs_table, Table("", [], [], []) if not srows
