@@ -16,6 +16,7 @@ from fathom.analysis.stats import KNEE_DEFINITION, knee_index, saturation_index
 from fathom.report import svg
 
 NA = "n/a"
+RING_EXEMPT = {"host_busy"}  # a property of the whole box, listed in tables but not ringed on every point
 
 
 @dataclass
@@ -85,7 +86,9 @@ DEFINITIONS = [
     "reports it. Peak is the highest throughput over the sweep (the mean when a level was repeated).",
     "clat is the mean completion latency; its stdev is pooled over jobs, weighted by I/O count. Percentiles come "
     "from merged latency histograms only; sources without histograms show n/a, never an average of percentiles.",
-    "usr_cpu and sys_cpu are the load generator's CPU as % of one core (fio: summed over jobs). OSD CPU is % of one "
+    "usr_cpu and sys_cpu are the load generator's CPU as it reports it, % of one core (fio: summed over jobs; fio "
+    "does not count all of librbd's threads). Load generator process CPU, where shown, is fathom's own /proc "
+    "measurement of the whole engine process tree. OSD CPU is % of one "
     "core summed over the OSD's threads (400% = 4 cores busy); OSD mem is resident memory in MiB. Efficiency is "
     "throughput per OSD core = throughput / (OSD CPU / 100).",
     "Anomaly rules: " + " ".join(line.strip() for line in anom.__doc__.split("Rules", 1)[1].splitlines()[1:]),
@@ -136,12 +139,15 @@ def detail_table(run: RunData, wl: str, axis: str) -> Table:
     for a in anom.find(run, wl):
         flags.setdefault(id_of(a), []).append(a.kind)
     has_pub_mem = any("osd_mem" in p.published for p in curve)
+    has_eng = any(p.m("engine_cpu_pct") is not None for p in curve)
     reps = len({p.level for p in curve}) < len(curve)
     headers = [axis] + (["rep"] if reps else []) + [
         "IOPS" if tp.unit == "IOPS" else "bw (MiB/s)", "total_ios", "clat (ms)", "clat stdev (ms)", "p99 (ms)",
         "usr_cpu (% of one core)", "sys_cpu (% of one core)", "OSD CPU (% of one core)", "OSD mem (RSS MiB)"]
     if has_pub_mem:
         headers.append("OSD_mem as published (%MEM x threads, not a size)")
+    if has_eng:
+        headers.append("load generator process CPU (% of one core)")
     headers.append("flags")
     rows, seen = [], {}
     for p in curve:
@@ -152,6 +158,8 @@ def detail_table(run: RunData, wl: str, axis: str) -> Table:
             fmt(p.m("sys_cpu")), fmt(p.m("osd_cpu")), fmt(p.m("osd_mem_mib"))]
         if has_pub_mem:
             row.append(fmt(p.published.get("osd_mem")))
+        if has_eng:
+            row.append(fmt(p.m("engine_cpu_pct")))
         fl = sorted(set(flags.get(p.point_id, [])))
         if p.status != "done" and "failed" not in fl:
             fl.append(p.status)
@@ -182,7 +190,7 @@ def charts(runs: list[RunData], wl: str, axis: str) -> list[ChartOut]:
     has_p99 = False
     for i, (r, c) in enumerate(curves):
         color = svg.PALETTE[i % len(svg.PALETTE)]
-        flagged = {a.level for a in anom.find(r, wl)}
+        flagged = {a.level for a in anom.find(r, wl) if a.kind not in RING_EXEMPT}
         lp, cp, ep = [], [], []
         for level in levels([p for p in c if p.status == "done"]):
             s = _level_stats(level, tp)
