@@ -184,6 +184,7 @@ class Comparison:
             "fail_on_regression_pct": self.fail_on_regression * 100 if self.fail_on_regression is not None else None,
             "definitions": {
                 "ratio": "peak throughput NEW / BASE (peak = highest mean throughput over the sweep)",
+                "ci": "95% percentile-bootstrap interval of the ratio; null without repetitions",
                 "tp_gain_pct": "(ratio - 1) x 100; positive = NEW better",
                 "lat_gain_pct": "(BASE / NEW mean latency - 1) x 100, geometric mean over matched levels "
                                 "without collapse/short-window/failed points; positive = NEW better",
@@ -217,6 +218,9 @@ def compare(base: RunData, news: list[RunData], tolerance: float = 0.10,
             if wl not in set(base.workloads()):
                 unmatched.append({"workload": wl, "only_in": new.name, "other": base.name})
     found: list[anom.Anomaly] = []
+    seen: set[tuple[int, ...]] = set()
     for run in [base, *news]:
-        found.extend(anom.find_all(run))
+        if tuple(run.ids) not in seen:  # comparing a run with itself lists its flags once
+            seen.add(tuple(run.ids))
+            found.extend(anom.find_all(run))
     return Comparison(base, news, tolerance, fail_on_regression, results, unmatched, found)

@@ -73,7 +73,9 @@ def render(c: Comparison) -> str:
             row += [fmt(lv.base_p99_ms), fmt(lv.new_p99_ms)] if has_p99 else []
             rows.append(row + [fmt(lv.lat_gain_pct, "pct"), ", ".join(lv.flagged)])
         o += columns(heads + ["latency gain", "flags"], rows, set(range(0, len(heads) + 1)))
-        if not has_p99:
+        if not w.levels:
+            o.append("no level was run by both (their sweeps differ, e.g. in numjobs): only peaks compare")
+        elif not has_p99:
             o.append("no percentiles: neither run has latency histograms for this workload")
     o += ["", "Statistics"] + [_stats(w) for w in c.workloads]
     if c.unmatched:
