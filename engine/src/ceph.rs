@@ -12,8 +12,12 @@ pub struct Cluster {
 }
 
 /// Client settings the engine applies unless `engine_defaults` is false;
-/// user options override them. Measured reasons are in PROTOCOL.md.
-pub const ENGINE_DEFAULTS: &[(&str, &str)] = &[];
+/// user options override them. Reasons are in PROTOCOL.md.
+pub const ENGINE_DEFAULTS: &[(&str, &str)] = &[
+    // Measure the cluster, not librbd's client cache (which, once fio-style
+    // flushes switch it to writeback, acknowledges writes from memory).
+    ("rbd_cache", "false"),
+];
 
 fn cstr(s: &str) -> Result<CString, Fatal> {
     CString::new(s).map_err(|_| Fatal::spec(format!("{s:?} contains a NUL byte")))
@@ -136,6 +140,7 @@ fn connect_error(r: i32, name: &str, mon_host: &str, timeout: f64) -> Fatal {
             format!("permission denied for {name}: the monitors refused its key (check the keyring and the user's caps)"),
         ),
         libc::ENOENT => Fatal::ceph(r, format!("no key for {name}: the keyring was not found or does not hold it")),
+        libc::EIO => Fatal::ceph(r, format!("authentication of {name} failed (EIO): is the key in the keyring well formed?")),
         _ => Fatal::ceph(r, format!("cannot connect as {name} to {mon_host}: {}", crate::errno::describe(r))),
     }
 }

@@ -230,7 +230,8 @@ impl<'a> Engine<'a> {
         out::emit(&json!({
             "type": "interval", "ts": wall_s(),
             "t": (now - self.phase_start) as f64 / NS, "dt": (now - prev) as f64 / NS,
-            "ramp": now <= self.ramp_end && self.ramp_end > self.phase_start,
+            // An interval belongs to the ramp when most of it lies inside the ramp.
+            "ramp": prev / 2 + now / 2 < self.ramp_end,
             "in_flight": self.in_flight, "started": self.started, "finished": self.finished,
             "ops": ops,
         }));

@@ -66,8 +66,18 @@ fn main() {
             f.code
         }
     };
-    // Never unwind into librados teardown: exit now (stdout is flushed per record).
-    std::process::exit(code);
+    exit(code);
+}
+
+/// Leave without running C++ static destructors: librados threads may still
+/// be running (a handle that was never shut down, ops abandoned in flight),
+/// and tearing down the library's globals under them crashes. Records are
+/// flushed as they are written, so nothing is lost.
+fn exit(code: i32) -> ! {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    // SAFETY: _exit never returns and touches no Rust state.
+    unsafe { libc::_exit(code) }
 }
 
 /// Exit the process after `secs` unless `done` is set: no librados call may hang the engine.
@@ -78,7 +88,7 @@ fn watchdog(secs: f64, done: &'static AtomicBool, kind: &'static str, message: S
             if !message.is_empty() {
                 out::error(kind, &message, true);
             }
-            std::process::exit(code);
+            exit(code);
         }
     });
 }
@@ -119,7 +129,7 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
     }
     let spec_json = serde_json::to_value(spec).expect("spec serializes");
     out::emit(&json!({"type": "start", "protocol": spec::PROTOCOL, "engine": "fathom-engine", "version": VERSION,
-                      "ts": wall_s(), "target": spec.target.name(), "spec": spec_json,
+                      "ts": wall_s(), "pid": std::process::id(), "target": spec.target.name(), "spec": spec_json,
                       "connect_s": connect_s, "slots": nslots}));
 
     let mut eng = Engine::new(spec, target.as_mut(), slots, queue);

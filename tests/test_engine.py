@@ -1,0 +1,389 @@
+"""fathom-engine against a real local cluster (never a mock), through the Python adapter.
+
+Every engine run here lasts at most ~5 s. The session cluster comes from
+conftest.py; pools are the shared `rados_pool` / `rbd_pool` or made here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from fathom import hdr
+from fathom.engines import fathom_engine as fe
+from fathom.errors import FathomError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def engine() -> Path:
+    try:
+        return fe.engine_path()
+    except FathomError as exc:
+        pytest.skip(str(exc))
+
+
+def conn_spec(cluster, **kw) -> dict:
+    return fe.connection_spec(cluster.connection(), **kw)
+
+
+def rados_spec(cluster, pool: str, prefix: str, op: str = "write", **kw) -> dict:
+    rados = {"op": op, "prefix": prefix}
+    rados.update(kw.pop("rados", {}))
+    spec = {"target": "rados", "pool": pool, "connection": conn_spec(cluster), "rados": rados,
+            "load": {"iodepth": 8}}
+    spec["load"].update(kw.pop("load", {}))
+    spec.update(kw)
+    return spec
+
+
+def prefix() -> str:
+    return "t" + uuid.uuid4().hex[:10]
+
+
+def tool(cluster, *argv: str, timeout: float = 60, check: bool = True) -> subprocess.CompletedProcess:
+    conn = cluster.connection()
+    p = subprocess.run([argv[0], *conn.args(), *argv[1:]], capture_output=True, text=True, timeout=timeout,
+                       env=conn.env())
+    if check and p.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)}: {p.returncode}\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+# ---- no cluster needed ----------------------------------------------------------------
+
+def test_invalid_spec_is_one_error_record_and_exit_2(engine):
+    p = subprocess.run([str(engine)], input='{"target":"rados","pool":"p","rados":{"op":"write"},"iodepht":3}',
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2
+    lines = p.stdout.strip().splitlines()
+    assert len(lines) == 1
+    rec = json.loads(lines[0])
+    assert rec["type"] == "error" and rec["kind"] == "invalid_spec" and rec["fatal"] is True
+    assert "iodepht" in rec["message"]
+
+
+def test_invalid_spec_raises_fathom_error(engine):
+    with pytest.raises(fe.EngineError) as ei:
+        fe.run_point({"target": "rbd", "pool": "p", "rbd": {"rw": "randwrite", "images": []},
+                      "load": {"duration_s": 1}})
+    assert ei.value.kind == "invalid_spec"
+    assert ei.value.exit_code == 2
+    assert "images" in str(ei.value)
+
+
+def test_engine_path_names_make_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("FATHOM_ENGINE", str(tmp_path / "nope"))
+    with pytest.raises(FathomError) as ei:
+        fe.engine_path()
+    assert "make install" in str(ei.value)
+
+
+# ---- against the cluster ---------------------------------------------------------------
+
+pytestmark_cluster = pytest.mark.cluster
+
+
+@pytest.mark.cluster
+def test_rados_write_read_remove_round_trip(engine, cluster, rados_pool):
+    px = prefix()
+    records = []
+    w = fe.run_point(rados_spec(cluster, rados_pool, px, rados={"object_size": 16384, "op_size": 4096,
+                                                                "objects": 16},
+                                verify=True), on_record=records.append, timeout=60)
+    assert [r["type"] for r in records][0] == "start" and records[-1]["type"] == "summary"
+    s = w.summary
+    assert s["ops"]["write"]["ops"] == 64  # 16 objects x 4 ops, one pass over the set
+    assert s["ops"]["write"]["bytes"] == 64 * 4096
+    assert s["objects"] == {"prefix": px, "count": 16, "object_size": 16384, "op_size": 4096,
+                            "meta": f"{px}.meta"}
+    assert s["errors"] == [] and s["in_flight_abandoned"] == 0
+    assert s["cpu"]["user_s"] > 0 and s["max_rss_kib"] > 0
+    assert w.user_s + w.sys_s > 0
+    # Every object is really there, with the written size.
+    ls = tool(cluster, "rados", "-p", rados_pool, "ls").stdout.split()
+    assert sorted(o for o in ls if o.startswith(px + ".")) == sorted([f"{px}.{i}" for i in range(16)] + [f"{px}.meta"])
+
+    # Seq read of the whole set once (no bound: one pass), whole objects, verified.
+    r = fe.run_point(rados_spec(cluster, rados_pool, px, op="read", verify=True), timeout=60)
+    ro = r.summary["ops"]["read"]
+    assert ro["ops"] == 16 and ro["bytes"] == 16 * 16384
+    assert r.summary["verify"]["mismatches"] == 0
+    assert r.summary["verify"]["checked"] == 16 * 16384 // 512
+
+    # Rand partial reads, time bounded.
+    r = fe.run_point(rados_spec(cluster, rados_pool, px, op="read", rados={"pattern": "rand", "op_size": 4096},
+                                load={"duration_s": 1.5}, verify=True), timeout=60)
+    assert r.summary["ops"]["read"]["ops"] > 0 and r.summary["verify"]["mismatches"] == 0
+
+    rm = fe.run_point(rados_spec(cluster, rados_pool, px, op="remove"), timeout=60)
+    assert rm.summary["ops"]["remove"]["ops"] == 16
+    assert rm.summary["objects"]["removed"] == 16
+    ls = tool(cluster, "rados", "-p", rados_pool, "ls").stdout.split()
+    assert not [o for o in ls if o.startswith(px + ".")]
+
+    # Nothing left to read: a clear error record, exit 3.
+    with pytest.raises(fe.EngineError) as ei:
+        fe.run_point(rados_spec(cluster, rados_pool, px, op="read", load={"duration_s": 1}), timeout=60)
+    assert ei.value.kind == "ENOENT" and ei.value.run.exit_code == 3
+    assert f"nothing to read for prefix {px} in pool {rados_pool}" in str(ei.value)
+
+
+@pytest.mark.cluster
+def test_intervals_add_up_and_hdr_interop(engine, cluster, rados_pool):
+    px = prefix()
+    r = fe.run_point(rados_spec(cluster, rados_pool, px, rados={"object_size": 4096},
+                                load={"duration_s": 3, "ramp_s": 1, "iodepth": 16}), timeout=60)
+    s = r.summary
+    assert len(r.intervals) >= 3
+    assert r.intervals[0]["ramp"] is True and r.intervals[-1]["ramp"] is False
+    assert all(i["in_flight"] <= 16 for i in r.intervals)
+    assert r.intervals[-1]["started"] >= r.intervals[-1]["finished"]
+    total = sum(i["ops"]["write"]["ops"] for i in r.intervals)
+    ramp_ops = sum(i["ops"]["write"]["ops"] for i in r.intervals if i["ramp"])
+    w = s["ops"]["write"]
+    # Ops completing in the ramp are excluded; the ramp boundary is per op (by start time).
+    assert total == r.intervals[-1]["finished"]
+    assert abs((total - ramp_ops) - w["ops"]) <= 32
+    assert s["ramp_s"] == 1 and 1.8 < s["measured_s"] < 2.6
+    assert w["iops"] == pytest.approx(w["ops"] / s["measured_s"], rel=1e-6)
+    # Python decodes the Rust histograms and finds the engine's own figures.
+    h = hdr.decode(w["hist"])
+    assert hdr.count(h) == w["ops"]
+    # The two libraries round the rank of a percentile differently, so tail
+    # percentiles of a few thousand values may land on a neighbouring value.
+    for p, key, rel in ((50, "p50", 2e-3), (99, "p99", 0.05), (99.9, "p999", 0.1)):
+        assert hdr.percentile(h, p) == pytest.approx(w["lat_ns"][key], rel=rel)
+    assert hdr.max_ns(h) == pytest.approx(w["lat_ns"]["max"], rel=2e-3)
+    assert hdr.mean(h) == pytest.approx(w["lat_ns"]["mean"], rel=0.01)
+    merged = hdr.merge(i["ops"]["write"]["hist"] for i in r.intervals)
+    assert hdr.count(merged) == total
+    # The read stage of the same prefix uses the metadata object.
+    meta = tool(cluster, "rados", "-p", rados_pool, "get", f"{px}.meta", "-").stdout
+    assert json.loads(meta)["objects"] == s["objects"]["count"]
+    fe.run_point(rados_spec(cluster, rados_pool, px, op="remove"), timeout=60)
+
+
+@pytest.mark.cluster
+def test_open_loop_rate_and_schedule(engine, cluster, rados_pool):
+    px = prefix()
+    r = fe.run_point(rados_spec(cluster, rados_pool, px, rados={"object_size": 4096},
+                                load={"duration_s": 3, "rate": 100, "arrival": "poisson", "iodepth": 32}),
+                     timeout=60)
+    s = r.summary
+    assert s["ops"]["write"]["ops"] == pytest.approx(300, rel=0.2)
+    sch = s["schedule"]
+    assert sch["rate"] == 100 and sch["ops"] == s["started"]
+    assert sch["max_lag_ns"] >= sch["mean_lag_ns"] >= 0
+    fe.run_point(rados_spec(cluster, rados_pool, px, op="remove"), timeout=60)
+
+
+@pytest.mark.cluster
+def test_verify_catches_a_corrupted_object(engine, cluster, rados_pool, tmp_path):
+    px = prefix()
+    fe.run_point(rados_spec(cluster, rados_pool, px, rados={"object_size": 8192, "objects": 8}, verify=True),
+                 timeout=60)
+    junk = tmp_path / "junk"
+    junk.write_bytes(os.urandom(8192))
+    tool(cluster, "rados", "-p", rados_pool, "put", f"{px}.3", str(junk))
+    r = fe.run_point(rados_spec(cluster, rados_pool, px, op="read", verify=True), timeout=60, check=False)
+    assert r.exit_code == 5
+    v = r.summary["verify"]
+    assert v["mismatches"] == 1
+    assert v["first_mismatch"]["object"] == f"{px}.3" and v["first_mismatch"]["offset"] == 0
+    assert r.errors and r.errors[-1]["kind"] == "verify"
+    with pytest.raises(fe.EngineError, match="verify mismatch"):
+        fe.run_point(rados_spec(cluster, rados_pool, px, op="read", verify=True), timeout=60)
+    fe.run_point(rados_spec(cluster, rados_pool, px, op="remove"), timeout=60)
+
+
+@pytest.mark.cluster
+def test_rbd_round_trip_with_verify(engine, cluster, rbd_pool):
+    img = prefix()
+    tool(cluster, "rbd", "create", f"{rbd_pool}/{img}", "--size", "64M")
+    try:
+        base = {"target": "rbd", "pool": rbd_pool, "connection": conn_spec(cluster), "verify": True}
+        opts = {"rbd_cache": False}
+        base["connection"]["options"] = opts
+        # One sequential stream writes the first 1 MiB exactly once (256 ops of 4 KiB).
+        w = fe.run_point({**base, "rbd": {"rw": "write", "images": [img], "size": 1 << 20},
+                          "load": {"iodepth": 8, "ops": 256}}, timeout=60)
+        assert w.summary["ops"]["write"]["ops"] == 256
+        # Two jobs x 4 slots, each job in its own half of the region.
+        w2 = fe.run_point({**base, "rbd": {"rw": "write", "images": [img], "numjobs": 2, "size": 1 << 20},
+                           "load": {"iodepth": 4, "ops": 64}}, timeout=60)
+        assert w2.start["slots"] == 8 and w2.summary["ops"]["write"]["ops"] == 64
+        r = fe.run_point({**base, "rbd": {"rw": "randread", "images": [img], "size": 1 << 20},
+                          "load": {"iodepth": 8, "duration_s": 1.5}}, timeout=60)
+        rs = r.summary
+        assert rs["ops"]["read"]["ops"] > 0 and rs["verify"]["mismatches"] == 0
+        assert rs["verify"]["checked"] == rs["ops"]["read"]["ops"] * 8  # 4 KiB reads, 512 B blocks, all written
+        m = fe.run_point({**base, "rbd": {"rw": "randrw", "rwmixread": 70, "images": [img], "size": 1 << 20},
+                          "load": {"iodepth": 8, "duration_s": 1.5}}, timeout=60)
+        ops = m.summary["ops"]
+        assert set(ops) == {"read", "write"}
+        frac = ops["read"]["ops"] / (ops["read"]["ops"] + ops["write"]["ops"])
+        assert 0.55 < frac < 0.85
+        assert m.summary["verify"]["mismatches"] == 0
+    finally:
+        tool(cluster, "rbd", "rm", f"{rbd_pool}/{img}", check=False)
+
+
+@pytest.mark.cluster
+def test_missing_pool_and_image_are_named(engine, cluster, rbd_pool):
+    t = time.monotonic()
+    with pytest.raises(fe.EngineError) as ei:
+        fe.run_point(rados_spec(cluster, "no-such-pool", prefix(), load={"duration_s": 1}), timeout=60)
+    assert ei.value.kind == "ENOENT" and ei.value.run.exit_code == 3
+    assert "pool \"no-such-pool\" does not exist" in str(ei.value)
+    with pytest.raises(fe.EngineError, match="does not exist") as ei:
+        fe.run_point({"target": "rbd", "pool": rbd_pool, "connection": conn_spec(cluster),
+                      "rbd": {"rw": "randread", "images": ["no-such-image"]}, "load": {"duration_s": 1}},
+                     timeout=60)
+    assert ei.value.kind == "ENOENT"
+    assert time.monotonic() - t < 20
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.cluster
+def test_unreachable_mon_fails_in_bounded_time(engine, cluster, rados_pool):
+    spec = rados_spec(cluster, rados_pool, prefix(), load={"duration_s": 1})
+    spec["connection"]["options"] = {"mon_host": f"127.0.0.1:{_free_port()}"}
+    spec["connection"]["timeout_s"] = 3
+    t = time.monotonic()
+    with pytest.raises(fe.EngineError) as ei:
+        fe.run_point(spec, timeout=60)
+    assert time.monotonic() - t < 15
+    assert ei.value.kind in ("ECONNREFUSED", "ETIMEDOUT")
+    assert "monitor" in str(ei.value) and ei.value.run.exit_code == 3
+
+
+@pytest.mark.cluster
+def test_bad_key_is_permission_denied(engine, cluster, rados_pool, tmp_path):
+    kr = tmp_path / "bad.keyring"
+    key = subprocess.run(["ceph-authtool", "--gen-print-key"], capture_output=True, text=True, check=True).stdout
+    kr.write_text(f"[client.admin]\n\tkey = {key.strip()}\n")  # well formed, but not the cluster's
+    spec = rados_spec(cluster, rados_pool, prefix(), load={"duration_s": 1})
+    spec["connection"]["keyring"] = str(kr)
+    spec["connection"]["timeout_s"] = 5
+    t = time.monotonic()
+    with pytest.raises(fe.EngineError) as ei:
+        fe.run_point(spec, timeout=60)
+    assert time.monotonic() - t < 20
+    assert ei.value.run.exit_code == 3
+    assert ei.value.kind == "EACCES" and "permission denied" in str(ei.value)
+
+
+@pytest.fixture
+def paused_osds(cluster):
+    """Ops stay in flight while the OSDs are paused (the full-cluster case): always unpaused after."""
+    tool(cluster, "ceph", "osd", "pause")
+    try:
+        yield
+    finally:
+        tool(cluster, "ceph", "osd", "unpause")
+
+
+@pytest.mark.cluster
+def test_in_flight_ops_time_out_and_are_abandoned_safely(engine, cluster, rados_pool, paused_osds):
+    """Ops stuck in librados: op timeouts fire, the run ends at its time, the in-flight ops are
+    cancelled (abandoned with their buffers leaked, never freed) and the engine exits cleanly."""
+    t = time.monotonic()
+    r = fe.run_point(rados_spec(cluster, rados_pool, prefix(), rados={"object_size": 4096},
+                                load={"iodepth": 8, "duration_s": 2}, op_timeout_s=0.5, on_error="continue"),
+                     timeout=60)
+    assert time.monotonic() - t < 10
+    s = r.summary
+    errs = {(e["op"], e["kind"]): e["count"] for e in s["errors"]}
+    assert errs[("write", "ETIMEDOUT")] == 8
+    assert s["ops"]["write"]["ops"] == 0 and s["ops"]["write"]["errors"] == 8
+    assert s["in_flight_abandoned"] == 8
+    assert r.exit_code == 0 and any(i["in_flight"] == 8 for i in r.intervals)
+    e = next(e for e in s["errors"] if e["kind"] == "ETIMEDOUT")
+    assert hdr.percentile(e["hist"], 50) >= 500_000_000  # error latency: at least the timeout
+
+    # Stop on error (the default): the first timeout stops the run, exit 3.
+    with pytest.raises(fe.EngineError) as ei:
+        fe.run_point(rados_spec(cluster, rados_pool, prefix(), rados={"object_size": 4096},
+                                load={"iodepth": 4, "duration_s": 3}, op_timeout_s=0.5), timeout=60)
+    assert ei.value.kind == "ETIMEDOUT" and ei.value.run.summary["stopped_early"] is True
+
+    # No op timeout: the stall detector ends the run, naming the ops in flight.
+    t = time.monotonic()
+    with pytest.raises(fe.EngineError) as ei:
+        fe.run_point(rados_spec(cluster, rados_pool, prefix(), rados={"object_size": 4096},
+                                load={"iodepth": 6, "duration_s": 30}, op_timeout_s=None, stall_timeout_s=1.5),
+                     timeout=60)
+    assert time.monotonic() - t < 10
+    assert ei.value.kind == "stall" and ei.value.run.exit_code == 3
+    assert "6 ops in flight" in str(ei.value)
+
+
+# ---- agreement with the peers (short runs, ±25%) ---------------------------------------
+
+def _rados_bench(cluster, pool: str, secs: int, qd: int) -> tuple[float, float]:
+    out = tool(cluster, "rados", "-p", pool, "bench", str(secs), "write", "-b", "4096", "-O", "4096",
+               "-t", str(qd), "--no-cleanup", "--run-name", prefix(), timeout=120).stdout
+    iops = float(re.search(r"Average IOPS:\s+(\d+)", out).group(1))
+    lat = float(re.search(r"Average Latency\(s\):\s+([\d.]+)", out).group(1))
+    return iops, lat * 1e9
+
+
+def _agree(pairs: list[tuple[float, float]]) -> bool:
+    return all(abs(a / b - 1) <= 0.25 for a, b in pairs)
+
+
+@pytest.mark.cluster
+def test_agrees_with_rados_bench(engine, cluster, rados_pool):
+    for attempt in range(3):  # a shared 2-core box is noisy: up to three tries
+        rb_iops, rb_lat = _rados_bench(cluster, rados_pool, 4, 16)
+        r = fe.run_point(rados_spec(cluster, rados_pool, prefix(), rados={"object_size": 4096},
+                                    load={"iodepth": 16, "duration_s": 4}), timeout=60)
+        w = r.summary["ops"]["write"]
+        pairs = [(w["iops"], rb_iops), (w["lat_ns"]["mean"], rb_lat)]
+        if _agree(pairs):
+            break
+    assert _agree(pairs), pairs
+
+
+@pytest.mark.cluster
+def test_agrees_with_fio_rbd(engine, cluster, rbd_pool, tmp_path):
+    img = prefix()
+    tool(cluster, "rbd", "create", f"{rbd_pool}/{img}", "--size", "256M")
+    conn = cluster.connection()
+    # Same client settings as the engine's defaults: no librbd cache (PROTOCOL.md).
+    conf = tmp_path / "fio.conf"
+    conf.write_text(Path(conn.conf).read_text() + "\n[client]\nrbd_cache = false\n")
+    env = {**conn.env(), "CEPH_CONF": str(conf)}
+    try:
+        for attempt in range(3):
+            p = subprocess.run(["fio", "--name=agree", "--ioengine=rbd", f"--clientname={conn.client_id}",
+                                f"--pool={rbd_pool}", f"--rbdname={img}", "--rw=randwrite", "--bs=4096",
+                                "--iodepth=16", "--time_based=1", "--runtime=4", "--output-format=json"],
+                               capture_output=True, text=True, timeout=120, env=env)
+            assert p.returncode == 0, p.stderr
+            job = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]["write"]
+            r = fe.run_point({"target": "rbd", "pool": rbd_pool, "connection": conn_spec(cluster),
+                              "rbd": {"rw": "randwrite", "images": [img]},
+                              "load": {"iodepth": 16, "duration_s": 4}}, timeout=60)
+            w = r.summary["ops"]["write"]
+            pairs = [(w["iops"], job["iops"]), (w["lat_ns"]["mean"], job["lat_ns"]["mean"])]
+            if _agree(pairs):
+                break
+        assert _agree(pairs), pairs
+    finally:
+        tool(cluster, "rbd", "rm", f"{rbd_pool}/{img}", check=False)

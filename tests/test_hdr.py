@@ -1,0 +1,49 @@
+"""fathom.hdr: pure histogram functions (no cluster)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fathom import hdr
+
+def make(values):
+    h = hdr.new()
+    for v in values:
+        h.record_value(v)
+    return h
+
+
+def test_roundtrip_and_stats():
+    h = make([1000, 2000, 3000, 4000])
+    b64 = hdr.encode(h)
+    assert b64.startswith("HISTFAAA")
+    s = hdr.summary(b64)
+    assert s["count"] == 4
+    assert s["min"] == 1000
+    assert hdr.max_ns(b64) == pytest.approx(4000, rel=1e-3)
+    assert s["mean"] == pytest.approx(2500, rel=1e-3)
+    assert s["stdev"] == pytest.approx(1118.03, rel=1e-2)
+    assert s["p50"] == pytest.approx(2000, rel=1e-3)
+    assert set(s) >= {"p50", "p90", "p99", "p999"}
+
+
+def test_merge_is_exact_counts():
+    a = make([100] * 90)
+    b = make([10_000_000] * 10)
+    m = hdr.merge([hdr.encode(a), b])
+    assert hdr.count(m) == 100
+    assert hdr.percentile(m, 90) == pytest.approx(100, rel=1e-3)
+    assert hdr.percentile(m, 91) == pytest.approx(10_000_000, rel=1e-3)
+    # Averaging the two p99s would be wrong; the merged p99 is the slow value.
+    assert hdr.percentile(m, 99) == pytest.approx(10_000_000, rel=1e-3)
+
+
+def test_empty_inputs_give_zeros():
+    assert hdr.summary(hdr.merge([]))["count"] == 0
+    assert hdr.percentile(hdr.new(), 99) == 0
+    assert hdr.mean(hdr.encode(hdr.new())) == 0.0
+
+
+def test_large_values_up_to_an_hour():
+    h = make([3_000_000_000_000])
+    assert hdr.max_ns(hdr.encode(h)) == pytest.approx(3e12, rel=1e-3)
