@@ -179,6 +179,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         daemons = target.local_daemons()
         run_dir = target.local.run_dir if target.local else None
         sampler = telemetry.Sampler(daemons)
+        next_gate: health.GateVerdict | None = None
         prog = Progress(len(points), todo, tty=opts.tty)
         if outcome.skipped:
             prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")
@@ -199,7 +200,9 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                 started = time.time()
                 intervals: list[dict[str, Any]] = []
                 samples: list[dict[str, Any]] = []
-                gate = health.gate(ceph, timeout=opts.gate_timeout)
+                # the status read right after the previous point serves as this point's gate when it was clean
+                gate = next_gate or health.gate(ceph, timeout=opts.gate_timeout)
+                next_gate = None
                 events: list[dict[str, Any]] = []
                 if not gate.ok:
                     events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
@@ -230,10 +233,14 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                 deltas = telemetry.perf_deltas(before, after)
                 tel_cpu_main += time.thread_time() - c0
                 try:
-                    h = ceph.ceph("health", timeout=30)
-                    events.append({"kind": "health", "message": f"after point: {h.get('status')}",
-                                   "data": {"before": gate.health, "after": h.get("status"),
-                                            "checks": list((h.get("checks") or {}).keys())}})
+                    st = ceph.ceph("status", timeout=30)
+                    ok, reason, pgs, checks = health.assess(st)
+                    after_status = st.get("health", {}).get("status")
+                    events.append({"kind": "health", "message": f"after point: {after_status}",
+                                   "data": {"before": gate.health, "after": after_status, "checks": checks,
+                                            "clean": ok, "reason": reason}})
+                    if ok:
+                        next_gate = health.GateVerdict(True, 0.0, reason, after_status, pgs, checks)
                 except FathomError as exc:
                     events.append({"kind": "health", "message": f"after point: cluster did not answer: {exc.message}"})
                 metrics, hists = None, {}

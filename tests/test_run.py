@@ -1,0 +1,199 @@
+"""End to end on real local clusters: osd-classic --quick, resume after SIGKILL, Ctrl-C, export.
+
+The long run attaches to the session cluster (fast); the Ctrl-C test uses no
+target options, so fathom starts and must stop its own disposable cluster.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import re
+import signal
+import sqlite3
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FATHOM, run_fathom
+
+from fathom.store import Store
+
+pytestmark = pytest.mark.cluster
+
+MINI = """\
+name: mini
+prep:
+  pools: [{name: rbd, pg_num: 16}]
+  images: {pool: rbd, count: 1, size: 32MiB}
+  prefill: true
+defaults: {engine: fio, runtime: 2s, ramp_time: 1s}
+workloads:
+  - {name: rr, rw: randread, bs: 4k}
+  - {name: rw, rw: randwrite, bs: 4k}
+sweep: {iodepth: [1, 4, 16]}
+"""
+
+
+def attach(cluster) -> list[str]:
+    return ["--conf", str(cluster.conf_path), "--keyring", str(cluster.keyring_path)]
+
+
+def env_without_ceph() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("CEPH_CONF", "CEPH_ARGS")}
+
+
+def points_done(db: Path) -> int:
+    if not db.exists():
+        return 0
+    try:
+        with sqlite3.connect(db, timeout=5) as c:
+            return c.execute("SELECT count(*) FROM points WHERE status = 'done'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
+
+
+def wait_for(cond, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def our_pools(ceph) -> list[str]:
+    return [p for p in ceph.ceph("osd", "pool", "ls") if p.startswith("fathom-")]
+
+
+def test_osd_classic_quick_end_to_end(cluster, ceph, tmp_path):
+    db = tmp_path / "r.db"
+    t0 = time.monotonic()
+    p = run_fathom("run", "osd-classic", "--quick", "--db", str(db), "--name", "oc", *attach(cluster), timeout=1500)
+    took = time.monotonic() - t0
+    assert p.returncode == 0, p.stdout + p.stderr
+    print(f"osd-classic --quick attached: {took:.0f} s\n{p.stdout}")
+    with Store(db) as st:
+        run = st.run("oc")
+        assert run.status == "done"
+        pts = st.points(run.id)
+        assert len(pts) == 40 and all(pt["status"] == "done" for pt in pts)
+        for pt in pts:
+            m = pt["metrics"]
+            assert m["iops"] > 0 and m["total_ios"] > 0, pt["key"]
+            assert m["osd_cpu"] and m["osd_cpu"] > 0, pt["key"]
+            assert m["osd_mem_mib"] and m["osd_mem_mib"] > 10, pt["key"]
+            assert m["clat_ms"] > 0 and m["p99_ms"] >= m["p50_ms"] > 0
+            assert pt["params"]["numjobs"] == 1 and pt["gate"]["ok"] in (True, False)
+            tel = st.telemetry(pt["id"])
+            assert {"osd.0", "host", "mon.a", "mgr.x"} <= {t["source"] for t in tel}, pt["key"]
+            assert any(t["source"] == "engine" and t["cpu_pct"] > 0 for t in tel)
+            perf = st.perf_counters(pt["id"])["osd.0"]
+            kind = "osd.op_r" if pt["params"]["rw"] in ("read", "randread") else "osd.op_w"
+            assert perf[kind] > 0 and perf[kind + "_latency"]["count"] > 0
+            assert st.histograms(pt["id"])
+        assert [pt["params"]["iodepth"] for pt in pts[:10]] == [1, 2, 4, 8, 16, 24, 32, 40, 52, 64]
+        env = run.env
+        assert env["ceph_version"].startswith("ceph version") and env["ceph_build"]
+        assert env["host"]["cores"] >= 1 and env["host"]["cpu_model"] is not None
+        assert env["hygiene"]["osd flag noscrub"] == "set" and env["hygiene"]["client rbd_io_scheduler"] == "none"
+        assert env["prefill"]["images"] == 2
+        assert env["telemetry_cost"]["cost_pct_of_one_core"] is not None
+        assert "key" not in json.dumps(env["target"]["connection"]).replace("keyring", "")
+        kinds = {e["kind"] for e in st.events(run.id)}
+        assert {"health", "telemetry"} <= kinds
+    # no secret anywhere in the store
+    secret = re.search(r"key = (\S+)", cluster.keyring_path.read_text()).group(1)
+    assert secret.encode() not in db.read_bytes()
+    assert not our_pools(ceph)  # what the run created on an attached cluster is gone
+
+    # export: one row per point, the study's columns, units as documented
+    out = tmp_path / "r.csv"
+    run_fathom("export", "--db", str(db), "--format", "csv", "-o", str(out), check=True)
+    rows = list(csv.DictReader(out.open()))
+    assert len(rows) == 40
+    need = ["workload", "iodepth", "numjobs", "bs", "iops", "bw_mib_s", "total_ios", "clat_ms", "clat_stdev_ms",
+            "p50_ms", "p99_ms", "p999_ms", "usr_cpu", "sys_cpu", "osd_cpu", "osd_mem_mib"]
+    assert all(c in rows[0] for c in need)
+    r = rows[0]
+    assert r["workload"] == "randread4k" and r["bs"] == "4096" and r["numjobs"] == "1"
+    assert abs(float(r["bw_mib_s"]) - float(r["iops"]) * 4096 / 2**20) < 0.01 * float(r["bw_mib_s"]) + 1e-9
+    seq = rows[30]
+    assert seq["workload"] == "seqwrite64k"
+    assert abs(float(seq["bw_mib_s"]) - float(seq["iops"]) * 65536 / 2**20) < 0.01 * float(seq["bw_mib_s"])
+    p = run_fathom("ls", "--db", str(db), check=True)
+    assert "oc" in p.stdout and "40/40" in p.stdout
+    p = run_fathom("show", "oc", "--db", str(db), check=True)
+    assert "randread4k" in p.stdout
+
+
+def test_resume_after_sigkill(cluster, ceph, tmp_path):
+    suite = tmp_path / "mini.yaml"
+    suite.write_text(MINI)
+    db = tmp_path / "k.db"
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db), *attach(cluster)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: points_done(db) >= 2, 180, "two points done")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    with Store(db) as st:
+        run = st.run("latest")
+        assert run.status == "running"  # killed: nobody could mark it
+        first = {pt["key"]: pt["started"] for pt in st.points(run.id) if pt["status"] == "done"}
+    assert 2 <= len(first) < 6
+    leftovers = our_pools(ceph)
+    assert leftovers  # the killed attempt could not clean up
+    # PR_SET_PDEATHSIG: the engine died with fathom
+    wait_for(lambda: not [p for p in os.popen("ps -eo args").read().splitlines()
+                          if p.startswith("fio ") and str(tmp_path) in p], 10, "fio to stop")
+    p = run_fathom("run", "--resume", str(run.id), "--db", str(db), *attach(cluster), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with Store(db) as st:
+        run = st.run(run.id)
+        assert run.status == "done"
+        pts = st.points(run.id)
+        assert len(pts) == 6 and all(pt["status"] == "done" for pt in pts)
+        for pt in pts:  # finished points were kept, not run again
+            if pt["key"] in first:
+                assert pt["started"] == first[pt["key"]]
+        assert len(run.env["attempts"]) == 2
+    assert not our_pools(ceph)  # the killed attempt's pools were removed by the resumed run
+    p = run_fathom("run", "--resume", str(run.id), "--db", str(db), *attach(cluster))
+    assert p.returncode == 0 and "nothing to resume" in p.stderr
+
+
+def test_ctrl_c_on_own_disposable_cluster(tmp_path):
+    """No target options: fathom starts its own cluster; SIGINT marks the point, keeps the rest, stops the cluster."""
+    suite = tmp_path / "mini.yaml"
+    suite.write_text(MINI.replace("runtime: 2s", "runtime: 4s"))
+    db = tmp_path / "c.db"
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env_without_ceph(), cwd=tmp_path)
+    try:
+        wait_for(lambda: points_done(db) >= 1, 240, "first point done")
+        time.sleep(2.5)  # well inside the second point
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, out + err
+    m = re.search(r"starting a disposable local cluster in (\S+)", err)
+    assert m, err
+    cdir = m.group(1)
+    assert not Path(cdir).exists()  # down() removed it
+    assert not [line for line in os.popen("ps -eo args").read().splitlines() if cdir in line]
+    assert "resume with: fathom run --resume" in err
+    with Store(db) as st:
+        run = st.run("latest")
+        assert run.status == "interrupted"
+        pts = st.points(run.id)
+        statuses = [pt["status"] for pt in pts]
+        assert statuses[0] == "done" and statuses[-1] == "interrupted", statuses
+        assert st.points(run.id)[0]["metrics"]["iops"] > 0
+        assert any(e["kind"] == "interrupt" for e in st.events(run.id))
+        assert run.env["target"]["kind"] == "local (disposable)"
