@@ -1,0 +1,69 @@
+"""Export: one row per point, the study's columns with units in their names, CSV/JSON/Parquet agree."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pyarrow.parquet as pq
+from conftest import run_fathom
+
+from fathom import export
+from fathom.model import METRIC_COLUMNS, OpStats, PointResult, base_metrics
+from fathom.store import Store
+
+
+def make_db(path):
+    with Store(path) as st:
+        old = st.create_run("old", suite="osd-classic")
+        st.record_point(old, 0, "x", "x", "fio", {"rw": "read", "bs": 4096, "iodepth": 1, "numjobs": 1}, "done",
+                        metrics={"iops": 1.0})
+        run = st.create_run("new", suite="osd-classic")
+        for i, depth in enumerate((1, 8)):
+            r = PointResult(engine="fio", runtime_s=2.0, client_user_s=0.2, client_sys_s=0.1, wall_s=3.0,
+                            ops={"read": OpStats(ops=2000 * depth, bytes=2000 * depth * 65536, runtime_s=2.0,
+                                                 lat_mean_ns=1.5e6, lat_stdev_ns=0.5e6,
+                                                 percentiles_ns={"p50": 1e6, "p90": 2e6, "p99": 3e6,
+                                                                 "p999": 4e6})})
+            m = base_metrics(r)
+            m.update(osd_cpu=150.0, osd_mem_mib=512.0, usr_cpu=12.5, sys_cpu=7.5)
+            st.record_point(run, i, f"seqread64k/iodepth={depth}", "seqread64k", "fio",
+                            {"rw": "read", "bs": 65536, "iodepth": depth, "numjobs": 4, "runtime": 2.0,
+                             "ramp_time": 1.0, "target": "rbd", "pool": "rbd"}, "done", metrics=m)
+    return run
+
+
+def test_rows_and_units(tmp_path):
+    db = tmp_path / "e.db"
+    run = make_db(db)
+    with Store(db) as st:
+        rows = export.rows(st, run)
+    assert len(rows) == 2
+    r = rows[1]
+    assert (r["workload"], r["iodepth"], r["numjobs"], r["bs"], r["rw"]) == ("seqread64k", 8, 4, 65536, "read")
+    assert r["iops"] == 8000.0 and r["total_ios"] == 16000
+    assert r["bw_mib_s"] == 8000 * 65536 / 2**20 == 500.0  # MiB/s
+    assert r["clat_ms"] == 1.5 and r["clat_stdev_ms"] == 0.5 and r["p99_ms"] == 3.0 and r["p999_ms"] == 4.0
+    assert (r["osd_cpu"], r["osd_mem_mib"], r["usr_cpu"], r["sys_cpu"]) == (150.0, 512.0, 12.5, 7.5)
+    cols = export.columns()
+    assert all(c in cols for c in METRIC_COLUMNS) and cols.index("workload") < cols.index("iops")
+
+
+def test_cli_formats_agree(tmp_path):
+    db = tmp_path / "e.db"
+    make_db(db)
+    run_fathom("export", "--db", str(db), "--format", "csv", "-o", str(tmp_path / "e.csv"), check=True)
+    run_fathom("export", "--db", str(db), "-o", str(tmp_path / "e.parquet"), check=True)  # format from suffix
+    js = json.loads(run_fathom("export", "--db", str(db), "--format", "json", check=True).stdout)
+    rows = list(csv.DictReader((tmp_path / "e.csv").open()))
+    table = pq.read_table(tmp_path / "e.parquet").to_pylist()
+    assert len(rows) == len(js) == len(table) == 2  # latest run by default
+    assert rows[1]["iops"] == "8000.0" and js[1]["iops"] == 8000.0 and table[1]["iops"] == 8000.0
+    assert table[1]["iodepth"] == 8 and table[1]["p50_ms"] == 1.0
+    assert list(rows[0].keys()) == export.columns() == list(js[0].keys()) == list(table[0].keys())
+    old = json.loads(run_fathom("export", "old", "--db", str(db), "--format", "json", check=True).stdout)
+    assert len(old) == 1 and old[0]["run"] == "old"
+    p = run_fathom("export", "--db", str(tmp_path / "none.db"), "--format", "csv")
+    assert p.returncode != 0 and "no results store" in p.stderr and "Traceback" not in p.stderr
+    p = run_fathom("export", "nope", "--db", str(db))
+    assert p.returncode != 0 and "no run 'nope'" in p.stderr
