@@ -258,7 +258,13 @@ def run_bench(a: Any) -> int:
             out.table(table.interval(rec))
 
     timeout = (r.seconds or 3600) + r.stall_timeout + 3 * r.connect_timeout + 120
-    outcome = run_engine(spec, conn, timeout=timeout, on_record=on_record)
+    try:
+        outcome = run_engine(spec, conn, timeout=timeout, on_record=on_record)
+    except KeyboardInterrupt:
+        if r.mode == "write":
+            sys.stderr.write(f"fathom: the objects written so far stay in pool {r.pool}; remove them with "
+                             f"`fathom cleanup -p {r.pool} --run-name {r.run_name}`\n")
+        raise
     return finish(r, conn, prefix, out, table, outcome, head, op_size, object_size, spec)
 
 
