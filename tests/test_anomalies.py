@@ -99,7 +99,7 @@ def test_health_flags_changes_not_standing_warnings(tmp_path):
     same = {"before": "HEALTH_WARN", "after": "HEALTH_WARN", "checks": ["OSDMAP_FLAGS"]}
     st.add_event(rid, "health", "after point: HEALTH_WARN", point_id=ids[0], data=same)
     st.add_event(rid, "health", "after point: HEALTH_WARN", point_id=ids[1],
-                 data={**same, "checks": ["OSDMAP_FLAGS", "SLOW_OPS"]})
+                 data={**same, "checks": {"OSDMAP_FLAGS": "noscrub", "SLOW_OPS": "1 slow ops"}, "clean": True})
     run = load_run(st, "h")
     assign_levels([run])
     got = sorted((a.iodepth, a.kind) for a in anom.find(run, "randread4k"))

@@ -141,11 +141,11 @@ def _health_changed(e: dict[str, Any], p: Point) -> bool:
     data = e.get("data")
     if not isinstance(data, dict):
         return True  # no detail (e.g. the cluster did not answer): report it
-    if data.get("before") != data.get("after"):
+    if data.get("before") != data.get("after") or data.get("clean") is False:
         return True
     before = (p.gate or {}).get("checks")
-    after = data.get("checks")
-    if isinstance(before, dict) and isinstance(after, list):
+    after = data.get("checks")  # a list of names or a {name: summary} dict, depending on the runner version
+    if isinstance(before, dict) and isinstance(after, (list, dict)):
         return set(before) != set(after)
     return False
 
@@ -156,6 +156,8 @@ def _checks_note(e: dict[str, Any], p: Point) -> str:
     after = set(data.get("checks") or [])
     new, gone = sorted(after - before), sorted(before - after)
     parts = ([f"new checks {', '.join(new)}"] if new else []) + ([f"cleared {', '.join(gone)}"] if gone else [])
+    if data.get("clean") is False and data.get("reason"):
+        parts.append(f"not clean after it: {data['reason']}")
     return f" ({'; '.join(parts)})" if parts else ""
 
 
