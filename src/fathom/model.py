@@ -40,6 +40,7 @@ METRIC_COLUMNS: dict[str, str] = {
     "osd_mem_mib": "OSD resident memory, MiB (summed over OSDs), mean over the point",
     "osd_ctx_switches_s": "OSD context switches per second (voluntary + involuntary)",
     "host_cpu_pct": "host CPU busy, % of all cores",
+    "engine_cpu_pct": "load generator process CPU, % of one core, sampled like the daemons",
 }
 
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
