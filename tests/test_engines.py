@@ -40,7 +40,11 @@ def test_fio_job_file_one_section_per_image(tmp_path):
     assert "ioengine=rbd" in text and "clientname=bench" in text and "pool=p" in text
     assert "numjobs=2" in text and "iodepth=8" in text and "runtime=3000ms" in text and "ramp_time=1500ms" in text
     assert text.count("rbdname=") == 2 and "[img1]" in text
-    assert "rwmixread" not in text
+    assert "rwmixread" not in text and "offset_increment" not in text
+    c = ctx(tmp_path)
+    c.image_size = 64 * 2**20
+    sliced = fio.job_file(PARAMS, c)  # two jobs per image: each its own half, as fathom-engine does
+    assert f"size={32 * 2**20}" in sliced and f"offset_increment={32 * 2**20}" in sliced
     assert "rwmixread=70" in fio.job_file({**PARAMS, "rw": "randrw"}, ctx(tmp_path))
 
 

@@ -191,6 +191,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                 conn=target.conn, pool=pool,
                 images=prepared.images if params["target"] == "rbd" and pool == prepared.images_pool else [],
                 run_tag=run_tag, workdir=workdir,
+                image_size=suite.prep.images.size if suite.prep.images else None,
                 timeout=float(params["runtime"]) + float(params["ramp_time"]) + CHILD_GRACE_S)
             contexts[f"{point.engine}:{pool}"] = ctx
             adapter = engines.get(point.engine)

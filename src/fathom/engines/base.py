@@ -36,6 +36,7 @@ class PointContext:
     run_tag: str  # unique per run, for object names / rados bench --run-name
     workdir: Path  # scratch files (job files, outputs) for this run
     timeout: float  # hard limit on the child's wall time, s
+    image_size: int | None = None  # bytes per RBD image, as prepared
     on_interval: Callable[[dict[str, Any]], None] = lambda rec: None  # live records, engine clock
     on_child: Callable[[int | None], None] = lambda pid: None  # child pid for telemetry (None when it ends)
 

@@ -103,7 +103,12 @@ def job_file(p: dict[str, Any], ctx: PointContext) -> str:
     ]
     if p["rw"] in ("rw", "readwrite", "randrw"):
         g.append(f"rwmixread={p['rwmixread']}")
-    if p.get("size"):
+    region = p.get("size") or (ctx.image_size if p["target"] == "rbd" else None)
+    if region and int(p["numjobs"]) > 1:
+        # each job its own slice of the image, as fathom-engine does (fio's offset_increment)
+        per_job = region // int(p["numjobs"]) // int(p["bs"]) * int(p["bs"])
+        g += [f"size={per_job}", f"offset_increment={per_job}"]
+    elif p.get("size"):
         g.append(f"size={p['size']}")
     lines = g + [""]
     if p["target"] == "rbd":

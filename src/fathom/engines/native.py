@@ -71,7 +71,9 @@ def result_from_summary(summary: dict[str, Any], wall_s: float | None, user_s: f
         client_user_s=user_s if user_s is not None else cpu.get("user_s"),
         client_sys_s=sys_s if sys_s is not None else cpu.get("sys_s"),
         wall_s=wall_s, errors=list(errors),
-        extra={"engine_cpu": cpu, "max_rss_kib": summary.get("max_rss_kib"), "ramp_s": summary.get("ramp_s")},
+        stopped_early=bool(summary.get("stopped_early")), stop_reason=summary.get("stop_reason"),
+        extra={"engine_cpu": cpu, "max_rss_kib": summary.get("max_rss_kib"), "ramp_s": summary.get("ramp_s"),
+               "in_flight_abandoned": summary.get("in_flight_abandoned"), "connect_s": summary.get("connect_s")},
     )
 
 
