@@ -59,9 +59,6 @@ pub struct Engine<'a> {
     measured_end: u64,
     stop_at: Option<u64>,
     measuring: bool,
-    /// Recent mean latency (ns), for the batching deadline.
-    lat_ewma: f64,
-    batch_div: usize,
 }
 
 impl<'a> Engine<'a> {
@@ -99,8 +96,6 @@ impl<'a> Engine<'a> {
             measured_end: 0,
             stop_at: None,
             measuring: false,
-            lat_ewma: 1_000_000.0,
-            batch_div: std::env::var("FATHOM_ENGINE_BATCH_DIV").ok().and_then(|v| v.parse().ok()).unwrap_or(8).max(1),
         }
     }
 
@@ -144,7 +139,6 @@ impl<'a> Engine<'a> {
         s.state = State::Free;
         self.finished += 1;
         let lat = end.saturating_sub(s.intended_ns);
-        self.lat_ewma += (end.saturating_sub(s.start_ns) as f64 - self.lat_ewma) * 0.05;
         let (kind, ramp) = (s.kind, s.ramp);
         if rc < 0 {
             self.record_error(idx, rc as i32, lat);
@@ -390,14 +384,10 @@ impl<'a> Engine<'a> {
             if retry_soon {
                 d = d.min(now + 1_000_000);
             }
-            // Batch wake-ups (see io.rs): up to 1/8 of the live ops, waiting no
-            // longer than 1/8 of the recent mean latency.
-            let live = (self.in_flight - self.zombies) as usize;
-            let batch = if stopping || sched.is_some() { 1 } else { (live / self.batch_div).max(1) };
-            if batch > 1 {
-                d = d.min(now + (self.lat_ewma as u64 / self.batch_div as u64).clamp(20_000, 2_000_000));
-            }
-            self.queue.take(&mut ready, d, batch);
+            // Wake on the first completion. Waiting for batches of completions
+            // (with a deadline) was measured: the timer wake-ups cost more
+            // than they saved (PROTOCOL.md).
+            self.queue.take(&mut ready, d, 1);
         }
         let now = mono_ns();
         if measuring {
