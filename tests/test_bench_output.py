@@ -245,3 +245,18 @@ def test_rbd_specs():
     assert seq["rbd"]["numjobs"] == 16 and seq["load"] == {"iodepth": 1, "bytes": 1 << 30}
     full = rbd_spec(conn, "p", "i", "read", "full-seq", 4096, 8, 1 << 20, 50, 60.0, 10.0)
     assert full["rbd"]["numjobs"] == 1 and full["load"]["iodepth"] == 8 and full["rbd"]["rw"] == "read"
+
+
+def test_rados_latency_line_takes_min_from_interval_histograms():
+    from fathom import hdr
+
+    tab = fmt.RadosTable("write")
+    out = tab.start()
+    for s in range(1, 21):
+        h = hdr.new()
+        h.record_value(1_000_000 + s * 1000)
+        rec = interval(float(s), 1, 4096, finished=s)
+        rec["ops"]["write"]["hist"] = hdr.encode(h)
+        out += tab.interval(rec)
+    line = next(x for x in out if " min lat: " in x)
+    assert float(line.split(" min lat: ")[1].split()[0]) == pytest.approx(0.001001, rel=1e-3)

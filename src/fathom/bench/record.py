@@ -61,8 +61,9 @@ def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: 
 
                     m = merged(hists.values())
                     if m is not None:
-                        enc = m.encode()
-                        hists["all"] = enc.decode() if isinstance(enc, bytes) else enc
+                        from fathom import hdr
+
+                        hists["all"] = hdr.encode(m)
                 store.add_histograms(point_id, hists)
             for e in outcome.errors:
                 store.add_event(run_id, "error", e.get("message", ""), point_id=point_id, data=e, ts=e.get("ts"))
