@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any
 
-from fathom.plan import OVERHEAD_S, Point
+from fathom.plan import Point
 
 
 def _fmt_s(s: float) -> str:
@@ -31,7 +31,8 @@ class Progress:
         self.todo_est = {p.key: p.est_s for p in todo}
         self.total = total_points
         self.done = 0
-        self.extra_s: list[float] = []  # actual - planned per finished point, to correct the ETA
+        self.took_s = 0.0  # actual and planned seconds of finished points: their ratio corrects the ETA
+        self.planned_s = 0.0
         self.point: Point | None = None
         self.t_point = 0.0
         self.iops: float | None = None
@@ -52,10 +53,10 @@ class Progress:
             print(msg, file=sys.stderr, flush=True)
 
     def eta_s(self) -> float:
-        corr = sum(self.extra_s) / len(self.extra_s) if self.extra_s else 0.0
-        left = sum(self.todo_est.values()) + corr * len(self.todo_est)
+        ratio = max(0.5, self.took_s / self.planned_s) if self.planned_s else 1.0
+        left = sum(self.todo_est.values()) * ratio
         if self.point is not None:
-            left -= min(time.monotonic() - self.t_point, self.point.est_s + corr)
+            left -= min(time.monotonic() - self.t_point, self.point.est_s * ratio)
         return max(0.0, left)
 
     def point_start(self, point: Point, n: int) -> None:
@@ -77,7 +78,8 @@ class Progress:
 
     def point_end(self, point: Point, status: str, metrics: dict[str, Any] | None, error: str | None = None) -> None:
         took = time.monotonic() - self.t_point
-        self.extra_s.append(took - point.est_s + OVERHEAD_S * 0)
+        self.took_s += took
+        self.planned_s += point.est_s
         self.todo_est.pop(point.key, None)
         self.done += 1
         self.point = None
