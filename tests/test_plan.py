@@ -79,3 +79,21 @@ def test_cli_plan_text_and_json(tmp_path):
     p = run_fathom("suites", "show", "rados-bench", check=True)
     assert "no-cleanup" in p.stdout or "--no-cleanup" in p.stdout
     assert spec.parse(p.stdout, "shown").name == "rados-bench"
+
+
+def test_progress_plain_lines_and_eta(capsys):
+    from fathom.progress import Progress
+
+    pts = plan.expand(spec.load("osd-classic", quick=True).suite)
+    prog = Progress(len(pts), pts, tty=False)
+    assert prog.eta_s() == plan.total_estimate_s(pts)
+    prog.point_start(pts[0], 1)
+    prog.interval({"dt": 1.0, "ops": {"read": {"ops": 2000, "lat_mean_ns": 1.5e6}}})
+    assert prog.iops == 2000 and prog.lat_ms == 1.5
+    prog.point_end(pts[0], "done", {"iops": 2000.0, "bw_mib_s": 7.8, "clat_ms": 1.5, "p99_ms": 3.0, "osd_cpu": 50.0})
+    prog.point_start(pts[1], 2)
+    prog.point_end(pts[1], "failed", None, "engine said no")
+    prog.close()
+    err = capsys.readouterr().err
+    assert "[1/40] randread4k" in err and "2000 IOPS" in err and "FAILED: engine said no" in err
+    assert 0 <= prog.eta_s() <= plan.total_estimate_s(pts[2:])

@@ -26,8 +26,8 @@ TAIL_COLUMNS = ("engine_cpu_pct", "started", "ended", "error")
 
 
 def columns() -> list[str]:
-    metric_cols = [c if c != "runtime_s" else "runtime_s" for c in METRIC_COLUMNS]
-    return [*ID_COLUMNS, *PARAM_COLUMNS.values(), *metric_cols, *TAIL_COLUMNS]
+    cols = [*ID_COLUMNS, *PARAM_COLUMNS.values(), *METRIC_COLUMNS, *TAIL_COLUMNS]
+    return list(dict.fromkeys(cols))  # a metric may also be a tail column (engine_cpu_pct): once
 
 
 def rows(store: Store, run_id: int) -> list[dict[str, Any]]:
@@ -41,9 +41,8 @@ def rows(store: Store, run_id: int) -> list[dict[str, Any]]:
                                "rep": _rep(p["key"]), "status": p["status"]}
         for k, col in PARAM_COLUMNS.items():
             row[col] = q.get(k)
-        for k in METRIC_COLUMNS:
+        for k in (*METRIC_COLUMNS, "engine_cpu_pct"):
             row[k] = m.get(k)
-        row["engine_cpu_pct"] = m.get("engine_cpu_pct")
         row["started"], row["ended"], row["error"] = p["started"], p["ended"], p["error"]
         out.append(row)
     return out
