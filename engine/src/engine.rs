@@ -25,12 +25,33 @@ pub enum PhaseEnd {
     Stall { in_flight: u32, waited_s: f64 },
 }
 
+/// State of the running phase (shared by the submitter and the callback fast path).
+#[derive(Default)]
+struct Phase {
+    end: Option<u64>,
+    interval_ns: u64,
+    next_tick: u64,
+    prev_emit: u64,
+    timeout: Option<u64>,
+    scan_every: u64,
+    next_scan: u64,
+    stall: u64,
+    last_progress: u64,
+    sched: Option<Schedule>,
+    m_ops: u64,
+    m_bytes: u64,
+    stopping: bool,
+    zombie_grace: Option<u64>,
+    retry_soon: bool,
+    inline: bool,
+}
+
 pub struct Engine<'a> {
+    ph: Phase,
     spec: &'a Spec,
     target: &'a mut dyn Target,
     slots: &'static mut [Slot],
     queue: &'static CompletionQueue,
-    ready: Vec<u32>,
     free: Vec<u32>,
     rng: Rng,
     kinds: Vec<OpKind>,
@@ -66,11 +87,11 @@ impl<'a> Engine<'a> {
         let kinds = target.kinds();
         let n = slots.len();
         Engine {
+            ph: Phase::default(),
             spec,
             target,
             slots,
             queue,
-            ready: Vec::with_capacity(n),
             free: Vec::with_capacity(n),
             rng: Rng::new(spec.seed),
             kinds,
@@ -231,16 +252,15 @@ impl<'a> Engine<'a> {
         }));
     }
 
-    /// Run one phase. `measuring`: the main phase (statistics, intervals,
+    /// Start a phase. `measuring`: the main phase (statistics, intervals,
     /// ramp, bounds, schedule); otherwise a quiet preparation pass (prefill)
     /// that runs the target's op stream to its end.
-    pub fn run(&mut self, measuring: bool) -> PhaseEnd {
+    fn begin_phase(&mut self, measuring: bool) {
         let spec = self.spec;
         let l = &spec.load;
-        let nslots = self.slots.len();
         self.measuring = measuring;
         self.free.clear();
-        for i in (0..nslots).rev() {
+        for i in (0..self.slots.len()).rev() {
             if self.slots[i].state == State::Free {
                 self.free.push(i as u32);
             }
@@ -250,156 +270,202 @@ impl<'a> Engine<'a> {
         let secs = |s: f64| (s * NS) as u64;
         self.ramp_end = if measuring { start + secs(l.ramp_s) } else { start };
         self.measured_end = self.ramp_end;
-        let end = if measuring { l.duration_s.map(|d| start + secs(d)) } else { None };
-        let interval_ns = secs(spec.interval_s).max(1_000_000);
-        let mut next_tick = start + interval_ns;
-        let mut prev_emit = start;
         let timeout = spec.op_timeout_s.map(secs);
         let scan_every = timeout.map_or(u64::MAX, |t| (t / 10).clamp(1_000_000, 100_000_000));
-        let mut next_scan = start + scan_every;
-        let stall = secs(spec.stall_timeout_s);
-        let mut last_progress = start;
-        let mut sched = if measuring { l.rate.map(|r| Schedule::new(start, r, l.arrival, spec.seed)) } else { None };
-        let (mut m_ops, mut m_bytes) = (0u64, 0u64);
-        let mut stopping = false;
-        let mut zombie_grace: Option<u64> = None;
-        let mut ready = std::mem::take(&mut self.ready);
-        loop {
-            let had = ready.len();
-            for i in 0..had {
-                self.complete(ready[i] as usize);
+        let interval_ns = secs(spec.interval_s).max(1_000_000);
+        self.ph = Phase {
+            end: if measuring { l.duration_s.map(|d| start + secs(d)) } else { None },
+            interval_ns,
+            next_tick: start + interval_ns,
+            prev_emit: start,
+            timeout,
+            scan_every,
+            next_scan: start.saturating_add(scan_every),
+            stall: secs(spec.stall_timeout_s),
+            last_progress: start,
+            sched: if measuring { l.rate.map(|r| Schedule::new(start, r, l.arrival, spec.seed)) } else { None },
+            m_ops: 0,
+            m_bytes: 0,
+            stopping: false,
+            zombie_grace: None,
+            retry_soon: false,
+            // Closed loop: completion callbacks may reissue their slot directly.
+            inline: l.rate.is_none() || !measuring,
+        };
+    }
+
+    /// Fill free slots (closed loop) or issue what the schedule has due (open loop).
+    fn refill(&mut self) {
+        let l = &self.spec.load;
+        let mut now = mono_ns();
+        while !self.ph.stopping {
+            if self.free.is_empty() {
+                break;
             }
-            ready.clear();
-            let mut now = mono_ns();
-            if had > 0 {
-                last_progress = now;
-            }
-            if measuring && now >= next_tick {
-                self.emit_interval(now, prev_emit);
-                prev_emit = now;
-                while next_tick <= now {
-                    next_tick += interval_ns;
-                }
-            }
-            if let Some(t) = timeout
-                && now >= next_scan
+            if self.measuring
+                && (l.ops.is_some_and(|n| self.ph.m_ops >= n) || l.bytes.is_some_and(|b| self.ph.m_bytes >= b))
             {
-                self.scan_timeouts(now, t);
-                next_scan = now + scan_every;
+                self.ph.stopping = true;
+                self.stop_at = Some(now);
+                break;
             }
-            if self.stop_error.is_some() || end.is_some_and(|e| now >= e) {
-                if !stopping {
-                    self.stop_at = Some(now.min(end.unwrap_or(now)));
-                }
-                stopping = true;
-            }
-            if self.in_flight > 0 && now.saturating_sub(last_progress) >= stall {
-                ready = Vec::new();
-                self.ready = ready;
-                return PhaseEnd::Stall { in_flight: self.in_flight, waited_s: (now - last_progress) as f64 / NS };
-            }
-            // Submit.
-            let mut retry_soon = false;
-            while !stopping {
-                if self.free.is_empty() {
-                    break;
-                }
-                if measuring && (l.ops.is_some_and(|n| m_ops >= n) || l.bytes.is_some_and(|b| m_bytes >= b)) {
-                    stopping = true;
-                    self.stop_at = Some(now);
-                    break;
-                }
-                let intended = match &sched {
-                    Some(s) => {
-                        let t = s.peek();
-                        if t > now {
-                            break;
-                        }
-                        t
-                    }
-                    None => now,
-                };
-                let idx = self.free.pop().unwrap() as usize;
-                if self.in_flight == 0 {
-                    last_progress = now;
-                }
-                match self.issue(idx, intended) {
-                    Ok(true) => {
-                        if let Some(s) = sched.as_mut() {
-                            s.advance();
-                        }
-                        let s = &self.slots[idx];
-                        if !s.ramp {
-                            m_ops += 1;
-                            m_bytes += s.len as u64;
-                        }
-                    }
-                    Ok(false) => {
-                        self.free.push(idx as u32);
-                        stopping = true;
-                        self.stop_at = Some(now);
-                    }
-                    Err(()) => {
-                        self.free.push(idx as u32);
-                        if let Some(s) = sched.as_mut() {
-                            s.advance();
-                        }
-                        retry_soon = true;
+            let intended = match &self.ph.sched {
+                Some(s) => {
+                    let t = s.peek();
+                    if t > now {
                         break;
                     }
+                    t
                 }
-                now = mono_ns();
+                None => now,
+            };
+            let idx = self.free.pop().unwrap() as usize;
+            if self.in_flight == 0 {
+                self.ph.last_progress = now;
             }
-            if stopping && self.in_flight == self.zombies {
-                if self.zombies == 0 {
+            match self.issue(idx, intended) {
+                Ok(true) => {
+                    if let Some(s) = self.ph.sched.as_mut() {
+                        s.advance();
+                    }
+                    let s = &self.slots[idx];
+                    if !s.ramp {
+                        self.ph.m_ops += 1;
+                        self.ph.m_bytes += s.len as u64;
+                    }
+                }
+                Ok(false) => {
+                    self.free.push(idx as u32);
+                    self.ph.stopping = true;
+                    self.stop_at = Some(now);
+                }
+                Err(()) => {
+                    self.free.push(idx as u32);
+                    if let Some(s) = self.ph.sched.as_mut() {
+                        s.advance();
+                    }
+                    self.ph.retry_soon = true;
                     break;
                 }
-                // Timed-out ops may never come back: give them a moment, then abandon them.
-                let g = *zombie_grace.get_or_insert(now + 1_000_000_000);
-                if now >= g {
-                    break;
-                }
             }
-            // Sleep until a completion or the next thing that needs doing.
-            let mut d = if measuring { next_tick } else { now + 100_000_000 };
-            if !stopping {
-                if let Some(e) = end {
-                    d = d.min(e);
-                }
-                if let Some(s) = &sched
-                    && !self.free.is_empty()
-                {
-                    d = d.min(s.peek());
-                }
-            }
-            if self.in_flight > 0 {
-                d = d.min(last_progress + stall);
-                if timeout.is_some() {
-                    d = d.min(next_scan);
-                }
-            }
-            if let Some(g) = zombie_grace {
-                d = d.min(g);
-            }
-            if retry_soon {
-                d = d.min(now + 1_000_000);
-            }
-            // Wake on the first completion. Waiting for batches of completions
-            // (with a deadline) was measured: the timer wake-ups cost more
-            // than they saved (PROTOCOL.md).
-            self.queue.take(&mut ready, d, 1);
+            now = mono_ns();
         }
+    }
+
+    fn check_stop(&mut self, now: u64) {
+        if self.stop_error.is_some() || self.ph.end.is_some_and(|e| now >= e) {
+            if !self.ph.stopping {
+                self.stop_at = Some(now.min(self.ph.end.unwrap_or(now)));
+            }
+            self.ph.stopping = true;
+        }
+    }
+
+    /// The completion fast path, on a library callback thread with the
+    /// engine lock held: account the op and reissue the slot at once, so a
+    /// closed loop costs no submitter wake-up per op. Returns false when
+    /// the submitter must handle it (open loop, between phases).
+    pub fn on_callback(&mut self, idx: u32) -> bool {
+        if !self.ph.inline {
+            return false;
+        }
+        self.complete(idx as usize);
         let now = mono_ns();
-        if measuring {
+        self.ph.last_progress = now;
+        self.check_stop(now);
+        if !self.ph.stopping && !self.ph.retry_soon {
+            self.refill();
+        }
+        if self.ph.stopping && self.in_flight == self.zombies {
+            // The phase may be over: let the submitter see it now.
+            self.queue.wake();
+        }
+        true
+    }
+
+    /// One turn of the submitter: reap what is queued, emit intervals, scan
+    /// for timeouts, submit. Returns when to wake next, or the phase's end.
+    fn step(&mut self, ready: &mut Vec<u32>) -> Result<u64, PhaseEnd> {
+        let had = ready.len();
+        for i in 0..had {
+            self.complete(ready[i] as usize);
+        }
+        ready.clear();
+        let now = mono_ns();
+        if had > 0 {
+            self.ph.last_progress = now;
+        }
+        if self.measuring && now >= self.ph.next_tick {
+            self.emit_interval(now, self.ph.prev_emit);
+            self.ph.prev_emit = now;
+            while self.ph.next_tick <= now {
+                self.ph.next_tick += self.ph.interval_ns;
+            }
+        }
+        if let Some(t) = self.ph.timeout
+            && now >= self.ph.next_scan
+        {
+            self.scan_timeouts(now, t);
+            self.ph.next_scan = now + self.ph.scan_every;
+        }
+        self.check_stop(now);
+        if self.in_flight > 0 && now.saturating_sub(self.ph.last_progress) >= self.ph.stall {
+            return Err(PhaseEnd::Stall {
+                in_flight: self.in_flight,
+                waited_s: (now - self.ph.last_progress) as f64 / NS,
+            });
+        }
+        self.ph.retry_soon = false;
+        self.refill();
+        let now = mono_ns();
+        if self.ph.stopping && self.in_flight == self.zombies {
+            if self.zombies == 0 {
+                return Err(PhaseEnd::Done);
+            }
+            // Timed-out ops may never come back: give them a moment, then abandon them.
+            let g = *self.ph.zombie_grace.get_or_insert(now + 1_000_000_000);
+            if now >= g {
+                return Err(PhaseEnd::Done);
+            }
+        }
+        let p = &self.ph;
+        let mut d = if self.measuring { p.next_tick } else { now + 100_000_000 };
+        if !p.stopping {
+            if let Some(e) = p.end {
+                d = d.min(e);
+            }
+            if let Some(s) = &p.sched
+                && !self.free.is_empty()
+            {
+                d = d.min(s.peek());
+            }
+        }
+        if self.in_flight > 0 {
+            d = d.min(p.last_progress + p.stall);
+            if p.timeout.is_some() {
+                d = d.min(p.next_scan);
+            }
+        }
+        if let Some(g) = p.zombie_grace {
+            d = d.min(g);
+        }
+        if p.retry_soon {
+            d = d.min(now + 1_000_000);
+        }
+        Ok(d)
+    }
+
+    fn end_phase(&mut self) {
+        self.ph.inline = false;
+        let now = mono_ns();
+        if self.measuring {
             // The tail since the last tick, so intervals add up to the totals.
             if self.kinds.iter().any(|k| self.interval[*k as usize].ops + self.interval[*k as usize].errors > 0) {
-                self.emit_interval(now, prev_emit);
+                self.emit_interval(now, self.ph.prev_emit);
             }
             let stop = self.stop_at.unwrap_or(now);
             self.measured_end = self.measured_end.max(stop.max(self.ramp_end));
         }
-        self.ready = ready;
-        PhaseEnd::Done
     }
 
     pub fn measured_s(&self) -> f64 {
@@ -448,5 +514,66 @@ impl<'a> Engine<'a> {
 
     pub fn target(&mut self) -> &mut dyn Target {
         self.target
+    }
+}
+
+/// The engine behind its lock, for the submitter and the library callback
+/// threads. Everything in it is only touched with the lock held; it is
+/// leaked, so a late callback (an abandoned op) never sees freed memory.
+pub struct Shared(pub std::sync::Mutex<Engine<'static>>);
+
+// SAFETY: the raw library handles and slot pointers inside Engine are only
+// used by whichever thread holds the mutex; librados/librbd calls are thread safe.
+unsafe impl Sync for Shared {}
+unsafe impl Send for Shared {}
+
+static SHARED: std::sync::OnceLock<&'static Shared> = std::sync::OnceLock::new();
+
+impl Shared {
+    pub fn install(e: Engine<'static>) -> &'static Shared {
+        let sh: &'static Shared = Box::leak(Box::new(Shared(std::sync::Mutex::new(e))));
+        let _ = SHARED.set(sh);
+        crate::io::set_fast_path(fast_path);
+        sh
+    }
+
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, Engine<'static>> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Run one phase to its end (see Engine::begin_phase).
+    pub fn run(&self, measuring: bool) -> PhaseEnd {
+        let queue = {
+            let mut e = self.lock();
+            e.begin_phase(measuring);
+            e.queue
+        };
+        let mut ready = Vec::with_capacity(1024);
+        loop {
+            let d = {
+                let mut e = self.lock();
+                match e.step(&mut ready) {
+                    Ok(d) => d,
+                    Err(end) => {
+                        e.end_phase();
+                        return end;
+                    }
+                }
+            };
+            // Sleep until a completion the fast path could not take, or the
+            // next thing that needs doing.
+            queue.take(&mut ready, d, 1);
+        }
+    }
+}
+
+/// Called by `Done::complete` on a library thread. try_lock, never lock: the
+/// submitter may hold the lock while calling into the library, and a library
+/// may complete an op inside that call; then the index goes to the queue.
+fn fast_path(idx: u32) -> bool {
+    let Some(sh) = SHARED.get() else { return false };
+    match sh.0.try_lock() {
+        Ok(mut e) => e.on_callback(idx),
+        Err(_) => false,
     }
 }

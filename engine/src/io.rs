@@ -49,6 +49,17 @@ impl CompletionQueue {
         }
     }
 
+    /// Wake the submitter if it sleeps (used by the fast path when a phase may be over).
+    pub fn wake(&self) {
+        let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        let wake = g.want != 0;
+        g.want = 0;
+        drop(g);
+        if wake {
+            self.cv.notify_one();
+        }
+    }
+
     /// Swap ready indices into `out` (empty, with capacity). With fewer than
     /// `batch` ready, sleep until `batch` are or until `deadline_ns`
     /// (monotonic), whichever comes first. Batching saves wake-ups of this
@@ -75,6 +86,13 @@ impl CompletionQueue {
     }
 }
 
+static FAST_PATH: std::sync::atomic::AtomicPtr<()> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// Install the completion fast path (see Done::complete).
+pub fn set_fast_path(f: fn(u32) -> bool) {
+    FAST_PATH.store(f as *mut (), Ordering::Release);
+}
+
 /// The part of a slot that a library thread touches: address is stable
 /// for the life of the process, passed as the callback argument.
 pub struct Done {
@@ -85,9 +103,20 @@ pub struct Done {
 
 impl Done {
     /// The end timestamp of an op is taken here, in the library's callback.
+    /// Then the engine's fast path may account the op and reissue the slot
+    /// on this thread; if it cannot (lock busy, open loop), the index goes
+    /// to the submitter's queue.
     #[inline]
     pub fn complete(&self) {
         self.end_ns.store(mono_ns(), Ordering::Relaxed);
+        let fp = FAST_PATH.load(Ordering::Acquire);
+        if !fp.is_null() {
+            // SAFETY: only ever set from a `fn(u32) -> bool` in set_fast_path.
+            let f: fn(u32) -> bool = unsafe { std::mem::transmute::<*mut (), fn(u32) -> bool>(fp) };
+            if f(self.index) {
+                return;
+            }
+        }
         self.queue.push(self.index);
     }
 

@@ -16,7 +16,7 @@ mod target;
 mod verify;
 
 use clock::{mono_ns, wall_s};
-use engine::{Engine, PhaseEnd};
+use engine::{Engine, PhaseEnd, Shared};
 use serde_json::json;
 use spec::{Spec, TargetKind};
 use std::io::Read;
@@ -107,7 +107,7 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
     let cluster = ceph::connect(c)?;
     let l = &spec.load;
     let time_bounded = l.duration_s.is_some() || l.ops.is_some() || l.bytes.is_some();
-    let mut target: Box<dyn Target> = match spec.target {
+    let target: Box<dyn Target> = match spec.target {
         TargetKind::Rados => Box::new(target::rados::Rados::open(
             &cluster,
             &spec.pool,
@@ -132,20 +132,28 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
                       "ts": wall_s(), "pid": std::process::id(), "target": spec.target.name(), "spec": spec_json,
                       "connect_s": connect_s, "slots": nslots}));
 
-    let mut eng = Engine::new(spec, target.as_mut(), slots, queue);
+    // The engine lives for the rest of the process: library callbacks may
+    // reach it until the very end (see Shared).
+    let spec_s: &'static Spec = Box::leak(Box::new(spec.clone()));
+    let target_s: &'static mut dyn Target = Box::leak(target);
+    let sh = Shared::install(Engine::new(spec_s, target_s, slots, queue));
     let mut prefill = serde_json::Value::Null;
-    if eng.begin_prefill() {
+    let has_prefill = sh.lock().begin_prefill();
+    if has_prefill {
         let t = mono_ns();
-        if let PhaseEnd::Stall { in_flight, waited_s } = eng.run(false) {
+        if let PhaseEnd::Stall { in_flight, waited_s } = sh.run(false) {
             return Err(stall(in_flight, waited_s, "prefill"));
         }
-        if let Some((kind, msg)) = eng.stop_error.clone() {
+        let e = sh.lock();
+        if let Some((kind, msg)) = e.stop_error.clone() {
             return Err(Fatal { kind, message: format!("prefill: {msg}"), code: 3 });
         }
-        prefill = json!({"ops": eng.finished, "seconds": (mono_ns() - t) as f64 / 1e9});
+        prefill = json!({"ops": e.finished, "seconds": (mono_ns() - t) as f64 / 1e9});
     }
-    eng.begin_main();
-    let ended = eng.run(true);
+    sh.lock().begin_main();
+    let ended = sh.run(true);
+    // Held to the end: late callbacks then leave their slot to the queue.
+    let mut eng = sh.lock();
     let measured_s = eng.measured_s();
     let wall = (mono_ns() - eng.phase_start) as f64 / 1e9;
     let mut code = 0;
