@@ -14,28 +14,35 @@ import sys
 from fathom import __version__
 from fathom.errors import FathomError
 
-COMMAND_MODULES = (
-    "fathom.cli.cluster",  # cluster up/down/status/env, prep
-    "fathom.cli.run",  # suites, plan, run, ls, show, export
-    "fathom.cli.report",  # report, compare, import
-    "fathom.cli.bench",  # bench rados/rbd, cleanup
-)
+COMMAND_MODULES = {
+    "fathom.cli.cluster": ("cluster",),
+    "fathom.cli.run": ("suites", "plan", "run", "ls", "show", "export"),
+    "fathom.cli.report": ("report", "compare", "import"),
+    "fathom.cli.bench": ("bench", "cleanup"),
+}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser; with `command`, only the module that owns it is imported.
+
+    Start-up time is CPU that short commands (fathom bench) pay on every call, and the
+    modules behind reports and runs import much that a bench does not need.
+    """
     parser = argparse.ArgumentParser(
         prog="fathom",
         description="Ceph-first storage benchmarking: prepare, sweep, measure, store, report.",
     )
     parser.add_argument("--version", action="version", version=f"fathom {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    owners = [m for m, cmds in COMMAND_MODULES.items() if command in cmds] or list(COMMAND_MODULES)
+    for name in owners:
         importlib.import_module(name).register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

@@ -1,0 +1,32 @@
+"""The command table in cli/main.py must name exactly what each module registers."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+import pytest
+
+from fathom.cli.main import COMMAND_MODULES, build_parser, main
+
+
+@pytest.mark.parametrize("module, commands", list(COMMAND_MODULES.items()))
+def test_each_module_registers_exactly_its_commands(module: str, commands: tuple[str, ...]) -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command")
+    importlib.import_module(module).register(sub)
+    assert tuple(sub.choices) == commands
+
+
+def test_one_command_builds_only_its_group_and_help_builds_all() -> None:
+    sub = next(a for a in build_parser("bench")._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == {"bench", "cleanup"}
+    sub = next(a for a in build_parser(None)._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == {c for cmds in COMMAND_MODULES.values() for c in cmds}
+
+
+def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["nosuch"])
+    assert exc.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
