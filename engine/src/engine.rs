@@ -387,8 +387,8 @@ impl<'a> Engine<'a> {
     /// for timeouts, submit. Returns when to wake next, or the phase's end.
     fn step(&mut self, ready: &mut Vec<u32>) -> Result<u64, PhaseEnd> {
         let had = ready.len();
-        for i in 0..had {
-            self.complete(ready[i] as usize);
+        for &i in ready.iter() {
+            self.complete(i as usize);
         }
         ready.clear();
         let now = mono_ns();

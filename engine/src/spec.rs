@@ -154,6 +154,8 @@ pub struct RadosSpec {
     pub prefill: bool,
 }
 
+// fio's names, `rw` included.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Rw {

@@ -76,7 +76,7 @@ impl Rados {
             t.objects = Some(count);
             t.object_size = r.object_size.unwrap_or(osz);
             t.op_size = r.op_size.unwrap_or(t.object_size);
-            if t.op_size > t.object_size || t.object_size % t.op_size != 0 {
+            if t.op_size > t.object_size || !t.object_size.is_multiple_of(t.op_size) {
                 return Err(Fatal::spec(format!(
                     "rados.op_size ({}) must divide the object size ({}) of prefix {}",
                     t.op_size, t.object_size, t.prefix
