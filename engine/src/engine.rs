@@ -48,6 +48,9 @@ struct Phase {
 
 pub struct Engine<'a> {
     ph: Phase,
+    /// The fast path reissues once this many slots are free, so submissions
+    /// reach the messenger thread in bursts that share one wake-up.
+    submit_batch: usize,
     spec: &'a Spec,
     target: &'a mut dyn Target,
     slots: &'static mut [Slot],
@@ -88,6 +91,7 @@ impl<'a> Engine<'a> {
         let n = slots.len();
         Engine {
             ph: Phase::default(),
+            submit_batch: spec.load.submit_batch.map_or(n / 4, |b| b as usize).clamp(1, n.max(1)),
             spec,
             target,
             slots,
@@ -373,7 +377,7 @@ impl<'a> Engine<'a> {
         let now = mono_ns();
         self.ph.last_progress = now;
         self.check_stop(now);
-        if !self.ph.stopping && !self.ph.retry_soon {
+        if !self.ph.stopping && !self.ph.retry_soon && self.free.len() >= self.submit_batch {
             self.refill();
         }
         if self.ph.stopping && self.in_flight == self.zombies {

@@ -230,6 +230,11 @@ pub struct Load {
     pub rate: Option<f64>,
     #[serde(default)]
     pub arrival: Arrival,
+    /// Closed loop: reissue completed slots once this many are free, as a
+    /// burst (null: a quarter of all slots; 1: keep every slot busy, like
+    /// fio and rados bench). See PROTOCOL.md.
+    #[serde(default)]
+    pub submit_batch: Option<u32>,
 }
 
 fn sixteen() -> u32 {
@@ -238,7 +243,16 @@ fn sixteen() -> u32 {
 
 impl Default for Load {
     fn default() -> Self {
-        Load { iodepth: 16, duration_s: None, ramp_s: 0.0, ops: None, bytes: None, rate: None, arrival: Arrival::Uniform }
+        Load {
+            iodepth: 16,
+            duration_s: None,
+            ramp_s: 0.0,
+            ops: None,
+            bytes: None,
+            rate: None,
+            arrival: Arrival::Uniform,
+            submit_batch: None,
+        }
     }
 }
 
@@ -302,6 +316,9 @@ pub fn validate(s: &mut Spec) -> Result<(), String> {
     }
     if let Some(r) = l.rate {
         positive("load.rate", r)?;
+    }
+    if l.submit_batch == Some(0) {
+        return Err("load.submit_batch must be at least 1 when given".into());
     }
     if let Some(t) = s.op_timeout_s {
         positive("op_timeout_s", t)?;
@@ -404,6 +421,11 @@ pub fn validate(s: &mut Spec) -> Result<(), String> {
             }
         }
     }
+    // Resolve the submit batch so the start record echoes what runs.
+    if s.load.rate.is_none() && s.load.submit_batch.is_none() {
+        let jobs = s.rbd.as_ref().map_or(1, |r| r.images.len() as u64 * r.numjobs as u64);
+        s.load.submit_batch = Some(((jobs * s.load.iodepth as u64) / 4).clamp(1, u32::MAX as u64) as u32);
+    }
     Ok(())
 }
 
@@ -427,6 +449,7 @@ mod tests {
         assert_eq!(r.op_size, Some(4096));
         assert!(r.prefix.unwrap().starts_with("fathom."));
         assert_eq!(s.load.iodepth, 16);
+        assert_eq!(s.load.submit_batch, Some(4));
         assert_eq!(s.stall_timeout_s, 60.0);
         assert_eq!(s.op_timeout_s, Some(30.0));
     }
