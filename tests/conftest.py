@@ -65,3 +65,19 @@ def rados_pool(ceph: Ceph) -> str:
     ceph.ceph("osd", "pool", "create", name, "16", fmt_json=False)
     ceph.ceph("osd", "pool", "application", "enable", name, "rados", fmt_json=False)
     return name
+
+
+@pytest.fixture(scope="session")
+def quick_osd_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One `fathom run osd-classic --quick` with no target options, shared by the session.
+
+    It takes the user's path: fathom starts its own disposable cluster, runs all
+    40 points on fathom-engine, stops the cluster. Run and report tests read it.
+    """
+    tmp = tmp_path_factory.mktemp("quick")
+    db = tmp / "quick.db"
+    env = {k: v for k, v in os.environ.items() if k not in ("CEPH_CONF", "CEPH_ARGS")}
+    proc = subprocess.run([FATHOM, "run", "osd-classic", "--quick", "--db", str(db), "--name", "oc"],
+                          capture_output=True, text=True, timeout=3600, env=env, cwd=tmp, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return {"db": db, "name": "oc", "stdout": proc.stdout, "stderr": proc.stderr, "cwd": tmp}

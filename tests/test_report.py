@@ -3,7 +3,6 @@ render in headless Chromium, and a report of a real quick osd-classic run on a l
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import shutil
 import struct
@@ -14,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_fathom
+from conftest import run_fathom
 from fathom.analysis.data import load_run
 from fathom.report import tables
 from fathom.store import Store
@@ -170,39 +169,19 @@ def test_html_renders_in_chromium(published_db, tmp_path):
 
 
 # ---- a real quick osd-classic run ----------------------------------------------------------------
-def _native_engine_available() -> bool:
-    return importlib.util.find_spec("fathom.engines.fathom_engine") is not None and \
-        (REPO / "engine" / "target" / "release" / "fathom-engine").exists()
-
-
 @pytest.fixture(scope="module")
-def quick_run(tmp_path_factory) -> Path:
-    """One `fathom run osd-classic --quick` on its own disposable local cluster, shared by this module.
-
-    Until the native engine's adapter lands, the same suite runs with engine fio (a copy of the
-    built-in suite with only `engine:` changed), so the report is still tested on real measurements.
-    """
-    if importlib.util.find_spec("fathom.runner") is None:
-        pytest.skip("the runner (fathom.runner) is not in this checkout yet")
-    tmp = tmp_path_factory.mktemp("quick")
-    db = tmp / "quick.db"
-    suite = "osd-classic"
-    if not _native_engine_available():
-        text = (REPO / "src" / "fathom" / "suites" / "osd-classic.yaml").read_text()
-        (tmp / "osd-classic.yaml").write_text(text.replace("engine: fathom-engine", "engine: fio"))
-        suite = str(tmp / "osd-classic.yaml")
-    p = run_fathom("run", suite, "--quick", "--db", str(db), "--name", "quick", timeout=3600, cwd=tmp)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-    return db
+def quick_run(quick_osd_run) -> Path:
+    """The session's `fathom run osd-classic --quick` (own disposable cluster, fathom-engine), run name "oc"."""
+    return quick_osd_run["db"]
 
 
 @pytest.mark.cluster
 def test_report_of_a_real_quick_run(quick_run, tmp_path):
     st = Store(quick_run)
-    run = load_run(st, "quick")
+    run = load_run(st, "oc")
     assert set(run.workloads()) == {"randread4k", "randwrite4k", "seqread64k", "seqwrite64k"}
     out = tmp_path / "quick.html"
-    p = run_fathom("report", "quick", "--db", str(quick_run), "-o", str(out), check=True)
+    p = run_fathom("report", "oc", "--db", str(quick_run), "-o", str(out), check=True)
     assert "4 workloads" in p.stdout
     d = tables.build([run])
     for row in d.summary.rows:
@@ -223,7 +202,7 @@ def test_report_of_a_real_quick_run(quick_run, tmp_path):
 
 @pytest.mark.cluster
 def test_compare_a_real_run_with_itself(quick_run):
-    p = run_fathom("compare", "quick", "quick", "--db", str(quick_run), "--format", "json",
+    p = run_fathom("compare", "oc", "oc", "--db", str(quick_run), "--format", "json",
                    "--fail-on-regression", "1%")
     assert p.returncode == 0, p.stderr
     import json

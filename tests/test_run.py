@@ -68,13 +68,14 @@ def our_pools(ceph) -> list[str]:
     return [p for p in ceph.ceph("osd", "pool", "ls") if p.startswith("fathom-")]
 
 
-def test_osd_classic_quick_end_to_end(cluster, ceph, tmp_path):
-    db = tmp_path / "r.db"
-    t0 = time.monotonic()
-    p = run_fathom("run", "osd-classic", "--quick", "--db", str(db), "--name", "oc", *attach(cluster), timeout=1500)
-    took = time.monotonic() - t0
-    assert p.returncode == 0, p.stdout + p.stderr
-    print(f"osd-classic --quick attached: {took:.0f} s\n{p.stdout}")
+def test_osd_classic_quick_end_to_end(quick_osd_run, tmp_path):
+    """The user's path: no target options, fathom's own disposable cluster, all 40 points."""
+    db = quick_osd_run["db"]
+    m = re.search(r"starting a disposable local cluster in (\S+)", quick_osd_run["stderr"])
+    assert m, quick_osd_run["stderr"][-2000:]
+    cdir = m.group(1)
+    assert not Path(cdir).exists()  # stopped and removed at the end
+    assert not [line for line in os.popen("ps -eo args").read().splitlines() if cdir in line]
     with Store(db) as st:
         run = st.run("oc")
         assert run.status == "done"
@@ -101,13 +102,9 @@ def test_osd_classic_quick_end_to_end(cluster, ceph, tmp_path):
         assert env["hygiene"]["osd flag noscrub"] == "set" and env["hygiene"]["client rbd_io_scheduler"] == "none"
         assert env["prefill"]["images"] == 2
         assert env["telemetry_cost"]["cost_pct_of_one_core"] is not None
-        assert "key" not in json.dumps(env["target"]["connection"]).replace("keyring", "")
+        assert env["target"]["kind"] == "local (disposable)"
         kinds = {e["kind"] for e in st.events(run.id)}
         assert {"health", "telemetry"} <= kinds
-    # no secret anywhere in the store
-    secret = re.search(r"key = (\S+)", cluster.keyring_path.read_text()).group(1)
-    assert secret.encode() not in db.read_bytes()
-    assert not our_pools(ceph)  # what the run created on an attached cluster is gone
 
     # export: one row per point, the study's columns, units as documented
     out = tmp_path / "r.csv"
@@ -162,6 +159,11 @@ def test_resume_after_sigkill(cluster, ceph, tmp_path):
                 assert pt["started"] == first[pt["key"]]
         assert len(run.env["attempts"]) == 2
     assert not our_pools(ceph)  # the killed attempt's pools were removed by the resumed run
+    # no secret anywhere in the store, and the stored connection is paths and names only
+    secret = re.search(r"key = (\S+)", cluster.keyring_path.read_text()).group(1)
+    assert secret.encode() not in db.read_bytes()
+    with Store(db) as st:
+        assert "key" not in json.dumps(st.run("latest").env["target"]["connection"]).replace("keyring", "")
     p = run_fathom("run", "--resume", str(run.id), "--db", str(db), *attach(cluster))
     assert p.returncode == 0 and "nothing to resume" in p.stderr
 
@@ -197,3 +199,32 @@ def test_ctrl_c_on_own_disposable_cluster(tmp_path):
         assert st.points(run.id)[0]["metrics"]["iops"] > 0
         assert any(e["kind"] == "interrupt" for e in st.events(run.id))
         assert run.env["target"]["kind"] == "local (disposable)"
+
+
+def test_resume_stops_the_cluster_a_killed_attempt_left(tmp_path):
+    """SIGKILL cannot be caught: the next --resume finds the recorded cluster dir and stops that cluster."""
+    suite = tmp_path / "mini.yaml"
+    suite.write_text(MINI)
+    db = tmp_path / "o.db"
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, env=env_without_ceph(), cwd=tmp_path)
+    try:
+        wait_for(lambda: points_done(db) >= 1, 240, "first point done")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    with Store(db) as st:
+        run = st.run("latest")
+        cdir = run.env["attempts"][0]["cluster_dir"]
+    pids = [int(p.read_text()) for p in (Path(cdir) / "run").glob("*.pid")]
+    assert pids and any(os.path.exists(f"/proc/{p}") for p in pids)  # orphaned, still running
+    p = run_fathom("run", "--resume", str(run.id), "--db", str(db), env=env_without_ceph(), cwd=tmp_path,
+                   timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"stopping the disposable cluster an interrupted attempt left in {cdir}" in p.stderr
+    assert not Path(cdir).exists()
+    for pid in pids:
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
+    with Store(db) as st:
+        run = st.run(run.id)
+        assert run.status == "done" and len(st.points(run.id)) == 6

@@ -142,8 +142,12 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     tel_cpu_main = 0.0
     try:
         # ---- cluster ----
+        _stop_abandoned_clusters(attempts[:-1], say)
         if target is None:
             cdir = Path(tempfile.mkdtemp(prefix=f"fathom-cluster{run_id}-"))
+            # recorded before anything starts, so a later --resume can stop it if this process is killed
+            attempts[-1]["cluster_dir"] = str(cdir)
+            store.merge_env(run_id, attempts=attempts)
             cluster = LocalCluster(cdir, progress=say)
             c = suite.cluster
             say(f"starting a disposable local cluster in {cdir} ({c.osds} OSD(s), {c.objectstore})")
@@ -330,6 +334,15 @@ def _prepare(suite: spec.Suite, prep: Prep, attached: bool, run_tag: str, say: A
         out.images_pool = out.pools[im.pool]
         out.images = prep.images(out.images_pool, im.names(), im.size)
     return out
+
+
+def _stop_abandoned_clusters(attempts: list[dict[str, Any]], say: Any) -> None:
+    """A killed attempt cannot stop its disposable cluster; the next attempt does, by its recorded dir."""
+    for a in attempts:
+        d = a.get("cluster_dir")
+        if d and LocalCluster(d).exists():
+            say(f"stopping the disposable cluster an interrupted attempt left in {d}")
+            LocalCluster(d).down()
 
 
 def _remove_leftovers(store: Store, run_id: int, ceph: Any, say: Any) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from fathom.errors import FathomError, UsageError
 from fathom.store import DEFAULT_DB, Store
+from fathom.cluster.target import add_target_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-cluster", action="store_true", help="leave the disposable local cluster running")
     p.add_argument("--gate-timeout", default="300s", help="wait at most this long for a clean cluster before "
                                                           "each point (default 300s)")
-    _target_args(p)
+    add_target_args(p, client_name_flag="--client-name")  # --name is the run's name here
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("ls", help="list the runs in a results store")
@@ -54,16 +55,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("csv", "json", "parquet"), help="default: from the -o suffix, else csv")
     p.add_argument("-o", "--output", help="output file (default: stdout for csv and json)")
     p.set_defaults(func=cmd_export)
-
-
-def _target_args(p: argparse.ArgumentParser) -> None:
-    # Like cluster.target.add_target_args, except that --name is the run's name here
-    # (so the full client name is --client-name); the dests are the same.
-    g = p.add_argument_group("existing cluster (attach); without these, fathom starts its own local cluster")
-    g.add_argument("-c", "--conf", help="ceph.conf of the cluster (default: $CEPH_CONF)")
-    g.add_argument("--id", dest="client_id", help="client id, e.g. admin (default admin)")
-    g.add_argument("--client-name", dest="client_name", help="full client name, e.g. client.admin")
-    g.add_argument("--keyring", help="keyring holding the client's key")
 
 
 def _engine(p: argparse.ArgumentParser) -> None:

@@ -18,11 +18,12 @@ from fathom.cluster.local import Daemon, LocalCluster, pid_alive
 DAEMON_PROGRAMS = {"ceph-osd": "osd", "ceph-mon": "mon", "ceph-mgr": "mgr", "ceph-mds": "mds", "radosgw": "rgw"}
 
 
-def add_target_args(parser: argparse.ArgumentParser) -> None:
+def add_target_args(parser: argparse.ArgumentParser, client_name_flag: str = "--name") -> None:
+    """--conf/--id/--name/--keyring; a command whose --name means something else passes another flag."""
     g = parser.add_argument_group("existing cluster (attach); without these, fathom starts its own local cluster")
     g.add_argument("-c", "--conf", help="ceph.conf of the cluster (default: $CEPH_CONF)")
     g.add_argument("--id", dest="client_id", help="client id, e.g. admin (default admin)")
-    g.add_argument("--name", dest="client_name", help="full client name, e.g. client.admin")
+    g.add_argument(client_name_flag, dest="client_name", help="full client name, e.g. client.admin")
     g.add_argument("--keyring", help="keyring holding the client's key")
 
 
