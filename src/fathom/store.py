@@ -198,15 +198,8 @@ class Store:
                    gate: dict[str, Any] | None = None, error: str | None = None, started: float | None = None,
                    ended: float | None = None) -> int:
         """Insert or replace the point `key` of a run (a resumed run overwrites an interrupted attempt)."""
-        self.db.execute("DELETE FROM points WHERE run_id = ? AND key = ?", (run_id, key))
-        cur = self.db.execute(
-            "INSERT INTO points (run_id, idx, key, workload, engine, params_json, status, started, ended, "
-            "metrics_json, result_json, gate_json, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-            (run_id, idx, key, workload, engine, _dumps(params), status, started, ended,
-             _dumps(metrics) if metrics is not None else None, _dumps(result) if result is not None else None,
-             _dumps(gate) if gate is not None else None, error),
-        )
-        return int(cur.lastrowid)  # type: ignore[arg-type]
+        return self.record_point(run_id, idx, key, workload, engine, params, status, metrics=metrics, result=result,
+                                 gate=gate, error=error, started=started, ended=ended)
 
     def points(self, run_id: int) -> list[dict[str, Any]]:
         """Points in plan order: id, idx, key, workload, engine, params, status, metrics, result, gate, ..."""
