@@ -60,7 +60,14 @@ pub fn option_text(v: &serde_json::Value) -> String {
     }
 }
 
-pub fn connect(c: &Connection) -> Result<Cluster, Fatal> {
+/// Objecter throttle defaults (objecter_inflight_ops, objecter_inflight_op_bytes).
+const INFLIGHT_OPS: u64 = 1024;
+const INFLIGHT_BYTES: u64 = 100 << 20;
+
+/// `need`: (ops, bytes) the run may have in flight. A submission over the
+/// objecter's throttle blocks inside librados (on whichever thread submits),
+/// so the throttle is raised to twice the need unless the user set it.
+pub fn connect(c: &Connection, need: (u64, u64)) -> Result<Cluster, Fatal> {
     let name = match (&c.name, &c.id) {
         (Some(n), _) => n.clone(),
         (None, Some(id)) => format!("client.{id}"),
@@ -106,6 +113,13 @@ pub fn connect(c: &Connection) -> Result<Cluster, Fatal> {
         for (k, v) in ENGINE_DEFAULTS {
             set(h, k, v)?;
         }
+    }
+    let (ops, bytes) = (need.0.saturating_mul(2), need.1.saturating_mul(2));
+    if ops > INFLIGHT_OPS && !c.options.contains_key("objecter_inflight_ops") {
+        set(h, "objecter_inflight_ops", &ops.to_string())?;
+    }
+    if bytes > INFLIGHT_BYTES && !c.options.contains_key("objecter_inflight_op_bytes") {
+        set(h, "objecter_inflight_op_bytes", &bytes.to_string())?;
     }
     for (k, v) in &c.options {
         set(h, k, &option_text(v))?;

@@ -104,8 +104,14 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         format!("connecting to the cluster and opening pool {:?} did not finish within {} s", spec.pool, c.timeout_s * 2.0 + 10.0),
         3,
     );
-    let cluster = ceph::connect(c)?;
     let l = &spec.load;
+    let (jobs, op_bytes) = match (&spec.rados, &spec.rbd) {
+        (Some(r), _) => (1, r.op_size.or(r.object_size).unwrap_or(4 << 20)),
+        (_, Some(r)) => (r.images.len() as u64 * r.numjobs as u64, r.bs),
+        _ => (1, 0),
+    };
+    let slots = jobs * l.iodepth as u64;
+    let cluster = ceph::connect(c, (slots, slots.saturating_mul(op_bytes)))?;
     let time_bounded = l.duration_s.is_some() || l.ops.is_some() || l.bytes.is_some();
     let target: Box<dyn Target> = match spec.target {
         TargetKind::Rados => Box::new(target::rados::Rados::open(
