@@ -23,12 +23,14 @@ struct Ready {
     idx: Vec<u32>,
     /// The submitter sleeps and wants to be woken at this many ready slots (0: awake).
     want: usize,
+    /// A wake() that came while the submitter was awake: its next take() returns at once.
+    kick: bool,
 }
 
 impl CompletionQueue {
     pub fn new(capacity: usize) -> Self {
         CompletionQueue {
-            inner: Mutex::new(Ready { idx: Vec::with_capacity(capacity), want: 0 }),
+            inner: Mutex::new(Ready { idx: Vec::with_capacity(capacity), want: 0, kick: false }),
             cv: Condvar::new(),
         }
     }
@@ -54,6 +56,7 @@ impl CompletionQueue {
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
         let wake = g.want != 0;
         g.want = 0;
+        g.kick = true;
         drop(g);
         if wake {
             self.cv.notify_one();
@@ -69,6 +72,10 @@ impl CompletionQueue {
     pub fn take(&self, out: &mut Vec<u32>, deadline_ns: u64, batch: usize) {
         let batch = batch.max(1);
         let mut g = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        if std::mem::take(&mut g.kick) {
+            std::mem::swap(&mut g.idx, out);
+            return;
+        }
         while g.idx.len() < batch {
             let now = mono_ns();
             if deadline_ns <= now {
@@ -81,6 +88,9 @@ impl CompletionQueue {
                 .unwrap_or_else(|p| p.into_inner());
             g = g2;
             g.want = 0;
+            if std::mem::take(&mut g.kick) {
+                break;
+            }
         }
         std::mem::swap(&mut g.idx, out);
     }
@@ -224,5 +234,20 @@ mod tests {
         assert!(mono_ns() - t0 < 4_000_000_000);
         assert_eq!(out, vec![3, 5]);
         t.join().unwrap();
+        // A wake() while nobody sleeps is not lost: the next take returns at once.
+        q.wake();
+        let t1 = mono_ns();
+        let mut none = Vec::with_capacity(8);
+        q.take(&mut none, mono_ns() + 5_000_000_000, 1);
+        assert!(none.is_empty() && mono_ns() - t1 < 1_000_000_000);
+        // And it wakes a sleeper.
+        let w = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            q.wake();
+        });
+        let t2 = mono_ns();
+        q.take(&mut none, mono_ns() + 5_000_000_000, 1);
+        assert!(mono_ns() - t2 < 4_000_000_000);
+        w.join().unwrap();
     }
 }
