@@ -91,7 +91,7 @@ impl<'a> Engine<'a> {
         let n = slots.len();
         Engine {
             ph: Phase::default(),
-            submit_batch: spec.load.submit_batch.map_or(n / 4, |b| b as usize).clamp(1, n.max(1)),
+            submit_batch: spec.load.submit_batch.map_or(1, |b| b as usize).clamp(1, n.max(1)),
             spec,
             target,
             slots,

@@ -231,8 +231,8 @@ pub struct Load {
     #[serde(default)]
     pub arrival: Arrival,
     /// Closed loop: reissue completed slots once this many are free, as a
-    /// burst (null: a quarter of all slots; 1: keep every slot busy, like
-    /// fio and rados bench). See PROTOCOL.md.
+    /// burst (null or 1: keep every slot busy, like fio and rados bench;
+    /// N > 1: opt-in bursts, like fio's iodepth_low). See PROTOCOL.md.
     #[serde(default)]
     pub submit_batch: Option<u32>,
 }
@@ -421,10 +421,11 @@ pub fn validate(s: &mut Spec) -> Result<(), String> {
             }
         }
     }
-    // Resolve the submit batch so the start record echoes what runs.
+    // Resolve the submit batch so the start record echoes what runs. The default keeps every
+    // slot busy: iodepth means that many ops in flight, as in fio and rados bench, so a
+    // study's points and a peer comparison measure the same queue depth. Bursts are opt-in.
     if s.load.rate.is_none() && s.load.submit_batch.is_none() {
-        let jobs = s.rbd.as_ref().map_or(1, |r| r.images.len() as u64 * r.numjobs as u64);
-        s.load.submit_batch = Some(((jobs * s.load.iodepth as u64) / 4).clamp(1, u32::MAX as u64) as u32);
+        s.load.submit_batch = Some(1);
     }
     Ok(())
 }
@@ -449,7 +450,7 @@ mod tests {
         assert_eq!(r.op_size, Some(4096));
         assert!(r.prefix.unwrap().starts_with("fathom."));
         assert_eq!(s.load.iodepth, 16);
-        assert_eq!(s.load.submit_batch, Some(4));
+        assert_eq!(s.load.submit_batch, Some(1));
         assert_eq!(s.stall_timeout_s, 60.0);
         assert_eq!(s.op_timeout_s, Some(30.0));
     }
