@@ -33,6 +33,14 @@ def run_fathom(*args: str, check: bool = False, timeout: float = 600, env: dict 
 
 
 @pytest.fixture(scope="session")
+def engine_ready() -> Path:
+    """The fathom-engine binary. `make test` builds it, so a missing one is a failure, never a skip."""
+    from fathom.engines.fathom_engine import engine_path
+
+    return engine_path()
+
+
+@pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory):
     """A running one-OSD local cluster shared by the session."""
     root = tmp_path_factory.mktemp("ceph") / "cluster"

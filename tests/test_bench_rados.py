@@ -15,16 +15,6 @@ from fathom.cluster.local import free_port
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture(scope="module")
-def engine_ready():
-    from fathom.engines.fathom_engine import engine_path
-
-    try:
-        engine_path()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"fathom-engine is not built: {exc}")
-
-
 def bench(cluster, db: Path, *args: str, timeout: float = 180):
     return run_fathom("bench", "rados", "--conf", str(cluster.conf_path), "--keyring", str(cluster.keyring_path),
                       "--db", str(db), *args, timeout=timeout)

@@ -14,13 +14,7 @@ pytestmark = pytest.mark.cluster
 
 
 @pytest.fixture(scope="module")
-def image(ceph, rbd_pool):
-    from fathom.engines.fathom_engine import engine_path
-
-    try:
-        engine_path()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"fathom-engine is not built: {exc}")
+def image(ceph, rbd_pool, engine_ready):
     name = "fathom-bench-rbd-test"
     ceph.rbd("create", f"{rbd_pool}/{name}", "--size", "64M", fmt_json=False)
     yield name

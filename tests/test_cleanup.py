@@ -12,16 +12,6 @@ from conftest import FATHOM, run_fathom
 pytestmark = pytest.mark.cluster
 
 
-@pytest.fixture(scope="module")
-def engine_ready():
-    from fathom.engines.fathom_engine import engine_path
-
-    try:
-        engine_path()
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"fathom-engine is not built: {exc}")
-
-
 def conn_args(cluster) -> list[str]:
     return ["--conf", str(cluster.conf_path), "--keyring", str(cluster.keyring_path)]
 
