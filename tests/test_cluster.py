@@ -205,20 +205,27 @@ def test_bad_prep_values_are_usage_errors(ceph: Ceph) -> None:
 
 def test_health_gate_holds_on_unsettled_pgs_and_passes_after(ceph: Ceph) -> None:
     prep = Prep(ceph)
-    # size 2 on one OSD: PGs stay undersized, so the gate must hold and say why
-    prep.pool("fathom-gate", pg_num=16, size=2, min_size=1, application="rados")
-    held = gate(ceph, timeout=3, poll=0.5)
-    assert not held.ok
-    assert "undersized" in held.reason or "not settled" in held.reason
-    assert held.waited_s >= 3
-    with pytest.raises(ClusterError, match="not clean after"):
-        gate(ceph, timeout=1, poll=0.5, require=True)
-    ceph.ceph("osd", "pool", "set", "fathom-gate", "size", "1", "--yes-i-really-mean-it", fmt_json=False)
-    passed = gate(ceph, timeout=120, poll=0.5)
-    assert passed.ok, passed.reason
-    assert passed.pg_states and set(passed.pg_states) == {"active+clean"}
-    assert passed.to_dict()["ok"] is True
-    prep.cleanup()
+    try:
+        # size 2 on one OSD: PGs stay undersized, so the gate must hold and say why
+        prep.pool("fathom-gate", pg_num=16, size=2, min_size=1, application="rados")
+        deadline = time.monotonic() + 60
+        while "undersized" not in assess(ceph.ceph("status"))[1]:  # the mon has caught up with the resize
+            assert time.monotonic() < deadline, "PGs of a size-2 pool on one OSD never showed as undersized"
+            time.sleep(0.5)
+        held = gate(ceph, timeout=3, poll=0.5)
+        assert not held.ok
+        assert "undersized" in held.reason
+        assert held.waited_s >= 3
+        with pytest.raises(ClusterError, match="not clean after"):
+            gate(ceph, timeout=1, poll=0.5, require=True)
+        ceph.ceph("osd", "pool", "set", "fathom-gate", "size", "1", "--yes-i-really-mean-it", fmt_json=False)
+        passed = gate(ceph, timeout=120, poll=0.5, settle=2)
+        assert passed.ok, passed.reason
+        assert passed.waited_s >= 2  # clean readings must span the settle window
+        assert passed.pg_states and set(passed.pg_states) == {"active+clean"}
+        assert passed.to_dict()["ok"] is True
+    finally:
+        prep.cleanup()  # never leave an unclean pool for the tests after this one
 
 
 def test_gate_sees_a_newly_created_pool_peer() -> None:

@@ -67,11 +67,18 @@ def assess(status: dict[str, Any]) -> tuple[bool, str, dict[str, int], dict[str,
     return True, f"all {total} PGs active+clean, nothing recovering or scrubbing", states, checks
 
 
-def gate(ceph: Ceph, timeout: float = 300.0, poll: float = 1.0, require: bool = False) -> GateVerdict:
-    """Wait until the cluster is clean. With require=True, a timeout raises ClusterError."""
+def gate(ceph: Ceph, timeout: float = 300.0, poll: float = 1.0, require: bool = False,
+         settle: float = 2.0) -> GateVerdict:
+    """Wait until the cluster is clean and has stayed clean for `settle` seconds.
+
+    One clean reading is not enough: right after a pool is created or resized the
+    mon can still report the previous PG states, so the first reading may be stale.
+    With require=True, a timeout raises ClusterError.
+    """
     t0 = time.monotonic()
     last: tuple[bool, str, dict[str, int], dict[str, str]] = (False, "no status yet", {}, {})
     health = None
+    clean_since: float | None = None
     while True:
         try:
             st = ceph.ceph("status", timeout=30)
@@ -79,15 +86,20 @@ def gate(ceph: Ceph, timeout: float = 300.0, poll: float = 1.0, require: bool = 
             last = assess(st)
         except FathomError as exc:
             last = (False, f"cluster did not answer: {exc.message}", {}, {})
-        waited = time.monotonic() - t0
+        now = time.monotonic()
+        waited = now - t0
         if last[0]:
-            return GateVerdict(True, round(waited, 2), last[1], health, last[2], last[3])
+            clean_since = now if clean_since is None else clean_since
+            if now - clean_since >= settle:
+                return GateVerdict(True, round(waited, 2), last[1], health, last[2], last[3])
+        else:
+            clean_since = None
         if waited >= timeout:
-            verdict = GateVerdict(False, round(waited, 2), last[1], health, last[2], last[3])
+            reason = last[1] if not last[0] else f"clean for less than {settle:.0f} s: {last[1]}"
             if require:
                 raise ClusterError(
-                    f"health gate: cluster not clean after {timeout:.0f} s: {last[1]}",
+                    f"health gate: cluster not clean after {timeout:.0f} s: {reason}",
                     hint="check `ceph -s`; raise the gate timeout if the cluster is still settling",
                 )
-            return verdict
+            return GateVerdict(False, round(waited, 2), reason, health, last[2], last[3])
         time.sleep(poll)
