@@ -209,3 +209,15 @@ def test_compare_a_real_run_with_itself(quick_run):
     out = json.loads(p.stdout)
     assert {w["verdict"] for w in out["workloads"]} == {"equivalent"}
     assert all(w["ratio"] == pytest.approx(1.0) for w in out["workloads"])
+
+
+@pytest.mark.parametrize("lo, hi", [(0, 17373), (0, 15000), (0, 99.9), (1.5, 9.7), (0, 0.003), (-4, 31)])
+def test_axis_ticks_reach_the_data(lo, hi):
+    """The last tick is the axis end: a curve must never run past it (it did at 17,373 IOPS on a 15k axis)."""
+    from fathom.report.svg import linear_ticks
+
+    ticks = linear_ticks(lo, hi)
+    assert ticks[0] <= lo and ticks[-1] >= hi
+    assert ticks[-2] < hi  # and no empty step beyond the data
+    steps = {round(b - a, 9) for a, b in zip(ticks, ticks[1:])}
+    assert len(steps) == 1

@@ -65,11 +65,9 @@ def linear_ticks(lo: float, hi: float, target: int = 5) -> list[float]:
         hi = lo + (abs(lo) or 1.0)
     step = nice_step(hi - lo, target)
     start = math.floor(lo / step) * step
-    ticks, t = [], start
-    while t <= hi + step * 0.5:
-        ticks.append(round(t, 10))
-        t += step
-    return ticks
+    # the last tick is the axis end, so it must reach the data: stop at the first tick >= hi
+    n = math.ceil((hi - start) / step - 1e-9)
+    return [round(start + i * step, 10) for i in range(n + 1)]
 
 
 def log_ticks(lo: float, hi: float) -> list[float]:
