@@ -174,6 +174,8 @@ def main() -> int:
             })
     finally:
         cluster.down()
+        if not args.dir:
+            root.parent.rmdir()  # the empty temporary directory made above
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(rows, indent=1) + "\n")
     print("| case | peer | fathom IOPS | peer IOPS | IOPS ratio | fathom CPU µs/op | peer CPU µs/op | CPU ratio |")

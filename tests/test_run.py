@@ -216,6 +216,8 @@ def test_resume_stops_the_cluster_a_killed_attempt_left(tmp_path):
     with Store(db) as st:
         run = st.run("latest")
         cdir = run.env["attempts"][0]["cluster_dir"]
+        workdir = run.env["attempts"][0]["workdir"]
+    assert Path(workdir).is_dir()  # the killed attempt's scratch directory, left behind
     pids = [int(p.read_text()) for p in (Path(cdir) / "run").glob("*.pid")]
     assert pids and any(os.path.exists(f"/proc/{p}") for p in pids)  # orphaned, still running
     p = run_fathom("run", "--resume", str(run.id), "--db", str(db), env=env_without_ceph(), cwd=tmp_path,
@@ -223,6 +225,7 @@ def test_resume_stops_the_cluster_a_killed_attempt_left(tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     assert f"stopping the disposable cluster an interrupted attempt left in {cdir}" in p.stderr
     assert not Path(cdir).exists()
+    assert not Path(workdir).exists()
     for pid in pids:
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
     with Store(db) as st:

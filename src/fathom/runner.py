@@ -134,6 +134,8 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     signal.signal(signal.SIGINT, signal.default_int_handler)
     cluster: LocalCluster | None = None
     workdir = Path(tempfile.mkdtemp(prefix=f"fathom-run{run_id}-"))
+    attempts[-1]["workdir"] = str(workdir)  # so a later --resume can remove it if this process is killed
+    store.merge_env(run_id, attempts=attempts)
     prep: Prep | None = None
     outcome = Outcome(run_id, "failed", skipped=len(points) - len(todo))
     contexts: dict[str, engines.PointContext] = {}
@@ -337,12 +339,16 @@ def _prepare(suite: spec.Suite, prep: Prep, attached: bool, run_tag: str, say: A
 
 
 def _stop_abandoned_clusters(attempts: list[dict[str, Any]], say: Any) -> None:
-    """A killed attempt cannot stop its disposable cluster; the next attempt does, by its recorded dir."""
+    """A killed attempt cannot clean up; the next attempt stops its disposable cluster and removes
+    its scratch directory (engine specs, client conf), both found by the paths it recorded."""
     for a in attempts:
         d = a.get("cluster_dir")
         if d and LocalCluster(d).exists():
             say(f"stopping the disposable cluster an interrupted attempt left in {d}")
             LocalCluster(d).down()
+        w = a.get("workdir")
+        if w and Path(w).name.startswith("fathom-run") and Path(w).is_dir():
+            shutil.rmtree(w, ignore_errors=True)
 
 
 def _remove_leftovers(store: Store, run_id: int, ceph: Any, say: Any) -> None:
