@@ -17,7 +17,7 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from fathom.bench import output as fmt
 from fathom.bench.engine import EngineOutcome, connect_failure, run_engine, spec_connection
@@ -127,6 +127,15 @@ def unreachable(conn: Connection, timeout: float, detail: str) -> ClusterError:
         f"within {timeout:g} s" + (f": {detail}" if detail else ""),
         hint="check that the mons are running and reachable, and the --conf/--id/--keyring you gave",
     )
+
+
+def stall_error(fatal: dict[str, Any], conn: Connection, stall_timeout: float) -> tuple["StallError", str]:
+    """The error for an engine `stall` record, with the cluster's health asked at that moment."""
+    health = cluster_state(conn)
+    return StallError(f"ops stopped completing: {fatal.get('message')}; stopped after --stall-timeout "
+                      f"{stall_timeout:g} s. Cluster health: {health}",
+                      hint="free space or raise the pool quota, unpause the cluster (ceph osd unpause), "
+                           "or check the OSDs; see `ceph health detail`"), health
 
 
 def cluster_state(conn: Connection, timeout: float = 10.0) -> str:
@@ -282,11 +291,7 @@ def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.Rad
     if fatal:
         status = "failed"
         if fatal.get("kind") == "stall":
-            health = cluster_state(conn)
-            error = StallError(f"ops stopped completing: {fatal.get('message')}; stopped after "
-                               f"--stall-timeout {r.stall_timeout:g} s. Cluster health: {health}",
-                               hint="free space or raise the pool quota, unpause the cluster "
-                                    "(ceph osd unpause), or check the OSDs; see `ceph health detail`")
+            error, health = stall_error(fatal, conn, r.stall_timeout)
         else:
             if fatal.get("kind") in ("ENOSPC", "EDQUOT", "ETIMEDOUT"):
                 health = cluster_state(conn)

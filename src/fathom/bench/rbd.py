@@ -15,7 +15,7 @@ from typing import Any
 
 from fathom.bench import output as fmt
 from fathom.bench.engine import EngineOutcome, connect_failure, run_engine, spec_connection
-from fathom.bench.rados import Out, StallError, _check_db, cluster_state, dump_json, pool_missing
+from fathom.bench.rados import Out, _check_db, dump_json, pool_missing, stall_error
 from fathom.cluster.ceph import Connection
 from fathom.errors import FathomError, UsageError
 from fathom.units import parse_size, positive_int
@@ -126,10 +126,7 @@ def finish(outcome: EngineOutcome, conn: Connection, out: Out, table: fmt.RbdTab
     if fatal:
         status = "failed"
         if fatal.get("kind") == "stall":
-            health = cluster_state(conn)
-            error = StallError(f"ops stopped completing: {fatal.get('message')}; stopped after --stall-timeout "
-                               f"{a.stall_timeout:g} s. Cluster health: {health}",
-                               hint="free space or raise the pool quota, unpause the cluster, or check the OSDs")
+            error, health = stall_error(fatal, conn, a.stall_timeout)
         else:
             error = FathomError(f"the bench stopped: {fatal.get('message')}", exit_code=3)
     elif outcome.rc != 0 or outcome.summary is None:
