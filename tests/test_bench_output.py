@@ -223,16 +223,18 @@ def test_run_names_and_object_patterns_never_overlap():
 def test_rados_specs():
     conn = Connection(conf="/c.conf", name="client.admin", keyring="/k")
     w = build_spec(RadosArgs(pool="p", seconds=10, mode="write", op_size=4096, object_size=16384, max_objects=5),
-                   conn, "fathom_bench.x", None)
+                   conn, "fathom_bench.x")
     assert w["rados"] == {"op": "write", "pattern": "seq", "prefix": "fathom_bench.x", "object_size": 16384,
-                          "op_size": 4096, "objects": 5}
+                          "op_size": 4096, "objects": 5, "alloc_hint": True}
     assert w["load"] == {"iodepth": 16, "duration_s": 10.0, "ops": 20}
     assert w["connection"]["keyring"] == "/k" and w["stall_timeout_s"] == 60.0
-    s = build_spec(RadosArgs(pool="p", seconds=10, mode="seq"), conn, "fathom_bench.x",
-                   {"fathom_meta": 1, "objects": 7, "object_size": 8192, "op_size": 4096})
-    assert s["rados"] == {"op": "read", "pattern": "seq", "prefix": "fathom_bench.x"} and s["load"]["ops"] == 14
-    r = build_spec(RadosArgs(pool="p", seconds=10, mode="rand"), conn, "fathom_bench.x", {"objects": 7})
-    assert r["rados"]["pattern"] == "rand" and "ops" not in r["load"]
+    nh = build_spec(RadosArgs(pool="p", seconds=10, mode="write", hints=False), conn, "fathom_bench.x")
+    assert nh["rados"]["alloc_hint"] is False and "ops" not in nh["load"]
+    s = build_spec(RadosArgs(pool="p", seconds=10, mode="seq"), conn, "fathom_bench.x")
+    assert s["rados"] == {"op": "read", "pattern": "seq", "prefix": "fathom_bench.x", "once": True}
+    assert s["load"] == {"iodepth": 16, "duration_s": 10.0}
+    r = build_spec(RadosArgs(pool="p", seconds=10, mode="rand"), conn, "fathom_bench.x")
+    assert r["rados"]["pattern"] == "rand" and r["rados"]["once"] is False and "ops" not in r["load"]
 
 
 def test_rbd_specs():
@@ -243,6 +245,9 @@ def test_rbd_specs():
     conn = Connection(conf="/c.conf")
     seq = rbd_spec(conn, "p", "i", "write", "seq", 4096, 16, 1 << 30, 50, 60.0, 10.0)
     assert seq["rbd"]["numjobs"] == 16 and seq["load"] == {"iodepth": 1, "bytes": 1 << 30}
+    assert "options" not in seq["connection"]  # the engine's default: rbd_cache off
+    cached = rbd_spec(conn, "p", "i", "read", "seq", 4096, 16, 1 << 20, 50, 60.0, 10.0, rbd_cache=True)
+    assert cached["connection"]["options"] == {"rbd_cache": "true"}
     full = rbd_spec(conn, "p", "i", "read", "full-seq", 4096, 8, 1 << 20, 50, 60.0, 10.0)
     assert full["rbd"]["numjobs"] == 1 and full["load"]["iodepth"] == 8 and full["rbd"]["rw"] == "read"
 

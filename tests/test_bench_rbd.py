@@ -51,7 +51,8 @@ def test_rbd_write_then_read_like_rbd_bench(cluster, rbd_pool, image, tmp_path):
     assert doc["read"]["latency"]["p99"] > 0 and doc["latency_percentiles"]["p50"] > 0
     assert isinstance(doc["datas"], list)
 
-    s = rbd(cluster, db, f"{rbd_pool}/{image}", "--io-type", "read", "--io-total", "4M", "--format", "json")
+    s = rbd(cluster, db, f"{rbd_pool}/{image}", "--io-type", "read", "--io-total", "4M", "--format", "json",
+            "--rbd-cache")
     assert s.returncode == 0, s.stderr
     assert json.loads(s.stdout)["read"]["ops"] == 1024
     with sqlite3.connect(db) as con:

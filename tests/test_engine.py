@@ -330,6 +330,58 @@ def test_in_flight_ops_time_out_and_are_abandoned_safely(engine, cluster, rados_
     assert "6 ops in flight" in str(ei.value)
 
 
+@pytest.mark.cluster
+def test_metadata_op_on_a_paused_cluster_is_bounded(engine, cluster, rados_pool):
+    """The .meta read (and write) goes through aio with a deadline: on a paused (or full) cluster
+    the engine names the cause and exits 3 instead of blocking forever."""
+    pfx = prefix()
+    fe.run_point(rados_spec(cluster, rados_pool, pfx, rados={"object_size": 4096}, load={"ops": 8}), timeout=60)
+    tool(cluster, "ceph", "osd", "pause")
+    try:
+        t = time.monotonic()
+        with pytest.raises(fe.EngineError) as ei:
+            fe.run_point(rados_spec(cluster, rados_pool, pfx, op="read", load={"duration_s": 2},
+                                    stall_timeout_s=2), timeout=60)
+        assert time.monotonic() - t < 20
+    finally:
+        tool(cluster, "ceph", "osd", "unpause")
+    msg = str(ei.value)
+    assert ei.value.kind == "ETIMEDOUT" and ei.value.run.exit_code == 3
+    assert f"{pfx}.meta" in msg and "within 2" in msg and "full or paused" in msg
+
+
+@pytest.mark.cluster
+def test_sigterm_stops_the_run_with_a_summary(engine, cluster, rados_pool):
+    """SIGTERM mid-run: in-flight ops drain, the summary covers what ran, the metadata is
+    written (so the objects can be read back or cleaned up), exit 128+15."""
+    pfx = prefix()
+    spec = rados_spec(cluster, rados_pool, pfx, rados={"object_size": 4096}, load={"duration_s": 60})
+    env = {k: v for k, v in os.environ.items() if k != "CEPH_ARGS"}
+    p = subprocess.Popen([str(engine)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        p.stdin.write(json.dumps(spec))
+        p.stdin.close()
+        records = []
+        for line in p.stdout:
+            records.append(json.loads(line))
+            if records[-1]["type"] == "interval":
+                break
+        t = time.monotonic()
+        p.send_signal(15)
+        records += [json.loads(ln) for ln in p.stdout]
+        assert p.wait(30) == 128 + 15
+        assert time.monotonic() - t < 10
+    finally:
+        if p.poll() is None:
+            p.kill()
+    summary = next(r for r in records if r["type"] == "summary")
+    assert summary["stopped_early"] is True and summary["stop_reason"] == "interrupted by SIGTERM"
+    assert summary["in_flight_abandoned"] == 0 and summary["measured_s"] < 30
+    assert summary["ops"]["write"]["ops"] == summary["objects"]["count"] > 0
+    assert records[-1]["type"] == "error" and records[-1]["kind"] == "interrupted" and not records[-1]["fatal"]
+    tool(cluster, "rados", "-p", rados_pool, "stat", f"{pfx}.meta")
+
+
 # ---- agreement with the peers (short runs, ±25%) ---------------------------------------
 
 def _rados_bench(cluster, pool: str, secs: int, qd: int) -> tuple[float, float]:

@@ -77,6 +77,8 @@ pub struct Engine<'a> {
     pub stop_reason: Option<String>,
     /// The first op error when on_error=stop: (errno name, sentence).
     pub stop_error: Option<(String, String)>,
+    /// SIGTERM/SIGINT asked the run to stop (see interrupt.rs).
+    pub interrupted: Option<i32>,
     // Phase state (monotonic ns).
     pub phase_start: u64,
     pub ramp_end: u64,
@@ -116,6 +118,7 @@ impl<'a> Engine<'a> {
             stopped_early: false,
             stop_reason: None,
             stop_error: None,
+            interrupted: None,
             phase_start: 0,
             ramp_end: 0,
             measured_end: 0,
@@ -357,7 +360,14 @@ impl<'a> Engine<'a> {
     }
 
     fn check_stop(&mut self, now: u64) {
-        if self.stop_error.is_some() || self.ph.end.is_some_and(|e| now >= e) {
+        if let Some(sig) = crate::interrupt::pending()
+            && self.interrupted.is_none()
+        {
+            self.interrupted = Some(sig);
+            self.stopped_early = true;
+            self.stop_reason = Some(format!("interrupted by {}", crate::interrupt::name(sig)));
+        }
+        if self.stop_error.is_some() || self.interrupted.is_some() || self.ph.end.is_some_and(|e| now >= e) {
             if !self.ph.stopping {
                 self.stop_at = Some(now.min(self.ph.end.unwrap_or(now)));
             }

@@ -11,6 +11,7 @@ pub type rados_ioctx_t = *mut c_void;
 pub type rados_completion_t = *mut c_void;
 pub type rados_callback_t = Option<unsafe extern "C" fn(cb: rados_completion_t, arg: *mut c_void)>;
 pub type rbd_image_t = *mut c_void;
+pub type rados_write_op_t = *mut c_void;
 pub type rbd_completion_t = *mut c_void;
 pub type rbd_callback_t = Option<unsafe extern "C" fn(cb: rbd_completion_t, arg: *mut c_void)>;
 
@@ -58,11 +59,21 @@ unsafe extern "C" {
     ) -> c_int;
     pub fn rados_aio_remove(io: rados_ioctx_t, oid: *const c_char, completion: rados_completion_t) -> c_int;
     pub fn rados_aio_get_return_value(c: rados_completion_t) -> c_int;
+    pub fn rados_aio_is_complete(c: rados_completion_t) -> c_int;
     pub fn rados_aio_release(c: rados_completion_t);
 
-    pub fn rados_write_full(io: rados_ioctx_t, oid: *const c_char, buf: *const c_char, len: usize) -> c_int;
-    pub fn rados_read(io: rados_ioctx_t, oid: *const c_char, buf: *mut c_char, len: usize, off: u64) -> c_int;
-    pub fn rados_remove(io: rados_ioctx_t, oid: *const c_char) -> c_int;
+    pub fn rados_create_write_op() -> rados_write_op_t;
+    pub fn rados_release_write_op(op: rados_write_op_t);
+    pub fn rados_write_op_set_alloc_hint2(op: rados_write_op_t, expected_object_size: u64, expected_write_size: u64, flags: u32);
+    pub fn rados_write_op_write(op: rados_write_op_t, buffer: *const c_char, len: usize, offset: u64);
+    pub fn rados_aio_write_op_operate(
+        op: rados_write_op_t,
+        io: rados_ioctx_t,
+        completion: rados_completion_t,
+        oid: *const c_char,
+        mtime: *mut libc::time_t,
+        flags: c_int,
+    ) -> c_int;
 
     pub fn rbd_open(io: rados_ioctx_t, name: *const c_char, image: *mut rbd_image_t, snap_name: *const c_char) -> c_int;
     pub fn rbd_close(image: rbd_image_t) -> c_int;

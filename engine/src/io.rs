@@ -9,7 +9,8 @@
 
 use crate::clock::mono_ns;
 use std::ffi::c_void;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 
 /// Completed slot indices, pushed from library threads, drained in batches
@@ -98,6 +99,27 @@ impl CompletionQueue {
 
 static FAST_PATH: std::sync::atomic::AtomicPtr<()> = std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
 
+static BATCH_CALLBACKS: AtomicBool = AtomicBool::new(false);
+
+/// Run completion callbacks at SCHED_BATCH (see spec::CallbackSched).
+pub fn set_batch_callbacks(on: bool) {
+    BATCH_CALLBACKS.store(on, Ordering::Relaxed);
+}
+
+thread_local!(static SCHED_SET: Cell<bool> = const { Cell::new(false) });
+
+/// Once per library thread, on its first callback: the library creates its
+/// threads itself, so this is the first moment the engine runs on them.
+#[inline]
+fn sched_callback_thread() {
+    if SCHED_SET.with(|c| c.replace(true)) || !BATCH_CALLBACKS.load(Ordering::Relaxed) {
+        return;
+    }
+    let p = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread; failure leaves the policy as it was.
+    unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &p) };
+}
+
 /// Install the completion fast path (see Done::complete).
 pub fn set_fast_path(f: fn(u32) -> bool) {
     FAST_PATH.store(f as *mut (), Ordering::Release);
@@ -119,6 +141,7 @@ impl Done {
     #[inline]
     pub fn complete(&self) {
         self.end_ns.store(mono_ns(), Ordering::Relaxed);
+        sched_callback_thread();
         let fp = FAST_PATH.load(Ordering::Acquire);
         if !fp.is_null() {
             // SAFETY: only ever set from a `fn(u32) -> bool` in set_fast_path.

@@ -6,6 +6,7 @@ mod clock;
 mod engine;
 mod errno;
 mod ffi;
+mod interrupt;
 mod io;
 mod out;
 mod rate;
@@ -28,7 +29,8 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 const USAGE: &str = "usage: fathom-engine [SPEC.json | -]\n\
 Runs one point described by a JSON spec (a file, or stdin when absent or '-')\n\
 and writes JSON lines to stdout: start, interval (one per second), summary.\n\
-Exit codes: 0 ok, 2 invalid spec, 3 Ceph error / stall / stopped on error, 5 verify mismatch.\n\
+Exit codes: 0 ok, 2 invalid spec, 3 Ceph error / stall / stopped on error, 5 verify mismatch,\n\
+128+N stopped by signal N (SIGTERM, SIGINT; the summary is still written).\n\
 Protocol: see engine/PROTOCOL.md.";
 
 fn main() {
@@ -59,6 +61,8 @@ fn main() {
             std::process::exit(2);
         }
     };
+    interrupt::install();
+    io::set_batch_callbacks(spec.callback_sched == spec::CallbackSched::Batch);
     let code = match run(&spec) {
         Ok(code) => code,
         Err(f) => {
@@ -119,6 +123,7 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
             &spec.pool,
             spec.rados.as_ref().expect("validated"),
             time_bounded,
+            spec.stall_timeout_s,
         )?),
         TargetKind::Rbd => {
             Box::new(target::rbd::Rbd::open(&cluster, &spec.pool, spec.rbd.as_ref().expect("validated"))?)
@@ -151,6 +156,9 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
             return Err(stall(in_flight, waited_s, "prefill"));
         }
         let e = sh.lock();
+        if let Some(sig) = e.interrupted {
+            return Err(Fatal { kind: "interrupted".into(), message: format!("interrupted by {} during the prefill", interrupt::name(sig)), code: 128 + sig });
+        }
         if let Some((kind, msg)) = e.stop_error.clone() {
             return Err(Fatal { kind, message: format!("prefill: {msg}"), code: 3 });
         }
@@ -178,6 +186,14 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
             if let Some((kind, msg)) = eng.stop_error.clone() {
                 trailer = Some((kind, msg, true));
                 code = 3;
+            } else if let Some(sig) = eng.interrupted {
+                // The summary covers what ran; the exit status says it was cut short.
+                trailer = Some((
+                    "interrupted".into(),
+                    format!("interrupted by {} after {measured_s:.1} s of measurement", interrupt::name(sig)),
+                    false,
+                ));
+                code = 128 + sig;
             }
         }
     }

@@ -35,6 +35,21 @@ pub struct Spec {
     pub seed: u64,
     #[serde(default = "one")]
     pub interval_s: f64,
+    /// Scheduling policy of the library threads that run completion callbacks.
+    #[serde(default)]
+    pub callback_sched: CallbackSched,
+}
+
+/// `batch` (default): SCHED_BATCH, so a woken callback thread does not
+/// preempt the messenger thread that is still reading replies; the
+/// messenger finishes its burst, then the callbacks run together. `normal`
+/// leaves the library's threads as they are. See PROTOCOL.md.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum CallbackSched {
+    #[default]
+    Batch,
+    Normal,
 }
 
 fn protocol() -> u32 {
@@ -152,6 +167,13 @@ pub struct RadosSpec {
     /// Write every object of the set in full before the measured run (not measured).
     #[serde(default)]
     pub prefill: bool,
+    /// Writes carry an allocation hint (expected object and write size,
+    /// sequential/append-only/immutable), as rados bench's writes do.
+    #[serde(default)]
+    pub alloc_hint: bool,
+    /// Seq reads: one pass over the set, even when time-bounded (rados bench seq).
+    #[serde(default)]
+    pub once: bool,
 }
 
 // fio's names, `rw` included.
@@ -366,6 +388,9 @@ pub fn validate(s: &mut Spec) -> Result<(), String> {
                     if r.prefix.is_none() {
                         r.prefix = Some(default_prefix());
                     }
+                    if r.once {
+                        return Err("rados.once applies to seq reads only".into());
+                    }
                 }
                 RadosOp::Read | RadosOp::Remove => {
                     if r.prefix.is_none() {
@@ -376,6 +401,12 @@ pub fn validate(s: &mut Spec) -> Result<(), String> {
                     }
                     if r.prefill {
                         return Err("rados.prefill applies to writes only".into());
+                    }
+                    if r.alloc_hint {
+                        return Err("rados.alloc_hint applies to writes only".into());
+                    }
+                    if r.once && (r.op != RadosOp::Read || r.pattern != Pattern::Seq) {
+                        return Err("rados.once applies to seq reads only".into());
                     }
                     if r.op == RadosOp::Remove && r.pattern == Pattern::Rand {
                         return Err("rados remove is sequential only".into());
@@ -479,6 +510,23 @@ mod tests {
         assert!(e.contains("ramp_s"), "{e}");
         let e = parse(r#"{"target":"nfs","pool":"p"}"#).unwrap_err();
         assert!(e.contains("nfs"), "{e}");
+    }
+
+    #[test]
+    fn once_and_alloc_hint_belong_to_their_ops() {
+        let read = |extra: &str| format!(r#"{{"target":"rados","pool":"p","rados":{{"op":"read","prefix":"x"{extra}}},"load":{{"duration_s":1}}}}"#);
+        assert!(parse(&read(r#","once":true"#)).unwrap().rados.unwrap().once);
+        let e = parse(&read(r#","once":true,"pattern":"rand""#)).unwrap_err();
+        assert!(e.contains("once"), "{e}");
+        let e = parse(&read(r#","alloc_hint":true"#)).unwrap_err();
+        assert!(e.contains("alloc_hint"), "{e}");
+        let w = parse(r#"{"target":"rados","pool":"p","rados":{"op":"write","object_size":4096,"alloc_hint":true},"load":{"duration_s":1}}"#).unwrap();
+        assert!(w.rados.unwrap().alloc_hint);
+        let e = parse(r#"{"target":"rados","pool":"p","rados":{"op":"write","object_size":4096,"once":true},"load":{"duration_s":1}}"#).unwrap_err();
+        assert!(e.contains("once"), "{e}");
+        assert_eq!(parse(&rados("")).unwrap().callback_sched, CallbackSched::Batch);
+        let e = parse(&rados(r#","callback_sched":"fifo""#)).unwrap_err();
+        assert!(e.contains("callback_sched") || e.contains("fifo"), "{e}");
     }
 
     #[test]

@@ -31,6 +31,9 @@ pub struct Rados {
     /// Highest object index written successfully, plus one.
     written: u64,
     removed: u64,
+    alloc_hint: bool,
+    /// How long a metadata op may take: a full or paused cluster blocks it forever.
+    meta_timeout_s: f64,
 }
 
 unsafe extern "C" fn on_complete(_c: rados_completion_t, arg: *mut c_void) {
@@ -38,12 +41,16 @@ unsafe extern "C" fn on_complete(_c: rados_completion_t, arg: *mut c_void) {
     unsafe { (*(arg as *const crate::io::Done)).complete() }
 }
 
+/// librados' ALLOC_HINT_FLAG_{SEQUENTIAL_WRITE, SEQUENTIAL_READ, APPEND_ONLY,
+/// IMMUTABLE}: what rados bench sends with each write.
+const HINT_FLAGS: u32 = 1 | 4 | 16 | 32;
+
 fn meta_name(prefix: &str) -> CString {
     CString::new(format!("{prefix}.meta")).expect("prefix has no NUL")
 }
 
 impl Rados {
-    pub fn open(cl: &Cluster, pool: &str, r: &RadosSpec, time_bounded: bool) -> Result<Self, Fatal> {
+    pub fn open(cl: &Cluster, pool: &str, r: &RadosSpec, time_bounded: bool, meta_timeout_s: f64) -> Result<Self, Fatal> {
         let io = crate::ceph::ioctx(cl, pool)?;
         let prefix = r.prefix.clone().expect("validated: prefix set");
         let mut t = Rados {
@@ -62,6 +69,8 @@ impl Rados {
             in_prefill: false,
             written: 0,
             removed: 0,
+            alloc_hint: r.alloc_hint,
+            meta_timeout_s,
         };
         if r.op != RadosOp::Write {
             let meta = t.read_meta()?;
@@ -83,7 +92,7 @@ impl Rados {
                 )));
             }
             // Reads bounded by time/ops/bytes revisit the set; otherwise one pass. Remove: one pass.
-            t.wrap = r.op == RadosOp::Read && time_bounded;
+            t.wrap = r.op == RadosOp::Read && time_bounded && !r.once;
         }
         t.chunks = t.object_size / t.op_size;
         Ok(t)
@@ -91,9 +100,10 @@ impl Rados {
 
     fn read_meta(&self) -> Result<Value, Fatal> {
         let name = meta_name(&self.prefix);
-        let mut buf = vec![0u8; 65536];
-        // SAFETY: valid ioctx, name and buffer.
-        let r = unsafe { rados_read(self.io, name.as_ptr(), buf.as_mut_ptr() as *mut c_char, buf.len(), 0) };
+        let buf: &'static mut [u8] = Box::leak(vec![0u8; 65536].into_boxed_slice());
+        let (ptr, len) = (buf.as_mut_ptr() as *mut c_char, buf.len());
+        // SAFETY: valid ioctx; the buffer is leaked, so it outlives the op (see bounded).
+        let r = self.bounded(|c| unsafe { rados_aio_read(self.io, name.as_ptr(), c, ptr, len, 0) });
         if r == -libc::ENOENT {
             return Err(Fatal::ceph(
                 r,
@@ -103,14 +113,55 @@ impl Rados {
                 ),
             ));
         }
-        if r < 0 {
-            return Err(Fatal::ceph(r, format!("cannot read {}.meta: {}", self.prefix, crate::errno::describe(r))));
-        }
+        self.sync("reading", r)?;
         serde_json::from_slice(&buf[..r as usize])
             .map_err(|e| Fatal::ceph(-libc::EINVAL, format!("{}.meta is not fathom metadata: {e}", self.prefix)))
     }
 
+    /// One metadata op through aio, waited for at most `meta_timeout_s`: a
+    /// plain synchronous call would block forever on a full or paused
+    /// cluster. Returns the op's result, or -ETIMEDOUT; then the completion
+    /// stays with the library (librados copies the name and written data at
+    /// issue; a read buffer must be leaked by the caller).
+    fn bounded(&self, issue: impl FnOnce(rados_completion_t) -> i32) -> i32 {
+        let mut c: rados_completion_t = std::ptr::null_mut();
+        // SAFETY: a completion without callback, released once when complete.
+        unsafe {
+            let r = rados_aio_create_completion2(std::ptr::null_mut(), None, &mut c);
+            if r < 0 {
+                return r;
+            }
+            let r = issue(c);
+            if r < 0 {
+                rados_aio_release(c);
+                return r;
+            }
+            let deadline = crate::clock::mono_ns() + (self.meta_timeout_s * 1e9) as u64;
+            let mut nap = 100u64;
+            while rados_aio_is_complete(c) == 0 {
+                if crate::clock::mono_ns() >= deadline {
+                    return -libc::ETIMEDOUT;
+                }
+                std::thread::sleep(std::time::Duration::from_micros(nap));
+                nap = (nap * 2).min(20_000);
+            }
+            let r = rados_aio_get_return_value(c);
+            rados_aio_release(c);
+            r
+        }
+    }
+
     fn sync(&self, what: &str, r: i32) -> Result<(), Fatal> {
+        if r == -libc::ETIMEDOUT {
+            return Err(Fatal::ceph(
+                r,
+                format!(
+                    "{what} {}.meta in pool {} did not finish within {} s: is the cluster full or paused? \
+                     (see `ceph health detail`)",
+                    self.prefix, self.pool, self.meta_timeout_s
+                ),
+            ));
+        }
         if r < 0 {
             return Err(Fatal::ceph(r, format!("{what} {}.meta failed: {}", self.prefix, crate::errno::describe(r))));
         }
@@ -200,6 +251,20 @@ impl Target for Rados {
             let oid = s.name.as_ptr() as *const c_char;
             let buf = s.buf.as_mut_ptr() as *mut c_char;
             let r = match s.kind {
+                OpKind::Write if self.alloc_hint => {
+                    // rados bench's write: [set-alloc-hint, write] in one op.
+                    let op = rados_create_write_op();
+                    if op.is_null() {
+                        rados_aio_release(c);
+                        return Err(-libc::ENOMEM);
+                    }
+                    rados_write_op_set_alloc_hint2(op, self.object_size, self.op_size, HINT_FLAGS);
+                    rados_write_op_write(op, buf, s.len, s.offset);
+                    let r = rados_aio_write_op_operate(op, self.io, c, oid, std::ptr::null_mut(), 0);
+                    // The op's contents moved into the request: it can go now.
+                    rados_release_write_op(op);
+                    r
+                }
                 OpKind::Write if s.len as u64 == self.object_size => {
                     rados_aio_write_full(self.io, oid, c, buf, s.len)
                 }
@@ -254,8 +319,9 @@ impl Target for Rados {
                                "op_size": self.op_size, "prefix": self.prefix});
                 let text = m.to_string();
                 if count > 0 {
-                    // SAFETY: valid ioctx, name and buffer.
-                    let r = unsafe { rados_write_full(self.io, meta.as_ptr(), text.as_ptr() as *const c_char, text.len()) };
+                    let (ptr, len) = (text.as_ptr() as *const c_char, text.len());
+                    // SAFETY: valid ioctx, name and text; librados copies them at issue.
+                    let r = self.bounded(|c| unsafe { rados_aio_write_full(self.io, meta.as_ptr(), c, ptr, len) });
                     self.sync("writing", r)?;
                 }
                 Ok(vec![(
@@ -265,8 +331,8 @@ impl Target for Rados {
                 )])
             }
             RadosOp::Remove => {
-                // SAFETY: as above.
-                let r = unsafe { rados_remove(self.io, meta.as_ptr()) };
+                // SAFETY: valid ioctx and name, copied at issue.
+                let r = self.bounded(|c| unsafe { rados_aio_remove(self.io, meta.as_ptr(), c) });
                 if r != -libc::ENOENT {
                     self.sync("removing", r)?;
                 }

@@ -203,7 +203,7 @@ def parse_args(a: Any) -> RadosArgs:
                      hints=not a.no_hints, stall_timeout=stall, connect_timeout=float(a.connect_timeout), db=a.db)
 
 
-def build_spec(r: RadosArgs, conn: Connection, prefix: str, meta: dict[str, Any] | None) -> dict[str, Any]:
+def build_spec(r: RadosArgs, conn: Connection, prefix: str) -> dict[str, Any]:
     spec: dict[str, Any] = {
         "protocol": 1, "target": "rados", "pool": r.pool,
         "connection": spec_connection(conn, r.connect_timeout),
@@ -216,16 +216,14 @@ def build_spec(r: RadosArgs, conn: Connection, prefix: str, meta: dict[str, Any]
     if r.mode == "write":
         size = r.object_size or r.op_size
         rs: dict[str, Any] = {"op": "write", "pattern": "seq", "prefix": prefix, "object_size": size,
-                              "op_size": r.op_size}
+                              "op_size": r.op_size, "alloc_hint": r.hints}
         if r.max_objects:
             rs["objects"] = r.max_objects
             spec["load"]["ops"] = r.max_objects * (size // r.op_size)
     else:
-        rs = {"op": "read", "pattern": "seq" if r.mode == "seq" else "rand", "prefix": prefix}
-        if r.mode == "seq" and meta:
-            # rados bench reads the set once; the engine revisits it when time-bounded, so bound by count
-            chunks = max(1, int(meta.get("object_size", 1)) // max(1, int(meta.get("op_size", 1))))
-            spec["load"]["ops"] = max(1, int(meta.get("objects", 0)) * chunks)
+        # the engine reads the object set from <prefix>.meta; seq reads it once, like rados bench
+        rs = {"op": "read", "pattern": "seq" if r.mode == "seq" else "rand", "prefix": prefix,
+              "once": r.mode == "seq"}
     spec["rados"] = rs
     return spec
 
@@ -236,27 +234,17 @@ def run_bench(a: Any) -> int:
     prefix = object_prefix(r.run_name)
     out = Out(json_mode=r.format != "plain")
     _check_db(r.db)
-    meta = None
-    if r.mode != "write":
-        meta = read_meta(conn, r.pool, prefix, r.connect_timeout)
-        if meta is None:
-            raise FathomError(f"nothing to read: no fathom bench write with run name {r.run_name!r} "
-                              f"(objects {prefix}.*) in pool {r.pool!r}",
-                              hint=f"run `fathom bench rados -p {r.pool} SECONDS write --no-cleanup"
-                                   f"{'' if r.run_name == DEFAULT_RUN else ' --run-name ' + r.run_name}` first")
-    spec = build_spec(r, conn, prefix, meta)
+    spec = build_spec(r, conn, prefix)
     kind = "write" if r.mode == "write" else "read"
-    op_size = r.op_size if r.mode == "write" else int(meta.get("op_size") or 0)  # type: ignore[union-attr]
-    object_size = (r.object_size or r.op_size) if r.mode == "write" else int(meta.get("object_size") or 0)  # type: ignore[union-attr]
 
-    # rados bench's preamble, printed once the engine is connected; fathom-engine issues plain
-    # writes (no allocation hint op), hence hints = 0
-    preamble = ["hints = 0"]
+    # rados bench's preamble, printed once the engine is connected
+    preamble = [f"hints = {int(r.hints)}"]
     head = None
     if r.mode == "write":
-        head = {"concurrent_ios": r.concurrent, "object_size": object_size, "op_size": op_size,
+        object_size = r.object_size or r.op_size
+        head = {"concurrent_ios": r.concurrent, "object_size": object_size, "op_size": r.op_size,
                 "seconds_to_run": r.seconds, "max_objects": r.max_objects, "object_prefix": prefix}
-        preamble += fmt.rados_write_preamble(r.concurrent, op_size, object_size, r.seconds, r.max_objects, prefix)
+        preamble += fmt.rados_write_preamble(r.concurrent, r.op_size, object_size, r.seconds, r.max_objects, prefix)
     table = fmt.RadosTable(kind)
 
     def on_record(rec: dict[str, Any]) -> None:
@@ -274,6 +262,11 @@ def run_bench(a: Any) -> int:
             sys.stderr.write(f"fathom: the objects written so far stay in pool {r.pool}; remove them with "
                              f"`fathom cleanup -p {r.pool} --run-name {r.run_name}`\n")
         raise
+    if r.mode == "write":
+        op_size, object_size = r.op_size, r.object_size or r.op_size
+    else:  # what the write stage left, as the engine read it from the metadata object
+        objs = (outcome.summary or {}).get("objects") or {}
+        op_size, object_size = int(objs.get("op_size") or 0), int(objs.get("object_size") or 0)
     return finish(r, conn, prefix, out, table, outcome, head, op_size, object_size, spec)
 
 
@@ -354,7 +347,10 @@ def _early_error(fatal: dict[str, Any] | None, outcome: EngineOutcome, conn: Con
     if fatal.get("kind") == "ENOENT" and "does not exist" in msg and "pool" in msg:
         return pool_missing(r.pool)
     if fatal.get("kind") == "ENOENT" and "nothing to read" in msg:
-        return FathomError(f"nothing to read: {msg}")
+        return FathomError(f"nothing to read: no fathom bench write with run name {r.run_name!r} "
+                           f"(objects {object_prefix(r.run_name)}.*) in pool {r.pool!r}",
+                           hint=f"run `fathom bench rados -p {r.pool} SECONDS write --no-cleanup"
+                                f"{'' if r.run_name == DEFAULT_RUN else ' --run-name ' + r.run_name}` first")
     cf = connect_failure(fatal, conn, r.connect_timeout)
     if cf:
         return cf

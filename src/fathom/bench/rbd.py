@@ -47,11 +47,15 @@ def parse_image(spec: str, pool: str | None) -> tuple[str, str]:
 
 
 def build_spec(conn: Connection, pool: str, image: str, io_type: str, pattern: str, io_size: int,
-               threads: int, total: int, mix: int, stall: float, connect_timeout: float) -> dict[str, Any]:
+               threads: int, total: int, mix: int, stall: float, connect_timeout: float,
+               rbd_cache: bool = False) -> dict[str, Any]:
     numjobs, iodepth = (threads, 1) if pattern == "seq" else (1, threads)
+    connection = spec_connection(conn, connect_timeout)
+    if rbd_cache:  # the engine turns it off unless told otherwise
+        connection.setdefault("options", {})["rbd_cache"] = "true"
     return {
         "protocol": 1, "target": "rbd", "pool": pool,
-        "connection": spec_connection(conn, connect_timeout),
+        "connection": connection,
         "rbd": {"rw": engine_rw(io_type, pattern), "rwmixread": mix, "bs": io_size, "images": [image],
                 "numjobs": numjobs},
         "load": {"iodepth": iodepth, "bytes": total},
@@ -89,7 +93,8 @@ def run_bench(a: Any) -> int:
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
     _check_db(a.db)
     out = Out(json_mode=out_fmt != "plain")
-    spec = build_spec(conn, pool, image, io_type, pattern, io_size, threads, total, mix, stall, a.connect_timeout)
+    spec = build_spec(conn, pool, image, io_type, pattern, io_size, threads, total, mix, stall, a.connect_timeout,
+                      rbd_cache=a.rbd_cache)
     table = fmt.RbdTable()
     pre = fmt.rbd_preamble(io_type, io_size, threads, total, pattern, mix)
 
@@ -139,7 +144,8 @@ def finish(outcome: EngineOutcome, conn: Connection, out: Out, table: fmt.RbdTab
 
     params = {"target": "rbd", "rw": spec["rbd"]["rw"], "rwmixread": mix, "bs": io_size, "iodepth":
               spec["load"]["iodepth"], "numjobs": spec["rbd"]["numjobs"], "io_threads": threads, "io_total": total,
-              "io_pattern": pattern, "pool": pool, "image": image, "stall_timeout": a.stall_timeout}
+              "io_pattern": pattern, "pool": pool, "image": image, "stall_timeout": a.stall_timeout,
+              "rbd_cache": bool(a.rbd_cache)}
     run_id = None
     try:
         run_id = save_bench(a.db, f"bench-rbd-{io_type}-{pattern}-{image}", f"rbd-{io_type}-{pattern}", params,

@@ -49,7 +49,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--max-objects", default=0, metavar="N", help="write at most N objects")
     r.add_argument("-f", "--format", default="plain", metavar="plain|json|json-pretty", help="output format")
     r.add_argument("--no-hints", action="store_true",
-                   help="accepted for rados bench compatibility (fathom-engine issues no allocation hints)")
+                   help="plain writes, without the allocation hint rados bench (and by default fathom) sends with each write")
     _connection_args(r)
     _common_tail(r)
     r.set_defaults(func=_rados)
@@ -68,6 +68,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--io-pattern", default="seq", metavar="seq|rand|full-seq", help="IO pattern (default seq)")
     d.add_argument("--rw-mix-read", default="50", metavar="PERCENT", help="read share of readwrite (default 50)")
     d.add_argument("-f", "--format", default="plain", metavar="plain|json|json-pretty", help="output format")
+    d.add_argument("--rbd-cache", action="store_true",
+                   help="turn librbd's client cache on, as rbd bench has it with Ceph's defaults "
+                        "(default: off, so the cluster is measured rather than the client's memory)")
     _connection_args(d)
     _common_tail(d)
     d.set_defaults(func=_rbd)
