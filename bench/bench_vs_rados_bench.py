@@ -88,8 +88,13 @@ def one(tool: str, mode: str, pool: str, seconds: int, bs: str, threads: int, ru
     doc = first_json(out)
     ops = ops_of(doc, mode)
     t = float(doc["total_time_run"])
-    return {"tool": tool, "mode": mode, "ops": ops, "iops": ops / t, "time_s": t, "cpu_s": cpu, "wall_s": wall,
-            "cpu_us_per_op": cpu / ops * 1e6 if ops else float("nan")}
+    x = {"tool": tool, "mode": mode, "ops": ops, "iops": ops / t, "time_s": t, "cpu_s": cpu, "wall_s": wall,
+         "cpu_us_per_op": cpu / ops * 1e6 if ops else float("nan")}
+    if tool == "fathom":  # the orchestrator's share: the whole command minus the engine's own getrusage
+        e = (doc.get("fathom") or {}).get("engine_cpu_s") or {}
+        x["engine_cpu_s"] = float(e.get("user", 0)) + float(e.get("sys", 0))
+        x["orchestrator_cpu_s"] = cpu - x["engine_cpu_s"]
+    return x
 
 
 def cleanup(tool: str, pool: str, run_name: str, conf: str, env: dict[str, str]) -> None:
@@ -118,6 +123,9 @@ def summarize(results: list[dict]) -> list[dict]:
 
 
 def markdown(rows: list[dict], results: list[dict], args: argparse.Namespace, facts: dict) -> str:
+    fa = [x for x in results if x["tool"] == "fathom" and "orchestrator_cpu_s" in x]
+    orch_s = statistics.median(x["orchestrator_cpu_s"] for x in fa) if fa else float("nan")
+    orch_us = statistics.median(x["orchestrator_cpu_s"] / x["ops"] * 1e6 for x in fa if x["ops"]) if fa else float("nan")
     lines = [SECTION, "",
              f"Measured {time.strftime('%Y-%m-%d')} on {facts['host']} ({facts['cpus']} CPUs, {facts['ceph']}), "
              f"one local BlueStore OSD on a file, pool size 1, started fresh by the script; "
@@ -147,16 +155,14 @@ def markdown(rows: list[dict], results: list[dict], args: argparse.Namespace, fa
               "- seq stops after one pass over what the write left (both tools), so it runs shorter than the "
               "write; on this host client and OSD share the same CPUs, so IOPS also move with the client's CPU "
               "use and with anything else running.",
-              "- fathom's figure includes its fixed start-up cost (Python orchestrator, about 0.15 s of CPU per "
-              "command, with bytecode compiled once before measuring as an installed package has it), spread "
-              "over the run's ops.",
-              "- fathom bench rados writes with plain write ops; rados bench adds an allocation hint to each "
-              "write (its `hints = 1`).",
-              "- Where client CPU goes (perf record of 4K rand reads, both tools alike): about 55% in librados' "
-              "messenger thread (msgr-worker-0), 11% in its completion thread (io_context_pool) and 30% in the "
-              "issuing thread (rados, or fathom-engine: 3% in the engine's own code, the rest librados and the "
-              "kernel); over half of all client CPU is kernel time (futex wake-ups, TCP). CPU per op also falls "
-              "as IOPS rise (more completions per wake-up), so rounds at different IOPS differ.", ""]
+              f"- fathom's figure includes its Python orchestrator (start-up, reading the engine's records, "
+              f"printing, storing the run): the whole command's CPU minus the engine's own was "
+              f"{orch_s * 1e3:.0f} ms per command and {orch_us:.1f} us per op (medians over fathom's runs). "
+              "On longer runs this mostly fixed part shrinks per op.",
+              "- Both tools send an allocation hint with each write (rados bench's `hints = 1`; fathom's "
+              "`--no-hints` turns it off like rados bench's).",
+              "- Client CPU per op falls as IOPS rise (more completions per wake-up), so rounds at different "
+              "IOPS differ; engine/PROTOCOL.md and the section \"Engine vs peers\" say where the CPU goes.", ""]
     return "\n".join(lines)
 
 

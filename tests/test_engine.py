@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -380,6 +381,39 @@ def test_sigterm_stops_the_run_with_a_summary(engine, cluster, rados_pool):
     assert summary["ops"]["write"]["ops"] == summary["objects"]["count"] > 0
     assert records[-1]["type"] == "error" and records[-1]["kind"] == "interrupted" and not records[-1]["fatal"]
     tool(cluster, "rados", "-p", rados_pool, "stat", f"{pfx}.meta")
+
+
+@pytest.mark.cluster
+def test_engine_stops_when_its_parent_is_killed(engine, cluster, rados_pool, tmp_path):
+    """The engine sets its own parent-death signal: a SIGKILLed orchestrator leaves no load running."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps(rados_spec(cluster, rados_pool, prefix(), rados={"object_size": 4096},
+                                          load={"duration_s": 120})))
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys, time\n"
+         f"p = subprocess.Popen([{str(engine)!r}, {str(spec)!r}], stdout=subprocess.DEVNULL)\n"
+         "print(p.pid, flush=True)\ntime.sleep(600)"], stdout=subprocess.PIPE, text=True)
+    pid = int(parent.stdout.readline())
+    try:
+        time.sleep(2)  # connected and writing
+        assert Path(f"/proc/{pid}").exists()
+        parent.kill()
+        parent.wait(10)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and _alive(pid):
+            time.sleep(0.2)
+        assert not _alive(pid), "the engine outlived its parent"
+    finally:
+        if _alive(pid):
+            os.kill(pid, 9)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"  # a zombie has stopped
+    except FileNotFoundError:
+        return False
 
 
 # ---- agreement with the peers (short runs, ±25%) ---------------------------------------

@@ -62,6 +62,16 @@ fn main() {
         }
     };
     interrupt::install();
+    // Die with the parent (the orchestrator), through the SIGTERM path: a
+    // killed fathom leaves no load running, and the parent needs no code
+    // of its own in the child before exec (so it can spawn cheaply).
+    // SAFETY: plain prctl/getppid calls.
+    unsafe {
+        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+        if libc::getppid() == 1 {
+            std::process::exit(3); // the parent is already gone
+        }
+    }
     io::set_batch_callbacks(spec.callback_sched == spec::CallbackSched::Batch);
     let code = match run(&spec) {
         Ok(code) => code,

@@ -118,16 +118,6 @@ class EngineError(FathomError):
         self.run = run
 
 
-def _pdeathsig() -> None:
-    # In the child before exec: die with the parent, so a killed fathom leaves no load running.
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 def _stop(proc: subprocess.Popen) -> None:
     for sig in (signal.SIGTERM, signal.SIGKILL):
         if proc.poll() is not None:
@@ -181,8 +171,9 @@ def run_point(spec: dict[str, Any], on_record: Callable[[dict[str, Any]], None] 
 
     with tempfile.TemporaryFile() as err:
         try:
+            # The engine sets its own parent-death signal: no preexec_fn, so Popen can use vfork.
             proc = subprocess.Popen([str(binary)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                    env=env, start_new_session=True, preexec_fn=_pdeathsig)
+                                    env=env, start_new_session=True)
         except OSError as exc:
             raise FathomError(f"cannot start {binary}: {exc}", hint=INSTALL_HINT, exit_code=4) from None
         if on_start:
