@@ -67,9 +67,10 @@ fn main() {
     // of its own in the child before exec (so it can spawn cheaply).
     // SAFETY: plain prctl/getppid calls.
     unsafe {
+        let parent = libc::getppid();
         libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-        if libc::getppid() == 1 {
-            std::process::exit(3); // the parent is already gone
+        if libc::getppid() != parent {
+            std::process::exit(3); // the parent died before the signal was armed
         }
     }
     io::set_batch_callbacks(spec.callback_sched == spec::CallbackSched::Batch);
