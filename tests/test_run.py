@@ -64,6 +64,16 @@ def wait_for(cond, timeout: float, what: str) -> None:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def sigkill_after_points(argv: list[str], db: Path, n: int, timeout: float, **popen) -> None:
+    """Start `fathom run`, wait until n points are done, then SIGKILL it (nothing can clean up)."""
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, **popen)
+    try:
+        wait_for(lambda: points_done(db) >= n, timeout, f"{n} point(s) done")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+
+
 def our_pools(ceph) -> list[str]:
     return [p for p in ceph.ceph("osd", "pool", "ls") if p.startswith("fathom-")]
 
@@ -130,13 +140,7 @@ def test_resume_after_sigkill(cluster, ceph, tmp_path):
     suite = tmp_path / "mini.yaml"
     suite.write_text(MINI)
     db = tmp_path / "k.db"
-    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db), *attach(cluster)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        wait_for(lambda: points_done(db) >= 2, 180, "two points done")
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+    sigkill_after_points([FATHOM, "run", str(suite), "--db", str(db), *attach(cluster)], db, 2, 180)
     with Store(db) as st:
         run = st.run("latest")
         assert run.status == "running"  # killed: nobody could mark it
@@ -206,13 +210,8 @@ def test_resume_stops_the_cluster_a_killed_attempt_left(tmp_path):
     suite = tmp_path / "mini.yaml"
     suite.write_text(MINI)
     db = tmp_path / "o.db"
-    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=env_without_ceph(), cwd=tmp_path)
-    try:
-        wait_for(lambda: points_done(db) >= 1, 240, "first point done")
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(30)
+    sigkill_after_points([FATHOM, "run", str(suite), "--db", str(db)], db, 1, 240, env=env_without_ceph(),
+                         cwd=tmp_path)
     with Store(db) as st:
         run = st.run("latest")
         cdir = run.env["attempts"][0]["cluster_dir"]
