@@ -1,7 +1,7 @@
 //! Hand-written declarations of the librados and librbd C APIs, Pacific (16.2)
-//! symbols only, so the binary runs against any librados.so.2 >= 16.2 and
-//! builds without the -dev headers. Signatures follow rados/librados.h and
-//! rbd/librbd.h of 16.2.15.
+//! symbols only, so the binary runs against any librados.so.2 >= 16.2.
+//! Signatures follow rados/librados.h and rbd/librbd.h of 16.2.15. The
+//! zero-copy write (`fathom_zc_*`) is the engine's own C++ (cxx/rados_zc.cc).
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_int, c_void};
@@ -11,7 +11,6 @@ pub type rados_ioctx_t = *mut c_void;
 pub type rados_completion_t = *mut c_void;
 pub type rados_callback_t = Option<unsafe extern "C" fn(cb: rados_completion_t, arg: *mut c_void)>;
 pub type rbd_image_t = *mut c_void;
-pub type rados_write_op_t = *mut c_void;
 pub type rbd_completion_t = *mut c_void;
 pub type rbd_callback_t = Option<unsafe extern "C" fn(cb: rbd_completion_t, arg: *mut c_void)>;
 
@@ -34,14 +33,6 @@ unsafe extern "C" {
         cb_complete: rados_callback_t,
         pc: *mut rados_completion_t,
     ) -> c_int;
-    pub fn rados_aio_write(
-        io: rados_ioctx_t,
-        oid: *const c_char,
-        completion: rados_completion_t,
-        buf: *const c_char,
-        len: usize,
-        off: u64,
-    ) -> c_int;
     pub fn rados_aio_write_full(
         io: rados_ioctx_t,
         oid: *const c_char,
@@ -62,19 +53,6 @@ unsafe extern "C" {
     pub fn rados_aio_is_complete(c: rados_completion_t) -> c_int;
     pub fn rados_aio_release(c: rados_completion_t);
 
-    pub fn rados_create_write_op() -> rados_write_op_t;
-    pub fn rados_release_write_op(op: rados_write_op_t);
-    pub fn rados_write_op_set_alloc_hint2(op: rados_write_op_t, expected_object_size: u64, expected_write_size: u64, flags: u32);
-    pub fn rados_write_op_write(op: rados_write_op_t, buffer: *const c_char, len: usize, offset: u64);
-    pub fn rados_aio_write_op_operate(
-        op: rados_write_op_t,
-        io: rados_ioctx_t,
-        completion: rados_completion_t,
-        oid: *const c_char,
-        mtime: *mut libc::time_t,
-        flags: c_int,
-    ) -> c_int;
-
     pub fn rbd_open(io: rados_ioctx_t, name: *const c_char, image: *mut rbd_image_t, snap_name: *const c_char) -> c_int;
     pub fn rbd_close(image: rbd_image_t) -> c_int;
     pub fn rbd_get_size(image: rbd_image_t, size: *mut u64) -> c_int;
@@ -91,4 +69,23 @@ unsafe extern "C" {
 
 unsafe extern "C" {
     pub fn rados_conf_get(cluster: rados_t, option: *const c_char, buf: *mut c_char, len: usize) -> c_int;
+}
+
+// cxx/rados_zc.cc: writes that point at the slot's buffer instead of copying it.
+unsafe extern "C" {
+    pub fn fathom_zc_ioctx(io: rados_ioctx_t) -> *mut c_void;
+    pub fn fathom_zc_ioctx_release(ctx: *mut c_void);
+    #[allow(clippy::too_many_arguments)]
+    pub fn fathom_zc_aio_write(
+        ctx: *mut c_void,
+        oid: *const c_char,
+        completion: rados_completion_t,
+        buf: *mut c_char,
+        len: usize,
+        off: u64,
+        full: c_int,
+        hint_object_size: u64,
+        hint_op_size: u64,
+        hint_flags: u32,
+    ) -> c_int;
 }

@@ -14,6 +14,8 @@ use std::ffi::{CString, c_char, c_void};
 
 pub struct Rados {
     io: rados_ioctx_t,
+    /// The same ioctx seen from C++, for writes that do not copy the payload.
+    zc: *mut c_void,
     pool: String,
     op: RadosOp,
     pattern: Pattern,
@@ -52,9 +54,17 @@ fn meta_name(prefix: &str) -> CString {
 impl Rados {
     pub fn open(cl: &Cluster, pool: &str, r: &RadosSpec, time_bounded: bool, meta_timeout_s: f64) -> Result<Self, Fatal> {
         let io = crate::ceph::ioctx(cl, pool)?;
+        // SAFETY: io is a valid ioctx; the view holds its own reference.
+        let zc = unsafe { fathom_zc_ioctx(io) };
+        if zc.is_null() {
+            // SAFETY: io is valid and unused.
+            unsafe { rados_ioctx_destroy(io) };
+            return Err(Fatal::ceph(-libc::ENOMEM, "cannot allocate the I/O context"));
+        }
         let prefix = r.prefix.clone().expect("validated: prefix set");
         let mut t = Rados {
             io,
+            zc,
             pool: pool.to_string(),
             op: r.op,
             pattern: r.pattern,
@@ -242,7 +252,8 @@ impl Target for Rados {
     fn submit(&mut self, s: &mut Slot) -> Result<(), i32> {
         let mut c: rados_completion_t = std::ptr::null_mut();
         // SAFETY: the callback argument is the slot's &'static Done; name and
-        // buffer live in the slot, which is never freed (see io.rs).
+        // buffer live in the slot, which is never freed (see io.rs), and the
+        // buffer is not touched again until the op completes: writes point at it.
         unsafe {
             let r = rados_aio_create_completion2(s.done.arg(), Some(on_complete), &mut c);
             if r < 0 {
@@ -251,24 +262,13 @@ impl Target for Rados {
             let oid = s.name.as_ptr() as *const c_char;
             let buf = s.buf.as_mut_ptr() as *mut c_char;
             let r = match s.kind {
-                OpKind::Write if self.alloc_hint => {
-                    // rados bench's write: [set-alloc-hint, write] in one op.
-                    let op = rados_create_write_op();
-                    if op.is_null() {
-                        rados_aio_release(c);
-                        return Err(-libc::ENOMEM);
-                    }
-                    rados_write_op_set_alloc_hint2(op, self.object_size, self.op_size, HINT_FLAGS);
-                    rados_write_op_write(op, buf, s.len, s.offset);
-                    let r = rados_aio_write_op_operate(op, self.io, c, oid, std::ptr::null_mut(), 0);
-                    // The op's contents moved into the request: it can go now.
-                    rados_release_write_op(op);
-                    r
+                OpKind::Write => {
+                    // With hints, rados bench's write: [set-alloc-hint, write at offset] in one op.
+                    let (osz, opsz, flags) =
+                        if self.alloc_hint { (self.object_size, self.op_size, HINT_FLAGS) } else { (0, 0, 0) };
+                    let full = (!self.alloc_hint && s.len as u64 == self.object_size) as i32;
+                    fathom_zc_aio_write(self.zc, oid, c, buf, s.len, s.offset, full, osz, opsz, flags)
                 }
-                OpKind::Write if s.len as u64 == self.object_size => {
-                    rados_aio_write_full(self.io, oid, c, buf, s.len)
-                }
-                OpKind::Write => rados_aio_write(self.io, oid, c, buf, s.len, s.offset),
                 OpKind::Read => rados_aio_read(self.io, oid, c, buf, s.len, s.offset),
                 OpKind::Remove => rados_aio_remove(self.io, oid, c),
             };
@@ -348,6 +348,9 @@ impl Target for Rados {
 
     fn close(&mut self) {
         // SAFETY: nothing is in flight when close is called.
-        unsafe { rados_ioctx_destroy(self.io) };
+        unsafe {
+            fathom_zc_ioctx_release(self.zc);
+            rados_ioctx_destroy(self.io)
+        };
     }
 }
