@@ -64,7 +64,7 @@ bench-engine: install
 	$(VENV)/bin/python bench/engine_vs_peers.py
 
 bench-rados: install
-	$(VENV)/bin/python bench/bench_vs_rados_bench.py --docs docs/benchmarks.md
+	$(VENV)/bin/python bench/bench_vs_rados_bench.py -b 4M -b 4K --docs docs/benchmarks.md
 
 clean:
 	rm -rf engine/target $(VENV)

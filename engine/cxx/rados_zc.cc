@@ -1,17 +1,31 @@
-// Zero-copy rados writes for fathom-engine.
+// Zero-copy rados writes and reads for fathom-engine.
 //
 // librados' C API copies every write payload into a new buffer
-// (rados_aio_write, rados_write_op_write: bl.append(buf, len)). At rados
-// bench's default 4 MiB op size that copy is the largest client cost after
-// the messenger's own. The C++ API takes a bufferlist, which can point at
-// the caller's memory, as rados bench does. These few functions are the only
-// C++ in the engine; everything else stays on the C API. The completion is
-// the C API's rados_completion_t (same object as AioCompletion::pc), so its
-// callback, return value and release stay on the C side.
+// (rados_aio_write, rados_write_op_write: bl.append(buf, len)), and every
+// read reply into the caller's buffer. At rados bench's default 4 MiB op
+// size those copies are the largest client cost after the messenger's own.
+// The C++ API takes bufferlists: a write's can point at the caller's memory,
+// a read's receives the messenger's buffers as they are, as in rados bench.
+// These few functions are the only C++ in the engine; everything else stays
+// on the C API. The completion is the C API's rados_completion_t (the same
+// object as AioCompletion::pc), so its callback, return value and release
+// stay on the C side.
+#include <algorithm>
 #include <cerrno>
 #include <new>
 #include <rados/librados.h>
 #include <rados/librados.hpp>
+
+namespace {
+
+// Wraps the C completion without owning it: ~AioCompletion would release it,
+// so the wrapper lives in caller-provided storage that is never destroyed.
+using CompletionStorage = unsigned char[sizeof(librados::AioCompletion)];
+librados::AioCompletion *wrap(void *storage, rados_completion_t c) {
+  return new (storage) librados::AioCompletion(static_cast<librados::AioCompletionImpl *>(c));
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -31,10 +45,8 @@ void fathom_zc_ioctx_release(void *ctx) { delete static_cast<librados::IoCtx *>(
 int fathom_zc_aio_write(void *ctx, const char *oid, rados_completion_t c, char *buf, size_t len, uint64_t off,
                         int full, uint64_t hint_object_size, uint64_t hint_op_size, uint32_t hint_flags) {
   auto *io = static_cast<librados::IoCtx *>(ctx);
-  // Wraps the C completion without owning it: ~AioCompletion would release
-  // it, so the wrapper lives in storage that is never destroyed.
-  alignas(librados::AioCompletion) unsigned char storage[sizeof(librados::AioCompletion)];
-  auto *comp = new (storage) librados::AioCompletion(static_cast<librados::AioCompletionImpl *>(c));
+  alignas(librados::AioCompletion) CompletionStorage storage;
+  auto *comp = wrap(storage, c);
   try {
     librados::bufferlist bl = librados::bufferlist::static_from_mem(buf, len);
     const std::string name(oid);
@@ -49,6 +61,38 @@ int fathom_zc_aio_write(void *ctx, const char *oid, rados_completion_t c, char *
   } catch (const std::bad_alloc &) {
     return -ENOMEM;
   }
+}
+
+// A bufferlist for one slot's reads, kept for the life of the target.
+void *fathom_zc_bl_new() { return new (std::nothrow) librados::bufferlist; }
+
+// Read up to `len` bytes of `oid` at `off` into `bl` (emptied first); the
+// messenger's buffers are handed over, not copied.
+int fathom_zc_aio_read(void *ctx, const char *oid, rados_completion_t c, void *bl, size_t len, uint64_t off) {
+  auto *io = static_cast<librados::IoCtx *>(ctx);
+  auto *b = static_cast<librados::bufferlist *>(bl);
+  alignas(librados::AioCompletion) CompletionStorage storage;
+  auto *comp = wrap(storage, c);
+  try {
+    b->clear();
+    return io->aio_read(std::string(oid), comp, b, len, off);
+  } catch (const std::bad_alloc &) {
+    return -ENOMEM;
+  }
+}
+
+// After a read completed: copy up to `len` bytes of it to `buf` (when not
+// null: only verification needs the data), then let the buffers go.
+// Returns the bytes copied.
+size_t fathom_zc_bl_take(void *bl, char *buf, size_t len) {
+  auto *b = static_cast<librados::bufferlist *>(bl);
+  size_t n = 0;
+  if (buf) {
+    n = std::min<size_t>(len, b->length());
+    b->begin().copy(n, buf);
+  }
+  b->clear();
+  return n;
 }
 
 }  // extern "C"

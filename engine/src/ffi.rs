@@ -71,7 +71,8 @@ unsafe extern "C" {
     pub fn rados_conf_get(cluster: rados_t, option: *const c_char, buf: *mut c_char, len: usize) -> c_int;
 }
 
-// cxx/rados_zc.cc: writes that point at the slot's buffer instead of copying it.
+// cxx/rados_zc.cc: writes that point at the slot's buffer instead of copying
+// it, reads that keep the messenger's buffers instead of copying them out.
 unsafe extern "C" {
     pub fn fathom_zc_ioctx(io: rados_ioctx_t) -> *mut c_void;
     pub fn fathom_zc_ioctx_release(ctx: *mut c_void);
@@ -88,4 +89,14 @@ unsafe extern "C" {
         hint_op_size: u64,
         hint_flags: u32,
     ) -> c_int;
+    pub fn fathom_zc_bl_new() -> *mut c_void;
+    pub fn fathom_zc_aio_read(
+        ctx: *mut c_void,
+        oid: *const c_char,
+        completion: rados_completion_t,
+        bl: *mut c_void,
+        len: usize,
+        off: u64,
+    ) -> c_int;
+    pub fn fathom_zc_bl_take(bl: *mut c_void, buf: *mut c_char, len: usize) -> usize;
 }

@@ -135,6 +135,7 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
             spec.rados.as_ref().expect("validated"),
             time_bounded,
             spec.stall_timeout_s,
+            spec.verify,
         )?),
         TargetKind::Rbd => {
             Box::new(target::rbd::Rbd::open(&cluster, &spec.pool, spec.rbd.as_ref().expect("validated"))?)

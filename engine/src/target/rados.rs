@@ -14,8 +14,13 @@ use std::ffi::{CString, c_char, c_void};
 
 pub struct Rados {
     io: rados_ioctx_t,
-    /// The same ioctx seen from C++, for writes that do not copy the payload.
+    /// The same ioctx seen from C++, for writes and reads that do not copy the payload.
     zc: *mut c_void,
+    /// Per slot, the bufferlist its reads land in; made at the slot's first
+    /// read and never freed (an op that timed out may still complete into it).
+    read_bls: Vec<*mut c_void>,
+    /// Copy what a read returned into the slot's buffer: only verification looks at it.
+    copy_reads: bool,
     pool: String,
     op: RadosOp,
     pattern: Pattern,
@@ -52,7 +57,14 @@ fn meta_name(prefix: &str) -> CString {
 }
 
 impl Rados {
-    pub fn open(cl: &Cluster, pool: &str, r: &RadosSpec, time_bounded: bool, meta_timeout_s: f64) -> Result<Self, Fatal> {
+    pub fn open(
+        cl: &Cluster,
+        pool: &str,
+        r: &RadosSpec,
+        time_bounded: bool,
+        meta_timeout_s: f64,
+        copy_reads: bool,
+    ) -> Result<Self, Fatal> {
         let io = crate::ceph::ioctx(cl, pool)?;
         // SAFETY: io is a valid ioctx; the view holds its own reference.
         let zc = unsafe { fathom_zc_ioctx(io) };
@@ -65,6 +77,8 @@ impl Rados {
         let mut t = Rados {
             io,
             zc,
+            read_bls: Vec::new(),
+            copy_reads,
             pool: pool.to_string(),
             op: r.op,
             pattern: r.pattern,
@@ -106,6 +120,18 @@ impl Rados {
         }
         t.chunks = t.object_size / t.op_size;
         Ok(t)
+    }
+
+    /// The bufferlist for slot `i`'s reads (null if it cannot be allocated).
+    fn read_bl(&mut self, i: usize) -> *mut c_void {
+        if self.read_bls.len() <= i {
+            self.read_bls.resize(i + 1, std::ptr::null_mut());
+        }
+        if self.read_bls[i].is_null() {
+            // SAFETY: plain allocation; the list lives for the rest of the process.
+            self.read_bls[i] = unsafe { fathom_zc_bl_new() };
+        }
+        self.read_bls[i]
     }
 
     fn read_meta(&self) -> Result<Value, Fatal> {
@@ -269,7 +295,14 @@ impl Target for Rados {
                     let full = (!self.alloc_hint && s.len as u64 == self.object_size) as i32;
                     fathom_zc_aio_write(self.zc, oid, c, buf, s.len, s.offset, full, osz, opsz, flags)
                 }
-                OpKind::Read => rados_aio_read(self.io, oid, c, buf, s.len, s.offset),
+                OpKind::Read => {
+                    let bl = self.read_bl(s.done.index as usize);
+                    if bl.is_null() {
+                        rados_aio_release(c);
+                        return Err(-libc::ENOMEM);
+                    }
+                    fathom_zc_aio_read(self.zc, oid, c, bl, s.len, s.offset)
+                }
                 OpKind::Remove => rados_aio_remove(self.io, oid, c),
             };
             if r < 0 {
@@ -286,6 +319,12 @@ impl Target for Rados {
         let r = unsafe {
             let r = rados_aio_get_return_value(s.handle);
             rados_aio_release(s.handle);
+            if s.kind == OpKind::Read {
+                let bl = self.read_bls[s.done.index as usize];
+                let want = self.copy_reads && r > 0;
+                let buf = if want { s.buf.as_mut_ptr() as *mut c_char } else { std::ptr::null_mut() };
+                fathom_zc_bl_take(bl, buf, s.buf.len());
+            }
             r
         };
         s.handle = std::ptr::null_mut();
