@@ -64,7 +64,7 @@ bench-engine: install
 	$(VENV)/bin/python bench/engine_vs_peers.py
 
 bench-rados: install
-	$(VENV)/bin/python bench/bench_vs_rados_bench.py -b 4M -b 4K --docs docs/benchmarks.md
+	$(VENV)/bin/python bench/bench_vs_rados_bench.py -b 4M -b 4K --docs docs/benchmarks.md --json bench/results/bench-rados-vs-rados-bench.json
 
 clean:
 	rm -rf engine/target $(VENV)

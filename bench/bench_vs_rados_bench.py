@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """fathom bench rados vs rados bench: IOPS and client CPU per op, alternating rounds on one fresh cluster.
 
-    .venv/bin/python bench/bench_vs_rados_bench.py [--rounds 3] [--seconds 10] [-b 4K] [-t 16]
+    .venv/bin/python bench/bench_vs_rados_bench.py [--rounds 3] [--seconds 10] [-b 4M -b 4K] [-t 16]
                                                    [--docs docs/benchmarks.md]
 
 Starts its own local cluster (fathom.cluster.local.LocalCluster in a temporary
@@ -12,6 +12,8 @@ goes first): write --no-cleanup, seq, rand, then removes that round's objects
 CPU (user + sys, children included) comes from os.wait4, so fathom's figure
 includes the Python orchestrator and the fathom-engine child, and rados
 bench's is the rados process. CPU per op = CPU seconds / ops completed.
+Each op size (-b, repeatable; default rados bench's 4M, then 4K) gets its
+own rounds and its own table.
 
 The requirement checked: fathom's IOPS >= rados bench's, and fathom's CPU/op
 <= 0.75 x rados bench's, per mode (medians over rounds).
@@ -105,17 +107,22 @@ def cleanup(tool: str, pool: str, run_name: str, conf: str, env: dict[str, str])
     subprocess.run(argv, env=env, check=True, capture_output=True, timeout=600)
 
 
+def sizes_of(results: list[dict]) -> list[str]:
+    return list(dict.fromkeys(x.get("bs", "") for x in results))
+
+
 def summarize(results: list[dict]) -> list[dict]:
     rows = []
-    for mode in MODES:
-        r = {t: [x for x in results if x["tool"] == t and x["mode"] == mode] for t in ("rados bench", "fathom")}
+    for bs, mode in ((bs, mode) for bs in sizes_of(results) for mode in MODES):
+        r = {t: [x for x in results if x["tool"] == t and x["mode"] == mode and x.get("bs", "") == bs]
+             for t in ("rados bench", "fathom")}
         if not r["fathom"] or not r["rados bench"]:
             continue
         rb_iops = statistics.median(x["iops"] for x in r["rados bench"])
         fa_iops = statistics.median(x["iops"] for x in r["fathom"])
         rb_cpu = statistics.median(x["cpu_us_per_op"] for x in r["rados bench"])
         fa_cpu = statistics.median(x["cpu_us_per_op"] for x in r["fathom"])
-        rows.append({"mode": mode, "rados_iops": rb_iops, "fathom_iops": fa_iops, "iops_ratio": fa_iops / rb_iops,
+        rows.append({"bs": bs, "mode": mode, "rados_iops": rb_iops, "fathom_iops": fa_iops, "iops_ratio": fa_iops / rb_iops,
                      "rados_cpu_us": rb_cpu, "fathom_cpu_us": fa_cpu, "cpu_ratio": fa_cpu / rb_cpu,
                      "pass": fa_iops >= rb_iops and fa_cpu <= 0.75 * rb_cpu,
                      "rounds": len(r["fathom"])})
@@ -125,39 +132,47 @@ def summarize(results: list[dict]) -> list[dict]:
 def markdown(rows: list[dict], results: list[dict], args: argparse.Namespace, facts: dict) -> str:
     fa = [x for x in results if x["tool"] == "fathom" and "orchestrator_cpu_s" in x]
     orch_s = statistics.median(x["orchestrator_cpu_s"] for x in fa) if fa else float("nan")
-    orch_us = statistics.median(x["orchestrator_cpu_s"] / x["ops"] * 1e6 for x in fa if x["ops"]) if fa else float("nan")
+    orch_us = {bs: statistics.median(x["orchestrator_cpu_s"] / x["ops"] * 1e6 for x in fa
+                                     if x["ops"] and x.get("bs", "") == bs)
+               for bs in sizes_of(fa)}
     lines = [SECTION, "",
              f"Measured {time.strftime('%Y-%m-%d')} on {facts['host']} ({facts['cpus']} CPUs, {facts['ceph']}), "
              f"one local BlueStore OSD on a file, pool size 1, started fresh by the script; "
              f"{facts['engine']}, fathom at commit {facts['commit']}.",
-             f"Op size {args.block_size}, {args.threads} concurrent ops, {args.seconds} s per mode, "
-             f"{args.rounds} alternating rounds; medians over rounds. CPU is user+sys of the whole process "
-             "(os.wait4): for fathom that is the Python orchestrator plus the fathom-engine child.", "",
+             f"Op size {' and '.join(args.block_size)} (objects of one op each), {args.threads} concurrent ops, "
+             f"{args.seconds} s per mode, {args.rounds} alternating rounds per op size; medians over rounds. "
+             "CPU is user+sys of the whole process (os.wait4): for fathom that is the Python orchestrator plus "
+             "the fathom-engine child.", "",
              "Command:", "", "```",
              f"make bench-rados   # = .venv/bin/python bench/bench_vs_rados_bench.py --rounds {args.rounds} "
-             f"--seconds {args.seconds} -b {args.block_size} -t {args.threads}", "```", "",
-             "| mode | rados bench IOPS | fathom IOPS | IOPS ratio | rados bench CPU us/op | fathom CPU us/op "
-             "| CPU ratio | target met (IOPS >= 1x, CPU <= 0.75x) |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
-    for r in rows:
-        lines.append(f"| {r['mode']} | {r['rados_iops']:.0f} | {r['fathom_iops']:.0f} | {r['iops_ratio']:.2f} | "
-                     f"{r['rados_cpu_us']:.1f} | {r['fathom_cpu_us']:.1f} | {r['cpu_ratio']:.2f} | "
-                     f"{'yes' if r['pass'] else 'NO'} |")
-    lines += ["", "Every round (IOPS / CPU us per op):", "", "| round | tool | write | seq | rand |",
-              "|---|---|---|---|---|"]
-    by_round: dict[tuple[int, str], dict[str, dict]] = {}
-    for x in results:
-        by_round.setdefault((x["round"], x["tool"]), {})[x["mode"]] = x
-    for (rnd, tool), modes in sorted(by_round.items()):
-        cells = [f"{modes[m]['iops']:.0f} / {modes[m]['cpu_us_per_op']:.1f}" if m in modes else "-" for m in MODES]
-        lines.append(f"| {rnd} | {tool} | " + " | ".join(cells) + " |")
-    lines += ["", "Notes:", "",
+             f"--seconds {args.seconds} {' '.join('-b ' + b for b in args.block_size)} -t {args.threads}", "```", ""]
+    for bs in sizes_of(results):
+        lines += [f"Op size {bs}:" if bs else "", "",
+                  "| mode | rados bench IOPS | fathom IOPS | IOPS ratio | rados bench CPU us/op | fathom CPU us/op "
+                  "| CPU ratio | target met (IOPS >= 1x, CPU <= 0.75x) |",
+                  "|---|---:|---:|---:|---:|---:|---:|---|"]
+        for r in (r for r in rows if r.get("bs", "") == bs):
+            lines.append(f"| {r['mode']} | {r['rados_iops']:.0f} | {r['fathom_iops']:.0f} | {r['iops_ratio']:.2f} | "
+                         f"{r['rados_cpu_us']:.1f} | {r['fathom_cpu_us']:.1f} | {r['cpu_ratio']:.2f} | "
+                         f"{'yes' if r['pass'] else 'NO'} |")
+        lines += ["", f"Every round at {bs} (IOPS / CPU us per op):", "", "| round | tool | write | seq | rand |",
+                  "|---|---|---|---|---|"]
+        by_round: dict[tuple[int, str], dict[str, dict]] = {}
+        for x in (x for x in results if x.get("bs", "") == bs):
+            by_round.setdefault((x["round"], x["tool"]), {})[x["mode"]] = x
+        for (rnd, tool), modes in sorted(by_round.items()):
+            cells = [f"{modes[m]['iops']:.0f} / {modes[m]['cpu_us_per_op']:.1f}" if m in modes else "-"
+                     for m in MODES]
+            lines.append(f"| {rnd} | {tool} | " + " | ".join(cells) + " |")
+        lines.append("")
+    lines += ["Notes:", "",
               "- seq stops after one pass over what the write left (both tools), so it runs shorter than the "
               "write; on this host client and OSD share the same CPUs, so IOPS also move with the client's CPU "
               "use and with anything else running.",
               f"- fathom's figure includes its Python orchestrator (start-up, reading the engine's records, "
               f"printing, storing the run): the whole command's CPU minus the engine's own was "
-              f"{orch_s * 1e3:.0f} ms per command and {orch_us:.1f} us per op (medians over fathom's runs). "
+              f"{orch_s * 1e3:.0f} ms per command (median over fathom's runs), "
+              + ", ".join(f"{v:.1f} us per op at {bs}" for bs, v in orch_us.items()) + ". "
               "On longer runs this mostly fixed part shrinks per op.",
               "- Both tools send an allocation hint with each write (rados bench's `hints = 1`; fathom's "
               "`--no-hints` turns it off like rados bench's).",
@@ -184,16 +199,21 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=int, default=10)
-    ap.add_argument("-b", "--block-size", default="4K")
+    ap.add_argument("-b", "--block-size", action="append", default=None,
+                    help="op size, repeatable (default: 4M, then 4K)")
+    ap.add_argument("--osd-size", type=int, default=40, help="OSD block file size in GiB, sparse (default 40)")
     ap.add_argument("-t", "--threads", type=int, default=16)
     ap.add_argument("--docs", default=None, help="replace the section of this Markdown file with the results")
     ap.add_argument("--json", default=None, help="also write every measurement to this JSON file")
     ap.add_argument("--from-json", default=None, help="re-render the Markdown from a --json file, measure nothing")
     args = ap.parse_args()
+    args.block_size = args.block_size or ["4M", "4K"]
     if args.from_json:
         saved = json.loads(Path(args.from_json).read_text())
         for k in ("rounds", "seconds", "block_size", "threads"):
             setattr(args, k, saved["args"][k])
+        if isinstance(args.block_size, str):
+            args.block_size = [args.block_size]
         md = markdown(summarize(saved["results"]), saved["results"], args, saved["facts"])
         print(md)
         if args.docs:
@@ -204,7 +224,7 @@ def main() -> int:
     cluster = LocalCluster(tmp / "cluster", progress=lambda m: print(f"  {m}", file=sys.stderr))
     results: list[dict] = []
     try:
-        cluster.up(osds=1)
+        cluster.up(osds=1, osd_size=args.osd_size * 1024**3)
         ceph = cluster.ceph()
         pool = "bench"
         ceph.ceph("osd", "pool", "create", pool, "32", fmt_json=False)
@@ -229,17 +249,19 @@ def main() -> int:
                  "ceph": subprocess.run(["ceph", "--version"], capture_output=True, text=True).stdout.split("(")[0]
                  .strip()}
         tools = ["rados bench", "fathom"]
-        for rnd in range(1, args.rounds + 1):
-            order = tools if rnd % 2 else tools[::-1]
-            for tool in order:
-                run_name = f"r{rnd}{'rb' if tool == 'rados bench' else 'fa'}"
-                for mode in MODES:
-                    x = one(tool, mode, pool, args.seconds, args.block_size, args.threads, run_name, conf, db, env)
-                    x["round"] = rnd
-                    results.append(x)
-                    print(f"round {rnd} {tool:11} {mode:5} {x['iops']:9.0f} IOPS {x['cpu_us_per_op']:7.1f} us/op "
-                          f"({x['ops']} ops, {x['cpu_s']:.2f} s CPU)", file=sys.stderr, flush=True)
-                cleanup(tool, pool, run_name, conf, env)
+        for bs in args.block_size:
+            for rnd in range(1, args.rounds + 1):
+                order = tools if rnd % 2 else tools[::-1]
+                for tool in order:
+                    run_name = f"r{rnd}{bs}{'rb' if tool == 'rados bench' else 'fa'}"
+                    for mode in MODES:
+                        x = one(tool, mode, pool, args.seconds, bs, args.threads, run_name, conf, db, env)
+                        x["round"], x["bs"] = rnd, bs
+                        results.append(x)
+                        print(f"{bs} round {rnd} {tool:11} {mode:5} {x['iops']:9.0f} IOPS "
+                              f"{x['cpu_us_per_op']:7.1f} us/op ({x['ops']} ops, {x['cpu_s']:.2f} s CPU)",
+                              file=sys.stderr, flush=True)
+                    cleanup(tool, pool, run_name, conf, env)
     finally:
         cluster.down()
         for f in tmp.glob("results.db*"):  # the store this script created
