@@ -187,7 +187,7 @@ impl OpKind {
 
 pub struct Slot {
     pub done: &'static Done,
-    pub buf: Vec<u8>,
+    pub buf: &'static mut [u8],
     /// NUL-terminated object name, rewritten in place (capacity reserved).
     pub name: Vec<u8>,
     /// The library's completion handle while in flight.
@@ -204,6 +204,35 @@ pub struct Slot {
     pub ramp: bool,
 }
 
+/// A slot buffer for the life of the process. Buffers of 2 MiB or more go on
+/// transparent huge pages where the kernel offers them (`madvise` mode): 512
+/// times fewer page faults to fill them, fewer TLB misses when librados
+/// checksums and sends them.
+fn alloc_buf(len: usize) -> &'static mut [u8] {
+    const HUGE: usize = 2 << 20;
+    if len >= HUGE {
+        let size = len.div_ceil(HUGE) * HUGE;
+        // SAFETY: a fresh private anonymous mapping, one huge page larger
+        // than needed so an aligned range fits; never unmapped.
+        unsafe {
+            let p = libc::mmap(
+                std::ptr::null_mut(),
+                size + HUGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if p != libc::MAP_FAILED {
+                let start = (p as usize).next_multiple_of(HUGE);
+                libc::madvise(start as *mut c_void, size, libc::MADV_HUGEPAGE);
+                return std::slice::from_raw_parts_mut(start as *mut u8, len);
+            }
+        }
+    }
+    Box::leak(vec![0u8; len].into_boxed_slice())
+}
+
 /// Allocate `n` slots for the life of the process.
 pub fn alloc_slots(n: usize, buf_len: usize, queue: &'static CompletionQueue) -> &'static mut [Slot] {
     let mut v = Vec::with_capacity(n);
@@ -212,7 +241,7 @@ pub fn alloc_slots(n: usize, buf_len: usize, queue: &'static CompletionQueue) ->
         let done: &'static Done =
             Box::leak(Box::new(Done { index: i as u32, end_ns: AtomicU64::new(0), queue }));
         // Incompressible, non-zero data so compression or zero detection does not flatter writes.
-        let mut buf = vec![0u8; buf_len];
+        let buf = alloc_buf(buf_len);
         for c in buf.chunks_mut(8) {
             let w = fill.next_u64().to_le_bytes();
             c.copy_from_slice(&w[..c.len()]);

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import platform
-import socket
 import sys
 import time
 from typing import Any
@@ -18,9 +16,9 @@ def bench_env(conn: Connection, outcome: EngineOutcome | None, extra: dict[str, 
     """What a reader needs to trust the numbers later. Paths and names only: no key material."""
     env: dict[str, Any] = {
         "command": ["fathom", *sys.argv[1:]],
-        "host": socket.gethostname(),
+        "host": os.uname().nodename,  # what socket.gethostname() returns, without importing socket
         "os": " ".join(os.uname()[i] for i in (0, 2, 4)),  # not platform.platform(): it runs `uname -p`
-        "python": platform.python_version(),
+        "python": "%d.%d.%d" % sys.version_info[:3],  # platform.python_version(), without importing platform
         "cpus": os.cpu_count(),
         "connection": conn.describe(),
     }

@@ -11,7 +11,6 @@ measure the child's CPU with os.wait4.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import select
 import signal
@@ -85,13 +84,27 @@ class ChildRun:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+_prctl: Any = None
+
+
+def _load_prctl() -> None:
+    """libc's prctl, loaded in the parent: ctypes is imported only when a peer tool runs (it costs every
+    command's start-up otherwise), and never between fork and exec."""
+    global _prctl
+    if _prctl is None:
+        import ctypes
+
+        try:
+            _prctl = ctypes.CDLL("libc.so.6", use_errno=True).prctl
+        except OSError:
+            _prctl = False
+
+
 def _pdeathsig() -> None:
     # Runs in the child between fork and exec: die with the parent, so a killed
     # fathom does not leave an engine loading the cluster.
-    try:
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
+    if _prctl:
+        _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
 def run_child(argv: list[str], ctx: PointContext, env: dict[str, str] | None = None,
@@ -104,6 +117,7 @@ def run_child(argv: list[str], ctx: PointContext, env: dict[str, str] | None = N
     errf = ctx.workdir / f"stderr-{os.getpid()}-{time.monotonic_ns()}.txt"
     started = time.time()
     t0 = time.monotonic()
+    _load_prctl()
     with open(errf, "w+b") as err:
         try:
             proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env,
