@@ -88,6 +88,20 @@ def test_missing_ceph_binaries_name_make_install(tmp_path: Path) -> None:
     assert "Traceback" not in r.stderr
 
 
+def test_log_tail_keeps_the_error_that_scrolled_out_of_the_tail(tmp_path: Path) -> None:
+    c = LocalCluster(tmp_path / "c")
+    c.log_dir.mkdir(parents=True)
+    noise = [f"2026-01-01T00:00:00.{i:03d}+0000 7f 1 shutting down part {i}" for i in range(40)]
+    err = "2026-01-01T00:00:00.000+0000 7f -1  Processor -- bind unable to bind: (98) Address already in use"
+    (c.log_dir / "osd.0.log").write_text("\n".join(["starting", err] + noise) + "\n")
+    tail = c.log_tail("osd.0", lines=15)
+    assert "last error lines" in tail and err in tail
+    assert noise[-1] in tail and noise[0] not in tail
+    (c.log_dir / "osd.0.log").write_text("\n".join(noise[:5] + [err]) + "\n")
+    tail = c.log_tail("osd.0", lines=15)
+    assert "last error lines" not in tail and tail.count(err) == 1  # already in the tail: shown once
+
+
 def test_daemon_that_fails_to_start_shows_its_log_and_stops_the_others(tmp_path: Path) -> None:
     """The OSD cannot bind its only allowed port: the error shows its log; mon and mgr are stopped."""
     held = socket.socket()
@@ -101,9 +115,9 @@ def test_daemon_that_fails_to_start_shows_its_log_and_stops_the_others(tmp_path:
                        "--set", "osd.ms_bind_retry_delay=1")
     finally:
         held.close()
-    assert r.returncode == 3
-    assert "osd.0 exited during start-up" in r.stderr
-    assert "Address already in use" in r.stderr  # the tail of its log
+    assert r.returncode == 3, r.stderr
+    assert "osd.0 exited during start-up" in r.stderr, r.stderr
+    assert "Address already in use" in r.stderr, r.stderr  # from its log
     assert "Traceback" not in r.stderr
     state = json.loads((d / "fathom-cluster.json").read_text())
     pids = [int((d / "run" / f"{n}.pid").read_text()) for n in state["daemons"]]

@@ -396,12 +396,18 @@ rgw_dynamic_resharding = false
                            hint=f"logs are kept in {self.log_dir}")
 
     def log_tail(self, name: str, lines: int = 15) -> str:
+        """The last lines of a daemon's stderr and log, and its last error lines (Ceph's level -1) if the
+        tail does not hold them: a daemon can log many lines of shutdown after the error that stopped it."""
         parts = []
         for f in (self.log_dir / f"{name}.out", self.log_dir / f"{name}.log"):
             try:
-                text = f.read_text(errors="replace").splitlines()[-lines:]
+                all_lines = f.read_text(errors="replace").splitlines()
             except OSError:
                 continue
+            text = all_lines[-lines:]
+            errors = [ln for ln in all_lines[:-lines] if " -1 " in ln][-5:]
+            if errors:
+                parts.append(f"--- last error lines of {f} ---\n" + "\n".join(errors))
             if text:
                 parts.append(f"--- last lines of {f} ---\n" + "\n".join(text))
         return "\n".join(parts) or f"(no log for {name} in {self.log_dir})"
