@@ -38,10 +38,10 @@ void *fathom_zc_ioctx(rados_ioctx_t io) {
 
 void fathom_zc_ioctx_release(void *ctx) { delete static_cast<librados::IoCtx *>(ctx); }
 
-// Write `len` bytes at `buf` to `oid` at `off` (or the whole object when
-// `full`), with rados bench's allocation hint when `hint_flags` is non-zero.
-// `buf` must stay unchanged until the completion fires: the request points
-// at it instead of copying it.
+// Write `len` bytes at `buf` to `oid` at `off` (the whole object when `full`),
+// or, when `hint_flags` is non-zero, rados bench's write: one op of an
+// allocation hint and a write at `off`. `buf` must stay unchanged until the
+// completion fires: the request points at it instead of copying it.
 int fathom_zc_aio_write(void *ctx, const char *oid, rados_completion_t c, char *buf, size_t len, uint64_t off,
                         int full, uint64_t hint_object_size, uint64_t hint_op_size, uint32_t hint_flags) {
   auto *io = static_cast<librados::IoCtx *>(ctx);
@@ -53,10 +53,7 @@ int fathom_zc_aio_write(void *ctx, const char *oid, rados_completion_t c, char *
     if (hint_flags == 0) return full ? io->aio_write_full(name, comp, bl) : io->aio_write(name, comp, bl, len, off);
     librados::ObjectWriteOperation op;
     op.set_alloc_hint2(hint_object_size, hint_op_size, hint_flags);
-    if (full)
-      op.write_full(bl);
-    else
-      op.write(off, bl);
+    op.write(off, bl);
     return io->aio_operate(name, comp, &op);
   } catch (const std::bad_alloc &) {
     return -ENOMEM;
@@ -83,16 +80,10 @@ int fathom_zc_aio_read(void *ctx, const char *oid, rados_completion_t c, void *b
 
 // After a read completed: copy up to `len` bytes of it to `buf` (when not
 // null: only verification needs the data), then let the buffers go.
-// Returns the bytes copied.
-size_t fathom_zc_bl_take(void *bl, char *buf, size_t len) {
+void fathom_zc_bl_take(void *bl, char *buf, size_t len) {
   auto *b = static_cast<librados::bufferlist *>(bl);
-  size_t n = 0;
-  if (buf) {
-    n = std::min<size_t>(len, b->length());
-    b->begin().copy(n, buf);
-  }
+  if (buf) b->begin().copy(std::min<size_t>(len, b->length()), buf);
   b->clear();
-  return n;
 }
 
 }  // extern "C"

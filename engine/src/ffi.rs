@@ -1,7 +1,8 @@
 //! Hand-written declarations of the librados and librbd C APIs, Pacific (16.2)
 //! symbols only, so the binary runs against any librados.so.2 >= 16.2.
 //! Signatures follow rados/librados.h and rbd/librbd.h of 16.2.15. The
-//! zero-copy write (`fathom_zc_*`) is the engine's own C++ (cxx/rados_zc.cc).
+//! zero-copy writes and reads (`fathom_zc_*`) are the engine's own C++
+//! (cxx/rados_zc.cc).
 #![allow(non_camel_case_types)]
 
 use std::ffi::{c_char, c_int, c_void};
@@ -98,5 +99,5 @@ unsafe extern "C" {
         len: usize,
         off: u64,
     ) -> c_int;
-    pub fn fathom_zc_bl_take(bl: *mut c_void, buf: *mut c_char, len: usize) -> usize;
+    pub fn fathom_zc_bl_take(bl: *mut c_void, buf: *mut c_char, len: usize);
 }

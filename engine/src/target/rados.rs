@@ -289,7 +289,8 @@ impl Target for Rados {
             let buf = s.buf.as_mut_ptr() as *mut c_char;
             let r = match s.kind {
                 OpKind::Write => {
-                    // With hints, rados bench's write: [set-alloc-hint, write at offset] in one op.
+                    // With hints, rados bench's write: [set-alloc-hint, write at offset] in one op;
+                    // `full` applies to plain writes only.
                     let (osz, opsz, flags) =
                         if self.alloc_hint { (self.object_size, self.op_size, HINT_FLAGS) } else { (0, 0, 0) };
                     let full = (!self.alloc_hint && s.len as u64 == self.object_size) as i32;
