@@ -223,18 +223,20 @@ def test_run_names_and_object_patterns_never_overlap():
 def test_rados_specs():
     conn = Connection(conf="/c.conf", name="client.admin", keyring="/k")
     w = build_spec(RadosArgs(pool="p", seconds=10, mode="write", op_size=4096, object_size=16384, max_objects=5),
-                   conn, "fathom_bench.x")
-    assert w["rados"] == {"op": "write", "pattern": "seq", "prefix": "fathom_bench.x", "object_size": 16384,
-                          "op_size": 4096, "objects": 5, "alloc_hint": True}
-    assert w["load"] == {"iodepth": 16, "duration_s": 10.0, "ops": 20}
-    assert w["connection"]["keyring"] == "/k" and w["stall_timeout_s"] == 60.0
-    nh = build_spec(RadosArgs(pool="p", seconds=10, mode="write", hints=False), conn, "fathom_bench.x")
-    assert nh["rados"]["alloc_hint"] is False and "ops" not in nh["load"]
-    s = build_spec(RadosArgs(pool="p", seconds=10, mode="seq"), conn, "fathom_bench.x")
-    assert s["rados"] == {"op": "read", "pattern": "seq", "prefix": "fathom_bench.x", "once": True}
-    assert s["load"] == {"iodepth": 16, "duration_s": 10.0}
-    r = build_spec(RadosArgs(pool="p", seconds=10, mode="rand"), conn, "fathom_bench.x")
-    assert r["rados"]["pattern"] == "rand" and r["rados"]["once"] is False and "ops" not in r["load"]
+                   conn, "fathom_bench.x").to_json()
+    t = dict(w["target"])
+    assert t.pop("connection")["keyring"] == "/k"
+    assert t == {"kind": "rados", "pool": "p", "op": "write", "pattern": "seq", "prefix": "fathom_bench.x",
+                 "object_size": 16384, "op_size": 4096, "objects": 5, "alloc_hint": True}
+    assert w["load"] == {"iodepth": 16, "ramp_s": 0.0, "arrival": "uniform", "duration_s": 10.0, "ops": 20}
+    assert w["stall_timeout_s"] == 60.0 and w["op_timeout_s"] is None and w["protocol"] == 2
+    nh = build_spec(RadosArgs(pool="p", seconds=10, mode="write", hints=False), conn, "fathom_bench.x").to_json()
+    assert "alloc_hint" not in nh["target"] and "ops" not in nh["load"]
+    s = build_spec(RadosArgs(pool="p", seconds=10, mode="seq"), conn, "fathom_bench.x").to_json()
+    assert {k: v for k, v in s["target"].items() if k != "connection"} == {
+        "kind": "rados", "pool": "p", "op": "read", "pattern": "seq", "prefix": "fathom_bench.x", "once": True}
+    r = build_spec(RadosArgs(pool="p", seconds=10, mode="rand"), conn, "fathom_bench.x").to_json()
+    assert r["target"]["pattern"] == "rand" and "once" not in r["target"] and "ops" not in r["load"]
 
 
 def test_rbd_specs():
@@ -243,13 +245,16 @@ def test_rbd_specs():
         parse_image("p/img", "q")
     assert engine_rw("readwrite", "rand") == "randrw" and engine_rw("write", "full-seq") == "write"
     conn = Connection(conf="/c.conf")
-    seq = rbd_spec(conn, "p", "i", "write", "seq", 4096, 16, 1 << 30, 50, 60.0, 10.0)
-    assert seq["rbd"]["numjobs"] == 16 and seq["load"] == {"iodepth": 1, "bytes": 1 << 30}
-    assert "options" not in seq["connection"]  # the engine's default: rbd_cache off
-    cached = rbd_spec(conn, "p", "i", "read", "seq", 4096, 16, 1 << 20, 50, 60.0, 10.0, rbd_cache=True)
-    assert cached["connection"]["options"] == {"rbd_cache": "true"}
-    full = rbd_spec(conn, "p", "i", "read", "full-seq", 4096, 8, 1 << 20, 50, 60.0, 10.0)
-    assert full["rbd"]["numjobs"] == 1 and full["load"]["iodepth"] == 8 and full["rbd"]["rw"] == "read"
+    seq = rbd_spec(conn, "p", "i", "write", "seq", 4096, 16, 1 << 30, 50, 60.0, 10.0).to_json()
+    # --io-total is split over the jobs: the engine bounds each job, as fio's size does
+    assert seq["target"]["numjobs"] == 16 and seq["load"]["iodepth"] == 1 and seq["load"]["bytes"] == (1 << 30) // 16
+    assert "options" not in seq["target"]["connection"]  # the engine's default: rbd_cache off
+    odd = rbd_spec(conn, "p", "i", "write", "seq", 4096, 3, 10 * 4096, 50, 60.0, 10.0).to_json()
+    assert odd["load"]["bytes"] == 4 * 4096  # whole blocks per job, the total never cut short
+    cached = rbd_spec(conn, "p", "i", "read", "seq", 4096, 16, 1 << 20, 50, 60.0, 10.0, rbd_cache=True).to_json()
+    assert cached["target"]["connection"]["options"] == {"rbd_cache": "true"}
+    full = rbd_spec(conn, "p", "i", "read", "full-seq", 4096, 8, 1 << 20, 50, 60.0, 10.0).to_json()
+    assert full["target"]["numjobs"] == 1 and full["load"]["iodepth"] == 8 and full["target"]["rw"] == "read"
 
 
 def test_rados_latency_line_takes_min_from_interval_histograms():

@@ -31,7 +31,7 @@ def ctx(tmp_path: Path, images=("img0", "img1")) -> PointContext:
                         run_tag="fathom-1-abc", workdir=tmp_path, timeout=60)
 
 
-PARAMS = {"engine": "fio", "target": "rbd", "pool": "p", "rw": "randread", "bs": 4096, "iodepth": 8, "numjobs": 2,
+PARAMS = {"engine": "fio", "interface": "rbd", "pool": "p", "rw": "randread", "bs": 4096, "iodepth": 8, "numjobs": 2,
           "rwmixread": 70, "runtime": 3.0, "ramp_time": 1.5, "size": None, "object_size": None, "drop_caches": False}
 
 
@@ -100,19 +100,23 @@ def test_rados_bench_unsupported_explains():
     from fathom import spec
 
     text = ("name: x\nprep: {pools: [{name: b, application: rados}]}\n"
-            "workloads: [{name: w, engine: rados-bench, target: rados, pool: b, rw: randwrite}]\n")
+            "workloads: [{name: w, engine: rados-bench, interface: rados, pool: b, rw: randwrite}]\n")
     with pytest.raises(spec.SuiteError, match="rados-bench runs rw write"):
         spec.parse(text, "x.yaml")
 
 
 def test_native_point_spec(tmp_path):
-    s = native.point_spec({**PARAMS, "engine": "fathom-engine"}, ctx(tmp_path))
-    assert s["target"] == "rbd" and s["rbd"]["images"] == ["img0", "img1"] and s["rbd"]["numjobs"] == 2
-    assert s["load"] == {"iodepth": 8, "duration_s": 4.5, "ramp_s": 1.5}
-    assert s["connection"]["name"] == "client.bench" and "key" not in s["connection"]
-    r = native.point_spec({**PARAMS, "target": "rados", "rw": "write", "bs": 65536}, ctx(tmp_path))
-    assert r["rados"] == {"op": "write", "pattern": "seq", "prefix": "fathom-1-abc", "op_size": 65536,
-                          "object_size": 65536}
+    s = native.point_spec({**PARAMS, "engine": "fathom-engine"}, ctx(tmp_path)).to_json()
+    t = s["target"]
+    assert t["kind"] == "rbd" and t["images"] == ["img0", "img1"] and t["numjobs"] == 2
+    assert s["load"] == {"iodepth": 8, "duration_s": 4.5, "ramp_s": 1.5, "arrival": "uniform"}
+    assert t["connection"]["name"] == "client.bench" and "key" not in t["connection"]
+    r = native.point_spec({**PARAMS, "interface": "rados", "rw": "write", "bs": 65536}, ctx(tmp_path)).to_json()
+    assert {k: v for k, v in r["target"].items() if k != "connection"} == {
+        "kind": "rados", "pool": "p", "op": "write", "pattern": "seq", "prefix": "fathom-1-abc", "op_size": 65536,
+        "object_size": 65536}
+    n = native.point_spec({**PARAMS, "interface": "null", "rw": "readwrite"}, ctx(tmp_path)).to_json()
+    assert n["target"] == {"kind": "null", "rw": "rw", "rwmixread": 70, "bs": 4096, "numjobs": 2, "delay_us": 0}
 
 
 def test_native_summary_to_point_result():

@@ -90,7 +90,7 @@ def test_good_suite_units_are_normalized():
     # duplicate workload names
     (GOOD + "  - {name: rr, rw: randwrite}\n".replace("  - ", "  - "), []),
     # an engine that cannot run the workload
-    (GOOD.replace("engine: fio", "engine: rados-bench"), ["rados-bench", "target: rados"]),
+    (GOOD.replace("engine: fio", "engine: rados-bench"), ["rados-bench", "interface: rados"]),
     # quick section of the wrong type is reported only with --quick; a wrong scalar in the main body always
     (GOOD.replace("count: 2", "count: many"), ["s.yaml:4", "count", "'many'", "integer"]),
 ])

@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from fathom import interfaces
 from fathom.errors import FathomError, UsageError
 from fathom.units import parse_duration, parse_size
 
 RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
-WORKLOAD_FIELDS = ("engine", "target", "pool", "rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime",
+WORKLOAD_FIELDS = ("engine", "interface", "target", "pool", "rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime",
                    "ramp_time", "size", "object_size", "drop_caches")
 SWEEPABLE = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp_time", "size", "object_size", "engine")
 
@@ -151,7 +152,8 @@ class SweepSpec(_Model):
 class Workload(_Model):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     engine: str = "fathom-engine"
-    target: Literal["rbd", "rados"] = "rbd"
+    # what the workload drives (fathom.interfaces); `target:` is its former name, still read
+    interface: str = Field("rbd", validation_alias=AliasChoices("interface", "target"))
     pool: str | None = None
     rw: Literal[RW_MODES] = "randread"  # type: ignore[valid-type]
     bs: int = 4096
@@ -172,6 +174,15 @@ class Workload(_Model):
 
         if v not in names():
             raise ValueError(f"unknown engine {v!r}; engines: {', '.join(names())}")
+        return v
+
+    @field_validator("interface")
+    @classmethod
+    def _interface(cls, v: str) -> str:
+        from fathom.interfaces import names
+
+        if v not in names():
+            raise ValueError(f"unknown interface {v!r}; interfaces: {', '.join(names())}")
         return v
 
     @field_validator("bs", "size", "object_size", mode="before")
@@ -344,8 +355,8 @@ def _cross_checks(suite: Suite, source: str, lines: dict[tuple, int]) -> None:
             where = ("workloads", i, "pool") if ("workloads", i, "pool") in lines else ("defaults", "pool")
             fail(where, f"workload {w.name!r}: pool {w.pool!r} is not created by prep.pools "
                         f"(defined: {', '.join(sorted(pools)) or 'none'})")
-        if w.target == "rbd" and not im:
-            fail(("workloads", i), f"workload {w.name!r} targets rbd but prep.images defines no images")
+        if interfaces.get(w.interface).needs_images and not im:
+            fail(("workloads", i), f"workload {w.name!r} drives {w.interface} but prep.images defines no images")
 
 
 def _check_sweeps(suite: Suite, data: dict[str, Any], source: str, lines: dict[tuple, int],

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fathom.cluster.ceph import Connection, _mon_host
+from fathom.engine_spec import EngineSpec
 from fathom.errors import ClusterError, FathomError
 
 
@@ -34,20 +35,13 @@ class EngineOutcome:
         return next((e for e in self.errors if e.get("fatal")), None)
 
 
-def spec_connection(conn: Connection, timeout_s: float) -> dict[str, Any]:
-    c: dict[str, Any] = {"conf": conn.conf, "name": conn.name, "timeout_s": float(timeout_s)}
-    if conn.keyring:
-        c["keyring"] = conn.keyring
-    return c
-
-
-def run_engine(spec: dict[str, Any], conn: Connection, timeout: float,
+def run_engine(spec: EngineSpec, conn: Connection, timeout: float,
                on_record: Callable[[dict[str, Any]], None] | None = None) -> EngineOutcome:
     """Run one point to its end through the shared launcher; every record goes to on_record as it arrives."""
     from fathom.engines.fathom_engine import run_point
 
     started = time.time()
-    er = run_point(spec, on_record=on_record, timeout=timeout, check=False)
+    er = run_point(spec.to_json(), on_record=on_record, timeout=timeout, check=False)
     return EngineOutcome(rc=er.exit_code if er.exit_code is not None else -1, start=er.start,
                          intervals=er.intervals, summary=er.summary, errors=er.errors, stderr=er.stderr,
                          user_s=er.user_s, sys_s=er.sys_s, wall_s=er.wall_s, max_rss_kib=er.max_rss_kib,

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from fathom.bench import output as fmt
-from fathom.bench.engine import EngineOutcome, connect_failure, run_engine, spec_connection
+from fathom import engine_spec as es
+from fathom.bench.engine import EngineOutcome, connect_failure, run_engine
+from fathom.engine_spec import EngineSpec, Load
 from fathom.cluster.ceph import Ceph, Connection, _mon_host
 from fathom.errors import ClusterError, FathomError, UsageError
 from fathom.units import parse_size, positive_int
@@ -203,29 +205,21 @@ def parse_args(a: Any) -> RadosArgs:
                      hints=not a.no_hints, stall_timeout=stall, connect_timeout=float(a.connect_timeout), db=a.db)
 
 
-def build_spec(r: RadosArgs, conn: Connection, prefix: str) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "protocol": 1, "target": "rados", "pool": r.pool,
-        "connection": spec_connection(conn, r.connect_timeout),
-        "load": {"iodepth": r.concurrent},
-        "stall_timeout_s": r.stall_timeout,
-        "op_timeout_s": None,  # like rados bench: a slow op is slow, not failed; stalls are caught above
-    }
-    if r.seconds:
-        spec["load"]["duration_s"] = float(r.seconds)
+def build_spec(r: RadosArgs, conn: Connection, prefix: str) -> EngineSpec:
+    load = Load(iodepth=r.concurrent, duration_s=float(r.seconds) if r.seconds else None)
     if r.mode == "write":
         size = r.object_size or r.op_size
-        rs: dict[str, Any] = {"op": "write", "pattern": "seq", "prefix": prefix, "object_size": size,
-                              "op_size": r.op_size, "alloc_hint": r.hints}
+        t = es.Rados(connection=es.Connection.of(conn, r.connect_timeout), pool=r.pool, op="write", prefix=prefix,
+                     object_size=size, op_size=r.op_size, alloc_hint=r.hints)
         if r.max_objects:
-            rs["objects"] = r.max_objects
-            spec["load"]["ops"] = r.max_objects * (size // r.op_size)
+            t.objects = r.max_objects
+            load.ops = r.max_objects * (size // r.op_size)  # one job: the bound is the bench's
     else:
         # the engine reads the object set from <prefix>.meta; seq reads it once, like rados bench
-        rs = {"op": "read", "pattern": "seq" if r.mode == "seq" else "rand", "prefix": prefix,
-              "once": r.mode == "seq"}
-    spec["rados"] = rs
-    return spec
+        t = es.Rados(connection=es.Connection.of(conn, r.connect_timeout), pool=r.pool, op="read",
+                     pattern="seq" if r.mode == "seq" else "rand", prefix=prefix, once=r.mode == "seq")
+    # like rados bench: a slow op is slow, not failed; stalls are caught by stall_timeout_s
+    return EngineSpec(target=t, load=load, stall_timeout_s=r.stall_timeout, op_timeout_s=None)
 
 
 def run_bench(a: Any) -> int:
@@ -271,7 +265,7 @@ def run_bench(a: Any) -> int:
 
 
 def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.RadosTable, outcome: EngineOutcome,
-           head: dict[str, Any] | None, op_size: int, object_size: int, spec: dict[str, Any]) -> int:
+           head: dict[str, Any] | None, op_size: int, object_size: int, spec: EngineSpec) -> int:
     from fathom.bench.record import save_bench
 
     fatal = outcome.fatal
@@ -306,7 +300,7 @@ def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.Rad
                                    meta_present=True if written else None)
 
     workload = f"rados-{r.mode}"
-    params = {"target": "rados", "rw": {"write": "write", "seq": "read", "rand": "randread"}[r.mode],
+    params = {"interface": "rados", "rw": {"write": "write", "seq": "read", "rand": "randread"}[r.mode],
               "bs": op_size, "object_size": object_size, "iodepth": r.concurrent, "numjobs": 1,
               "runtime": r.seconds, "pool": r.pool, "run_name": r.run_name, "object_prefix": prefix,
               "max_objects": r.max_objects, "stall_timeout": r.stall_timeout,
@@ -387,9 +381,10 @@ def cleanup_run(conn: Connection, pool: str, prefix: str, concurrent: int, out: 
     if meta_present is None:
         meta_present = read_meta(conn, pool, prefix, timeout) is not None
     if meta_present:
-        spec = {"protocol": 1, "target": "rados", "pool": pool, "connection": spec_connection(conn, timeout),
-                "rados": {"op": "remove", "prefix": prefix}, "load": {"iodepth": concurrent},
-                "on_error": "continue", "stall_timeout_s": stall_timeout, "op_timeout_s": None}
+        spec = EngineSpec(target=es.Rados(connection=es.Connection.of(conn, timeout), pool=pool, op="remove",
+                                          prefix=prefix),
+                          load=Load(iodepth=concurrent), on_error="continue", stall_timeout_s=stall_timeout,
+                          op_timeout_s=None)
         oc = run_engine(spec, conn, timeout=3600 + stall_timeout)
         if oc.fatal:
             raise FathomError(f"cleanup of {prefix}.* in pool {pool} stopped: {oc.fatal.get('message')}",

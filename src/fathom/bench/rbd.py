@@ -14,7 +14,9 @@ import sys
 from typing import Any
 
 from fathom.bench import output as fmt
-from fathom.bench.engine import EngineOutcome, connect_failure, run_engine, spec_connection
+from fathom import engine_spec as es
+from fathom.bench.engine import EngineOutcome, connect_failure, run_engine
+from fathom.engine_spec import EngineSpec, Load
 from fathom.bench.rados import Out, _check_db, dump_json, pool_missing, stall_error
 from fathom.cluster.ceph import Connection
 from fathom.errors import FathomError, UsageError
@@ -48,20 +50,16 @@ def parse_image(spec: str, pool: str | None) -> tuple[str, str]:
 
 def build_spec(conn: Connection, pool: str, image: str, io_type: str, pattern: str, io_size: int,
                threads: int, total: int, mix: int, stall: float, connect_timeout: float,
-               rbd_cache: bool = False) -> dict[str, Any]:
+               rbd_cache: bool = False) -> EngineSpec:
     numjobs, iodepth = (threads, 1) if pattern == "seq" else (1, threads)
-    connection = spec_connection(conn, connect_timeout)
-    if rbd_cache:  # the engine turns it off unless told otherwise
-        connection.setdefault("options", {})["rbd_cache"] = "true"
-    return {
-        "protocol": 1, "target": "rbd", "pool": pool,
-        "connection": connection,
-        "rbd": {"rw": engine_rw(io_type, pattern), "rwmixread": mix, "bs": io_size, "images": [image],
-                "numjobs": numjobs},
-        "load": {"iodepth": iodepth, "bytes": total},
-        "stall_timeout_s": stall,
-        "op_timeout_s": None,
-    }
+    # the engine turns librbd's cache off unless told otherwise
+    connection = es.Connection.of(conn, connect_timeout, **({"rbd_cache": "true"} if rbd_cache else {}))
+    # --io-total is the whole bench's; the engine bounds each job: split it, whole blocks, none lost
+    per_job = -(-total // numjobs)
+    return EngineSpec(target=es.Rbd(connection=connection, pool=pool, rw=engine_rw(io_type, pattern),  # type: ignore[arg-type]
+                                    rwmixread=mix, bs=io_size, images=[image], numjobs=numjobs),
+                      load=Load(iodepth=iodepth, bytes=-(-per_job // io_size) * io_size),
+                      stall_timeout_s=stall, op_timeout_s=None)
 
 
 def run_bench(a: Any) -> int:
@@ -110,7 +108,7 @@ def run_bench(a: Any) -> int:
                   out_fmt)
 
 
-def finish(outcome: EngineOutcome, conn: Connection, out: Out, table: fmt.RbdTable, spec: dict[str, Any], a: Any,
+def finish(outcome: EngineOutcome, conn: Connection, out: Out, table: fmt.RbdTable, spec: EngineSpec, a: Any,
            pool: str, image: str, io_type: str, pattern: str, io_size: int, threads: int, total: int, mix: int,
            out_fmt: str) -> int:
     from fathom.bench.record import _merged_pct, save_bench
@@ -142,8 +140,10 @@ def finish(outcome: EngineOutcome, conn: Connection, out: Out, table: fmt.RbdTab
     summary = fmt.rbd_summary(summary_rec, _merged_pct(summary_rec))
     out.result(fmt.format_rbd_summary(summary, io_type))
 
-    params = {"target": "rbd", "rw": spec["rbd"]["rw"], "rwmixread": mix, "bs": io_size, "iodepth":
-              spec["load"]["iodepth"], "numjobs": spec["rbd"]["numjobs"], "io_threads": threads, "io_total": total,
+    t = spec.target
+    assert isinstance(t, es.Rbd)
+    params = {"interface": "rbd", "rw": t.rw, "rwmixread": mix, "bs": io_size, "iodepth":
+              spec.load.iodepth, "numjobs": t.numjobs, "io_threads": threads, "io_total": total,
               "io_pattern": pattern, "pool": pool, "image": image, "stall_timeout": a.stall_timeout,
               "rbd_cache": bool(a.rbd_cache)}
     run_id = None

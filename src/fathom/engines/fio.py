@@ -83,11 +83,24 @@ def parse_output(doc: dict[str, Any]) -> tuple[dict[str, OpStats], dict[str, Any
     return ops, extra
 
 
+def _rbd_section(p: dict[str, Any], ctx: PointContext) -> tuple[list[str], list[str]]:
+    return ["ioengine=rbd"], [ln for img in ctx.images for ln in (f"[{img}]", f"rbdname={img}", "")]
+
+
+def _rados_section(p: dict[str, Any], ctx: PointContext) -> tuple[list[str], list[str]]:
+    return ["ioengine=rados"], [f"[{ctx.run_tag}]", f"filename={ctx.run_tag}", ""]
+
+
+# interface -> (its [global] lines, its job sections): what fio runs on each interface
+WRITERS = {"rbd": _rbd_section, "rados": _rados_section}
+
+
 def job_file(p: dict[str, Any], ctx: PointContext) -> str:
     """fio job text for one point (librbd: one section per image)."""
+    engine_lines, jobs = WRITERS[p["interface"]](p, ctx)
     g = [
         "[global]",
-        f"ioengine={'rbd' if p['target'] == 'rbd' else 'rados'}",
+        *engine_lines,
         f"clientname={ctx.conn.client_id}",
         f"pool={ctx.pool}",
         f"rw={p['rw']}",
@@ -103,20 +116,14 @@ def job_file(p: dict[str, Any], ctx: PointContext) -> str:
     ]
     if p["rw"] in ("rw", "readwrite", "randrw"):
         g.append(f"rwmixread={p['rwmixread']}")
-    region = p.get("size") or (ctx.image_size if p["target"] == "rbd" else None)
+    region = p.get("size") or (ctx.image_size if p["interface"] == "rbd" else None)
     if region and int(p["numjobs"]) > 1:
         # each job its own slice of the image, as fathom-engine does (fio's offset_increment)
         per_job = region // int(p["numjobs"]) // int(p["bs"]) * int(p["bs"])
         g += [f"size={per_job}", f"offset_increment={per_job}"]
     elif p.get("size"):
         g.append(f"size={p['size']}")
-    lines = g + [""]
-    if p["target"] == "rbd":
-        for img in ctx.images:
-            lines += [f"[{img}]", f"rbdname={img}", ""]
-    else:
-        lines += [f"[{ctx.run_tag}]", f"filename={ctx.run_tag}", ""]
-    return "\n".join(lines)
+    return "\n".join(g + [""] + jobs)
 
 
 class FioAdapter:
@@ -124,7 +131,9 @@ class FioAdapter:
     binary_hint = "install fio with `make install` (Debian package fio)"
 
     def unsupported(self, w: Any) -> str | None:
-        if w.target == "rados" and not w.size:
+        if w.interface not in WRITERS:
+            return f"fio runs here on {', '.join(WRITERS)}, not {w.interface}"
+        if w.interface == "rados" and not w.size:
             return "fio on rados needs size (bytes written per job, e.g. size: 256MiB)"
         return None
 
@@ -134,7 +143,7 @@ class FioAdapter:
 
     def run(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
         self.check()
-        if params["target"] == "rbd" and not ctx.images:
+        if params["interface"] == "rbd" and not ctx.images:
             raise FathomError("fio on rbd needs images, and prep made none")
         jobf = ctx.workdir / "point.fio"
         outf = ctx.workdir / "point-fio.json"

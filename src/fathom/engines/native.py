@@ -10,36 +10,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from fathom import interfaces
+from fathom.engine_spec import EngineSpec, Load
 from fathom.engines.base import PointContext, register
 from fathom.errors import FathomError
 from fathom.model import PERCENTILES, OpStats, PointResult
 
-RADOS_MODES = {"write": ("write", "seq"), "read": ("read", "seq"), "randread": ("read", "rand")}
-
-
-def point_spec(p: dict[str, Any], ctx: PointContext) -> dict[str, Any]:
-    conn = {"conf": ctx.conn.conf, "name": ctx.conn.name}
-    if ctx.conn.keyring:
-        conn["keyring"] = ctx.conn.keyring
-    spec: dict[str, Any] = {
-        "protocol": 1,
-        "target": p["target"],
-        "connection": conn,
-        "pool": ctx.pool,
-        "load": {"iodepth": int(p["iodepth"]), "duration_s": float(p["runtime"]) + float(p["ramp_time"]),
-                 "ramp_s": float(p["ramp_time"])},
-    }
-    if p["target"] == "rbd":
-        spec["rbd"] = {"rw": "rw" if p["rw"] == "readwrite" else p["rw"], "rwmixread": int(p["rwmixread"]),
-                       "bs": int(p["bs"]), "images": list(ctx.images), "numjobs": int(p["numjobs"])}
-        if p.get("size"):
-            spec["rbd"]["size"] = int(p["size"])
-    else:
-        op, pattern = RADOS_MODES[p["rw"]]
-        spec["rados"] = {"op": op, "pattern": pattern, "prefix": ctx.run_tag, "op_size": int(p["bs"])}
-        if op == "write":
-            spec["rados"]["object_size"] = int(p.get("object_size") or p["bs"])
-    return spec
+def point_spec(p: dict[str, Any], ctx: PointContext) -> EngineSpec:
+    """The engine spec of one planned point: the interface's target section plus the generic load."""
+    return EngineSpec(target=interfaces.get(p["interface"]).target(p, ctx),
+                      load=Load(iodepth=int(p["iodepth"]), duration_s=float(p["runtime"]) + float(p["ramp_time"]),
+                                ramp_s=float(p["ramp_time"])))
 
 
 def _get(obj: Any, name: str, default: Any = None) -> Any:
@@ -82,9 +63,7 @@ class NativeAdapter:
     binary_hint = "build it with `make install` (needs cargo; the binary is engine/target/release/fathom-engine)"
 
     def unsupported(self, w: Any) -> str | None:
-        if w.target == "rados" and w.rw not in RADOS_MODES:
-            return f"fathom-engine on rados runs rw write, read or randread, not {w.rw!r}"
-        return None
+        return interfaces.get(w.interface).unsupported(w.rw)
 
     def _module(self) -> Any:
         try:
@@ -107,9 +86,7 @@ class NativeAdapter:
 
     def run(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
         fe = self._module()
-        if params["target"] == "rbd" and not ctx.images:
-            raise FathomError("fathom-engine on rbd needs images, and prep made none")
-        spec = point_spec(params, ctx)
+        spec = point_spec(params, ctx).to_json()
 
         def on_record(rec: dict[str, Any]) -> None:
             if rec.get("type", rec.get("kind")) == "interval":

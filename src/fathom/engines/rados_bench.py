@@ -46,8 +46,8 @@ class RadosBenchAdapter:
     binary_hint = "install Ceph's client tools with `make install` (Debian package ceph-common)"
 
     def unsupported(self, w: Any) -> str | None:
-        if w.target != "rados":
-            return "rados-bench runs against a pool: set target: rados"
+        if w.interface != "rados":
+            return "rados-bench runs against a pool: set interface: rados"
         if w.rw not in MODES:
             return f"rados-bench runs rw write (bench write), read (seq) or randread (rand), not {w.rw!r}"
         if w.numjobs != 1:

@@ -1,0 +1,191 @@
+"""The engine's point spec, typed: the one place Python builds what fathom-engine reads (engine/PROTOCOL.md).
+
+Mirrors engine/src/spec.rs and the target modules' own sections
+(engine/src/target/*.rs). Defaults here are the engine's defaults; the test
+suite checks every built-in suite's points with `fathom-engine --check`, so the
+two languages cannot drift apart. Credentials are paths (a keyring file), never
+key material: a spec is echoed into the store with every point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, Union
+
+PROTOCOL = 2
+
+Rw = Literal["read", "write", "randread", "randwrite", "rw", "randrw"]
+
+
+@dataclass
+class Connection:
+    """How a Ceph target reaches the cluster: conf, entity name and keyring paths, client options."""
+
+    conf: str | None = None
+    name: str | None = None  # full entity name, client.admin
+    keyring: str | None = None  # a path
+    options: dict[str, str] = field(default_factory=dict)  # client config, applied last
+    timeout_s: float = 10.0
+    engine_defaults: bool = True
+
+    @classmethod
+    def of(cls, conn: Any, timeout_s: float | None = None, **options: str) -> "Connection":
+        """From a fathom.cluster.ceph.Connection (paths only; no secrets)."""
+        opts = {str(k): str(v) for k, v in (getattr(conn, "options", None) or {}).items()}
+        opts.update(options)
+        return cls(conf=conn.conf, name=conn.name, keyring=conn.keyring or None, options=opts,
+                   timeout_s=float(timeout_s) if timeout_s is not None else 10.0)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"conf": self.conf, "name": self.name, "timeout_s": self.timeout_s}
+        if self.keyring:
+            out["keyring"] = self.keyring
+        if self.options:
+            out["options"] = dict(self.options)
+        if not self.engine_defaults:
+            out["engine_defaults"] = False
+        return out
+
+
+@dataclass
+class Rados:
+    """librados objects: `<prefix>.<n>`, metadata in `<prefix>.meta`."""
+
+    connection: Connection
+    pool: str
+    op: Literal["write", "read", "remove"]
+    pattern: Literal["seq", "rand"] = "seq"
+    prefix: str | None = None
+    object_size: int | None = None
+    op_size: int | None = None
+    objects: int | None = None
+    prefill: bool = False
+    alloc_hint: bool = False
+    once: bool = False
+    kind: str = field(default="rados", init=False)
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"connection": self.connection.to_json(), "pool": self.pool, "op": self.op,
+                               "pattern": self.pattern}
+        for k in ("prefix", "object_size", "op_size", "objects"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        for k in ("prefill", "alloc_hint", "once"):
+            if getattr(self, k):
+                out[k] = True
+        return out
+
+    @property
+    def jobs(self) -> int:
+        return 1
+
+
+@dataclass
+class Rbd:
+    """librbd images, fio's job model: numjobs streams per image."""
+
+    connection: Connection
+    pool: str
+    rw: Rw
+    images: list[str]
+    bs: int = 4096
+    rwmixread: int = 50
+    numjobs: int = 1
+    size: int | None = None  # bytes of each image used, from offset 0
+    kind: str = field(default="rbd", init=False)
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"connection": self.connection.to_json(), "pool": self.pool, "rw": self.rw,
+                               "rwmixread": self.rwmixread, "bs": self.bs, "images": list(self.images),
+                               "numjobs": self.numjobs}
+        if self.size is not None:
+            out["size"] = self.size
+        return out
+
+    @property
+    def jobs(self) -> int:
+        return self.numjobs * len(self.images)
+
+
+@dataclass
+class Null:
+    """No I/O: ops complete at once (or after delay_us on the target's thread). Tests the loop, measures the engine."""
+
+    rw: Rw = "randread"
+    bs: int = 4096
+    rwmixread: int = 50
+    numjobs: int = 1
+    size: int | None = None  # bytes per job the offsets range over (engine default 1 GiB)
+    delay_us: int = 0
+    kind: str = field(default="null", init=False)
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"rw": self.rw, "rwmixread": self.rwmixread, "bs": self.bs, "numjobs": self.numjobs,
+                               "delay_us": self.delay_us}
+        if self.size is not None:
+            out["size"] = self.size
+        return out
+
+    @property
+    def jobs(self) -> int:
+        return self.numjobs
+
+
+Target = Union[Rados, Rbd, Null]
+
+
+@dataclass
+class Load:
+    """Closed loop (iodepth outstanding per job) or open loop (rate ops/s). ops and bytes bound each job."""
+
+    iodepth: int = 16
+    duration_s: float | None = None  # ramp included
+    ramp_s: float = 0.0
+    ops: int | None = None  # per job, counted after the ramp
+    bytes: int | None = None  # per job
+    rate: float | None = None
+    arrival: Literal["uniform", "poisson"] = "uniform"
+    submit_batch: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"iodepth": self.iodepth, "ramp_s": self.ramp_s, "arrival": self.arrival}
+        for k in ("duration_s", "ops", "bytes", "rate", "submit_batch"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        return out
+
+
+@dataclass
+class Control:
+    """stdin as the control channel: `go` at a start time (wait), `stop`, heartbeats."""
+
+    wait: bool = False
+    heartbeat_timeout_s: float | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"wait": self.wait, "heartbeat_timeout_s": self.heartbeat_timeout_s}
+
+
+@dataclass
+class EngineSpec:
+    target: Target
+    load: Load = field(default_factory=Load)
+    on_error: Literal["stop", "continue"] = "stop"
+    op_timeout_s: float | None = 30.0
+    stall_timeout_s: float = 60.0
+    verify: bool = False
+    seed: int = 1
+    interval_s: float = 1.0
+    callback_sched: Literal["batch", "normal"] = "batch"
+    control: Control | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"protocol": PROTOCOL, "target": {"kind": self.target.kind, **self.target.fields()},
+                "load": self.load.to_json(), "on_error": self.on_error, "op_timeout_s": self.op_timeout_s,
+                "stall_timeout_s": self.stall_timeout_s, "verify": self.verify, "seed": self.seed,
+                "interval_s": self.interval_s, "callback_sched": self.callback_sched,
+                "control": self.control.to_json() if self.control else None}
+
+    @property
+    def slots(self) -> int:
+        return self.target.jobs * self.load.iodepth

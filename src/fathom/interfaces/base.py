@@ -1,0 +1,31 @@
+"""What an interface module provides (see the package docstring)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from fathom import engine_spec
+    from fathom.engines.base import PointContext
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    needs_cluster: bool  # False: runs with no Ceph cluster at all (the runner starts none)
+    rw_modes: tuple[str, ...]  # fio rw names fathom-engine runs on it
+    # planned point (fio-named params) + context -> the engine's target section
+    target: Callable[[dict[str, Any], "PointContext"], "engine_spec.Target"]
+    needs_images: bool = False  # prep.images must define RBD images
+
+    def unsupported(self, rw: str) -> str | None:
+        """Why fathom-engine cannot run this rw mode here, or None."""
+        if rw not in self.rw_modes:
+            return f"fathom-engine on {self.name} runs rw {', '.join(self.rw_modes)}, not {rw!r}"
+        return None
+
+
+def engine_rw(rw: str) -> str:
+    """fio's `readwrite` is the engine's `rw` (a sequential mix)."""
+    return "rw" if rw == "readwrite" else rw
