@@ -7,9 +7,13 @@ duration, and measures each whole process with os.wait4: client CPU per op is
 Medians over the rounds go to bench/results/engine-vs-peers.json, the table to
 stdout (Markdown, for docs/benchmarks.md).
 
-    .venv/bin/python bench/engine_vs_peers.py [--rounds 3] [--duration 10] [--dir /tmp/...]
+    .venv/bin/python bench/engine_vs_peers.py [--rounds 5] [--duration 10] [--dir /tmp/...]
 
 Targets (issue 3): fathom IOPS >= 0.95 x peer, fathom CPU/op <= 0.75 x peer's.
+Each case reports the median of the per-round ratios and their range. Every
+run is also appended to bench/results/engine-vs-peers-history.json; a case is
+called "met" only when the median met both targets in each of the last three
+runs of this script.
 Both sides get the same client settings apart from the engine's documented
 defaults (engine/PROTOCOL.md); fio gets rbd_cache=false like the engine.
 """
@@ -31,9 +35,12 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from fathom.cluster.local import LocalCluster  # noqa: E402
+from fathom import engine_spec as es  # noqa: E402
 from fathom.engines import fathom_engine as fe  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "engine-vs-peers.json"
+HISTORY = REPO / "bench" / "results" / "engine-vs-peers-history.json"
+IOPS_TARGET, CPU_TARGET = 0.95, 0.75
 IMAGE_SIZE = 1 << 30
 
 
@@ -86,8 +93,8 @@ class Bench:
         self.tool("rbd", "bench", "--io-type", "write", "--io-pattern", "seq", "--io-size", "4M",
                   "--io-threads", "4", "--io-total", f"{IMAGE_SIZE >> 20}M", "rbdbench/img")
 
-    def fathom(self, spec: dict) -> tuple[float, float, float]:
-        spec = {"connection": fe.connection_spec(self.conn), **spec}
+    def fathom(self, target: es.Target, qd: int) -> tuple[float, float, float]:
+        spec = es.EngineSpec(target=target, load=es.Load(iodepth=qd, duration_s=self.duration)).to_json()
         out, _, cpu, _ = wait4([self.engine], self.env, json.dumps(spec).encode())
         summary = [json.loads(ln) for ln in out.splitlines() if ln.startswith('{"type":"summary"')][-1]
         o = next(iter(summary["ops"].values()))
@@ -95,9 +102,8 @@ class Bench:
 
     def rados_fathom(self, qd: int) -> tuple[float, float, float]:
         self.n += 1
-        return self.fathom({"target": "rados", "pool": "bench",
-                            "rados": {"op": "write", "object_size": 4096, "prefix": f"fe{self.n}"},
-                            "load": {"iodepth": qd, "duration_s": self.duration}})
+        return self.fathom(es.Rados(connection=es.Connection.of(self.conn), pool="bench", op="write",
+                                    object_size=4096, prefix=f"fe{self.n}"), qd)
 
     def rados_peer(self, qd: int) -> tuple[float, float, float]:
         self.n += 1
@@ -110,8 +116,8 @@ class Bench:
         return ops / t, cpu / ops * 1e6, lat * 1e9
 
     def rbd_fathom(self, rw: str, qd: int) -> tuple[float, float, float]:
-        return self.fathom({"target": "rbd", "pool": "rbdbench", "rbd": {"rw": rw, "bs": 4096, "images": ["img"]},
-                            "load": {"iodepth": qd, "duration_s": self.duration}})
+        return self.fathom(es.Rbd(connection=es.Connection.of(self.conn), pool="rbdbench", rw=rw,  # type: ignore[arg-type]
+                                  images=["img"], bs=4096), qd)
 
     def rbd_peer(self, rw: str, qd: int) -> tuple[float, float, float]:
         env = {**self.env, "CEPH_CONF": str(self.fio_conf)}
@@ -126,7 +132,7 @@ class Bench:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--duration", type=int, default=10, help="seconds per run")
     ap.add_argument("--dir", default=None, help="cluster directory (default: a new one under /tmp)")
     ap.add_argument("--cases", default=None, help="comma-separated subset of case names")
@@ -161,6 +167,9 @@ def main() -> int:
         for name, peer, _, _ in cases:
             med = {who: {k: statistics.median(x[k] for x in raw[name][who]) for k in
                          ("iops", "cpu_us_per_op", "lat_mean_ns")} for who in ("fathom", "peer")}
+            # per-round ratios: the two tools ran back to back, so a round's ratio cancels most of the box's drift
+            iops_r = [f["iops"] / p["iops"] for f, p in zip(raw[name]["fathom"], raw[name]["peer"])]
+            cpu_r = [f["cpu_us_per_op"] / p["cpu_us_per_op"] for f, p in zip(raw[name]["fathom"], raw[name]["peer"])]
             rows.append({
                 "case": name, "peer": peer,
                 "fathom_iops": round(med["fathom"]["iops"], 1), "peer_iops": round(med["peer"]["iops"], 1),
@@ -168,8 +177,10 @@ def main() -> int:
                 "peer_cpu_us_per_op": round(med["peer"]["cpu_us_per_op"], 1),
                 "fathom_lat_mean_ms": round(med["fathom"]["lat_mean_ns"] / 1e6, 2),
                 "peer_lat_mean_ms": round(med["peer"]["lat_mean_ns"] / 1e6, 2),
-                "iops_ratio": round(med["fathom"]["iops"] / med["peer"]["iops"], 3),
-                "cpu_ratio": round(med["fathom"]["cpu_us_per_op"] / med["peer"]["cpu_us_per_op"], 3),
+                "iops_ratio": round(statistics.median(iops_r), 3),
+                "iops_ratio_range": [round(min(iops_r), 3), round(max(iops_r), 3)],
+                "cpu_ratio": round(statistics.median(cpu_r), 3),
+                "cpu_ratio_range": [round(min(cpu_r), 3), round(max(cpu_r), 3)],
                 "rounds": args.rounds, "duration_s": args.duration, "raw": raw[name],
             })
     finally:
@@ -178,11 +189,24 @@ def main() -> int:
             root.parent.rmdir()  # the empty temporary directory made above
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(rows, indent=1) + "\n")
-    print("| case | peer | fathom IOPS | peer IOPS | IOPS ratio | fathom CPU µs/op | peer CPU µs/op | CPU ratio |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    history = json.loads(HISTORY.read_text()) if HISTORY.exists() else []
+    if not args.cases:  # only whole runs count towards "met in three runs"
+        history.append({"ts": time.time(), "rounds": args.rounds, "duration_s": args.duration,
+                        "cases": [{k: r[k] for k in ("case", "iops_ratio", "iops_ratio_range", "cpu_ratio",
+                                                     "cpu_ratio_range")} for r in rows]})
+        HISTORY.write_text(json.dumps(history, indent=1) + "\n")
+    last3 = history[-3:]
+    print("| case | peer | fathom IOPS | peer IOPS | IOPS ratio (range) | fathom CPU µs/op | peer CPU µs/op "
+          "| CPU ratio (range) | met in last 3 runs |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---|")
     for r in rows:
-        print(f"| {r['case']} | {r['peer']} | {r['fathom_iops']:.0f} | {r['peer_iops']:.0f} | {r['iops_ratio']:.2f} | "
-              f"{r['fathom_cpu_us_per_op']:.1f} | {r['peer_cpu_us_per_op']:.1f} | {r['cpu_ratio']:.2f} |")
+        met = [next((c for c in h["cases"] if c["case"] == r["case"]), None) for h in last3]
+        n_met = sum(1 for c in met if c and c["iops_ratio"] >= IOPS_TARGET and c["cpu_ratio"] <= CPU_TARGET)
+        verdict = "met" if len(last3) == 3 and n_met == 3 else f"{n_met} of {len(last3)}"
+        ir, cr = r["iops_ratio_range"], r["cpu_ratio_range"]
+        print(f"| {r['case']} | {r['peer']} | {r['fathom_iops']:.0f} | {r['peer_iops']:.0f} | "
+              f"{r['iops_ratio']:.2f} ({ir[0]:.2f}-{ir[1]:.2f}) | {r['fathom_cpu_us_per_op']:.1f} | "
+              f"{r['peer_cpu_us_per_op']:.1f} | {r['cpu_ratio']:.2f} ({cr[0]:.2f}-{cr[1]:.2f}) | {verdict} |")
     print(f"\nwritten: {RESULTS.relative_to(REPO)}", file=sys.stderr)
     return 0
 
