@@ -12,6 +12,7 @@ Public API (stable):
     decode(b64: str) -> HdrHistogram            one encoded histogram
     encode(h: HdrHistogram) -> str              back to base64 V2+deflate
     merge(hists: Iterable[str | HdrHistogram]) -> HdrHistogram
+    merge_b64(hists: Iterable[str | None]) -> (str | None, dict)   merged encoding and its percentiles (ns)
     percentile(h: str | HdrHistogram, p: float) -> int      p in 0..100, ns
     percentiles(h, ps=(50, 90, 99, 99.9)) -> dict[str, int] keys "p50", "p90", "p99", "p999"
     summary(h, ps=(50, 90, 99, 99.9)) -> dict   count, mean, stdev, min, max (ns) and the percentiles
@@ -59,6 +60,24 @@ def merge(hists: Iterable[Hist]) -> HdrHistogram:
         if d.get_total_count():
             out.add(d)
     return out
+
+
+def merge_b64(hists: Iterable[str | None]) -> tuple[str | None, dict[str, float]]:
+    """Merge the non-empty encoded histograms: (the merged one encoded, its percentiles and max in ns).
+
+    (None, {}) when there is nothing to merge. One op kind's histogram or several
+    (read and write of a mix, or many engines): percentiles always come from the
+    merged counts, never from averaging percentiles.
+    """
+    hs = [h for h in hists if h]
+    if not hs:
+        return None, {}
+    m = merge(hs)
+    if not m.get_total_count():
+        return None, {}
+    pct: dict[str, float] = {k: float(v) for k, v in percentiles(m).items()}
+    pct["max"] = float(max_ns(m))
+    return encode(m), pct
 
 
 def count(h: Hist) -> int:

@@ -20,14 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fathom import engines, envinfo, plan, spec
+from fathom import engines, envinfo, interfaces, plan, spec
+from fathom import point as point_mod
 from fathom.cluster import health
 from fathom.cluster.ceph import Connection
 from fathom.cluster.local import LocalCluster
 from fathom.cluster.prep import Prep
 from fathom.cluster.target import Target, target_from_args
 from fathom.errors import FathomError, UsageError
-from fathom.model import PERCENTILES, PointResult, base_metrics
 from fathom.progress import Progress
 from fathom.store import Store
 from fathom import telemetry
@@ -107,6 +107,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     todo = [p for p in points if p.key not in done]
     for name in sorted({p.engine for p in todo}):
         engines.get(name).check()  # fail before starting a cluster: e.g. the engine binary is missing
+    needs_cluster = any(interfaces.get(p.params["interface"]).needs_cluster for p in todo)
     target = target_from_args(args) if args is not None else None
     if target is None and suite.target.kind == "ceph":
         conn = Connection.from_args(suite.target.conf, suite.target.id, None, suite.target.keyring)
@@ -140,12 +141,13 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     outcome = Outcome(run_id, "failed", skipped=len(points) - len(todo))
     contexts: dict[str, engines.PointContext] = {}
     prog: Progress | None = None
-    sampler: telemetry.Sampler | None = None
-    tel_cpu_main = 0.0
+    tel: point_mod.TelemetryCompanion | None = None
     try:
         # ---- cluster ----
         _stop_abandoned_clusters(attempts[:-1], say)
-        if target is None:
+        if target is None and not needs_cluster:
+            target_desc: dict[str, Any] = {"kind": "none", "why": "no workload of this run needs a Ceph cluster"}
+        elif target is None:
             cdir = Path(tempfile.mkdtemp(prefix=f"fathom-cluster{run_id}-"))
             # recorded before anything starts, so a later --resume can stop it if this process is killed
             attempts[-1]["cluster_dir"] = str(cdir)
@@ -158,35 +160,39 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
             say(f"cluster HEALTH_OK in {time.monotonic() - t0:.1f} s")
             target = Target(conn=cluster.connection(), local=cluster)
             outcome.cluster_dir = str(cdir)
-            target_desc: dict[str, Any] = {"kind": "local (disposable)", "objectstore": c.objectstore,
+            target_desc = {"kind": "local (disposable)", "objectstore": c.objectstore,
                                            "osds": c.osds, "osd_size": c.osd_size}
         else:
             target_desc = {"kind": "attached", "connection": target.conn.describe(),
                            "fathom_local_cluster": bool(target.local)}
-        ceph = target.ceph()
+        ceph = target.ceph() if target else None
         store.merge_env(run_id, target=target_desc, **envinfo.collect(ceph))
 
         # ---- prep ----
-        attached = cluster is None
-        prep = Prep(ceph, owner_prefix=run_tag, progress=say)
-        if attached:
-            _remove_leftovers(store, run_id, ceph, say)
-        prepared = _prepare(suite, prep, attached, run_tag, say)
-        store.merge_env(run_id, prep_created=prep.created.to_dict(), pools=prepared.pools)
-        if suite.prep.prefill and suite.prep.images:
-            pf = prep.prefill(prepared.images_pool, prepared.images, suite.prep.images.size)  # type: ignore[arg-type]
-            store.merge_env(run_id, prefill=pf)
-        if suite.prep.hygiene.enabled:
-            hy = prep.hygiene(list(prepared.pools.values()), rbd_cache=suite.prep.hygiene.rbd_cache,
-                              rbd_io_scheduler=suite.prep.hygiene.rbd_io_scheduler)
-            store.merge_env(run_id, hygiene=hy)
+        prepared = _Prepared()
+        if ceph is not None:
+            attached = cluster is None
+            prep = Prep(ceph, owner_prefix=run_tag, progress=say)
+            if attached:
+                _remove_leftovers(store, run_id, ceph, say)
+            prepared = _prepare(suite, prep, attached, run_tag, say)
+            store.merge_env(run_id, prep_created=prep.created.to_dict(), pools=prepared.pools)
+            if suite.prep.prefill and suite.prep.images:
+                pf = prep.prefill(prepared.images_pool, prepared.images,  # type: ignore[arg-type]
+                                  suite.prep.images.size)
+                store.merge_env(run_id, prefill=pf)
+            if suite.prep.hygiene.enabled:
+                hy = prep.hygiene(list(prepared.pools.values()), rbd_cache=suite.prep.hygiene.rbd_cache,
+                                  rbd_io_scheduler=suite.prep.hygiene.rbd_io_scheduler)
+                store.merge_env(run_id, hygiene=hy)
 
         # ---- points ----
-        daemons = target.local_daemons()
-        run_dir = target.local.run_dir if target.local else None
+        daemons = target.local_daemons() if target else []
         sampler = telemetry.Sampler(daemons)
+        tel = point_mod.TelemetryCompanion(sampler, daemons, target.local.run_dir if target and target.local else None)
         next_gate: health.GateVerdict | None = None
         prog = Progress(len(points), todo, tty=opts.tty)
+        companions: list[point_mod.Companion] = [tel, point_mod.ProgressCompanion(prog)]
         if outcome.skipped:
             prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")
         for n, point in enumerate(todo, start=len(points) - len(todo) + 1):
@@ -194,89 +200,26 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
             pool = prepared.pools.get(params["pool"] or "", params["pool"]) if params["pool"] else \
                 next(iter(prepared.pools.values()), None)
             ctx = engines.PointContext(
-                conn=target.conn, pool=pool,
-                images=prepared.images if params["target"] == "rbd" and pool == prepared.images_pool else [],
+                conn=target.conn if target else None, pool=pool,
+                images=prepared.images if interfaces.get(params["interface"]).needs_images
+                and pool == prepared.images_pool else [],
                 run_tag=run_tag, workdir=workdir,
                 image_size=suite.prep.images.size if suite.prep.images else None,
                 timeout=float(params["runtime"]) + float(params["ramp_time"]) + CHILD_GRACE_S)
             contexts[f"{point.engine}:{pool}"] = ctx
-            adapter = engines.get(point.engine)
             prog.point_start(point, n)
             try:
-                gate = None
-                started = time.time()
-                intervals: list[dict[str, Any]] = []
-                samples: list[dict[str, Any]] = []
-                # the status read right after the previous point serves as this point's gate when it was clean
-                gate = next_gate or health.gate(ceph, timeout=opts.gate_timeout)
-                next_gate = None
-                events: list[dict[str, Any]] = []
-                if not gate.ok:
-                    events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
-                                                              f"{gate.reason}; measured anyway", "data": gate.to_dict()})
-                ctx.on_child = sampler.set_engine_pid
-
-                def on_interval(rec: dict[str, Any], _i: list = intervals) -> None:
-                    _i.append(rec)
-                    prog.interval(rec)  # type: ignore[union-attr]
-
-                ctx.on_interval = on_interval
-                c0 = time.thread_time()
-                before = telemetry.perf_dump(daemons, run_dir)
-                tel_cpu_main += time.thread_time() - c0
-                result: PointResult | None = None
-                status, error = "done", None
-                started = time.time()
-                sampler.start()
-                try:
-                    result = adapter.run(params, ctx)
-                except FathomError as exc:
-                    status, error = "failed", exc.message
-                finally:
-                    samples = sampler.stop()
-                ended = time.time()
-                c0 = time.thread_time()
-                after = telemetry.perf_dump(daemons, run_dir)
-                deltas = telemetry.perf_deltas(before, after)
-                tel_cpu_main += time.thread_time() - c0
-                try:
-                    st = ceph.ceph("status", timeout=30)
-                    ok, reason, pgs, checks = health.assess(st)
-                    after_status = st.get("health", {}).get("status")
-                    events.append({"kind": "health", "message": f"after point: {after_status}",
-                                   "data": {"before": gate.health, "after": after_status, "checks": checks,
-                                            "clean": ok, "reason": reason}})
-                    if ok:
-                        next_gate = health.GateVerdict(True, 0.0, reason, after_status, pgs, checks)
-                except FathomError as exc:
-                    events.append({"kind": "health", "message": f"after point: cluster did not answer: {exc.message}"})
-                metrics, hists = None, {}
-                if result is not None:
-                    metrics, hists = _metrics(result, params, samples, started, ended)
-                    if metrics.get("total_ios", 0) == 0:
-                        status, error = "failed", "the engine completed no I/O in the measured window"
-                if error:
-                    events.append({"kind": "error", "message": error})
-                store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, status,
-                                   metrics=metrics, result=result.to_dict() if result else None, gate=gate.to_dict(),
-                                   error=error, started=started, ended=ended, intervals=intervals, histograms=hists,
-                                   telemetry=samples, perf_counters=deltas, events=events)
-                prog.point_end(point, status, metrics, error)
+                res = point_mod.run_point(store, run_id, point, ctx, companions, ceph, opts.gate_timeout, next_gate)
             except KeyboardInterrupt:
-                # the point in progress is kept, marked interrupted, with what was measured so far
-                sampler.stop()
-                store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, "interrupted",
-                                   gate=gate.to_dict() if gate else None, error="interrupted (Ctrl-C or SIGTERM)",
-                                   started=started, ended=time.time(), intervals=intervals,
-                                   telemetry=sampler.samples,
-                                   events=[{"kind": "interrupt", "message": f"point {point.key} interrupted"}])
                 prog.point_end(point, "interrupted", None)
                 raise
-            if status == "done":
+            next_gate = res.next_gate
+            prog.point_end(point, res.status, res.metrics, res.error)
+            if res.status == "done":
                 outcome.done += 1
             else:
                 outcome.failed += 1
-                if target.local is not None and not all(d.running for d in target.local.daemons()):
+                if target and target.local is not None and not all(d.running for d in target.local.daemons()):
                     dead = [d.name for d in target.local.daemons() if not d.running]
                     raise FathomError(f"{', '.join(dead)} stopped during point {point.key}; run {run_id} stopped",
                                       hint=f"resume later with `fathom run --resume {run_id} --db {opts.db}`")
@@ -294,8 +237,8 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         try:
             if prog is not None:
                 prog.close()
-            if sampler is not None:
-                outcome.telemetry_cost_pct = _record_cost(store, run_id, sampler, tel_cpu_main)
+            if tel is not None:
+                outcome.telemetry_cost_pct = _record_cost(store, run_id, tel.sampler, tel.asok_cpu_s)
             store.finish_run(run_id, outcome.status)
             _teardown(store, run_id, contexts, prep, cluster, opts.keep_cluster, outcome, say)
         finally:
@@ -367,7 +310,7 @@ def _remove_leftovers(store: Store, run_id: int, ceph: Any, say: Any) -> None:
 def _teardown(store: Store, run_id: int, contexts: dict[str, engines.PointContext], prep: Prep | None,
               cluster: LocalCluster | None, keep: bool, outcome: Outcome, say: Any) -> None:
     errors = []
-    if cluster is None or keep:
+    if (cluster is None or keep) and prep is not None:
         for key, ctx in contexts.items():
             try:
                 ctx.on_child = lambda pid: None
@@ -393,43 +336,6 @@ def _teardown(store: Store, run_id: int, contexts: dict[str, engines.PointContex
     for e in errors:
         store.add_event(run_id, "warning", e)
         say(f"warning: {e}")
-
-
-def merge_hists(hists: list[str]) -> tuple[str | None, dict[str, float]]:
-    """One histogram from several base64 HDR V2 histograms, and its percentiles in ns."""
-    from hdrh.histogram import HdrHistogram
-
-    merged = None
-    for h in hists:
-        dec = HdrHistogram.decode(h.encode() if isinstance(h, str) else h)
-        if merged is None:
-            merged = dec
-        else:
-            merged.add(dec)
-    if merged is None:
-        return None, {}
-    return merged.encode().decode(), {k: float(merged.get_value_at_percentile(p)) for k, p in PERCENTILES.items()}
-
-
-def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any]], started: float,
-             ended: float) -> tuple[dict[str, Any], dict[str, str]]:
-    hists = {k: o.hist for k, o in r.ops.items() if o.hist and o.ops}
-    merged_pct = None
-    if len(hists) > 1:
-        all_h, merged_pct = merge_hists(list(hists.values()))
-        if all_h:
-            hists["all"] = all_h
-    m = base_metrics(r, merged_pct)
-    # fio reports client CPU itself (% of runtime per job; summed over jobs as fio-parse-jsons does)
-    if "fio_usr_cpu" in r.extra:
-        m["usr_cpu"] = r.extra["fio_usr_cpu"]
-        m["sys_cpu"] = r.extra["fio_sys_cpu"]
-    window_from = started + float(params.get("ramp_time") or 0.0)
-    srv = telemetry.summarize(samples, window_from, ended)
-    for k in ("osd_cpu", "osd_mem_mib", "osd_ctx_switches_s", "host_cpu_pct"):
-        m[k] = srv[k]
-    m["engine_cpu_pct"] = srv["engine_cpu_pct"]
-    return m, hists
 
 
 def _summary(o: Outcome, opts: RunOptions) -> None:

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import time
+import zlib
 from datetime import datetime
 from typing import Any, Iterable
 
@@ -172,12 +173,13 @@ class RadosTable:
         """Smallest latency so far, from the interval histograms (0 when none could be read)."""
         if not self.hists:
             return 0.0
+        from fathom import hdr
+
         try:
-            from fathom.bench.hdrutil import min_ns
-            v = min_ns(self.hists)
-        except Exception:  # noqa: BLE001 - a decoration line must never stop a bench
+            m = hdr.merge(h for h in self.hists if h)
+        except (ValueError, zlib.error):  # a decoration line must never stop a bench
             return 0.0
-        return v / NS if v is not None else 0.0
+        return hdr.min_ns(m) / NS if hdr.count(m) else 0.0
 
 
 def rate_stats(samples: list[float], overall: float) -> tuple[float, float, float]:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+import zlib
 from typing import Any
 
+from fathom import hdr
 from fathom.bench.engine import EngineOutcome
 from fathom.cluster.ceph import Connection
 from fathom.store import Store
@@ -32,50 +34,44 @@ def bench_env(conn: Connection, outcome: EngineOutcome | None, extra: dict[str, 
 def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: Connection,
                outcome: EngineOutcome | None, status: str, error: str | None = None,
                extra_env: dict[str, Any] | None = None, result_extra: dict[str, Any] | None = None) -> int:
-    """Store one bench as a run with one point; returns the run id."""
+    """Store one bench as a run with one point, through the same atomic path as suite points; returns the run id."""
     from fathom.engines.native import result_from_summary
     from fathom.model import base_metrics
 
+    metrics = result = None
+    hists: dict[str, str] = {}
+    if outcome and outcome.summary:
+        res = result_from_summary(outcome.summary, outcome.wall_s, outcome.user_s, outcome.sys_s)
+        res.stopped_early = bool(outcome.summary.get("stopped_early")) or status != "done"
+        res.stop_reason = outcome.summary.get("stop_reason") or error
+        res.extra.update(result_extra or {})
+        hists = {k: o["hist"] for k, o in (outcome.summary.get("ops") or {}).items() if o.get("hist")}
+        merged_pct = None
+        if len(hists) > 1:
+            all_h, merged_pct = hdr.merge_b64(hists.values())
+            if all_h:
+                hists["all"] = all_h
+        metrics = base_metrics(res, merged_pct or None)
+        result = res.to_dict()
+    started = outcome.started if outcome and outcome.started else time.time()
+    events = [{"kind": "error", "message": e.get("message", ""), "data": e, "ts": e.get("ts")}
+              for e in (outcome.errors if outcome else [])]
     with Store(db) as store:
         run_id = store.create_run(name, kind="bench", env=bench_env(conn, outcome, extra_env or {}))
-        metrics = result = None
-        if outcome and outcome.summary:
-            res = result_from_summary(outcome.summary, outcome.wall_s, outcome.user_s, outcome.sys_s)
-            res.stopped_early = bool(outcome.summary.get("stopped_early")) or status != "done"
-            res.stop_reason = outcome.summary.get("stop_reason") or error
-            res.extra.update(result_extra or {})
-            metrics = base_metrics(res, _merged_pct(outcome.summary))
-            result = res.to_dict()
-        started = outcome.started if outcome and outcome.started else time.time()
-        point_id = store.save_point(run_id, 0, workload, workload, "fathom-engine", params, status,
-                                    metrics=metrics, result=result, error=error, started=started,
-                                    ended=time.time())
-        if outcome:
-            store.add_intervals(point_id, [r for r in outcome.intervals if "ts" in r])
-            if outcome.summary:
-                hists = {k: o["hist"] for k, o in (outcome.summary.get("ops") or {}).items() if o.get("hist")}
-                if len(hists) > 1:
-                    from fathom.bench.hdrutil import merged
-
-                    m = merged(hists.values())
-                    if m is not None:
-                        from fathom import hdr
-
-                        hists["all"] = hdr.encode(m)
-                store.add_histograms(point_id, hists)
-            for e in outcome.errors:
-                store.add_event(run_id, "error", e.get("message", ""), point_id=point_id, data=e, ts=e.get("ts"))
+        store.record_point(run_id, 0, workload, workload, "fathom-engine", params, status, metrics=metrics,
+                           result=result, error=error, started=started, ended=time.time(),
+                           intervals=[r for r in outcome.intervals if "ts" in r] if outcome else [],
+                           histograms=hists, events=events)
         store.finish_run(run_id, status)
     return run_id
 
 
 def _merged_pct(summary: dict[str, Any]) -> dict[str, float] | None:
+    """Percentiles over every op kind of a summary, from the merged histograms (None for a single kind)."""
     ops = [o for o in (summary.get("ops") or {}).values() if o.get("ops")]
     if len(ops) < 2:
         return None
-    from fathom.bench.hdrutil import merged_percentiles_ns
-
     try:
-        return merged_percentiles_ns(o.get("hist") for o in ops)
-    except Exception:  # noqa: BLE001 - a histogram we cannot read leaves percentiles empty, never fails a run
+        return hdr.merge_b64(o.get("hist") for o in ops)[1] or None
+    except (ValueError, zlib.error):  # a histogram we cannot read leaves percentiles empty, never fails a bench
         return None

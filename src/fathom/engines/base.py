@@ -29,7 +29,7 @@ from fathom.model import PointResult
 class PointContext:
     """What an adapter needs besides the point's own parameters. No secrets: the keyring is a path."""
 
-    conn: Connection
+    conn: Connection | None  # None: no cluster (an interface that needs none, such as null)
     pool: str | None  # the pool as prepared (may carry a run prefix)
     images: list[str]  # RBD images as prepared
     run_tag: str  # unique per run, for object names / rados bench --run-name
@@ -38,6 +38,8 @@ class PointContext:
     image_size: int | None = None  # bytes per RBD image, as prepared
     on_interval: Callable[[dict[str, Any]], None] = lambda rec: None  # live records, engine clock
     on_child: Callable[[int | None], None] = lambda pid: None  # child pid for telemetry (None when it ends)
+    # the running engine's control handle (has .stop(reason)), for companions that end a point early
+    on_control: Callable[[Any], None] = lambda handle: None
 
 
 class EngineAdapter(Protocol):

@@ -15,8 +15,8 @@ RW = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
 
 
 def target(p: dict[str, Any], ctx: Any) -> engine_spec.Null:
-    return engine_spec.Null(rw=engine_rw(p["rw"]), bs=int(p["bs"]), rwmixread=int(p["rwmixread"]), numjobs=int(p["numjobs"]),
-                            size=int(p["size"]) if p.get("size") else None)
+    return engine_spec.Null(rw=engine_rw(p["rw"]), bs=int(p["bs"]), rwmixread=int(p["rwmixread"]),  # type: ignore[arg-type]
+                            numjobs=int(p["numjobs"]), size=int(p["size"]) if p.get("size") else None)
 
 
 INTERFACE = Interface(name="null", needs_cluster=False, rw_modes=RW, target=target)

@@ -1,0 +1,252 @@
+"""One point's lifecycle: health gate, the engine with its companions, health after, metrics, one atomic store.
+
+Phases, in order (each a named step, as hyperfine names the phases around a
+measurement):
+    gate       hold until the cluster is clean (skipped without a cluster)
+    start      companions start: telemetry (with perf counters before), live progress, ...
+    engine     the adapter runs the point; every interval record goes to each companion
+    stop       companions stop and hand over what they saw (samples, counters, events)
+    health     the cluster's state right after (it serves as the next point's gate when clean)
+    record     metrics computed, the point stored whole or not at all
+
+A companion (criterion's report observers, cbt's monitors) starts with the
+point, sees each interval record and stops with it; it may ask the point to stop
+through `Live.request_stop`, which reaches the engine's control channel. The
+fault schedule and the steady-state watch are companions too.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from fathom import engines, telemetry
+from fathom.cluster import health
+from fathom.cluster.local import Daemon
+from fathom.errors import FathomError
+from fathom.hdr import merge_b64
+from fathom.model import METRIC_COLUMNS, PointResult, base_metrics
+from fathom.plan import Point
+from fathom.progress import Progress
+from fathom.store import Store
+
+
+@dataclass
+class Contribution:
+    """What a companion hands over when the point ends."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    samples: list[dict[str, Any]] = field(default_factory=list)  # telemetry rows
+    perf_counters: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class Live:
+    """The running point as companions see it."""
+
+    def __init__(self, point: Point):
+        self.point = point
+        self.started = time.time()
+        self.stop_reason: str | None = None
+        self._handle: Any = None  # the engine's control handle, once it runs
+
+    def attach(self, handle: Any) -> None:
+        self._handle = handle
+        if self.stop_reason and handle is not None:
+            handle.stop(self.stop_reason)
+
+    def request_stop(self, reason: str) -> None:
+        """End the point cleanly now (in-flight ops drain; the point counts as done)."""
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            if self._handle is not None:
+                self._handle.stop(reason)
+
+
+class Companion(Protocol):
+    def start(self, live: Live) -> None: ...
+
+    def on_interval(self, rec: dict[str, Any]) -> None: ...
+
+    def on_child(self, pid: int | None) -> None: ...
+
+    def stop(self) -> Contribution: ...
+
+
+class TelemetryCompanion:
+    """Per-daemon CPU, memory and context switches on the engine's clock, and perf counter deltas over the point."""
+
+    def __init__(self, sampler: telemetry.Sampler, daemons: list[Daemon], run_dir: Path | None):
+        self.sampler, self.daemons, self.run_dir = sampler, daemons, run_dir
+        self.asok_cpu_s = 0.0  # admin-socket reads run on this thread: their cost is counted apart
+        self._before: dict[str, dict[str, Any]] = {}
+
+    def start(self, live: Live) -> None:
+        c0 = time.thread_time()
+        self._before = telemetry.perf_dump(self.daemons, self.run_dir)
+        self.asok_cpu_s += time.thread_time() - c0
+        self.sampler.start()
+
+    def on_interval(self, rec: dict[str, Any]) -> None:
+        pass
+
+    def on_child(self, pid: int | None) -> None:
+        self.sampler.set_engine_pid(pid)
+
+    def stop(self) -> Contribution:
+        samples = self.sampler.stop()
+        c0 = time.thread_time()
+        deltas = telemetry.perf_deltas(self._before, telemetry.perf_dump(self.daemons, self.run_dir))
+        self.asok_cpu_s += time.thread_time() - c0
+        return Contribution(samples=samples, perf_counters=deltas)
+
+
+class ProgressCompanion:
+    """Live IOPS and latency on the terminal (or one line per event in logs)."""
+
+    def __init__(self, prog: Progress):
+        self.prog = prog
+
+    def start(self, live: Live) -> None:
+        pass
+
+    def on_interval(self, rec: dict[str, Any]) -> None:
+        self.prog.interval(rec)
+
+    def on_child(self, pid: int | None) -> None:
+        pass
+
+    def stop(self) -> Contribution:
+        return Contribution()
+
+
+@dataclass
+class Outcome:
+    status: str  # done | failed | interrupted
+    metrics: dict[str, Any] | None
+    error: str | None
+    next_gate: health.GateVerdict | None  # the clean state seen right after, for the next point
+
+
+def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext, companions: list[Companion],
+              ceph: Any | None, gate_timeout: float, gate: health.GateVerdict | None = None) -> Outcome:
+    """Run one point through its phases and store it; KeyboardInterrupt is stored as an interrupted point."""
+    params = point.params
+    adapter = engines.get(point.engine)
+    live = Live(point)
+    intervals: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    got = Contribution()
+    started = time.time()
+    result: PointResult | None = None
+    status, error = "done", None
+    # ---- gate ----
+    if ceph is not None:
+        gate = gate or health.gate(ceph, timeout=gate_timeout)
+        if not gate.ok:
+            events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
+                                                      f"{gate.reason}; measured anyway", "data": gate.to_dict()})
+
+    def on_interval(rec: dict[str, Any]) -> None:
+        intervals.append(rec)
+        for c in companions:
+            c.on_interval(rec)
+
+    def on_child(pid: int | None) -> None:
+        for c in companions:
+            c.on_child(pid)
+
+    ctx.on_interval, ctx.on_child, ctx.on_control = on_interval, on_child, live.attach
+    started_companions: list[Companion] = []
+    try:
+        # ---- start ----
+        for c in companions:
+            c.start(live)
+            started_companions.append(c)
+        # ---- engine ----
+        started = time.time()
+        try:
+            result = adapter.run(params, ctx)
+        except FathomError as exc:
+            status, error = "failed", exc.message
+    except KeyboardInterrupt as exc:
+        # the point in progress is kept, marked interrupted, with what was measured so far
+        got = _stop_all(started_companions)
+        partial = getattr(exc, "result", None)
+        metrics, hists = _metrics(partial, params, got.samples, started, time.time()) if partial else (None, {})
+        store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, "interrupted",
+                           metrics=metrics, result=partial.to_dict() if partial else None,
+                           gate=gate.to_dict() if gate else None, error="interrupted (Ctrl-C or SIGTERM)",
+                           started=started, ended=time.time(), intervals=intervals, histograms=hists,
+                           telemetry=got.samples, perf_counters=got.perf_counters,
+                           events=[*events, {"kind": "interrupt", "message": f"point {point.key} interrupted"}])
+        raise
+    # ---- stop ----
+    ended = time.time()
+    got = _stop_all(started_companions)
+    events += got.events
+    if live.stop_reason:
+        events.append({"kind": "stop", "message": f"stopped early: {live.stop_reason}"})
+    # ---- health ----
+    next_gate = None
+    if ceph is not None:
+        next_gate = _health_after(ceph, gate, events)
+    # ---- record ----
+    metrics, hists = None, {}
+    if result is not None:
+        metrics, hists = _metrics(result, params, got.samples, started, ended)
+        if metrics.get("total_ios", 0) == 0:
+            status, error = "failed", "the engine completed no I/O in the measured window"
+    if error:
+        events.append({"kind": "error", "message": error})
+    store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, status,
+                       metrics=metrics, result=result.to_dict() if result else None,
+                       gate=gate.to_dict() if gate else None, error=error, started=started, ended=ended,
+                       intervals=intervals, histograms=hists, telemetry=got.samples,
+                       perf_counters=got.perf_counters, events=events)
+    return Outcome(status, metrics, error, next_gate)
+
+
+def _stop_all(companions: list[Companion]) -> Contribution:
+    out = Contribution()
+    for c in reversed(companions):
+        got = c.stop()
+        out.events += got.events
+        out.samples += got.samples
+        out.perf_counters.update(got.perf_counters)
+    return out
+
+
+def _health_after(ceph: Any, gate: health.GateVerdict | None, events: list[dict[str, Any]]) \
+        -> health.GateVerdict | None:
+    try:
+        st = ceph.ceph("status", timeout=30)
+    except FathomError as exc:
+        events.append({"kind": "health", "message": f"after point: cluster did not answer: {exc.message}"})
+        return None
+    ok, reason, pgs, checks = health.assess(st)
+    after_status = st.get("health", {}).get("status")
+    events.append({"kind": "health", "message": f"after point: {after_status}",
+                   "data": {"before": gate.health if gate else None, "after": after_status, "checks": checks,
+                            "clean": ok, "reason": reason}})
+    return health.GateVerdict(True, 0.0, reason, after_status, pgs, checks) if ok else None
+
+
+def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any]], started: float,
+             ended: float) -> tuple[dict[str, Any], dict[str, str]]:
+    hists = {k: o.hist for k, o in r.ops.items() if o.hist and o.ops}
+    merged_pct = None
+    if len(hists) > 1:
+        all_h, merged_pct = merge_b64(list(hists.values()))
+        if all_h:
+            hists["all"] = all_h
+    m = base_metrics(r, merged_pct)
+    # fio reports client CPU itself (% of runtime per job; summed over jobs as fio-parse-jsons does)
+    if "fio_usr_cpu" in r.extra:
+        m["usr_cpu"] = r.extra["fio_usr_cpu"]
+        m["sys_cpu"] = r.extra["fio_sys_cpu"]
+    window_from = started + float(params.get("ramp_time") or 0.0)
+    srv = telemetry.summarize(samples, window_from, ended)
+    m.update({k: v for k, v in srv.items() if k in METRIC_COLUMNS})
+    return m, hists
