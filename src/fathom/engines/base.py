@@ -3,7 +3,7 @@
 An adapter turns one planned point (a dict of fio-named parameters) into a run
 of its engine and returns a PointResult. Adding an engine means one module in
 this package that defines an adapter and calls `register()`; nothing else
-changes. Adapters run their engine as a child process in its own session
+changes. Adapters run their engine as a child process through engines.launch, in its own session
 (Ctrl-C reaches fathom only, which stops the child and marks the point), with
 PR_SET_PDEATHSIG so a SIGKILLed fathom does not leave load running, and
 measure the child's CPU with os.wait4.
@@ -11,17 +11,14 @@ measure the child's CPU with os.wait4.
 
 from __future__ import annotations
 
-import os
-import select
 import signal
-import subprocess
-import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from fathom.cluster.ceph import Connection
-from fathom.errors import FathomError
+from fathom.engines import launch
+from fathom.engines.launch import ChildRun
 from fathom.model import PointResult
 
 
@@ -73,19 +70,6 @@ def registry() -> dict[str, EngineAdapter]:
 
 # ---- running a child engine ------------------------------------------------------
 
-@dataclass
-class ChildRun:
-    rc: int
-    stdout: str
-    stderr: str
-    user_s: float
-    sys_s: float
-    wall_s: float
-    max_rss_kib: int
-    started: float  # epoch
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
 _prctl: Any = None
 
 
@@ -111,77 +95,14 @@ def _pdeathsig() -> None:
 
 def run_child(argv: list[str], ctx: PointContext, env: dict[str, str] | None = None,
               on_chunk: Callable[[str], None] | None = None, cwd: Path | None = None) -> ChildRun:
-    """Run argv to completion, streaming stdout pieces (split on newlines and \\r) to on_chunk.
-
-    Returns exit code, output, and the child's own rusage (CPU seconds, peak RSS).
-    On KeyboardInterrupt or timeout the child gets SIGTERM, then SIGKILL.
-    """
-    errf = ctx.workdir / f"stderr-{os.getpid()}-{time.monotonic_ns()}.txt"
-    started = time.time()
-    t0 = time.monotonic()
+    """Run a peer tool to completion through the launcher, streaming its output pieces (split on newlines
+    and \\r) to on_chunk; its pid goes to ctx.on_child for telemetry. Exit code, output and its own rusage."""
     _load_prctl()
-    with open(errf, "w+b") as err:
-        try:
-            proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL, env=env,
-                                    cwd=cwd, start_new_session=True, preexec_fn=_pdeathsig)
-        except FileNotFoundError:
-            raise FathomError(f"{argv[0]} not found") from None
-        ctx.on_child(proc.pid)
-        out = bytearray()
-        pending = b""
-        fd = proc.stdout.fileno()  # type: ignore[union-attr]
-        status = None
-        rusage = None
-        try:
-            while True:
-                if time.monotonic() - t0 > ctx.timeout:
-                    _stop(proc)
-                    raise FathomError(f"{os.path.basename(argv[0])} did not finish within {ctx.timeout:.0f} s; "
-                                      "stopped it")
-                r, _, _ = select.select([fd], [], [], 0.5)
-                if r:
-                    chunk = os.read(fd, 65536)
-                    if not chunk:
-                        break
-                    out += chunk
-                    if on_chunk:
-                        pending += chunk
-                        *parts, pending = pending.replace(b"\r", b"\n").split(b"\n")
-                        for p in parts:
-                            if p.strip():
-                                on_chunk(p.decode(errors="replace"))
-            _, status, rusage = os.wait4(proc.pid, 0)
-            proc.returncode = os.waitstatus_to_exitcode(status)
-        except BaseException:
-            if status is None:
-                _stop(proc)
-            raise
-        finally:
-            ctx.on_child(None)
-            proc.stdout.close()  # type: ignore[union-attr]
-        if on_chunk and pending.strip():
-            on_chunk(pending.decode(errors="replace"))
-        err.seek(0)
-        stderr = err.read().decode(errors="replace")
-    errf.unlink(missing_ok=True)
-    return ChildRun(rc=proc.returncode, stdout=out.decode(errors="replace"), stderr=stderr,
-                    user_s=rusage.ru_utime, sys_s=rusage.ru_stime, wall_s=time.monotonic() - t0,
-                    max_rss_kib=rusage.ru_maxrss, started=started)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    for sig, wait in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        if proc.poll() is not None:
-            return
-        try:
-            proc.send_signal(sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(wait)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    try:
+        return launch.run(argv, timeout=ctx.timeout, env=env, cwd=cwd, on_line=on_chunk, split_cr=True,
+                          on_start=lambda child: ctx.on_child(child.pid), preexec=_pdeathsig)
+    finally:
+        ctx.on_child(None)
 
 
 def ceph_env(conn: Connection, workdir: Path) -> dict[str, str]:
