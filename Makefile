@@ -29,7 +29,7 @@ deps:
 	@missing=""; for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
-	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "Debian packages: all present"; fi
 
 venv: $(VENV)/.installed
@@ -58,7 +58,7 @@ demo: install
 	bash scripts/demo.sh
 
 test: install
-	bash scripts/test.sh
+	CARGO="$(CARGO)" bash scripts/test.sh
 
 bench-engine: install
 	$(VENV)/bin/python bench/engine_vs_peers.py

@@ -122,7 +122,8 @@ def summarize(results: list[dict]) -> list[dict]:
         fa_iops = statistics.median(x["iops"] for x in r["fathom"])
         rb_cpu = statistics.median(x["cpu_us_per_op"] for x in r["rados bench"])
         fa_cpu = statistics.median(x["cpu_us_per_op"] for x in r["fathom"])
-        rows.append({"bs": bs, "mode": mode, "rados_iops": rb_iops, "fathom_iops": fa_iops, "iops_ratio": fa_iops / rb_iops,
+        rows.append({"bs": bs, "mode": mode, "rados_iops": rb_iops, "fathom_iops": fa_iops,
+                     "iops_ratio": fa_iops / rb_iops,
                      "rados_cpu_us": rb_cpu, "fathom_cpu_us": fa_cpu, "cpu_ratio": fa_cpu / rb_cpu,
                      "pass": fa_iops >= rb_iops and fa_cpu <= 0.75 * rb_cpu,
                      "rounds": len(r["fathom"])})

@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# `make test`: unit tests first (fast feedback), then the tests against real local clusters.
+# `make test`: lint first (seconds), then the tests; tests that need Ceph start real local clusters.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+CARGO=${CARGO:-cargo}
+echo "lint: ruff, cargo fmt --check, cargo clippy -D warnings"
+.venv/bin/ruff check -q src tests bench
+(cd engine && "$CARGO" fmt --check && "$CARGO" clippy --release --quiet -- -D warnings)
 exec .venv/bin/python -m pytest -q -p no:cacheprovider --timeout=900 "$@"

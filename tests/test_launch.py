@@ -26,7 +26,8 @@ def test_lines_stream_as_they_come_and_cpu_is_measured():
 
 
 def test_control_lines_reach_the_child_on_stdin():
-    code = "import sys\nfor ln in sys.stdin:\n    print('got', ln.strip(), flush=True)\n    if ln.strip() == 'stop': break"
+    code = ("import sys\nfor ln in sys.stdin:\n    print('got', ln.strip(), flush=True)\n"
+            "    if ln.strip() == 'stop': break")
     got: list[str] = []
 
     def on_start(child: launch.Child) -> None:

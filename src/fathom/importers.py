@@ -149,7 +149,8 @@ def parse_fio(doc: dict[str, Any]) -> tuple[str, dict[str, Any], dict[str, Any],
             o.percentiles_ns = single_pct[kind]
     runtime = max(o.runtime_s for o in ops.values())
     # Summed I/O over the longest op runtime: fio's jobs run concurrently over the same window.
-    res = PointResult(engine="fio", ops=ops, runtime_s=runtime, errors=[], extra={"fio_version": doc.get("fio version")})
+    res = PointResult(engine="fio", ops=ops, runtime_s=runtime, errors=[],
+                      extra={"fio_version": doc.get("fio version")})
     m = _empty_metrics()
     m.update(runtime_s=runtime, total_ios=sum(o.ops for o in ops.values()),
              iops=sum(o.ops / o.runtime_s for o in ops.values() if o.runtime_s),

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fathom.analysis import anomalies as anom
-from fathom.analysis.data import Level, Point, RunData, Throughput, assign_levels, level_axis_name, levels, throughput_for
+from fathom.analysis.data import (Level, Point, RunData, Throughput, assign_levels, level_axis_name, levels,
+                                  throughput_for)
 from fathom.analysis.stats import Summary, bootstrap_ci, geomean, summarize
 
 VERDICT_RULES = (
@@ -145,7 +146,8 @@ def compare_workload(base: RunData, new: RunData, workload: str, tolerance: floa
         bl, nl = blevel.clat_ms()[0], nlevel.clat_ms()[0]
         fl = sorted(set(flags.get((base.name, blevel.label), []) + flags.get((new.name, nlevel.label), [])))
         rows.append(LevelCmp(
-            blevel.label, blevel.points[0].iodepth, bt, nt, bl, nl, blevel.percentile_ms("p99"), nlevel.percentile_ms("p99"),
+            blevel.label, blevel.points[0].iodepth, bt, nt, bl, nl, blevel.percentile_ms("p99"),
+            nlevel.percentile_ms("p99"),
             (nt / bt - 1) * 100 if bt and nt is not None else None,
             (bl / nl - 1) * 100 if bl and nl else None, fl))
         if bl and nl and not UNRELIABLE & set(fl):

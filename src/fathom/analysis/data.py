@@ -85,7 +85,8 @@ def load_run(store: Store, ref: str) -> RunData:
             res = p.get("result") or {}
             points.append(Point(
                 run=name, run_id=r.id, workload=p["workload"], params=p["params"] or {}, metrics=p["metrics"] or {},
-                engine=p.get("engine") or "", status=p["status"], error=p.get("error"), stopped_early=bool(res.get("stopped_early")),
+                engine=p.get("engine") or "", status=p["status"], error=p.get("error"),
+                stopped_early=bool(res.get("stopped_early")),
                 stop_reason=res.get("stop_reason"), point_id=p["id"], started=p.get("started"),
                 ended=p.get("ended"), published=res.get("published_row") or {}, hists=store.histograms(p["id"]),
                 gate=p.get("gate") or {}))

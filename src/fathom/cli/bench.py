@@ -49,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--max-objects", default=0, metavar="N", help="write at most N objects")
     r.add_argument("-f", "--format", default="plain", metavar="plain|json|json-pretty", help="output format")
     r.add_argument("--no-hints", action="store_true",
-                   help="plain writes, without the allocation hint rados bench (and by default fathom) sends with each write")
+                   help="plain writes, without the allocation hint rados bench (and by default fathom) sends "
+                        "with each write")
     _connection_args(r)
     _common_tail(r)
     r.set_defaults(func=_rados)

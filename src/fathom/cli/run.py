@@ -141,7 +141,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run: name a suite (built-in name or YAML file), or --resume RUN",
                          hint="see `fathom suites`")
     opts = runner.RunOptions(
-        suite_ref=args.suite, quick=args.quick, engine=args.engine, db=Path(args.db), name=args.name, resume=args.resume,
+        suite_ref=args.suite, quick=args.quick, engine=args.engine, db=Path(args.db), name=args.name,
+        resume=args.resume,
         keep_cluster=args.keep_cluster, gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"),
     )
     outcome = runner.run(opts, args)

@@ -73,7 +73,8 @@ class Connection:
         full = name or f"client.{client_id or 'admin'}"
         if keyring and not Path(keyring).is_file():
             raise ClusterError(f"keyring {keyring!r} does not exist", hint="pass the path of an existing keyring")
-        return Connection(conf=str(Path(conf).resolve()), name=full, keyring=str(Path(keyring).resolve()) if keyring else None)
+        return Connection(conf=str(Path(conf).resolve()), name=full,
+                          keyring=str(Path(keyring).resolve()) if keyring else None)
 
 
 class Ceph:
@@ -83,7 +84,8 @@ class Ceph:
         self.conn = conn
         self.timeout = timeout
 
-    def _run(self, argv: list[str], timeout: float | None, input_data: str | None = None) -> subprocess.CompletedProcess:
+    def _run(self, argv: list[str], timeout: float | None,
+             input_data: str | None = None) -> subprocess.CompletedProcess:
         t = timeout or self.timeout
         try:
             return subprocess.run(

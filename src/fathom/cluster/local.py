@@ -174,11 +174,14 @@ class LocalCluster:
         for d in (self.root, self.run_dir, self.log_dir):
             d.mkdir(parents=True, exist_ok=True)
         ports: set[int] = set()
-        mon_v2 = free_port(avoid=ports); ports.add(mon_v2)
-        mon_v1 = free_port(avoid=ports); ports.add(mon_v1)
+        mon_v2 = free_port(avoid=ports)
+        ports.add(mon_v2)
+        mon_v1 = free_port(avoid=ports)
+        ports.add(mon_v1)
         rgw_port = None
         if rgw:
-            rgw_port = free_port(avoid=ports); ports.add(rgw_port)
+            rgw_port = free_port(avoid=ports)
+            ports.add(rgw_port)
         state: dict[str, Any] = {
             "fsid": str(uuid.uuid4()), "mon_host": f"[v2:127.0.0.1:{mon_v2},v1:127.0.0.1:{mon_v1}]",
             "osds": osds, "osd_size": osd_size, "objectstore": objectstore, "rgw": rgw, "mds": mds,
