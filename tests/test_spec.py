@@ -145,3 +145,16 @@ def test_cli_reports_bad_files_without_traceback(tmp_path):
     assert p.returncode == 2 and "does not exist" in p.stderr
     p = run_fathom("plan", "no-such-suite")
     assert p.returncode == 2 and "osd-classic" in p.stderr
+
+
+def test_former_names_still_load():
+    """`target:` was the name of both the cluster (suite level) and the interface (workload level)."""
+    text = ("name: old\ntarget: {kind: ceph, conf: /etc/ceph/ceph.conf, id: bench}\n"
+            "prep: {pools: [{name: p, application: rados}]}\n"
+            "workloads: [{name: w, engine: rados-bench, target: rados, pool: p, rw: write}]\n")
+    s = spec.parse(text, "old.yaml")
+    assert s.cluster.kind == "attached" and s.cluster.conf == "/etc/ceph/ceph.conf" and s.cluster.id == "bench"
+    assert s.workloads[0].interface == "rados" and s.workloads[0].params()["interface"] == "rados"
+    new = spec.parse(text.replace("target: {kind: ceph,", "cluster: {kind: attached,")
+                     .replace("target: rados", "interface: rados"), "new.yaml")
+    assert new == s

@@ -109,8 +109,8 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         engines.get(name).check()  # fail before starting a cluster: e.g. the engine binary is missing
     needs_cluster = any(interfaces.get(p.params["interface"]).needs_cluster for p in todo)
     target = target_from_args(args) if args is not None else None
-    if target is None and suite.target.kind == "ceph":
-        conn = Connection.from_args(suite.target.conf, suite.target.id, None, suite.target.keyring)
+    if target is None and suite.cluster.kind == "attached":
+        conn = Connection.from_args(suite.cluster.conf, suite.cluster.id, None, suite.cluster.keyring)
         target = Target(conn=conn)
         target.ceph().probe()
 

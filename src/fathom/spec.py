@@ -1,14 +1,15 @@
 """Suite files: YAML validated into typed models, with errors that name file, line, field, value and what is allowed.
 
-A suite is a study: where to run (target), what cluster to start (cluster),
-what to prepare (prep), and the workloads with their sweeps. Workload fields
-use fio's names for fio's concepts (rw, bs, iodepth, numjobs, rwmixread,
-runtime, ramp_time, size) whatever engine runs them.
+A suite is a study: the cluster it runs on (cluster), what to prepare (prep),
+and the workloads with their sweeps. Workload fields use fio's names for fio's
+concepts (rw, bs, iodepth, numjobs, rwmixread, runtime, ramp_time, size)
+whatever engine runs them.
 
 Layout:
     name, description
-    target:      {kind: local | ceph, conf, id, keyring}
-    cluster:     {osds, objectstore, osd_size}            (local target only)
+    cluster:     {kind: local, osds, objectstore, osd_size}   fathom's own disposable cluster (default)
+                 {kind: attached, conf, id, keyring}          an existing one
+                 (`target: {kind: local | ceph, ...}`, the former name, is still read)
     prep:        {pools: [...], images: {...}, prefill, hygiene}
     defaults:    fields every workload inherits
     workloads:   [{name, engine, rw, bs, ..., sweep}]
@@ -60,14 +61,13 @@ def _duration(v: Any, what: str) -> float:
         raise ValueError("expected a duration such as 500ms, 30s or 5m") from None
 
 
-class TargetSpec(_Model):
-    kind: Literal["local", "ceph"] = "local"
+class ClusterSpec(_Model):
+    kind: Literal["local", "attached"] = "local"
+    # attached: how to reach it (paths; the key stays in its keyring file)
     conf: str | None = None
     id: str | None = None
     keyring: str | None = None
-
-
-class ClusterSpec(_Model):
+    # local: what fathom starts
     osds: int = Field(1, ge=1, le=16)
     objectstore: Literal["bluestore", "memstore"] = "bluestore"
     osd_size: int = 10 * 1024**3
@@ -219,7 +219,6 @@ class Workload(_Model):
 class Suite(_Model):
     name: str = Field(min_length=1)
     description: str = ""
-    target: TargetSpec = TargetSpec()
     cluster: ClusterSpec = ClusterSpec()
     prep: PrepSpec = PrepSpec()
     defaults: dict[str, Any] = {}
@@ -297,6 +296,7 @@ def parse(text: str, source: str = "<suite>", quick: bool = False, engine: str |
         raise SuiteError(f"{source}: a suite must be a YAML mapping (name:, workloads:, ...), "
                          f"got {type(data).__name__}")
     lines = _line_map(node)
+    _legacy_target(data, lines)
     quick_over = data.pop("quick", None)
     if quick:
         if quick_over is None:
@@ -334,6 +334,21 @@ def parse(text: str, source: str = "<suite>", quick: bool = False, engine: str |
     return suite
 
 
+def _legacy_target(data: dict[str, Any], lines: dict[tuple, int]) -> None:
+    """`target: {kind: local | ceph, conf, id, keyring}` is the former name of the cluster's kind and access."""
+    t = data.get("target")
+    if not isinstance(t, dict) or not isinstance(data.get("cluster", {}), dict):
+        return
+    data.pop("target")
+    t = dict(t)
+    if "kind" in t:
+        t["kind"] = {"ceph": "attached"}.get(t["kind"], t["kind"])
+    data["cluster"] = {**t, **(data.get("cluster") or {})}
+    for path, line in list(lines.items()):
+        if path[:1] == ("target",) and ("cluster",) + path[1:] not in lines:
+            lines[("cluster",) + path[1:]] = line
+
+
 def _cross_checks(suite: Suite, source: str, lines: dict[tuple, int]) -> None:
     """Rules between fields, each reported where the offending value is written."""
     def fail(path: tuple, msg: str) -> None:
@@ -351,7 +366,7 @@ def _cross_checks(suite: Suite, source: str, lines: dict[tuple, int]) -> None:
         if w.name in seen:
             fail(("workloads", i, "name"), f"workload name {w.name!r} is used twice; names must be unique")
         seen.add(w.name)
-        if suite.target.kind == "local" and w.pool and w.pool not in pools:
+        if suite.cluster.kind == "local" and w.pool and w.pool not in pools:
             where = ("workloads", i, "pool") if ("workloads", i, "pool") in lines else ("defaults", "pool")
             fail(where, f"workload {w.name!r}: pool {w.pool!r} is not created by prep.pools "
                         f"(defined: {', '.join(sorted(pools)) or 'none'})")
