@@ -27,7 +27,7 @@ from fathom.cluster.local import LocalCluster
 from fathom.cluster.prep import Prep
 from fathom.cluster.target import Target, target_from_args
 from fathom.errors import FathomError, UsageError
-from fathom.model import PERCENTILES, PointResult, base_metrics
+from fathom.model import METRIC_COLUMNS, PERCENTILES, PointResult, base_metrics
 from fathom.progress import Progress
 from fathom.store import Store
 from fathom import telemetry
@@ -426,9 +426,8 @@ def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any
         m["sys_cpu"] = r.extra["fio_sys_cpu"]
     window_from = started + float(params.get("ramp_time") or 0.0)
     srv = telemetry.summarize(samples, window_from, ended)
-    for k in ("osd_cpu", "osd_mem_mib", "osd_ctx_switches_s", "host_cpu_pct"):
+    for k in srv.keys() & METRIC_COLUMNS.keys():  # every daemon kind's columns, host and engine CPU
         m[k] = srv[k]
-    m["engine_cpu_pct"] = srv["engine_cpu_pct"]
     return m, hists
 
 
