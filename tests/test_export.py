@@ -8,7 +8,7 @@ import json
 import pyarrow.parquet as pq
 from conftest import run_fathom
 
-from fathom import export
+from fathom import export, model
 from fathom.model import METRIC_COLUMNS, OpStats, PointResult, base_metrics
 from fathom.store import Store
 
@@ -26,7 +26,8 @@ def make_db(path):
                                                  percentiles_ns={"p50": 1e6, "p90": 2e6, "p99": 3e6,
                                                                  "p999": 4e6})})
             m = base_metrics(r)
-            m.update(osd_cpu=150.0, osd_mem_mib=512.0, usr_cpu=12.5, sys_cpu=7.5)
+            m.update(osd_cpu=150.0, osd_mem_mib=512.0, usr_cpu=12.5, sys_cpu=7.5, rgw_cpu=40.0, rgw_cores=0.4,
+                     rgw_mem_mib=200.0, rgw_ctx_switches_s=900.0, mds_mem_mib=30.0)
             st.record_point(run, i, f"seqread64k/iodepth={depth}", "seqread64k", "fio",
                             {"rw": "read", "bs": 65536, "iodepth": depth, "numjobs": 4, "runtime": 2.0,
                              "ramp_time": 1.0, "target": "rbd", "pool": "rbd"}, "done", metrics=m)
@@ -67,3 +68,25 @@ def test_cli_formats_agree(tmp_path):
     assert p.returncode != 0 and "no results store" in p.stderr and "Traceback" not in p.stderr
     p = run_fathom("export", "nope", "--db", str(db))
     assert p.returncode != 0 and "no run 'nope'" in p.stderr
+
+
+def test_every_daemon_kind_has_its_columns(tmp_path):
+    cols = export.columns()
+    daemon = [c for kind in model.DAEMON_KINDS for c in model.daemon_columns(kind)]
+    assert len(daemon) == 4 * len(model.DAEMON_KINDS) and all(c in METRIC_COLUMNS for c in daemon)
+    i = cols.index("osd_cpu")  # after the client metrics, kind by kind, then host and engine CPU
+    assert cols[i:i + len(daemon)] == daemon and cols.index("usr_cpu") < i
+    assert cols[i + len(daemon):i + len(daemon) + 3] == ["host_cpu_pct", "engine_cpu_pct", "started"]
+    db = tmp_path / "e.db"
+    make_db(db)
+    run_fathom("export", "--db", str(db), "--format", "csv", "-o", str(tmp_path / "e.csv"), check=True)
+    run_fathom("export", "--db", str(db), "-o", str(tmp_path / "e.parquet"), check=True)
+    js = json.loads(run_fathom("export", "--db", str(db), "--format", "json", check=True).stdout)
+    with (tmp_path / "e.csv").open() as f:
+        c = next(csv.DictReader(f))
+    j, q = js[0], pq.read_table(tmp_path / "e.parquet").to_pylist()[0]
+    assert (c["rgw_cpu"], c["rgw_cores"], c["rgw_mem_mib"]) == ("40.0", "0.4", "200.0")
+    assert c["rgw_ctx_switches_s"] == "900.0"
+    assert (j["rgw_cpu"], j["mds_mem_mib"], q["rgw_mem_mib"], q["mds_mem_mib"]) == (40.0, 30.0, 200.0, 30.0)
+    # kinds that were not sampled are empty, never 0
+    assert c["mon_cpu"] == "" and j["mon_cpu"] is None and q["mgr_mem_mib"] is None and q["mds_cpu"] is None

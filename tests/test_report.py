@@ -70,6 +70,53 @@ def test_detail_table_is_the_studys_table(doc):
     assert seq.tables[0].rows[0][1] == "2,259.54"
 
 
+def _server_db(path: Path) -> None:
+    """Two measured runs of one workload: "base" sampled OSD and MON; "gw" also RGW and MDS but no MON."""
+    from fathom.model import OpStats, PointResult, base_metrics
+
+    with Store(path) as st:
+        for name, extra in (("base", {"mon_cpu": 3.0, "mon_mem_mib": 90.0}),
+                            ("gw", {"rgw_cpu": 45.0, "rgw_mem_mib": 210.0, "mds_cpu": 1.5, "mds_mem_mib": 33.0})):
+            run = st.create_run(name, suite="t")
+            for i, depth in enumerate((1, 4)):
+                r = PointResult(engine="fathom-engine", runtime_s=2.0,
+                                ops={"write": OpStats(ops=1000 * depth, bytes=4096000 * depth, runtime_s=2.0,
+                                                      lat_mean_ns=1e6 * depth, lat_stdev_ns=1e5)})
+                m = {**base_metrics(r), "osd_cpu": 80.0 * depth, "osd_mem_mib": 700.0, **extra}
+                st.record_point(run, i, f"randwrite4k/iodepth={depth}", "randwrite4k", "fathom-engine",
+                                {"rw": "randwrite", "bs": 4096, "iodepth": depth}, "done", metrics=m)
+            st.finish_run(run, "done")
+
+
+def test_server_columns_follow_the_daemon_kinds_present(tmp_path):
+    db = tmp_path / "srv.db"
+    _server_db(db)
+    st = Store(db)
+    base, gw = load_run(st, "base"), load_run(st, "gw")
+    server = ["OSD CPU (% of one core)", "OSD mem (RSS MiB)", "RGW CPU (% of one core)", "RGW mem (RSS MiB)",
+              "MDS CPU (% of one core)", "MDS mem (RSS MiB)", "MON CPU (% of one core)", "MON mem (RSS MiB)"]
+    d = tables.build([base, gw])
+    (sec,) = d.sections
+    for t in sec.tables:  # one column pair per kind with data in the section, OSD first, the same in every table
+        i = t.headers.index("OSD CPU (% of one core)")
+        assert t.headers[i:i + 8] == server and t.headers[i + 8] == "flags"
+    rows = {t.title: [dict(zip(t.headers, r)) for r in t.rows] for t in sec.tables}
+    g4, b4 = rows["randwrite4k: gw"][1], rows["randwrite4k: base"][1]
+    assert (g4["OSD CPU (% of one core)"], g4["RGW CPU (% of one core)"], g4["RGW mem (RSS MiB)"]) == \
+        ("320.0", "45.00", "210.0")
+    assert (g4["MDS mem (RSS MiB)"], g4["MON CPU (% of one core)"]) == ("33.00", "n/a")
+    assert (b4["MON mem (RSS MiB)"], b4["RGW CPU (% of one core)"]) == ("90.00", "n/a")
+    # a run on its own shows only its own kinds; OSD always (the study's table has it, n/a where unknown)
+    (alone,) = tables.build([load_run(st, "base")]).sections[0].tables
+    assert [h for h in alone.headers if "(RSS MiB)" in h] == ["OSD mem (RSS MiB)", "MON mem (RSS MiB)"]
+    out = tmp_path / "srv.md"
+    run_fathom("report", "base", "gw", "--db", str(db), "-o", str(out), check=True)
+    md = out.read_text()
+    assert "| " + " | ".join(server) + " | flags |" in md
+    html_out = tmp_path / "srv.html"
+    run_fathom("report", "base", "gw", "--db", str(db), "-o", str(html_out), check=True)
+    assert "".join(f"<th>{h}</th>" for h in server) in html_out.read_text()
+
 def test_markdown_with_svg_files(published_db, tmp_path):
     out = tmp_path / "md" / "study.md"
     p = run_fathom("report", "classic", "seastore", "--db", str(published_db), "-o", str(out), check=True)

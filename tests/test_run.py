@@ -96,6 +96,9 @@ def test_osd_classic_quick_end_to_end(quick_osd_run, tmp_path):
             assert m["iops"] > 0 and m["total_ios"] > 0, pt["key"]
             assert m["osd_cpu"] and m["osd_cpu"] > 0, pt["key"]
             assert m["osd_mem_mib"] and m["osd_mem_mib"] > 10, pt["key"]
+            # every sampled daemon kind has its columns; kinds the cluster does not run stay empty
+            assert m["mon_mem_mib"] > 10 and m["mgr_mem_mib"] > 10 and m["osd_cores"] > 0, pt["key"]
+            assert m["rgw_cpu"] is None and m["mds_mem_mib"] is None, pt["key"]
             assert m["clat_ms"] > 0 and m["p99_ms"] >= m["p50_ms"] > 0
             assert pt["params"]["numjobs"] == 1 and pt["gate"]["ok"] in (True, False)
             tel = st.telemetry(pt["id"])

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from fathom import telemetry
-from fathom.cluster.local import Daemon
+from fathom import model, telemetry
+from fathom.cluster.local import Daemon, LocalCluster
 
 
 def test_proc_sample_of_a_busy_child():
@@ -66,6 +66,62 @@ def test_summarize_window():
     assert m["osd_mem_mib"] == 150 and m["osd_ctx_switches_s"] == 8 and m["host_cpu_pct"] == 50
 
 
+
+def _proc(ts: float, kind: str, source: str, cpu: float, rss: float, vctx: float = 0.0, nvctx: float = 0.0) -> dict:
+    return {"ts": ts, "dt": 1.0, "kind": kind, "source": source, "cpu_pct": cpu, "cores": cpu / 100, "rss_mib": rss,
+            "vctx_s": vctx, "nvctx_s": nvctx, "threads": 10}
+
+
+def test_summarize_every_daemon_kind():
+    """Two OSDs, one RGW, one MDS (seen at 2 of 3 sample times), host and engine: per-kind sums, means over time."""
+    t0 = 2000.0
+    s = []
+    for i in range(1, 4):
+        ts = t0 + i
+        s += [_proc(ts, "osd", "osd.0", 100.0 * i, 400.0, 10.0, 2.0),
+              _proc(ts, "osd", "osd.1", 50.0, 300.0, 4.0, 0.0),
+              _proc(ts, "rgw", "client.rgw.fathom", 20.0 * i, 80.0 + i, 30.0, 3.0),
+              _proc(ts, "engine", "engine", 150.0, 60.0, 1.0, 1.0),
+              {"ts": ts, "dt": 1.0, "kind": "host", "source": "host", "cpu_pct": 40.0 + i, "rss_mib": 3000.0}]
+        if i != 2:  # the MDS was missing from one sample: the mean is over the times it was seen
+            s.append(_proc(ts, "mds", "mds.a", 6.0 * i, 25.0, 2.0, 0.0))
+    m = telemetry.summarize(s, t0, t0 + 3)
+    assert m["osd_cpu"] == pytest.approx((150 + 250 + 350) / 3)  # (100i + 50) summed over OSDs, mean over time
+    assert m["osd_cores"] == pytest.approx(2.5) and m["osd_mem_mib"] == 700 and m["osd_ctx_switches_s"] == 16
+    assert m["rgw_cpu"] == pytest.approx(40) and m["rgw_cores"] == pytest.approx(0.4)
+    assert m["rgw_mem_mib"] == pytest.approx(82) and m["rgw_ctx_switches_s"] == 33
+    assert m["mds_cpu"] == pytest.approx((6 + 18) / 2) and m["mds_mem_mib"] == 25 and m["mds_ctx_switches_s"] == 2
+    assert m["host_cpu_pct"] == pytest.approx(42) and m["engine_cpu_pct"] == 150
+    assert m["telemetry_samples"] == 3
+    # kinds that were not sampled have no keys (not zeros); host and engine are not daemon kinds
+    assert not any(k.startswith(("mon_", "mgr_", "ganesha_", "fuse_", "host_cores", "engine_cores")) for k in m)
+    daemon_keys = {k for k in m if k not in ("host_cpu_pct", "engine_cpu_pct", "telemetry_samples")}
+    assert daemon_keys == {c for kind in ("osd", "rgw", "mds") for c in model.daemon_columns(kind)}
+
+
+def test_summarize_any_kind_string_and_window():
+    """A kind fathom does not know yet gets the same columns; samples outside the window are left out."""
+    s = [_proc(10.0, "ganesha", "ganesha.a", 999.0, 1.0),  # before the window (covers 9.5 .. 10.0)
+         _proc(12.0, "ganesha", "ganesha.a", 30.0, 40.0, 5.0, 5.0),
+         _proc(12.0, "newd", "newd.0", 12.0, 8.0)]
+    m = telemetry.summarize(s, 11.0, 12.0)
+    assert (m["ganesha_cpu"], m["ganesha_mem_mib"], m["ganesha_ctx_switches_s"]) == (30.0, 40.0, 10.0)
+    assert (m["newd_cpu"], m["newd_cores"], m["newd_mem_mib"]) == (12.0, 0.12, 8.0)
+    assert m["host_cpu_pct"] is None and m["engine_cpu_pct"] is None and "osd_cpu" not in m
+
+
+def test_metric_columns_cover_every_known_kind():
+    for kind in model.DAEMON_KINDS:
+        cols = model.daemon_columns(kind)
+        assert list(cols) == [f"{kind}_cpu", f"{kind}_cores", f"{kind}_mem_mib", f"{kind}_ctx_switches_s"]
+        assert all(c in model.METRIC_COLUMNS for c in cols)
+    d = model.METRIC_COLUMNS
+    assert "% of one core" in d["rgw_cpu"] and "MiB" in d["mds_mem_mib"] and "per second" in d["mon_ctx_switches_s"]
+    assert "cores" in d["fuse_cores"] and "NFS-Ganesha" in d["ganesha_cpu"]
+    assert model.daemon_kinds_in([{"usr_cpu": 5.0, "mgr_cpu": 1.0, "osd_mem_mib": None},
+                                  {"zeta_cores": 0.1, "mds_mem_mib": 3.0, "osd_cpu": 9.0}]) == ["osd", "mds", "mgr",
+                                                                                                   "zeta"]
+
 @pytest.mark.cluster
 def test_admin_socket_perf_dump_of_a_real_osd(cluster, ceph, rados_pool):
     osds = [d for d in cluster.daemons() if d.kind == "osd"]
@@ -84,3 +140,29 @@ def test_admin_socket_perf_dump_of_a_real_osd(cluster, ceph, rados_pool):
     assert {"osd.0", "mon.a", "mgr.x", "host"} <= {x["source"] for x in samples}
     osd = [x for x in samples if x["source"] == "osd.0"]
     assert osd and all(x["rss_mib"] > 10 and x["threads"] > 10 for x in osd)
+
+
+@pytest.mark.cluster
+def test_sampler_sees_rgw_and_mds_of_a_real_cluster(tmp_path):
+    """A cluster of its own with RGW and an MDS (~25 s): every daemon kind is sampled and summarized."""
+    c = LocalCluster(tmp_path / "gw")
+    c.up(osds=1, rgw=True, mds=True)
+    try:
+        daemons = c.daemons()
+        assert {d.kind for d in daemons} == {"mon", "mgr", "osd", "rgw", "mds"}
+        s = telemetry.Sampler(daemons)
+        s.start()
+        t0 = time.time()
+        time.sleep(3.2)
+        samples = s.stop()
+        t1 = time.time()
+        for kind in ("rgw", "mds", "mon", "mgr", "osd"):
+            rows = [x for x in samples if x["kind"] == kind]
+            assert len(rows) >= 3, (kind, rows)
+            assert all(x["cpu_pct"] >= 0 and x["rss_mib"] > 5 and x["threads"] > 1 for x in rows), rows
+        m = telemetry.summarize(samples, t0, t1)
+        assert m["rgw_mem_mib"] > 0 and m["mds_mem_mib"] > 0 and m["mon_mem_mib"] > 0 and m["mgr_mem_mib"] > 0
+        assert m["rgw_cpu"] is not None and m["rgw_cores"] == pytest.approx(m["rgw_cpu"] / 100)
+        assert m["mds_ctx_switches_s"] > 0  # an idle MDS still ticks (beacons, log flushes)
+    finally:
+        c.down()

@@ -3,9 +3,12 @@
 Columns: run_id, run, suite, idx, key, workload, engine, rep, status, rw, bs
 (bytes), iodepth, numjobs, rwmixread, runtime_s, ramp_s, target, pool, then every
 metric of fathom.model.METRIC_COLUMNS (iops, bw_mib_s, total_ios, clat_ms,
-clat_stdev_ms, p50/p90/p99/p999_ms, usr_cpu, sys_cpu, osd_cpu = % of one core
-summed over the OSD's threads, osd_mem_mib = OSD RSS MiB, ...), then engine_cpu_pct,
-started, ended (epoch s) and error.
+clat_stdev_ms, p50/p90/p99/p999_ms, usr_cpu, sys_cpu, ...), then for every daemon
+kind of fathom.model.DAEMON_KINDS (osd, rgw, mds, mon, mgr, ganesha, fuse) its
+{kind}_cpu (% of one core summed over the threads of all daemons of that kind),
+{kind}_cores (the same in cores), {kind}_mem_mib (RSS MiB, summed) and
+{kind}_ctx_switches_s (per second, summed), empty where the kind was not sampled;
+then host_cpu_pct, engine_cpu_pct, started, ended (epoch s) and error.
 """
 
 from __future__ import annotations

@@ -11,8 +11,60 @@ Latency is kept in ns inside PointResult; metrics carry ms, named so.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
+
+# Daemon kinds the telemetry sampler may see, in report order (Daemon.kind; the sampler's "kind" field).
+DAEMON_KINDS = ("osd", "rgw", "mds", "mon", "mgr", "ganesha", "fuse")
+DAEMON_LABELS = {"osd": "OSD", "rgw": "RGW", "mds": "MDS", "mon": "MON", "mgr": "MGR", "ganesha": "NFS-Ganesha",
+                 "fuse": "ceph-fuse"}
+
+
+def daemon_label(kind: str) -> str:
+    """How reports name a daemon kind ("OSD", "RGW"); an unknown kind keeps its own name."""
+    return DAEMON_LABELS.get(kind, kind)
+
+
+def daemon_columns(kind: str) -> dict[str, str]:
+    """The server-side metric columns of one daemon kind -> unit/meaning (any kind string, known or not).
+
+    Every figure is summed over the kind's daemons (and their threads) at each sample, then averaged
+    over the point's measured window.
+    """
+    who = daemon_label(kind)
+    return {
+        f"{kind}_cpu": f"{who} CPU, % of one core summed over the threads of every {who} daemon, mean over the point",
+        f"{kind}_cores": f"{who} CPU in cores (= {kind}_cpu / 100), summed over {who} daemons, mean over the point",
+        f"{kind}_mem_mib": f"{who} resident memory, MiB, summed over {who} daemons, mean over the point",
+        f"{kind}_ctx_switches_s": f"{who} context switches per second (voluntary + involuntary), summed over "
+                                  f"{who} daemons and their threads",
+    }
+
+
+def daemon_kind_order(kinds: Iterable[str]) -> list[str]:
+    """Kinds in report order: DAEMON_KINDS first (OSD leading), then any other kind alphabetically."""
+    ks = set(kinds)
+    return [k for k in DAEMON_KINDS if k in ks] + sorted(ks - set(DAEMON_KINDS))
+
+
+def daemon_kinds_in(metrics: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Daemon kinds with a CPU or memory figure in any of these metrics dicts, in report order.
+
+    A kind is recognised by its `{kind}_cpu`, `{kind}_cores` or `{kind}_mem_mib` column; a kind outside
+    DAEMON_KINDS only by the latter two (`usr_cpu`/`sys_cpu` are client columns).
+    """
+    found: set[str] = set()
+    for m in metrics:
+        for key, v in m.items():
+            if v is None:
+                continue
+            for suffix in ("_cores", "_mem_mib", "_cpu"):
+                kind = key[:-len(suffix)] if key.endswith(suffix) else None
+                if kind and (suffix != "_cpu" or kind in DAEMON_KINDS):
+                    found.add(kind)
+    return daemon_kind_order(found)
+
 
 # Column -> unit/meaning, in export order. Units live in the names where it matters.
 METRIC_COLUMNS: dict[str, str] = {
@@ -36,9 +88,7 @@ METRIC_COLUMNS: dict[str, str] = {
     "usr_cpu": "client user CPU, % of the run's wall time as fio reports it",
     "sys_cpu": "client system CPU, % as fio reports it",
     "client_cpu_us_per_op": "client CPU (user+sys) microseconds per operation",
-    "osd_cpu": "OSD CPU, % of one core summed over the OSD's threads (and over OSDs), mean over the point",
-    "osd_mem_mib": "OSD resident memory, MiB (summed over OSDs), mean over the point",
-    "osd_ctx_switches_s": "OSD context switches per second (voluntary + involuntary)",
+    **{c: d for kind in DAEMON_KINDS for c, d in daemon_columns(kind).items()},
     "host_cpu_pct": "host CPU busy, % of all cores",
     "engine_cpu_pct": "load generator process CPU, % of one core, sampled like the daemons",
 }

@@ -188,30 +188,42 @@ class Sampler:
         return 100.0 * self.cpu_s / self.wall_s if self.wall_s > 0 else None
 
 
+NOT_DAEMONS = ("host", "engine")  # sample kinds that are not Ceph (or gateway) daemons
+
+
 def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict[str, Any]:
-    """Server-side metrics over [t_from, t_to]: means over sample times of per-kind sums."""
+    """Server-side metrics over [t_from, t_to]: means over sample times of per-kind sums.
+
+    For every daemon kind in the samples (osd, mon, mgr, rgw, mds, or any other Daemon.kind):
+    `{kind}_cpu` (% of one core), `{kind}_cores`, `{kind}_mem_mib` (RSS) and `{kind}_ctx_switches_s`
+    (voluntary + involuntary), each summed over that kind's daemons at a sample time, then averaged
+    over the sample times where the kind was seen. A kind with no samples gets no keys at all.
+    Plus host_cpu_pct (% of all cores), engine_cpu_pct (% of one core) and telemetry_samples.
+    """
     win = [s for s in samples if t_from <= s["ts"] - s.get("dt", 1.0) / 2 and s["ts"] <= t_to + 0.5]
-    if not any(s["kind"] == "osd" for s in win):  # a very short window: use what there is
+    if not win:  # a very short window: use what there is
         win = samples
-    by_ts: dict[float, list[dict[str, Any]]] = {}
+    by_ts: dict[float, dict[str, list[dict[str, Any]]]] = {}
     for s in win:
-        by_ts.setdefault(s["ts"], []).append(s)
+        by_ts.setdefault(s["ts"], {}).setdefault(s["kind"], []).append(s)
 
-    def mean_of(kind: str, key: str) -> float | None:
-        vals = [sum(x[key] for x in group if x["kind"] == kind) for group in by_ts.values()
-                if any(x["kind"] == kind for x in group)]
-        return sum(vals) / len(vals) if vals else None
+    def mean_of(kind: str, value: Any) -> float | None:
+        """Mean over sample times of value(sample) summed over the kind's sources at that time."""
+        sums = [sum(value(x) for x in group[kind]) for group in by_ts.values() if kind in group]
+        return sum(sums) / len(sums) if sums else None
 
-    ctx = [sum(x["vctx_s"] + x["nvctx_s"] for x in g if x["kind"] == "osd") for g in by_ts.values()
-           if any(x["kind"] == "osd" for x in g)]
-    return {
-        "osd_cpu": mean_of("osd", "cpu_pct"),
-        "osd_mem_mib": mean_of("osd", "rss_mib"),
-        "osd_ctx_switches_s": sum(ctx) / len(ctx) if ctx else None,
-        "host_cpu_pct": mean_of("host", "cpu_pct"),
-        "engine_cpu_pct": mean_of("engine", "cpu_pct"),
-        "telemetry_samples": len(by_ts),
-    }
+    out: dict[str, Any] = {}
+    kinds = {s["kind"] for s in win} - set(NOT_DAEMONS)
+    for kind in sorted(kinds):
+        cpu = mean_of(kind, lambda x: x["cpu_pct"])
+        out[f"{kind}_cpu"] = cpu
+        out[f"{kind}_cores"] = cpu / 100.0 if cpu is not None else None
+        out[f"{kind}_mem_mib"] = mean_of(kind, lambda x: x["rss_mib"])
+        out[f"{kind}_ctx_switches_s"] = mean_of(kind, lambda x: x.get("vctx_s", 0.0) + x.get("nvctx_s", 0.0))
+    out["host_cpu_pct"] = mean_of("host", lambda x: x["cpu_pct"])
+    out["engine_cpu_pct"] = mean_of("engine", lambda x: x["cpu_pct"])
+    out["telemetry_samples"] = len(by_ts)
+    return out
 
 
 # ---- admin socket perf counters ----------------------------------------------------

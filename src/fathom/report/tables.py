@@ -11,8 +11,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fathom.analysis import anomalies as anom
-from fathom.analysis.data import Level, RunData, Throughput, assign_levels, level_axis_name, levels, throughput_for
+from fathom.analysis.data import (Level, Point, RunData, Throughput, assign_levels, level_axis_name, levels,
+                                  throughput_for)
 from fathom.analysis.stats import KNEE_DEFINITION, knee_index, saturation_index
+from fathom.model import daemon_kinds_in, daemon_label
 from fathom.report import svg
 
 NA = "n/a"
@@ -89,7 +91,9 @@ DEFINITIONS = [
     "usr_cpu and sys_cpu are the load generator's CPU as it reports it, % of one core (fio: summed over jobs; fio "
     "does not count all of librbd's threads). Load generator process CPU, where shown, is fathom's own /proc "
     "measurement of the whole engine process tree. OSD CPU is % of one "
-    "core summed over the OSD's threads (400% = 4 cores busy); OSD mem is resident memory in MiB. Efficiency is "
+    "core summed over the OSD's threads (400% = 4 cores busy); OSD mem is resident memory in MiB. Other daemon "
+    "kinds (RGW, MDS, MON, MGR, ...) are measured the same way; every daemon figure is summed over the daemons of "
+    "its kind and averaged over the point's measured window. Efficiency is "
     "throughput per OSD core = throughput / (OSD CPU / 100).",
     "Anomaly rules: " + " ".join(line.strip() for line in anom.__doc__.split("Rules", 1)[1].splitlines()[1:]),
 ]
@@ -132,20 +136,34 @@ def _flag_cell(flags: list[anom.Anomaly], peak_label: str) -> str:
     return f"{n} (at peak: {', '.join(at_peak)})" if at_peak else str(n)
 
 
-def detail_table(run: RunData, wl: str, axis: str) -> Table:
+def server_kinds(points: list[Point]) -> list[str]:
+    """Daemon kinds whose CPU/memory columns a detail table shows: OSD always (the study's table has it,
+    n/a where unknown), then every other kind with a figure in these points, in model.DAEMON_KINDS order."""
+    found = daemon_kinds_in(p.metrics for p in points)
+    return ["osd"] + [k for k in found if k != "osd"]
+
+
+def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = None) -> Table:
+    """One row per point. kinds: the daemon kinds given a CPU/memory column pair (build() passes the kinds of
+    the whole section so every run's table has the same columns); by default the kinds of this run's points."""
     curve = run.curve(wl)
     tp = throughput_for(curve)
+    kinds = kinds if kinds is not None else server_kinds(curve)
     flags: dict[int | None, list[str]] = {}
     for a in anom.find(run, wl):
         flags.setdefault(id_of(a), []).append(a.kind)
     has_pub_mem = any("osd_mem" in p.published for p in curve)
     has_eng = any(p.m("engine_cpu_pct") is not None for p in curve)
     reps = len({p.level for p in curve}) < len(curve)
+    server: list[str] = []
+    for kind in kinds:
+        who = daemon_label(kind)
+        server += [f"{who} CPU (% of one core)", f"{who} mem (RSS MiB)"]
+        if kind == "osd" and has_pub_mem:
+            server.append("OSD_mem as published (%MEM x threads, not a size)")
     headers = [axis] + (["rep"] if reps else []) + [
         "IOPS" if tp.unit == "IOPS" else "bw (MiB/s)", "total_ios", "clat (ms)", "clat stdev (ms)", "p99 (ms)",
-        "usr_cpu (% of one core)", "sys_cpu (% of one core)", "OSD CPU (% of one core)", "OSD mem (RSS MiB)"]
-    if has_pub_mem:
-        headers.append("OSD_mem as published (%MEM x threads, not a size)")
+        "usr_cpu (% of one core)", "sys_cpu (% of one core)", *server]
     if has_eng:
         headers.append("load generator process CPU (% of one core)")
     headers.append("flags")
@@ -155,9 +173,11 @@ def detail_table(run: RunData, wl: str, axis: str) -> Table:
         row = [p.label] + ([str(seen[p.level])] if reps else []) + [
             fmt(tp.of(p), "int") if tp.unit == "IOPS" else fmt(tp.of(p), "bw"), fmt(p.m("total_ios"), "int"),
             fmt(p.m("clat_ms")), fmt(p.m("clat_stdev_ms")), fmt(p.m("p99_ms")), fmt(p.m("usr_cpu")),
-            fmt(p.m("sys_cpu")), fmt(p.m("osd_cpu")), fmt(p.m("osd_mem_mib"))]
-        if has_pub_mem:
-            row.append(fmt(p.published.get("osd_mem")))
+            fmt(p.m("sys_cpu"))]
+        for kind in kinds:
+            row += [fmt(p.m(f"{kind}_cpu")), fmt(p.m(f"{kind}_mem_mib"))]
+            if kind == "osd" and has_pub_mem:
+                row.append(fmt(p.published.get("osd_mem")))
         if has_eng:
             row.append(fmt(p.m("engine_cpu_pct")))
         fl = sorted(set(flags.get(p.point_id, [])))
@@ -257,8 +277,9 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
         wl_flags = [a for r in runs for a in anom.find(r, wl)]
         all_flags.extend(wl_flags)
         tp = throughput_for([p for r in runs for p in r.curve(wl)])
+        kinds = server_kinds([p for r in runs for p in r.curve(wl)])
         sections.append(Section(wl, tp.unit, charts(runs, wl, axis),
-                                [detail_table(r, wl, axis) for r in runs if r.curve(wl)], wl_flags))
+                                [detail_table(r, wl, axis, kinds) for r in runs if r.curve(wl)], wl_flags))
     summary = Table("Summary", ["workload", "run", "peak throughput", "peak at", "knee at", "90% of peak at",
                                 "clat at peak (ms)", "OSD CPU at peak (% of one core)", "per OSD core at peak",
                                 "anomalies"], srows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],
