@@ -148,18 +148,19 @@ fn connect_error(r: i32, name: &str, mon_host: &str, timeout: f64) -> Fatal {
                     format!("connection refused by every monitor ({mon_host}): are the monitors running?"),
                 )
             } else {
-                Fatal::ceph(
-                    -libc::ETIMEDOUT,
-                    format!("could not reach the monitors ({mon_host}) within {timeout} s"),
-                )
+                Fatal::ceph(-libc::ETIMEDOUT, format!("could not reach the monitors ({mon_host}) within {timeout} s"))
             }
         }
         libc::EACCES | libc::EPERM => Fatal::ceph(
             r,
-            format!("permission denied for {name}: the monitors refused its key (check the keyring and the user's caps)"),
+            format!(
+                "permission denied for {name}: the monitors refused its key (check the keyring and the user's caps)"
+            ),
         ),
         libc::ENOENT => Fatal::ceph(r, format!("no key for {name}: the keyring was not found or does not hold it")),
-        libc::EIO => Fatal::ceph(r, format!("authentication of {name} failed (EIO): is the key in the keyring well formed?")),
+        libc::EIO => {
+            Fatal::ceph(r, format!("authentication of {name} failed (EIO): is the key in the keyring well formed?"))
+        }
         _ => Fatal::ceph(r, format!("cannot connect as {name} to {mon_host}: {}", crate::errno::describe(r))),
     }
 }
@@ -172,9 +173,7 @@ pub fn mon_addrs(mon_host: &str) -> Vec<SocketAddr> {
         .filter_map(|s| {
             let s = s.trim_start_matches("v2:").trim_start_matches("v1:");
             let s = s.split('/').next().unwrap_or(s);
-            s.parse::<SocketAddr>()
-                .ok()
-                .or_else(|| format!("{s}:6789").parse::<SocketAddr>().ok())
+            s.parse::<SocketAddr>().ok().or_else(|| format!("{s}:6789").parse::<SocketAddr>().ok())
         })
         .collect()
 }

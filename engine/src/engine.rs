@@ -88,7 +88,12 @@ pub struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(spec: &'a Spec, target: &'a mut dyn Target, slots: &'static mut [Slot], queue: &'static CompletionQueue) -> Self {
+    pub fn new(
+        spec: &'a Spec,
+        target: &'a mut dyn Target,
+        slots: &'static mut [Slot],
+        queue: &'static CompletionQueue,
+    ) -> Self {
         let kinds = target.kinds();
         let n = slots.len();
         Engine {
@@ -132,7 +137,11 @@ impl<'a> Engine<'a> {
         let stop = self.spec.on_error == OnError::Stop || !self.measuring;
         if stop && self.stop_error.is_none() {
             let name = errno::name(e);
-            let msg = format!("{} of {what} failed with {name} ({}); stopping (on_error=stop)", kind.name(), errno::describe(e));
+            let msg = format!(
+                "{} of {what} failed with {name} ({}); stopping (on_error=stop)",
+                kind.name(),
+                errno::describe(e)
+            );
             self.stopped_early = true;
             self.stop_reason = Some(msg.clone());
             self.stop_error = Some((name, msg));

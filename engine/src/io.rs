@@ -8,8 +8,8 @@
 //! (state `Zombie`) until the library reports completion.
 
 use crate::clock::mono_ns;
-use std::ffi::c_void;
 use std::cell::Cell;
+use std::ffi::c_void;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex};
 
@@ -238,8 +238,7 @@ pub fn alloc_slots(n: usize, buf_len: usize, queue: &'static CompletionQueue) ->
     let mut v = Vec::with_capacity(n);
     let mut fill = crate::rng::Rng::new(0x5eed);
     for i in 0..n {
-        let done: &'static Done =
-            Box::leak(Box::new(Done { index: i as u32, end_ns: AtomicU64::new(0), queue }));
+        let done: &'static Done = Box::leak(Box::new(Done { index: i as u32, end_ns: AtomicU64::new(0), queue }));
         // Incompressible, non-zero data so compression or zero detection does not flatter writes.
         let buf = alloc_buf(buf_len);
         for c in buf.chunks_mut(8) {

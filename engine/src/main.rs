@@ -50,7 +50,10 @@ fn main() {
     let text = match args.first().map(String::as_str) {
         None | Some("-") => {
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).map(|_| s).map_err(|e| format!("cannot read the spec from stdin: {e}"))
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map(|_| s)
+                .map_err(|e| format!("cannot read the spec from stdin: {e}"))
         }
         Some(p) => std::fs::read_to_string(p).map_err(|e| format!("cannot read the spec file {p:?}: {e}")),
     };
@@ -116,7 +119,11 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         c.timeout_s * 2.0 + 10.0,
         connected,
         "ETIMEDOUT",
-        format!("connecting to the cluster and opening pool {:?} did not finish within {} s", spec.pool, c.timeout_s * 2.0 + 10.0),
+        format!(
+            "connecting to the cluster and opening pool {:?} did not finish within {} s",
+            spec.pool,
+            c.timeout_s * 2.0 + 10.0
+        ),
         3,
     );
     let l = &spec.load;
@@ -169,7 +176,11 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         }
         let e = sh.lock();
         if let Some(sig) = e.interrupted {
-            return Err(Fatal { kind: "interrupted".into(), message: format!("interrupted by {} during the prefill", interrupt::name(sig)), code: 128 + sig });
+            return Err(Fatal {
+                kind: "interrupted".into(),
+                message: format!("interrupted by {} during the prefill", interrupt::name(sig)),
+                code: 128 + sig,
+            });
         }
         if let Some((kind, msg)) = e.stop_error.clone() {
             return Err(Fatal { kind, message: format!("prefill: {msg}"), code: 3 });
@@ -226,8 +237,13 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         let m = eng.first_mismatch.clone().unwrap_or_default();
         trailer = Some((
             "verify".into(),
-            format!("{} verify mismatches; first at {} offset {}: {}", eng.mismatches, m["object"], m["offset"],
-                    m["reason"].as_str().unwrap_or("")),
+            format!(
+                "{} verify mismatches; first at {} offset {}: {}",
+                eng.mismatches,
+                m["object"],
+                m["offset"],
+                m["reason"].as_str().unwrap_or("")
+            ),
             false,
         ));
         code = 5;

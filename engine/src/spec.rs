@@ -370,9 +370,7 @@ pub fn validate(s: &mut Spec) -> Result<(), String> {
                     let os = *r.object_size.get_or_insert(4 << 20);
                     let op = *r.op_size.get_or_insert(os);
                     if op > os || os % op != 0 {
-                        return Err(format!(
-                            "rados.op_size ({op}) must divide rados.object_size ({os})"
-                        ));
+                        return Err(format!("rados.op_size ({op}) must divide rados.object_size ({os})"));
                     }
                     if os > (90 << 20) {
                         return Err(format!("rados.object_size {os} is above the OSD's 90 MiB object limit"));
@@ -382,7 +380,7 @@ pub fn validate(s: &mut Spec) -> Result<(), String> {
                     }
                     if !bounded && r.objects.is_none() {
                         return Err(
-                            "a rados write needs an end: load.duration_s, load.ops, load.bytes or rados.objects".into()
+                            "a rados write needs an end: load.duration_s, load.ops, load.bytes or rados.objects".into(),
                         );
                     }
                     if r.prefix.is_none() {
@@ -471,7 +469,9 @@ mod tests {
     use super::*;
 
     fn rados(extra: &str) -> String {
-        format!(r#"{{"target":"rados","pool":"p","rados":{{"op":"write","object_size":4096}},"load":{{"duration_s":1}}{extra}}}"#)
+        format!(
+            r#"{{"target":"rados","pool":"p","rados":{{"op":"write","object_size":4096}},"load":{{"duration_s":1}}{extra}}}"#
+        )
     }
 
     #[test]
@@ -498,15 +498,20 @@ mod tests {
         assert!(e.contains("op_size"), "{e}");
         let e = parse(r#"{"target":"rados","pool":"p","rados":{"op":"read"},"load":{"duration_s":1}}"#).unwrap_err();
         assert!(e.contains("prefix"), "{e}");
-        let e = parse(r#"{"target":"rbd","pool":"p","rbd":{"rw":"randwrite","images":[]},"load":{"duration_s":1}}"#).unwrap_err();
+        let e = parse(r#"{"target":"rbd","pool":"p","rbd":{"rw":"randwrite","images":[]},"load":{"duration_s":1}}"#)
+            .unwrap_err();
         assert!(e.contains("images"), "{e}");
-        let e = parse(r#"{"target":"rbd","pool":"p","rbd":{"rw":"randwrite","images":["a"],"bs":1000},"load":{"duration_s":1}}"#).unwrap_err();
+        let e = parse(
+            r#"{"target":"rbd","pool":"p","rbd":{"rw":"randwrite","images":["a"],"bs":1000},"load":{"duration_s":1}}"#,
+        )
+        .unwrap_err();
         assert!(e.contains("bs"), "{e}");
         let e = parse(r#"{"target":"rbd","pool":"p","rbd":{"rw":"randwrite","images":["a"]}}"#).unwrap_err();
         assert!(e.contains("end"), "{e}");
         let e = parse(&rados(r#","protocol":2"#)).unwrap_err();
         assert!(e.contains("protocol"), "{e}");
-        let e = parse(r#"{"target":"rados","pool":"p","rados":{"op":"write"},"load":{"duration_s":1,"ramp_s":2}}"#).unwrap_err();
+        let e = parse(r#"{"target":"rados","pool":"p","rados":{"op":"write"},"load":{"duration_s":1,"ramp_s":2}}"#)
+            .unwrap_err();
         assert!(e.contains("ramp_s"), "{e}");
         let e = parse(r#"{"target":"nfs","pool":"p"}"#).unwrap_err();
         assert!(e.contains("nfs"), "{e}");
@@ -514,7 +519,11 @@ mod tests {
 
     #[test]
     fn once_and_alloc_hint_belong_to_their_ops() {
-        let read = |extra: &str| format!(r#"{{"target":"rados","pool":"p","rados":{{"op":"read","prefix":"x"{extra}}},"load":{{"duration_s":1}}}}"#);
+        let read = |extra: &str| {
+            format!(
+                r#"{{"target":"rados","pool":"p","rados":{{"op":"read","prefix":"x"{extra}}},"load":{{"duration_s":1}}}}"#
+            )
+        };
         assert!(parse(&read(r#","once":true"#)).unwrap().rados.unwrap().once);
         let e = parse(&read(r#","once":true,"pattern":"rand""#)).unwrap_err();
         assert!(e.contains("once"), "{e}");

@@ -103,7 +103,10 @@ impl Rados {
             if count == 0 || osz == 0 {
                 return Err(Fatal::ceph(
                     -libc::ENOENT,
-                    format!("nothing to read for prefix {} in pool {}: the write stage wrote no objects", t.prefix, pool),
+                    format!(
+                        "nothing to read for prefix {} in pool {}: the write stage wrote no objects",
+                        t.prefix, pool
+                    ),
                 ));
             }
             t.objects = Some(count);

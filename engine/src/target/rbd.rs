@@ -106,7 +106,11 @@ impl Target for Rbd {
             Rw::Read | Rw::Randread => OpKind::Read,
             Rw::Write | Rw::Randwrite => OpKind::Write,
             Rw::Rw | Rw::Randrw => {
-                if (rng.below(100) as u32) < self.mix { OpKind::Read } else { OpKind::Write }
+                if (rng.below(100) as u32) < self.mix {
+                    OpKind::Read
+                } else {
+                    OpKind::Write
+                }
             }
         };
         s.obj = j.image as u64;
