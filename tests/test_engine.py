@@ -158,7 +158,7 @@ def test_check_validates_without_connecting(engine, tmp_path):
 
 
 def test_null_closed_loop(engine):
-    r = fe.run_point(null_spec({"duration_s": 1.5, "iodepth": 4}), timeout=30)
+    r = fe.run_point(null_spec({"duration_s": 1, "iodepth": 4}), timeout=30)
     s = r.summary
     assert r.start["target"] == "null" and r.start["protocol"] == 2 and r.start["slots"] == 4
     assert r.start["spec"]["target"] == {"kind": "null", "rw": "randread", "rwmixread": 50, "bs": 4096,
@@ -204,7 +204,7 @@ def test_null_verify_checks_every_read_block(engine):
 
 
 def test_interval_cpu_adds_up_to_the_summary(engine):
-    r = fe.run_point(null_spec({"duration_s": 2.5, "iodepth": 16}), timeout=30)
+    r = fe.run_point(null_spec({"duration_s": 2.5, "iodepth": 16}, target={"delay_us": 1000}), timeout=30)
     assert len(r.intervals) >= 2
     assert all(i["cpu"]["user_s"] >= 0 and i["cpu"]["sys_s"] >= 0 for i in r.intervals)
     total = r.summary["cpu"]["user_s"] + r.summary["cpu"]["sys_s"]
