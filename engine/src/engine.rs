@@ -4,8 +4,9 @@
 //! stamp the end time and queue the slot index (io.rs).
 
 use crate::clock::{mono_ns, wall_s};
-use crate::errno;
-use crate::io::{CompletionQueue, KINDS, OpKind, Slot, State};
+use crate::control;
+use crate::errno::ErrKind;
+use crate::io::{CompletionQueue, OpKind, Slot, State};
 use crate::out;
 use crate::rate::{Lag, Schedule};
 use crate::rng::Rng;
@@ -25,6 +26,42 @@ pub enum PhaseEnd {
     Stall { in_flight: u32, waited_s: f64 },
 }
 
+/// Why the run ended: the summary's machine-readable `stop` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopCause {
+    Duration,
+    Ops,
+    Bytes,
+    /// The workload has nothing more to issue (rados object set done).
+    Done,
+    /// A `stop` line on the control channel.
+    Control,
+    Signal,
+    /// An op error with on_error=stop.
+    Error,
+    Stall,
+    /// Control channel EOF, heartbeats stopped, or stdout closed.
+    OrchestratorLost,
+}
+
+impl StopCause {
+    pub fn name(self) -> &'static str {
+        match self {
+            StopCause::Duration => "duration",
+            StopCause::Ops => "ops",
+            StopCause::Bytes => "bytes",
+            StopCause::Done => "done",
+            StopCause::Control => "control",
+            StopCause::Signal => "signal",
+            StopCause::Error => "error",
+            StopCause::Stall => "stall",
+            StopCause::OrchestratorLost => "orchestrator_lost",
+        }
+    }
+}
+
+const NO_KIND: u8 = u8::MAX;
+
 /// State of the running phase (shared by the submitter and the callback fast path).
 #[derive(Default)]
 struct Phase {
@@ -38,8 +75,8 @@ struct Phase {
     stall: u64,
     last_progress: u64,
     sched: Option<Schedule>,
-    m_ops: u64,
-    m_bytes: u64,
+    /// load.ops / load.bytes apply per job (fio's number_ios and size).
+    per_job_bound: bool,
     stopping: bool,
     zombie_grace: Option<u64>,
     retry_soon: bool,
@@ -58,8 +95,18 @@ pub struct Engine<'a> {
     free: Vec<u32>,
     rng: Rng,
     kinds: Vec<OpKind>,
+    /// Index of each op kind's statistics (NO_KIND: not one of the target's kinds).
+    kidx: [u8; OpKind::COUNT],
     interval: Vec<KindStats>,
     pub total: Vec<KindStats>,
+    /// Per job in the measured phase: ops and bytes issued after the ramp.
+    job_ops: Vec<u64>,
+    job_bytes: Vec<u64>,
+    jobs_done: usize,
+    /// Free slots of jobs that reached their bound: never reissued this phase.
+    parked: Vec<u32>,
+    /// Process CPU (user, sys s) at the last interval record.
+    cpu_mark: (f64, f64),
     pub errors: Errors,
     pub lag: Lag,
     open_loop: bool,
@@ -75,10 +122,14 @@ pub struct Engine<'a> {
     writes: u64,
     pub stopped_early: bool,
     pub stop_reason: Option<String>,
-    /// The first op error when on_error=stop: (errno name, sentence).
+    /// What ended the run first.
+    pub stop: Option<StopCause>,
+    /// The first op error when on_error=stop: (error kind name, sentence).
     pub stop_error: Option<(String, String)>,
     /// SIGTERM/SIGINT asked the run to stop (see interrupt.rs).
     pub interrupted: Option<i32>,
+    /// The control channel asked to stop (see control.rs).
+    pub requested: Option<control::Request>,
     // Phase state (monotonic ns).
     pub phase_start: u64,
     pub ramp_end: u64,
@@ -88,9 +139,19 @@ pub struct Engine<'a> {
 }
 
 impl<'a> Engine<'a> {
-    pub fn new(spec: &'a Spec, target: &'a mut dyn Target, slots: &'static mut [Slot], queue: &'static CompletionQueue) -> Self {
+    pub fn new(
+        spec: &'a Spec,
+        target: &'a mut dyn Target,
+        slots: &'static mut [Slot],
+        queue: &'static CompletionQueue,
+    ) -> Self {
         let kinds = target.kinds();
+        let mut kidx = [NO_KIND; OpKind::COUNT];
+        for (i, k) in kinds.iter().enumerate() {
+            kidx[*k as usize] = i as u8;
+        }
         let n = slots.len();
+        let jobs = slots.iter().map(|s| s.job as usize + 1).max().unwrap_or(1);
         Engine {
             ph: Phase::default(),
             submit_batch: spec.load.submit_batch.map_or(1, |b| b as usize).clamp(1, n.max(1)),
@@ -100,9 +161,15 @@ impl<'a> Engine<'a> {
             queue,
             free: Vec::with_capacity(n),
             rng: Rng::new(spec.seed),
+            interval: kinds.iter().map(|_| KindStats::default()).collect(),
+            total: kinds.iter().map(|_| KindStats::default()).collect(),
             kinds,
-            interval: (0..KINDS).map(|_| KindStats::default()).collect(),
-            total: (0..KINDS).map(|_| KindStats::default()).collect(),
+            kidx,
+            job_ops: vec![0; jobs],
+            job_bytes: vec![0; jobs],
+            jobs_done: 0,
+            parked: Vec::with_capacity(n),
+            cpu_mark: (0.0, 0.0),
             errors: Errors::default(),
             lag: Lag::default(),
             open_loop: spec.load.rate.is_some(),
@@ -117,8 +184,10 @@ impl<'a> Engine<'a> {
             writes: 0,
             stopped_early: false,
             stop_reason: None,
+            stop: None,
             stop_error: None,
             interrupted: None,
+            requested: None,
             phase_start: 0,
             ramp_end: 0,
             measured_end: 0,
@@ -127,29 +196,50 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn stop_on_error(&mut self, kind: OpKind, e: i32, what: String) {
+    /// Note what ends the run: `stop` keeps the first cause; an early stop's
+    /// sentence goes to `stop_reason` (the later one when several come, as in
+    /// protocol 1).
+    pub fn set_stop(&mut self, cause: StopCause, reason: Option<String>) {
+        self.stop.get_or_insert(cause);
+        if reason.is_some() {
+            self.stopped_early = true;
+            self.stop_reason = reason;
+        }
+    }
+
+    /// The statistics of `kind`. A target issuing a kind it did not list
+    /// in `kinds()` is a bug in that target.
+    #[inline]
+    fn ki(&self, kind: OpKind) -> usize {
+        let i = self.kidx[kind as usize];
+        debug_assert!(i != NO_KIND, "the target issued {} but does not list it in kinds()", kind.name());
+        i as usize
+    }
+
+    fn stop_on_error(&mut self, kind: OpKind, e: &ErrKind, what: String) {
         // A preparation pass (prefill) must be clean whatever on_error says.
         let stop = self.spec.on_error == OnError::Stop || !self.measuring;
         if stop && self.stop_error.is_none() {
-            let name = errno::name(e);
-            let msg = format!("{} of {what} failed with {name} ({}); stopping (on_error=stop)", kind.name(), errno::describe(e));
-            self.stopped_early = true;
-            self.stop_reason = Some(msg.clone());
+            let name = e.name();
+            let msg =
+                format!("{} of {what} failed with {name} ({}); stopping (on_error=stop)", kind.name(), e.describe());
+            self.set_stop(StopCause::Error, Some(msg.clone()));
             self.stop_error = Some((name, msg));
         }
     }
 
-    fn record_error(&mut self, idx: usize, e: i32, lat: u64) {
+    fn record_error(&mut self, idx: usize, e: ErrKind, lat: u64) {
         let s = &self.slots[idx];
         let (kind, ramp) = (s.kind, s.ramp);
-        self.interval[kind as usize].errors += 1;
+        let ki = self.ki(kind);
+        self.interval[ki].errors += 1;
         let what = self.target.describe(s);
         if self.measuring && !ramp {
-            self.total[kind as usize].errors += 1;
+            self.total[ki].errors += 1;
             let w = what.clone();
-            self.errors.record(kind.name(), &errno::name(e), lat, move || format!("{} of {w}", kind.name()));
+            self.errors.record(kind.name(), &e.name(), lat, move || format!("{} of {w}", kind.name()));
         }
-        self.stop_on_error(kind, e, what);
+        self.stop_on_error(kind, &e, what);
     }
 
     fn complete(&mut self, idx: usize) {
@@ -168,13 +258,22 @@ impl<'a> Engine<'a> {
         self.finished += 1;
         let lat = end.saturating_sub(s.intended_ns);
         let (kind, ramp) = (s.kind, s.ramp);
-        if rc < 0 {
-            self.record_error(idx, rc as i32, lat);
-        } else {
+        match rc {
+            Err(e) => self.record_error(idx, e, lat),
+            Ok(n) => self.completed(idx, kind, ramp, lat, n),
+        }
+        if self.measuring && !ramp {
+            self.measured_end = self.measured_end.max(end);
+        }
+    }
+
+    #[inline]
+    fn completed(&mut self, idx: usize, kind: OpKind, ramp: bool, lat: u64, n: u64) {
+        {
             let s = &self.slots[idx];
             self.target.on_success(s);
             if self.spec.verify && kind == OpKind::Read {
-                let n = (rc as usize).min(s.buf.len());
+                let n = (n as usize).min(s.buf.len());
                 let (checked, bad) = verify::check(&s.buf[..n], s.obj, s.offset);
                 self.verify_checked += checked;
                 if let Some(m) = bad {
@@ -185,13 +284,11 @@ impl<'a> Engine<'a> {
                     }
                 }
             }
-            self.interval[kind as usize].record(lat, rc as u64);
-            if self.measuring && !ramp {
-                self.total[kind as usize].record(lat, rc as u64);
-            }
         }
+        let ki = self.ki(kind);
+        self.interval[ki].record(lat, n);
         if self.measuring && !ramp {
-            self.measured_end = self.measured_end.max(end);
+            self.total[ki].record(lat, n);
         }
     }
 
@@ -237,18 +334,19 @@ impl<'a> Engine<'a> {
                 self.slots[i].state = State::Zombie;
                 self.zombies += 1;
                 self.finished += 1;
-                self.record_error(i, -libc::ETIMEDOUT, lat);
+                self.record_error(i, ErrKind::Timeout, lat);
             }
         }
     }
 
     fn emit_interval(&mut self, now: u64, prev: u64) {
         let mut ops = Map::new();
-        for k in &self.kinds {
-            let st = &mut self.interval[*k as usize];
+        for (k, st) in self.kinds.iter().zip(self.interval.iter_mut()) {
             ops.insert(k.name().to_string(), st.interval_json());
             st.reset();
         }
+        let (user, sys, _) = crate::clock::rusage();
+        let (u0, s0) = std::mem::replace(&mut self.cpu_mark, (user, sys));
         out::emit(&json!({
             "type": "interval", "ts": wall_s(),
             "t": (now - self.phase_start) as f64 / NS, "dt": (now - prev) as f64 / NS,
@@ -256,6 +354,8 @@ impl<'a> Engine<'a> {
             "ramp": prev / 2 + now / 2 < self.ramp_end,
             "in_flight": self.in_flight, "started": self.started, "finished": self.finished,
             "ops": ops,
+            // The engine's own CPU in this interval (all threads), so it travels with the data.
+            "cpu": {"user_s": (user - u0).max(0.0), "sys_s": (sys - s0).max(0.0)},
         }));
     }
 
@@ -267,6 +367,14 @@ impl<'a> Engine<'a> {
         let l = &spec.load;
         self.measuring = measuring;
         self.free.clear();
+        self.parked.clear();
+        self.job_ops.iter_mut().for_each(|n| *n = 0);
+        self.job_bytes.iter_mut().for_each(|n| *n = 0);
+        self.jobs_done = 0;
+        if measuring {
+            let (u, s, _) = crate::clock::rusage();
+            self.cpu_mark = (u, s);
+        }
         for i in (0..self.slots.len()).rev() {
             if self.slots[i].state == State::Free {
                 self.free.push(i as u32);
@@ -291,8 +399,7 @@ impl<'a> Engine<'a> {
             stall: secs(spec.stall_timeout_s),
             last_progress: start,
             sched: if measuring { l.rate.map(|r| Schedule::new(start, r, l.arrival, spec.seed)) } else { None },
-            m_ops: 0,
-            m_bytes: 0,
+            per_job_bound: measuring && (l.ops.is_some() || l.bytes.is_some()),
             stopping: false,
             zombie_grace: None,
             retry_soon: false,
@@ -303,18 +410,14 @@ impl<'a> Engine<'a> {
 
     /// Fill free slots (closed loop) or issue what the schedule has due (open loop).
     fn refill(&mut self) {
-        let l = &self.spec.load;
         let mut now = mono_ns();
         while !self.ph.stopping {
-            if self.free.is_empty() {
-                break;
-            }
-            if self.measuring
-                && (l.ops.is_some_and(|n| self.ph.m_ops >= n) || l.bytes.is_some_and(|b| self.ph.m_bytes >= b))
-            {
-                self.ph.stopping = true;
-                self.stop_at = Some(now);
-                break;
+            let Some(&idx) = self.free.last() else { break };
+            let idx = idx as usize;
+            if self.ph.per_job_bound && self.job_exhausted(self.slots[idx].job as usize) {
+                self.free.pop();
+                self.parked.push(idx as u32);
+                continue;
             }
             let intended = match &self.ph.sched {
                 Some(s) => {
@@ -326,7 +429,7 @@ impl<'a> Engine<'a> {
                 }
                 None => now,
             };
-            let idx = self.free.pop().unwrap() as usize;
+            self.free.pop();
             if self.in_flight == 0 {
                 self.ph.last_progress = now;
             }
@@ -336,15 +439,20 @@ impl<'a> Engine<'a> {
                         s.advance();
                     }
                     let s = &self.slots[idx];
-                    if !s.ramp {
-                        self.ph.m_ops += 1;
-                        self.ph.m_bytes += s.len as u64;
+                    if self.ph.per_job_bound && !s.ramp {
+                        let (j, len) = (s.job as usize, s.len as u64);
+                        self.job_ops[j] += 1;
+                        self.job_bytes[j] += len;
+                        if self.job_exhausted(j) {
+                            self.job_reached_bound(j, now);
+                        }
                     }
                 }
                 Ok(false) => {
                     self.free.push(idx as u32);
                     self.ph.stopping = true;
                     self.stop_at = Some(now);
+                    self.set_stop(StopCause::Done, None);
                 }
                 Err(()) => {
                     self.free.push(idx as u32);
@@ -359,15 +467,51 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn check_stop(&mut self, now: u64) {
+    #[inline]
+    fn job_exhausted(&self, j: usize) -> bool {
+        let l = &self.spec.load;
+        l.ops.is_some_and(|n| self.job_ops[j] >= n) || l.bytes.is_some_and(|b| self.job_bytes[j] >= b)
+    }
+
+    /// Job `j` just issued its last op; the phase ends when every job has.
+    fn job_reached_bound(&mut self, j: usize, now: u64) {
+        self.jobs_done += 1;
+        if self.jobs_done >= self.target.jobs() as usize {
+            let by_ops = self.spec.load.ops.is_some_and(|n| self.job_ops[j] >= n);
+            self.ph.stopping = true;
+            self.stop_at = Some(now);
+            self.set_stop(if by_ops { StopCause::Ops } else { StopCause::Bytes }, None);
+        }
+    }
+
+    /// Signals and control requests, polled by the submitter and the fast path.
+    fn note_external_stop(&mut self) {
         if let Some(sig) = crate::interrupt::pending()
             && self.interrupted.is_none()
         {
             self.interrupted = Some(sig);
-            self.stopped_early = true;
-            self.stop_reason = Some(format!("interrupted by {}", crate::interrupt::name(sig)));
+            self.set_stop(StopCause::Signal, Some(format!("interrupted by {}", crate::interrupt::name(sig))));
         }
-        if self.stop_error.is_some() || self.interrupted.is_some() || self.ph.end.is_some_and(|e| now >= e) {
+        if control::pending()
+            && self.requested.is_none()
+            && let Some(r) = control::request_made()
+        {
+            let (cause, reason) = match &r {
+                control::Request::Stop(m) => (StopCause::Control, m.clone()),
+                control::Request::Lost(m) => (StopCause::OrchestratorLost, m.clone()),
+            };
+            self.requested = Some(r);
+            self.set_stop(cause, Some(reason));
+        }
+    }
+
+    fn check_stop(&mut self, now: u64) {
+        self.note_external_stop();
+        let ended = self.ph.end.is_some_and(|e| now >= e);
+        if ended {
+            self.set_stop(StopCause::Duration, None);
+        }
+        if self.stop_error.is_some() || self.interrupted.is_some() || self.requested.is_some() || ended {
             if !self.ph.stopping {
                 self.stop_at = Some(now.min(self.ph.end.unwrap_or(now)));
             }
@@ -422,6 +566,7 @@ impl<'a> Engine<'a> {
             self.scan_timeouts(now, t);
             self.ph.next_scan = now + self.ph.scan_every;
         }
+        control::check_heartbeat(now);
         self.check_stop(now);
         if self.in_flight > 0 && now.saturating_sub(self.ph.last_progress) >= self.ph.stall {
             return Err(PhaseEnd::Stall {
@@ -463,6 +608,9 @@ impl<'a> Engine<'a> {
         if let Some(g) = p.zombie_grace {
             d = d.min(g);
         }
+        if let Some(h) = control::heartbeat_deadline() {
+            d = d.min(h.max(now + 1_000_000));
+        }
         if p.retry_soon {
             d = d.min(now + 1_000_000);
         }
@@ -474,7 +622,7 @@ impl<'a> Engine<'a> {
         let now = mono_ns();
         if self.measuring {
             // The tail since the last tick, so intervals add up to the totals.
-            if self.kinds.iter().any(|k| self.interval[*k as usize].ops + self.interval[*k as usize].errors > 0) {
+            if self.interval.iter().any(|k| k.ops + k.errors > 0) {
                 self.emit_interval(now, self.ph.prev_emit);
             }
             let stop = self.stop_at.unwrap_or(now);
@@ -488,8 +636,8 @@ impl<'a> Engine<'a> {
 
     pub fn ops_json(&self, measured_s: f64) -> Value {
         let mut m = Map::new();
-        for k in &self.kinds {
-            m.insert(k.name().to_string(), self.total[*k as usize].summary_json(measured_s));
+        for (k, st) in self.kinds.iter().zip(&self.total) {
+            m.insert(k.name().to_string(), st.summary_json(measured_s));
         }
         Value::Object(m)
     }
@@ -524,6 +672,14 @@ impl<'a> Engine<'a> {
         for k in self.interval.iter_mut().chain(self.total.iter_mut()) {
             k.reset();
         }
+        let now = mono_ns();
+        (self.phase_start, self.ramp_end, self.measured_end) = (now, now, now);
+    }
+
+    /// The main phase will not run (a stop, EOF or signal came while
+    /// waiting for `go`, or during the prefill): note why, for a summary of zero ops.
+    pub fn skip_main(&mut self) {
+        self.note_external_stop();
     }
 
     pub fn target(&mut self) -> &mut dyn Target {

@@ -1,4 +1,48 @@
-//! Errno numbers to names ("ENOENT"), the error kinds of the protocol.
+//! Op error kinds: an errno, an HTTP status with its S3 error code, a TLS
+//! failure, or the engine's own op timeout. `name()` is the key of the
+//! summary's `errors` entries and the `kind` of error records.
+
+/// Why one op failed. Each kind keeps its own count and latency histogram.
+// Http and Tls are for the S3 target to come.
+#[allow(dead_code)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrKind {
+    /// A positive errno (ENOENT = 2); the sign of a library's -errno is dropped.
+    Errno(i32),
+    /// An HTTP status and the service's error code ("SlowDown").
+    Http { status: u16, code: String },
+    /// A TLS failure, named by what failed ("handshake").
+    Tls(String),
+    /// No completion within op_timeout_s (reported as ETIMEDOUT, as in protocol 1).
+    Timeout,
+}
+
+impl ErrKind {
+    /// From a library return value (-errno or errno).
+    pub fn errno(r: i32) -> Self {
+        ErrKind::Errno(r.abs())
+    }
+
+    pub fn name(&self) -> String {
+        match self {
+            ErrKind::Errno(e) => name(*e),
+            ErrKind::Http { status, code } if code.is_empty() => format!("HTTP {status}"),
+            ErrKind::Http { status, code } => format!("HTTP {status} {code}"),
+            ErrKind::Tls(what) => format!("TLS {what}"),
+            ErrKind::Timeout => "ETIMEDOUT".into(),
+        }
+    }
+
+    /// A few words for a sentence ("No such file or directory").
+    pub fn describe(&self) -> String {
+        match self {
+            ErrKind::Errno(e) => describe(*e),
+            ErrKind::Http { status, .. } => format!("HTTP status {status}"),
+            ErrKind::Tls(what) => format!("TLS failure: {what}"),
+            ErrKind::Timeout => "no completion within op_timeout_s".into(),
+        }
+    }
+}
 
 pub fn name(errno: i32) -> String {
     let n = match errno.abs() {
@@ -59,5 +103,17 @@ mod tests {
         assert_eq!(super::name(-2), "ENOENT");
         assert_eq!(super::name(110), "ETIMEDOUT");
         assert_eq!(super::name(-9999), "E9999");
+    }
+
+    #[test]
+    fn kinds_have_one_name_each() {
+        use super::ErrKind;
+        assert_eq!(ErrKind::errno(-2).name(), "ENOENT");
+        assert_eq!(ErrKind::errno(-2), ErrKind::Errno(2));
+        assert_eq!(ErrKind::Timeout.name(), "ETIMEDOUT");
+        assert_eq!(ErrKind::Http { status: 503, code: "SlowDown".into() }.name(), "HTTP 503 SlowDown");
+        assert_eq!(ErrKind::Http { status: 500, code: String::new() }.name(), "HTTP 500");
+        assert_eq!(ErrKind::Tls("handshake".into()).name(), "TLS handshake");
+        assert!(ErrKind::errno(-2).describe().contains("No such file"));
     }
 }

@@ -16,12 +16,7 @@ pub type rbd_completion_t = *mut c_void;
 pub type rbd_callback_t = Option<unsafe extern "C" fn(cb: rbd_completion_t, arg: *mut c_void)>;
 
 unsafe extern "C" {
-    pub fn rados_create2(
-        pcluster: *mut rados_t,
-        clustername: *const c_char,
-        name: *const c_char,
-        flags: u64,
-    ) -> c_int;
+    pub fn rados_create2(pcluster: *mut rados_t, clustername: *const c_char, name: *const c_char, flags: u64) -> c_int;
     pub fn rados_conf_read_file(cluster: rados_t, path: *const c_char) -> c_int;
     pub fn rados_conf_set(cluster: rados_t, option: *const c_char, value: *const c_char) -> c_int;
     pub fn rados_connect(cluster: rados_t) -> c_int;
@@ -54,7 +49,8 @@ unsafe extern "C" {
     pub fn rados_aio_is_complete(c: rados_completion_t) -> c_int;
     pub fn rados_aio_release(c: rados_completion_t);
 
-    pub fn rbd_open(io: rados_ioctx_t, name: *const c_char, image: *mut rbd_image_t, snap_name: *const c_char) -> c_int;
+    pub fn rbd_open(io: rados_ioctx_t, name: *const c_char, image: *mut rbd_image_t, snap_name: *const c_char)
+    -> c_int;
     pub fn rbd_close(image: rbd_image_t) -> c_int;
     pub fn rbd_get_size(image: rbd_image_t, size: *mut u64) -> c_int;
     pub fn rbd_aio_create_completion(

@@ -3,12 +3,14 @@
 
 mod ceph;
 mod clock;
+mod control;
 mod engine;
 mod errno;
 mod ffi;
 mod interrupt;
 mod io;
 mod out;
+mod process;
 mod rate;
 mod rng;
 mod spec;
@@ -17,24 +19,36 @@ mod target;
 mod verify;
 
 use clock::{mono_ns, wall_s};
-use engine::{Engine, PhaseEnd, Shared};
+use engine::{Engine, PhaseEnd, Shared, StopCause};
+use process::{exit, watchdog};
 use serde_json::json;
-use spec::{Spec, TargetKind};
+use spec::Spec;
 use std::io::Read;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use target::{Fatal, Target};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 const USAGE: &str = "usage: fathom-engine [SPEC.json | -]\n\
-Runs one point described by a JSON spec (a file, or stdin when absent or '-')\n\
-and writes JSON lines to stdout: start, interval (one per second), summary.\n\
-Exit codes: 0 ok, 2 invalid spec, 3 Ceph error / stall / stopped on error, 5 verify mismatch,\n\
+       fathom-engine --check [SPEC.json | -]\n\
+       fathom-engine --version\n\
+Runs one point described by a JSON spec (protocol 2; a file, or stdin when absent or '-')\n\
+and writes JSON lines to stdout: start, interval (one per interval_s), summary.\n\
+With the spec's `control` set (spec from a file only), stdin is the control channel:\n\
+JSON lines {\"type\":\"stop\",\"reason\":..}, {\"type\":\"go\",\"at\":<epoch s>}, {\"type\":\"heartbeat\"}.\n\
+--check: validate the spec without connecting; prints {\"type\":\"spec\",\"protocol\":2,\"spec\":..}.\n\
+Exit codes: 0 ok (also a control stop), 2 invalid spec, 3 target error / stall / stopped on error,\n\
+5 verify mismatch, 6 orchestrator lost (control EOF, heartbeats stopped, stdout closed),\n\
 128+N stopped by signal N (SIGTERM, SIGINT; the summary is still written).\n\
 Protocol: see engine/PROTOCOL.md.";
 
+fn invalid(message: &str) -> ! {
+    out::error("invalid_spec", message, true);
+    exit(2)
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!("{USAGE}");
         return;
@@ -43,24 +57,38 @@ fn main() {
         println!("fathom-engine {VERSION} (protocol {})", spec::PROTOCOL);
         return;
     }
-    if args.len() > 1 {
-        out::error("invalid_spec", "give at most one argument: the spec file (or '-' for stdin)", true);
-        std::process::exit(2);
+    let check = args.first().is_some_and(|a| a == "--check");
+    if check {
+        args.remove(0);
     }
+    if args.len() > 1 || args.first().is_some_and(|a| a.starts_with("--")) {
+        invalid("give at most one argument: the spec file (or '-' for stdin), after --check if checking only");
+    }
+    let from_stdin = matches!(args.first().map(String::as_str), None | Some("-"));
     let text = match args.first().map(String::as_str) {
         None | Some("-") => {
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).map(|_| s).map_err(|e| format!("cannot read the spec from stdin: {e}"))
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .map(|_| s)
+                .map_err(|e| format!("cannot read the spec from stdin: {e}"))
         }
         Some(p) => std::fs::read_to_string(p).map_err(|e| format!("cannot read the spec file {p:?}: {e}")),
     };
     let spec = match text.and_then(|t| spec::parse(&t)) {
         Ok(s) => s,
-        Err(m) => {
-            out::error("invalid_spec", &m, true);
-            std::process::exit(2);
-        }
+        Err(m) => invalid(&m),
     };
+    if from_stdin && spec.control.is_some() {
+        invalid(
+            "control needs stdin for the control channel: give the spec as a file argument, or set control to null",
+        );
+    }
+    if check {
+        let spec_json = serde_json::to_value(&spec).expect("spec serializes");
+        out::emit(&json!({"type": "spec", "protocol": spec::PROTOCOL, "spec": spec_json}));
+        exit(0);
+    }
     interrupt::install();
     // Die with the parent (the orchestrator), through the SIGTERM path: a
     // killed fathom leaves no load running, and the parent needs no code
@@ -74,6 +102,12 @@ fn main() {
         }
     }
     io::set_batch_callbacks(spec.callback_sched == spec::CallbackSched::Batch);
+    // SCHED_BATCH is for library callback threads; the submitter keeps its
+    // policy even when a target completes ops inline (null, delay_us 0).
+    io::keep_thread_sched();
+    if let Some(c) = &spec.control {
+        control::start(c);
+    }
     let code = match run(&spec) {
         Ok(code) => code,
         Err(f) => {
@@ -84,75 +118,22 @@ fn main() {
     exit(code);
 }
 
-/// Leave without running C++ static destructors: librados threads may still
-/// be running (a handle that was never shut down, ops abandoned in flight),
-/// and tearing down the library's globals under them crashes. Records are
-/// flushed as they are written, so nothing is lost.
-fn exit(code: i32) -> ! {
-    use std::io::Write;
-    let _ = std::io::stdout().flush();
-    // SAFETY: _exit never returns and touches no Rust state.
-    unsafe { libc::_exit(code) }
-}
-
-/// Exit the process after `secs` unless `done` is set: no librados call may hang the engine.
-fn watchdog(secs: f64, done: &'static AtomicBool, kind: &'static str, message: String, code: i32) {
-    std::thread::spawn(move || {
-        std::thread::sleep(std::time::Duration::from_secs_f64(secs));
-        if !done.load(Ordering::SeqCst) {
-            if !message.is_empty() {
-                out::error(kind, &message, true);
-            }
-            exit(code);
-        }
-    });
-}
-
 fn run(spec: &Spec) -> Result<i32, Fatal> {
     let t_connect = mono_ns();
-    let connected: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
-    let c = &spec.connection;
-    watchdog(
-        c.timeout_s * 2.0 + 10.0,
-        connected,
-        "ETIMEDOUT",
-        format!("connecting to the cluster and opening pool {:?} did not finish within {} s", spec.pool, c.timeout_s * 2.0 + 10.0),
-        3,
-    );
-    let l = &spec.load;
-    let (jobs, op_bytes) = match (&spec.rados, &spec.rbd) {
-        (Some(r), _) => (1, r.op_size.or(r.object_size).unwrap_or(4 << 20)),
-        (_, Some(r)) => (r.images.len() as u64 * r.numjobs as u64, r.bs),
-        _ => (1, 0),
-    };
-    let slots = jobs * l.iodepth as u64;
-    let cluster = ceph::connect(c, (slots, slots.saturating_mul(op_bytes)))?;
-    let time_bounded = l.duration_s.is_some() || l.ops.is_some() || l.bytes.is_some();
-    let target: Box<dyn Target> = match spec.target {
-        TargetKind::Rados => Box::new(target::rados::Rados::open(
-            &cluster,
-            &spec.pool,
-            spec.rados.as_ref().expect("validated"),
-            time_bounded,
-            spec.stall_timeout_s,
-            spec.verify,
-        )?),
-        TargetKind::Rbd => {
-            Box::new(target::rbd::Rbd::open(&cluster, &spec.pool, spec.rbd.as_ref().expect("validated"))?)
-        }
-    };
-    connected.store(true, Ordering::SeqCst);
+    let target = target::open(spec)?;
     let connect_s = (mono_ns() - t_connect) as f64 / 1e9;
+    let l = &spec.load;
 
     let nslots = (target.jobs() * l.iodepth) as usize;
     let queue: &'static io::CompletionQueue = Box::leak(Box::new(io::CompletionQueue::new(nslots)));
+    control::set_queue(queue);
     let slots = io::alloc_slots(nslots, target.buf_len(), queue);
     for (i, s) in slots.iter_mut().enumerate() {
         s.job = (i / l.iodepth as usize) as u32;
     }
     let spec_json = serde_json::to_value(spec).expect("spec serializes");
     out::emit(&json!({"type": "start", "protocol": spec::PROTOCOL, "engine": "fathom-engine", "version": VERSION,
-                      "ts": wall_s(), "pid": std::process::id(), "target": spec.target.name(), "spec": spec_json,
+                      "ts": wall_s(), "pid": std::process::id(), "target": spec.target.kind(), "spec": spec_json,
                       "connect_s": connect_s, "slots": nslots}));
 
     // The engine lives for the rest of the process: library callbacks may
@@ -161,6 +142,8 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
     let target_s: &'static mut dyn Target = Box::leak(target);
     let sh = Shared::install(Engine::new(spec_s, target_s, slots, queue));
     let mut prefill = serde_json::Value::Null;
+    // The main phase runs unless a control request or a signal comes first.
+    let mut go = true;
     let has_prefill = sh.lock().begin_prefill();
     if has_prefill {
         let t = mono_ns();
@@ -169,28 +152,41 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         }
         let e = sh.lock();
         if let Some(sig) = e.interrupted {
-            return Err(Fatal { kind: "interrupted".into(), message: format!("interrupted by {} during the prefill", interrupt::name(sig)), code: 128 + sig });
+            return Err(Fatal {
+                kind: "interrupted".into(),
+                message: format!("interrupted by {} during the prefill", interrupt::name(sig)),
+                code: 128 + sig,
+            });
         }
         if let Some((kind, msg)) = e.stop_error.clone() {
             return Err(Fatal { kind, message: format!("prefill: {msg}"), code: 3 });
         }
-        prefill = json!({"ops": e.finished, "seconds": (mono_ns() - t) as f64 / 1e9});
+        let complete = e.requested.is_none();
+        go = complete;
+        prefill = json!({"ops": e.finished, "seconds": (mono_ns() - t) as f64 / 1e9, "complete": complete});
+    }
+    if go && spec.control.as_ref().is_some_and(|c| c.wait) {
+        out::emit(&json!({"type": "ready", "ts": wall_s()}));
+        go = control::wait_go().is_ok();
     }
     sh.lock().begin_main();
-    let ended = sh.run(true);
+    let ended = if go {
+        sh.run(true)
+    } else {
+        sh.lock().skip_main();
+        PhaseEnd::Done
+    };
     // Held to the end: late callbacks then leave their slot to the queue.
     let mut eng = sh.lock();
     let measured_s = eng.measured_s();
     let wall = (mono_ns() - eng.phase_start) as f64 / 1e9;
     let mut code = 0;
     let mut trailer: Option<(String, String, bool)> = None;
-    let mut stop_reason = eng.stop_reason.clone();
-    let mut stopped_early = eng.stopped_early;
     match ended {
         PhaseEnd::Stall { in_flight, waited_s } => {
             let f = stall(in_flight, waited_s, "run");
-            stopped_early = true;
-            stop_reason = Some(f.message.clone());
+            eng.stop = None; // the stall is what ended it, whatever was asked before
+            eng.set_stop(StopCause::Stall, Some(f.message.clone()));
             trailer = Some((f.kind, f.message, true));
             code = 3;
         }
@@ -206,12 +202,17 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
                     false,
                 ));
                 code = 128 + sig;
+            } else if let Some(control::Request::Lost(why)) = eng.requested.clone() {
+                trailer = Some(("orchestrator_lost".into(), why, false));
+                code = 6;
             }
         }
     }
-    // Extras (rados metadata) only when the run ended cleanly enough to trust them.
+    // Extras (rados metadata) only when the run ended cleanly enough to trust
+    // them, and never after an incomplete prefill (its object set is not whole).
     let mut extras = Vec::new();
-    if eng.in_flight == 0 || matches!(ended, PhaseEnd::Done) {
+    let prefill_whole = prefill.get("complete").is_none_or(|c| c == true);
+    if (eng.in_flight == 0 || matches!(ended, PhaseEnd::Done)) && prefill_whole {
         match eng.target().finish() {
             Ok(x) => extras = x,
             Err(f) => {
@@ -226,8 +227,13 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         let m = eng.first_mismatch.clone().unwrap_or_default();
         trailer = Some((
             "verify".into(),
-            format!("{} verify mismatches; first at {} offset {}: {}", eng.mismatches, m["object"], m["offset"],
-                    m["reason"].as_str().unwrap_or("")),
+            format!(
+                "{} verify mismatches; first at {} offset {}: {}",
+                eng.mismatches,
+                m["object"],
+                m["offset"],
+                m["reason"].as_str().unwrap_or("")
+            ),
             false,
         ));
         code = 5;
@@ -241,7 +247,8 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         "schedule": eng.schedule_json(),
         "started": eng.started, "finished": eng.finished,
         "in_flight_abandoned": eng.in_flight,
-        "stopped_early": stopped_early, "stop_reason": stop_reason,
+        "stop": eng.stop.unwrap_or(StopCause::Done).name(),
+        "stopped_early": eng.stopped_early, "stop_reason": eng.stop_reason,
         "connect_s": connect_s, "prefill": prefill,
     });
     for (k, v) in extras {
@@ -252,13 +259,11 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         out::error(&kind, &msg, fatal);
     }
     if eng.in_flight == 0 {
-        // Clean teardown, bounded: librados shutdown can hang on a sick cluster.
+        // Clean teardown, bounded: a library's shutdown can hang on a sick cluster.
         let done: &'static AtomicBool = Box::leak(Box::new(AtomicBool::new(false)));
         watchdog(10.0, done, "", String::new(), code);
         eng.target().close();
-        // SAFETY: every ioctx and image is closed and nothing is in flight.
-        unsafe { ffi::rados_shutdown(cluster.h) };
-        done.store(true, Ordering::SeqCst);
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
     }
     // Ops still in flight own their slots: leak everything and exit without shutdown.
     Ok(code)

@@ -7,9 +7,13 @@ pub fn emit(v: &Value) {
     let mut line = serde_json::to_vec(v).expect("records are valid JSON");
     line.push(b'\n');
     let mut o = std::io::stdout().lock();
-    // A closed stdout (reader gone) must not panic the engine mid-run.
-    let _ = o.write_all(&line);
-    let _ = o.flush();
+    // A closed stdout (EPIPE: Rust ignores SIGPIPE) must not kill the engine
+    // mid-run with ops in flight: nobody reads the records any more, so the
+    // run stops cleanly (exit 6) through the control module's request.
+    if let Err(e) = o.write_all(&line).and_then(|_| o.flush()) {
+        drop(o);
+        crate::control::lost(format!("stdout is closed: nobody reads the records ({e})"));
+    }
 }
 
 pub fn error(kind: &str, message: &str, fatal: bool) {

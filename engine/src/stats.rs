@@ -33,7 +33,16 @@ pub struct KindStats {
 
 impl Default for KindStats {
     fn default() -> Self {
-        KindStats { ops: 0, bytes: 0, errors: 0, lat_sum: 0, lat_min: u64::MAX, lat_max: 0, last_lat: 0, hist: new_hist() }
+        KindStats {
+            ops: 0,
+            bytes: 0,
+            errors: 0,
+            lat_sum: 0,
+            lat_min: u64::MAX,
+            lat_max: 0,
+            last_lat: 0,
+            hist: new_hist(),
+        }
     }
 }
 

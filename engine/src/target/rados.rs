@@ -4,15 +4,151 @@
 //! object set.
 
 use super::{Fatal, Target, object_name};
-use crate::ceph::Cluster;
+use crate::ceph::{Connection, Session};
+use crate::errno::ErrKind;
 use crate::ffi::*;
 use crate::io::{OpKind, Slot};
 use crate::rng::Rng;
-use crate::spec::{Pattern, RadosOp, RadosSpec};
+use crate::spec::{Load, Spec};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use std::ffi::{CString, c_char, c_void};
 
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum RadosOp {
+    Write,
+    Read,
+    Remove,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Pattern {
+    #[default]
+    Seq,
+    Rand,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RadosSpec {
+    #[serde(default)]
+    pub connection: Connection,
+    pub pool: String,
+    pub op: RadosOp,
+    #[serde(default)]
+    pub pattern: Pattern,
+    /// Object names are `<prefix>.<n>`, metadata goes to `<prefix>.meta`.
+    #[serde(default)]
+    pub prefix: Option<String>,
+    /// Bytes per object (write); reads and removes take it from the metadata object.
+    #[serde(default)]
+    pub object_size: Option<u64>,
+    /// Bytes per op; default: the whole object.
+    #[serde(default)]
+    pub op_size: Option<u64>,
+    /// Size of the object set (write); null: new objects until the run ends.
+    #[serde(default)]
+    pub objects: Option<u64>,
+    /// Write every object of the set in full before the measured run (not measured).
+    #[serde(default)]
+    pub prefill: bool,
+    /// Writes carry an allocation hint (expected object and write size,
+    /// sequential/append-only/immutable), as rados bench's writes do.
+    #[serde(default)]
+    pub alloc_hint: bool,
+    /// Seq reads: one pass over the set, even when time-bounded (rados bench seq).
+    #[serde(default)]
+    pub once: bool,
+}
+
+impl RadosSpec {
+    pub fn validate(&mut self, load: &Load, verify: bool) -> Result<(), String> {
+        self.connection.validate("target.connection")?;
+        if self.pool.is_empty() {
+            return Err("target.pool must not be empty".into());
+        }
+        let bounded = load.bounded();
+        if let Some(p) = &self.prefix
+            && (p.is_empty() || p.contains('/') || p.len() > 200)
+        {
+            return Err(format!("target.prefix {p:?} must be 1..200 characters without '/'"));
+        }
+        if self.objects == Some(0) {
+            return Err("target.objects must be positive when given".into());
+        }
+        if self.object_size == Some(0) || self.op_size == Some(0) {
+            return Err("target.object_size and target.op_size must be positive".into());
+        }
+        match self.op {
+            RadosOp::Write => {
+                let os = *self.object_size.get_or_insert(4 << 20);
+                let op = *self.op_size.get_or_insert(os);
+                if op > os || !os.is_multiple_of(op) {
+                    return Err(format!("target.op_size ({op}) must divide target.object_size ({os})"));
+                }
+                if os > (90 << 20) {
+                    return Err(format!("target.object_size {os} is above the OSD's 90 MiB object limit"));
+                }
+                if self.pattern == Pattern::Rand && self.objects.is_none() {
+                    return Err("rados rand writes need target.objects (the size of the object set)".into());
+                }
+                if !bounded && self.objects.is_none() {
+                    return Err(
+                        "a rados write needs an end: load.duration_s, load.ops, load.bytes or target.objects".into()
+                    );
+                }
+                if self.prefix.is_none() {
+                    self.prefix = Some(default_prefix());
+                }
+                if self.once {
+                    return Err("target.once applies to seq reads only".into());
+                }
+            }
+            RadosOp::Read | RadosOp::Remove => {
+                if self.prefix.is_none() {
+                    return Err(format!(
+                        "rados {} needs target.prefix (the prefix of an earlier write)",
+                        if self.op == RadosOp::Read { "read" } else { "remove" }
+                    ));
+                }
+                if self.prefill {
+                    return Err("target.prefill applies to writes only".into());
+                }
+                if self.alloc_hint {
+                    return Err("target.alloc_hint applies to writes only".into());
+                }
+                if self.once && (self.op != RadosOp::Read || self.pattern != Pattern::Seq) {
+                    return Err("target.once applies to seq reads only".into());
+                }
+                if self.op == RadosOp::Remove && self.pattern == Pattern::Rand {
+                    return Err("rados remove is sequential only".into());
+                }
+                if self.op == RadosOp::Remove && verify {
+                    return Err("verify does not apply to remove".into());
+                }
+                if let (Some(os), Some(op)) = (self.object_size, self.op_size)
+                    && (op > os || !os.is_multiple_of(op))
+                {
+                    return Err(format!("target.op_size ({op}) must divide target.object_size ({os})"));
+                }
+            }
+        }
+        if verify && self.op_size.is_some_and(|o| o < 64) {
+            return Err("verify needs target.op_size >= 64".into());
+        }
+        Ok(())
+    }
+}
+
+fn default_prefix() -> String {
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    format!("fathom.{t}.{}", std::process::id())
+}
+
 pub struct Rados {
+    session: Session,
     io: rados_ioctx_t,
     /// The same ioctx seen from C++, for writes and reads that do not copy the payload.
     zc: *mut c_void,
@@ -57,15 +193,14 @@ fn meta_name(prefix: &str) -> CString {
 }
 
 impl Rados {
-    pub fn open(
-        cl: &Cluster,
-        pool: &str,
-        r: &RadosSpec,
-        time_bounded: bool,
-        meta_timeout_s: f64,
-        copy_reads: bool,
-    ) -> Result<Self, Fatal> {
-        let io = crate::ceph::ioctx(cl, pool)?;
+    pub fn open(r: &RadosSpec, spec: &Spec) -> Result<Self, Fatal> {
+        let (time_bounded, meta_timeout_s, copy_reads) = (spec.load.bounded(), spec.stall_timeout_s, spec.verify);
+        let pool = r.pool.as_str();
+        let slots = spec.load.iodepth as u64;
+        let op_bytes = r.op_size.or(r.object_size).unwrap_or(4 << 20);
+        let session =
+            Session::connect(&r.connection, (slots, slots.saturating_mul(op_bytes)), &format!("pool {pool:?}"))?;
+        let io = session.ioctx(pool)?;
         // SAFETY: io is a valid ioctx; the view holds its own reference.
         let zc = unsafe { fathom_zc_ioctx(io) };
         if zc.is_null() {
@@ -75,6 +210,7 @@ impl Rados {
         }
         let prefix = r.prefix.clone().expect("validated: prefix set");
         let mut t = Rados {
+            session,
             io,
             zc,
             read_bls: Vec::new(),
@@ -103,7 +239,10 @@ impl Rados {
             if count == 0 || osz == 0 {
                 return Err(Fatal::ceph(
                     -libc::ENOENT,
-                    format!("nothing to read for prefix {} in pool {}: the write stage wrote no objects", t.prefix, pool),
+                    format!(
+                        "nothing to read for prefix {} in pool {}: the write stage wrote no objects",
+                        t.prefix, pool
+                    ),
                 ));
             }
             t.objects = Some(count);
@@ -119,6 +258,7 @@ impl Rados {
             t.wrap = r.op == RadosOp::Read && time_bounded && !r.once;
         }
         t.chunks = t.object_size / t.op_size;
+        t.session.opened();
         Ok(t)
     }
 
@@ -275,7 +415,7 @@ impl Target for Rados {
         true
     }
 
-    fn submit(&mut self, s: &mut Slot) -> Result<(), i32> {
+    fn submit(&mut self, s: &mut Slot) -> Result<(), ErrKind> {
         let mut c: rados_completion_t = std::ptr::null_mut();
         // SAFETY: the callback argument is the slot's &'static Done; name and
         // buffer live in the slot, which is never freed (see io.rs), and the
@@ -283,7 +423,7 @@ impl Target for Rados {
         unsafe {
             let r = rados_aio_create_completion2(s.done.arg(), Some(on_complete), &mut c);
             if r < 0 {
-                return Err(r);
+                return Err(ErrKind::errno(r));
             }
             let oid = s.name.as_ptr() as *const c_char;
             let buf = s.buf.as_mut_ptr() as *mut c_char;
@@ -300,22 +440,22 @@ impl Target for Rados {
                     let bl = self.read_bl(s.done.index as usize);
                     if bl.is_null() {
                         rados_aio_release(c);
-                        return Err(-libc::ENOMEM);
+                        return Err(ErrKind::Errno(libc::ENOMEM));
                     }
                     fathom_zc_aio_read(self.zc, oid, c, bl, s.len, s.offset)
                 }
-                OpKind::Remove => rados_aio_remove(self.io, oid, c),
+                _ => rados_aio_remove(self.io, oid, c),
             };
             if r < 0 {
                 rados_aio_release(c);
-                return Err(r);
+                return Err(ErrKind::errno(r));
             }
         }
         s.handle = c;
         Ok(())
     }
 
-    fn reap(&mut self, s: &mut Slot) -> i64 {
+    fn reap(&mut self, s: &mut Slot) -> Result<u64, ErrKind> {
         // SAFETY: the handle came from submit and completed; released once.
         let r = unsafe {
             let r = rados_aio_get_return_value(s.handle);
@@ -330,9 +470,9 @@ impl Target for Rados {
         };
         s.handle = std::ptr::null_mut();
         match (s.kind, r) {
-            (_, r) if r < 0 => r as i64,
-            (OpKind::Read, n) => n as i64,
-            _ => s.len as i64,
+            (_, r) if r < 0 => Err(ErrKind::errno(r)),
+            (OpKind::Read, n) => Ok(n as u64),
+            _ => Ok(s.len as u64),
         }
     }
 
@@ -340,7 +480,7 @@ impl Target for Rados {
         match s.kind {
             OpKind::Write => self.written = self.written.max(s.obj + 1),
             OpKind::Remove => self.removed += 1,
-            OpKind::Read => {}
+            _ => {}
         }
     }
 
@@ -392,5 +532,97 @@ impl Target for Rados {
             fathom_zc_ioctx_release(self.zc);
             rados_ioctx_destroy(self.io)
         };
+        self.session.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{CallbackSched, parse};
+    use crate::target::TargetSpec;
+
+    fn spec(target: &str, rest: &str) -> Result<Spec, String> {
+        parse(&format!(r#"{{"protocol":2,"target":{{"kind":"rados","pool":"p"{target}}}{rest}}}"#))
+    }
+
+    fn rados(s: &Spec) -> &RadosSpec {
+        match &s.target {
+            TargetSpec::Rados(r) => r,
+            other => panic!("not rados: {other:?}"),
+        }
+    }
+
+    const W: &str = r#","op":"write","object_size":4096"#;
+    const D: &str = r#","load":{"duration_s":1}"#;
+
+    #[test]
+    fn minimal_write_gets_defaults() {
+        let s = spec(W, D).unwrap();
+        let r = rados(&s);
+        assert_eq!(r.op_size, Some(4096));
+        assert!(r.prefix.as_ref().unwrap().starts_with("fathom."));
+        assert_eq!(r.pattern, Pattern::Seq);
+        assert_eq!(r.connection, Connection::default());
+        let s = spec(r#","op":"write","objects":2"#, "").unwrap();
+        assert_eq!((rados(&s).object_size, rados(&s).op_size), (Some(4 << 20), Some(4 << 20)));
+        assert_eq!(s.callback_sched, CallbackSched::Batch);
+    }
+
+    #[test]
+    fn rules_name_the_field() {
+        for (target, rest, field) in [
+            (r#","op":"write","object_size":4096,"op_size":3000"#, D, "op_size"),
+            (r#","op":"write","object_size":4096,"op_size":8192"#, D, "op_size"),
+            (r#","op":"write","object_size":0"#, D, "object_size"),
+            (r#","op":"write","object_size":100663296"#, D, "90 MiB"),
+            (r#","op":"write","pattern":"rand""#, D, "objects"),
+            (r#","op":"write","objects":0"#, D, "objects"),
+            (r#","op":"write""#, "", "end"),
+            (r#","op":"write","prefix":"a/b""#, D, "prefix"),
+            (r#","op":"write","prefix":"""#, D, "prefix"),
+            (r#","op":"write","once":true"#, D, "once"),
+            (r#","op":"read""#, D, "prefix"),
+            (r#","op":"remove""#, D, "prefix"),
+            (r#","op":"read","prefix":"x","prefill":true"#, D, "prefill"),
+            (r#","op":"read","prefix":"x","alloc_hint":true"#, D, "alloc_hint"),
+            (r#","op":"read","prefix":"x","once":true,"pattern":"rand""#, D, "once"),
+            (r#","op":"remove","prefix":"x","once":true"#, D, "once"),
+            (r#","op":"remove","prefix":"x","pattern":"rand""#, D, "sequential"),
+            (r#","op":"read","prefix":"x","object_size":4096,"op_size":3000"#, D, "op_size"),
+            (r#","op":"append""#, D, "append"),
+            (r#","op":"write","images":["a"]"#, D, "images"),
+            (r#","op":"write","connection":{"id":"a","name":"client.a"}"#, D, "not both"),
+        ] {
+            let e = spec(target, rest).unwrap_err();
+            assert!(e.contains(field), "{target}: {e}");
+        }
+        let e = spec(r#","op":"remove","prefix":"x""#, r#","verify":true"#).unwrap_err();
+        assert!(e.contains("verify"), "{e}");
+        let e =
+            spec(r#","op":"write","object_size":4096,"op_size":32"#, r#","verify":true,"load":{"ops":1}"#).unwrap_err();
+        assert!(e.contains("op_size >= 64"), "{e}");
+        let e = parse(r#"{"target":{"kind":"rados","pool":"","op":"write","objects":1}}"#).unwrap_err();
+        assert!(e.contains("pool"), "{e}");
+        let e = parse(r#"{"target":{"kind":"rados","op":"write","objects":1}}"#).unwrap_err();
+        assert!(e.contains("pool"), "{e}");
+    }
+
+    #[test]
+    fn once_and_alloc_hint_belong_to_their_ops() {
+        let s = spec(r#","op":"read","prefix":"x","once":true"#, D).unwrap();
+        assert!(rados(&s).once);
+        let s = spec(r#","op":"write","object_size":4096,"alloc_hint":true"#, D).unwrap();
+        assert!(rados(&s).alloc_hint);
+        // Reads take sizes from the metadata object: nothing filled in.
+        let s = spec(r#","op":"read","prefix":"x""#, D).unwrap();
+        assert_eq!((rados(&s).object_size, rados(&s).op_size), (None, None));
+    }
+
+    #[test]
+    fn normalized_spec_roundtrips() {
+        let s = spec(W, D).unwrap();
+        let text = serde_json::to_string(&s).unwrap();
+        assert_eq!(parse(&text).unwrap(), s);
     }
 }
