@@ -176,11 +176,13 @@ class Workload(_Model):
             raise ValueError(f"unknown engine {v!r}; engines: {', '.join(names())}")
         return v
 
-    @field_validator("interface")
+    @field_validator("interface", mode="before")
     @classmethod
-    def _interface(cls, v: str) -> str:
+    def _interface(cls, v: Any) -> str:
         from fathom.interfaces import names
 
+        if v is None:  # YAML reads a bare `interface: null` as no value; it names the null interface
+            v = "null"
         if v not in names():
             raise ValueError(f"unknown interface {v!r}; interfaces: {', '.join(names())}")
         return v
