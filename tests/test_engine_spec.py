@@ -19,7 +19,7 @@ from fathom import engine_spec as es
 from fathom import interfaces, plan, spec
 from fathom.cluster.ceph import Connection
 from fathom.engines import PointContext
-from fathom.engines.native import point_spec
+from fathom.engines.fathom_engine import point_spec
 
 
 def check(engine: Path, doc: dict, tmp_path: Path) -> subprocess.CompletedProcess:

@@ -10,7 +10,8 @@ import pytest
 
 from fathom import engines
 from fathom.cluster.ceph import Connection
-from fathom.engines import fio, native, rados_bench
+from fathom.engines import fathom_engine
+from fathom.engines import fio, rados_bench
 from fathom.engines.base import PointContext, last_json, run_child
 from fathom.model import base_metrics
 
@@ -105,26 +106,26 @@ def test_rados_bench_unsupported_explains():
         spec.parse(text, "x.yaml")
 
 
-def test_native_point_spec(tmp_path):
-    s = native.point_spec({**PARAMS, "engine": "fathom-engine"}, ctx(tmp_path)).to_json()
+def test_fathom_engine_point_spec(tmp_path):
+    s = fathom_engine.point_spec({**PARAMS, "engine": "fathom-engine"}, ctx(tmp_path)).to_json()
     t = s["target"]
     assert t["kind"] == "rbd" and t["images"] == ["img0", "img1"] and t["numjobs"] == 2
     assert s["load"] == {"iodepth": 8, "duration_s": 4.5, "ramp_s": 1.5, "arrival": "uniform"}
     assert t["connection"]["name"] == "client.bench" and "key" not in t["connection"]
-    r = native.point_spec({**PARAMS, "interface": "rados", "rw": "write", "bs": 65536}, ctx(tmp_path)).to_json()
+    r = fathom_engine.point_spec({**PARAMS, "interface": "rados", "rw": "write", "bs": 65536}, ctx(tmp_path)).to_json()
     assert {k: v for k, v in r["target"].items() if k != "connection"} == {
         "kind": "rados", "pool": "p", "op": "write", "pattern": "seq", "prefix": "fathom-1-abc", "op_size": 65536,
         "object_size": 65536}
-    n = native.point_spec({**PARAMS, "interface": "null", "rw": "readwrite"}, ctx(tmp_path)).to_json()
+    n = fathom_engine.point_spec({**PARAMS, "interface": "null", "rw": "readwrite"}, ctx(tmp_path)).to_json()
     assert n["target"] == {"kind": "null", "rw": "rw", "rwmixread": 70, "bs": 4096, "numjobs": 2, "delay_us": 0}
 
 
-def test_native_summary_to_point_result():
+def test_fathom_engine_summary_to_point_result():
     summary = {"type": "summary", "measured_s": 2.0, "ramp_s": 1.0, "cpu": {"user_s": 0.5, "sys_s": 0.25},
                "ops": {"read": {"ops": 2000, "bytes": 2000 * 4096, "errors": 0,
                                 "lat_ns": {"mean": 1e6, "stdev": 2e5, "min": 1e5, "max": 5e6, "p50": 9e5,
                                            "p90": 1.2e6, "p99": 2e6, "p999": 4e6}}}}
-    r = native.result_from_summary(summary, wall_s=3.2, user_s=0.6, sys_s=0.3)
+    r = fathom_engine.result_from_summary(summary, wall_s=3.2, user_s=0.6, sys_s=0.3)
     m = base_metrics(r)
     assert m["iops"] == 1000 and m["clat_ms"] == 1.0 and m["p99_ms"] == 2.0 and m["total_ios"] == 2000
     assert m["usr_cpu"] == pytest.approx(100 * 0.6 / 3.2)

@@ -10,8 +10,14 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
 
-from conftest import run_fathom
+import pytest
+from conftest import FATHOM, run_fathom
 
 from fathom.store import Store
 
@@ -69,3 +75,52 @@ def test_null_suite_end_to_end_without_a_cluster(tmp_path, engine_ready):
         run_fathom("report", "latest", "--db", str(db), "-o", str(rep), check=True)
         text = rep.read_text()
         assert "null-sweep" in text and "rr" in text and "mix" in text
+
+
+def _engine_child(parent: int) -> int | None:
+    """The fathom-engine process a fathom run has started, by its parent pid."""
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            stat = (proc / "stat").read_text()
+            cmd = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == parent and b"fathom-engine" in cmd:
+            return int(proc.name)
+    return None
+
+
+def test_ctrl_c_keeps_the_interrupted_points_summary(tmp_path, engine_ready):
+    """SIGINT mid-point: the engine is told to stop, drains, and its summary (full histograms) is stored."""
+    suite = tmp_path / "null.yaml"
+    suite.write_text(SUITE.replace("runtime: 2s", "runtime: 60s"))
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        engine = None
+        while engine is None and time.monotonic() < deadline:
+            engine = _engine_child(proc.pid)
+            time.sleep(0.1)
+        assert engine is not None, "the engine never started"
+        time.sleep(2.0)  # past the ramp: measured ops exist
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    with Store(db) as st:
+        run = st.run("latest")
+        assert run.status == "interrupted"
+        pt = st.points(run.id)[0]
+        assert pt["status"] == "interrupted"
+        assert pt["result"]["stopped_early"] is True and "interrupted" in pt["result"]["stop_reason"]
+        assert pt["result"]["extra"]["stop"] == "control"  # a clean stop through the control channel
+        assert pt["metrics"]["total_ios"] > 0 and pt["metrics"]["p99_ms"] is not None
+        assert "read" in st.histograms(pt["id"])
+    with pytest.raises(ProcessLookupError):
+        os.kill(engine, 0)  # no load left running

@@ -17,12 +17,15 @@ import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fathom.bench import output as fmt
 from fathom import engine_spec as es
-from fathom.bench.engine import EngineOutcome, connect_failure, run_engine
+from fathom.bench.engine import connect_failure, run_engine
 from fathom.engine_spec import EngineSpec, Load
+
+if TYPE_CHECKING:
+    from fathom.engines.fathom_engine import EngineRun
 from fathom.cluster.ceph import Ceph, Connection, _mon_host
 from fathom.errors import ClusterError, FathomError, UsageError
 from fathom.units import parse_size, positive_int
@@ -264,7 +267,7 @@ def run_bench(a: Any) -> int:
     return finish(r, conn, prefix, out, table, outcome, head, op_size, object_size, spec)
 
 
-def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.RadosTable, outcome: EngineOutcome,
+def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.RadosTable, outcome: "EngineRun",
            head: dict[str, Any] | None, op_size: int, object_size: int, spec: EngineSpec) -> int:
     from fathom.bench.record import save_bench
 
@@ -284,9 +287,9 @@ def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.Rad
                 health = cluster_state(conn)
             error = FathomError(f"the bench stopped: {fatal.get('message')}"
                                 + (f". Cluster health: {health}" if health else ""), exit_code=3)
-    elif outcome.rc != 0 or outcome.summary is None:
+    elif outcome.exit_code != 0 or outcome.summary is None:
         status = "failed"
-        error = FathomError(f"fathom-engine ended with exit code {outcome.rc} and no summary: "
+        error = FathomError(f"fathom-engine ended with exit code {outcome.exit_code} and no summary: "
                             f"{outcome.stderr.strip()[-400:]}", exit_code=3)
 
     summary_rec = outcome.summary or _partial_summary(outcome, table.kind)
@@ -332,10 +335,10 @@ def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.Rad
     return 0
 
 
-def _early_error(fatal: dict[str, Any] | None, outcome: EngineOutcome, conn: Connection,
+def _early_error(fatal: dict[str, Any] | None, outcome: "EngineRun", conn: Connection,
                  r: RadosArgs) -> FathomError:
     if not fatal:
-        return FathomError(f"fathom-engine ended (exit code {outcome.rc}) before starting: "
+        return FathomError(f"fathom-engine ended (exit code {outcome.exit_code}) before starting: "
                            f"{outcome.stderr.strip()[-400:] or 'no output'}", exit_code=3)
     msg = fatal.get("message", "")
     if fatal.get("kind") == "ENOENT" and "does not exist" in msg and "pool" in msg:
@@ -353,7 +356,7 @@ def _early_error(fatal: dict[str, Any] | None, outcome: EngineOutcome, conn: Con
     return FathomError(f"fathom-engine could not start: {msg}", exit_code=3)
 
 
-def _partial_summary(outcome: EngineOutcome, kind: str) -> dict[str, Any]:
+def _partial_summary(outcome: "EngineRun", kind: str) -> dict[str, Any]:
     """A summary rebuilt from intervals when the engine died without one (counts only, no latency)."""
     ops = sum(int(((i.get("ops") or {}).get(kind) or {}).get("ops", 0)) for i in outcome.intervals)
     nbytes = sum(int(((i.get("ops") or {}).get(kind) or {}).get("bytes", 0)) for i in outcome.intervals)

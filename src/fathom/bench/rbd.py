@@ -11,12 +11,15 @@ The run ends after --io-total bytes, as rbd bench's does.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fathom.bench import output as fmt
 from fathom import engine_spec as es
-from fathom.bench.engine import EngineOutcome, connect_failure, run_engine
+from fathom.bench.engine import connect_failure, run_engine
 from fathom.engine_spec import EngineSpec, Load
+
+if TYPE_CHECKING:
+    from fathom.engines.fathom_engine import EngineRun
 from fathom.bench.rados import Out, _check_db, dump_json, pool_missing, stall_error
 from fathom.cluster.ceph import Connection
 from fathom.errors import FathomError, UsageError
@@ -108,7 +111,7 @@ def run_bench(a: Any) -> int:
                   out_fmt)
 
 
-def finish(outcome: EngineOutcome, conn: Connection, out: Out, table: fmt.RbdTable, spec: EngineSpec, a: Any,
+def finish(outcome: "EngineRun", conn: Connection, out: Out, table: fmt.RbdTable, spec: EngineSpec, a: Any,
            pool: str, image: str, io_type: str, pattern: str, io_size: int, threads: int, total: int, mix: int,
            out_fmt: str) -> int:
     from fathom.bench.record import _merged_pct, save_bench
@@ -123,7 +126,7 @@ def finish(outcome: EngineOutcome, conn: Connection, out: Out, table: fmt.RbdTab
             if cf:
                 raise cf
             raise FathomError(f"rbd bench on {pool}/{image} could not start: {msg}", exit_code=3)
-        raise FathomError(f"fathom-engine ended (exit code {outcome.rc}) before starting: "
+        raise FathomError(f"fathom-engine ended (exit code {outcome.exit_code}) before starting: "
                           f"{outcome.stderr.strip()[-400:] or 'no output'}", exit_code=3)
     status, error, health = "done", None, None
     if fatal:
@@ -132,9 +135,9 @@ def finish(outcome: EngineOutcome, conn: Connection, out: Out, table: fmt.RbdTab
             error, health = stall_error(fatal, conn, a.stall_timeout)
         else:
             error = FathomError(f"the bench stopped: {fatal.get('message')}", exit_code=3)
-    elif outcome.rc != 0 or outcome.summary is None:
+    elif outcome.exit_code != 0 or outcome.summary is None:
         status = "failed"
-        error = FathomError(f"fathom-engine ended with exit code {outcome.rc} and no summary", exit_code=3)
+        error = FathomError(f"fathom-engine ended with exit code {outcome.exit_code} and no summary", exit_code=3)
     summary_rec = outcome.summary or {"measured_s": sum(float(i.get("dt") or 0) for i in outcome.intervals),
                                       "ops": {}}
     summary = fmt.rbd_summary(summary_rec, _merged_pct(summary_rec))

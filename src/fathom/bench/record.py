@@ -6,15 +6,17 @@ import os
 import sys
 import time
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fathom import hdr
-from fathom.bench.engine import EngineOutcome
 from fathom.cluster.ceph import Connection
 from fathom.store import Store
 
+if TYPE_CHECKING:
+    from fathom.engines.fathom_engine import EngineRun
 
-def bench_env(conn: Connection, outcome: EngineOutcome | None, extra: dict[str, Any]) -> dict[str, Any]:
+
+def bench_env(conn: Connection, outcome: "EngineRun | None", extra: dict[str, Any]) -> dict[str, Any]:
     """What a reader needs to trust the numbers later. Paths and names only: no key material."""
     env: dict[str, Any] = {
         "command": ["fathom", *sys.argv[1:]],
@@ -32,10 +34,10 @@ def bench_env(conn: Connection, outcome: EngineOutcome | None, extra: dict[str, 
 
 
 def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: Connection,
-               outcome: EngineOutcome | None, status: str, error: str | None = None,
+               outcome: "EngineRun | None", status: str, error: str | None = None,
                extra_env: dict[str, Any] | None = None, result_extra: dict[str, Any] | None = None) -> int:
     """Store one bench as a run with one point, through the same atomic path as suite points; returns the run id."""
-    from fathom.engines.native import result_from_summary
+    from fathom.engines.fathom_engine import result_from_summary
     from fathom.model import base_metrics
 
     metrics = result = None

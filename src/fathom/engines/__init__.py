@@ -6,7 +6,7 @@ from fathom.engines.base import EngineAdapter, PointContext, register, registry
 from fathom.errors import FathomError
 
 _LOADED = False
-BUILTIN = ("fathom.engines.native", "fathom.engines.fio", "fathom.engines.rados_bench")
+BUILTIN = ("fathom.engines.fathom_engine", "fathom.engines.fio", "fathom.engines.rados_bench")
 
 
 def _load() -> None:

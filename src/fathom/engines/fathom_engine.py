@@ -1,16 +1,16 @@
-"""Run fathom-engine (the Rust load generator) for one point and collect its records.
+"""fathom-engine, the Rust load generator: the binary, its run, and its adapter.
 
-The engine takes one point spec (JSON, protocol 2, engine/PROTOCOL.md) as a
-file argument and writes JSON lines: `start`, one `interval` a second,
-`summary`, and `error` records. When the spec's "control" is set, the
-engine's stdin is the control channel (JSON lines: stop, go, heartbeat).
-This module finds the binary, checks the protocol it speaks, runs it as a
-child process, streams and parses its records as they arrive, measures the
-child's CPU with os.wait4, and turns an engine failure into a FathomError
-carrying the engine's own message.
+The engine takes one point spec (JSON, protocol 2, engine/PROTOCOL.md; built by
+fathom.engine_spec) as a file argument and writes JSON lines: `start`, one
+`interval` a second, `summary`, and `error` records. When the spec's
+"control" is set, the engine's stdin is the control channel (JSON lines:
+stop, go, heartbeat). This module finds the binary and checks the protocol it
+speaks, runs it through fathom.engines.launch (records parsed as they arrive,
+CPU from wait4), turns an engine failure into a FathomError carrying the
+engine's own message, and is the "fathom-engine" adapter of a suite's points.
 
 Public API (stable):
-    PROTOCOL = 2
+    PROTOCOL (= engine_spec.PROTOCOL)
     engine_path() -> Path
         $FATHOM_ENGINE, else engine/target/release/fathom-engine in this
         checkout, else `fathom-engine` on PATH; FathomError naming
@@ -19,29 +19,22 @@ Public API (stable):
         The protocol the binary speaks, from `fathom-engine --version`.
     check_engine() -> Path
         engine_path() that speaks PROTOCOL; FathomError naming both protocol
-        versions and `make install` otherwise. run_point calls it (cached per
-        binary and modification time).
-    connection_spec(conn: fathom.cluster.ceph.Connection, timeout_s: float | None = None) -> dict
-        The spec's target "connection" section for a Connection (paths only, no secrets).
-    run_point(spec: dict, on_record: Callable[[dict], None] | None = None,
-              timeout: float | None = None, check: bool = True,
-              on_start: Callable[[int | None], None] | None = None,
-              on_proc: Callable[[EngineProcess], None] | None = None) -> EngineRun
-        Run one point. on_record is called for every record as it arrives
-        (live progress); on_start gets the child's pid once it runs and None
-        when it ends; on_proc gets the EngineProcess handle once it runs (its
-        send/stop/go reach the engine only when spec["control"] is set).
-        With spec["control"]["heartbeat_timeout_s"] set, a heartbeat line
-        goes every third of it. timeout: hard wall-clock limit in seconds
-        (then SIGTERM, SIGKILL and FathomError). With check=True (default) a
-        non-zero exit raises EngineError (a FathomError) whose .run holds the
-        EngineRun.
-    EngineProcess: pid; send(dict) -> bool, stop(reason) -> bool,
-        go(at_epoch_s) -> bool: thread-safe, never raise; False when the
-        line could not be delivered (no control channel, engine gone).
-    EngineRun: start, intervals, summary, errors, exit_code, user_s, sys_s,
-        max_rss_kib, wall_s, stderr, rusage; .cpu_s; .ok
-    EngineError(FathomError): .kind (error record kind), .run (EngineRun)
+        versions and `make install` otherwise (cached per binary and mtime).
+    connection_spec(conn, timeout_s=None) -> dict
+        A Ceph target's "connection" section (paths only, no secrets).
+    run_point(spec: dict, on_record=None, timeout=None, check=True, on_start=None,
+              on_proc=None, drain_s=30.0) -> EngineRun
+        Run one point. on_record gets every record as it arrives; on_start the
+        child's pid once it runs and None when it ends; on_proc the
+        EngineProcess handle (its send/stop/go reach the engine only when
+        spec["control"] is set; heartbeats go every third of
+        control.heartbeat_timeout_s). timeout: hard wall-clock limit (then
+        SIGTERM, SIGKILL and FathomError). Ctrl-C: the engine is told to stop
+        (control line, else SIGTERM) and up to drain_s more is read, so its
+        final summary is kept: the KeyboardInterrupt carries `.engine_run`.
+        check=True: a non-zero exit raises EngineError (.run holds the EngineRun).
+    point_spec(params, ctx) -> EngineSpec      a planned point as the engine runs it
+    result_from_summary(summary, wall_s, user_s, sys_s) -> PointResult
 
 Exit codes: 0 ok (also a control stop), 2 invalid spec, 3 target error /
 stall / stopped on error, 5 verify mismatch, 6 orchestrator lost (control
@@ -53,7 +46,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import select
 import shutil
 import signal
 import subprocess
@@ -63,11 +55,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from fathom import engine_spec, interfaces
+from fathom.engine_spec import Control, EngineSpec, Load
+from fathom.engines import launch
+from fathom.engines.base import PointContext, register
 from fathom.errors import FathomError
+from fathom.model import PERCENTILES, OpStats, PointResult
 
-PROTOCOL = 2
+PROTOCOL = engine_spec.PROTOCOL
 BINARY = "fathom-engine"
 INSTALL_HINT = ("build it with `make install` (needs cargo; the binary is engine/target/release/fathom-engine), "
                 "or set FATHOM_ENGINE to its path")
@@ -125,15 +122,7 @@ def check_engine() -> Path:
 
 def connection_spec(conn: Any, timeout_s: float | None = None) -> dict[str, Any]:
     """The connection section of a Ceph target (rados, rbd) for a fathom.cluster.ceph.Connection."""
-    out: dict[str, Any] = {"conf": conn.conf, "name": conn.name}
-    if getattr(conn, "keyring", None):
-        out["keyring"] = conn.keyring
-    opts = getattr(conn, "options", None)
-    if opts:
-        out["options"] = {str(k): str(v) for k, v in opts.items()}
-    if timeout_s is not None:
-        out["timeout_s"] = float(timeout_s)
-    return out
+    return engine_spec.Connection.of(conn, timeout_s).to_json()
 
 
 @dataclass
@@ -150,8 +139,13 @@ class EngineRun:
     max_rss_kib: int = 0
     wall_s: float = 0.0
     stderr: str = ""
-    rusage: Any = None  # the raw resource.struct_rusage
+    started: float = 0.0  # epoch, when the process was started
     other: list[str] = field(default_factory=list)  # stdout lines that were not records
+
+    @property
+    def fatal(self) -> dict[str, Any] | None:
+        """The first fatal error record: it names the cause; later ones follow from it."""
+        return next((e for e in self.errors if e.get("fatal")), None)
 
     @property
     def cpu_s(self) -> float:
@@ -169,23 +163,13 @@ class EngineProcess:
     line was not delivered (no control channel, or the engine has exited).
     """
 
-    def __init__(self, pid: int, stdin: IO[bytes] | None):
-        self.pid = pid
-        self._stdin = stdin
-        self._lock = threading.Lock()
+    def __init__(self, child: launch.Child, control: bool):
+        self.pid = child.pid
+        self._child = child
+        self._control = control
 
     def send(self, line: dict[str, Any]) -> bool:
-        data = (json.dumps(line) + "\n").encode()
-        with self._lock:
-            if self._stdin is None:
-                return False
-            try:
-                self._stdin.write(data)
-                self._stdin.flush()
-                return True
-            except (OSError, ValueError):  # EPIPE: the engine is gone; ValueError: closed here
-                self._close_locked()
-                return False
+        return self._control and self._child.send(json.dumps(line).encode())
 
     def stop(self, reason: str) -> bool:
         """Stop cleanly: nothing new is issued, in-flight ops drain, the summary says why (exit 0)."""
@@ -194,18 +178,6 @@ class EngineProcess:
     def go(self, at: float) -> bool:
         """Start the main phase at `at` (epoch seconds, CLOCK_REALTIME); needs control.wait."""
         return self.send({"type": "go", "at": float(at)})
-
-    def close(self) -> None:
-        with self._lock:
-            self._close_locked()
-
-    def _close_locked(self) -> None:
-        if self._stdin is not None:
-            try:
-                self._stdin.close()
-            except OSError:
-                pass
-            self._stdin = None
 
 
 def _heartbeats(proc: EngineProcess, every_s: float, done: threading.Event) -> None:
@@ -222,20 +194,6 @@ class EngineError(FathomError):
         super().__init__(message, hint=hint, exit_code=code)
         self.kind = kind
         self.run = run
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        if proc.poll() is not None:
-            return
-        try:
-            proc.send_signal(sig)
-            proc.wait(5.0)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def _dispatch(run: EngineRun, line: str, on_record: Callable[[dict], None] | None) -> None:
@@ -266,87 +224,62 @@ def _dispatch(run: EngineRun, line: str, on_record: Callable[[dict], None] | Non
 def run_point(spec: dict[str, Any], on_record: Callable[[dict[str, Any]], None] | None = None,
               timeout: float | None = None, check: bool = True,
               on_start: Callable[[int | None], None] | None = None,
-              on_proc: Callable[[EngineProcess], None] | None = None) -> EngineRun:
+              on_proc: Callable[[EngineProcess], None] | None = None, drain_s: float = 30.0) -> EngineRun:
     """Run one point spec to completion; see the module docstring."""
     binary = check_engine()
     control = spec.get("control")
-    run = EngineRun()
-    t0 = time.monotonic()
+    run = EngineRun(started=time.time())
     env = dict(os.environ)
     env.pop("CEPH_ARGS", None)  # the spec says where to connect; a user's CEPH_ARGS must not redirect it
+    beat_done = threading.Event()
+    handle: list[EngineProcess] = []
+
+    def started(child: launch.Child) -> None:
+        proc = EngineProcess(child, control is not None)
+        handle.append(proc)
+        if on_start:
+            on_start(child.pid)
+        beat = (control or {}).get("heartbeat_timeout_s")
+        if beat:
+            threading.Thread(target=_heartbeats, args=(proc, float(beat) / 3, beat_done),
+                             name="fathom-engine-heartbeat", daemon=True).start()
+        if on_proc:
+            on_proc(proc)
+
+    def wind_down(child: launch.Child) -> float:
+        # Ctrl-C reached fathom (the engine runs in its own session): ask for a clean stop and keep
+        # reading, so the final summary with the full histograms is not lost
+        if not (handle and handle[0].stop("interrupted (Ctrl-C or SIGTERM)")):
+            child.signal(signal.SIGTERM)
+        return drain_s
+
     # The spec goes in a file: stdin is the control channel (or nothing).
     with tempfile.NamedTemporaryFile("w", prefix="fathom-spec-", suffix=".json", delete=False) as f:
         json.dump(spec, f)
-    spec_path = f.name
-    beat_done = threading.Event()
     try:
-        with tempfile.TemporaryFile() as err:
-            try:
-                # The engine sets its own parent-death signal: no preexec_fn, so Popen can use vfork.
-                proc = subprocess.Popen([str(binary), spec_path],
-                                        stdin=subprocess.PIPE if control is not None else subprocess.DEVNULL,
-                                        stdout=subprocess.PIPE, stderr=err, env=env, start_new_session=True)
-            except OSError as exc:
-                raise FathomError(f"cannot start {binary}: {exc}", hint=INSTALL_HINT, exit_code=4) from None
-            handle = EngineProcess(proc.pid, proc.stdin)
-            status = None
-            try:
-                if on_start:
-                    on_start(proc.pid)
-                beat = (control or {}).get("heartbeat_timeout_s")
-                if beat:
-                    threading.Thread(target=_heartbeats, args=(handle, float(beat) / 3, beat_done),
-                                     name="fathom-engine-heartbeat", daemon=True).start()
-                if on_proc:
-                    on_proc(handle)
-                assert proc.stdout is not None
-                fd = proc.stdout.fileno()
-                pending = b""
-                while True:
-                    wait = 0.5
-                    if timeout is not None:
-                        left = timeout - (time.monotonic() - t0)
-                        if left <= 0:
-                            _stop(proc)
-                            raise FathomError(f"fathom-engine did not finish within {timeout:.0f} s; stopped it")
-                        wait = min(wait, left)
-                    r, _, _ = select.select([fd], [], [], wait)
-                    if not r:
-                        continue
-                    chunk = os.read(fd, 1 << 16)
-                    if not chunk:
-                        break
-                    pending += chunk
-                    *lines, pending = pending.split(b"\n")
-                    for ln in lines:
-                        _dispatch(run, ln.decode(errors="replace"), on_record)
-                if pending:
-                    _dispatch(run, pending.decode(errors="replace"), on_record)
-                _, status, ru = os.wait4(proc.pid, 0)
-                proc.returncode = os.waitstatus_to_exitcode(status)
-            except BaseException:
-                if status is None:
-                    _stop(proc)
-                raise
-            finally:
-                # Only now: EOF on the control channel tells a running engine its orchestrator is gone.
-                beat_done.set()
-                handle.close()
-                if on_start:
-                    on_start(None)
-                if proc.stdout:
-                    proc.stdout.close()
-            err.seek(0)
-            run.stderr = err.read().decode(errors="replace")
+        child = launch.run([str(binary), f.name], timeout=timeout, env=env, stdin=control is not None,
+                           on_line=lambda ln: _dispatch(run, ln, on_record), on_start=started,
+                           on_interrupt=wind_down, name=BINARY)
+    except KeyboardInterrupt as exc:
+        _fill(run, getattr(exc, "child_run", None))
+        exc.engine_run = run  # type: ignore[attr-defined]
+        raise
     finally:
-        os.unlink(spec_path)
-    run.exit_code = proc.returncode
-    run.rusage = ru
-    run.user_s, run.sys_s, run.max_rss_kib = ru.ru_utime, ru.ru_stime, ru.ru_maxrss
-    run.wall_s = time.monotonic() - t0
+        beat_done.set()
+        if on_start:
+            on_start(None)
+        os.unlink(f.name)
+    _fill(run, child)
     if check and run.exit_code != 0:
         raise _error(run)
     return run
+
+
+def _fill(run: EngineRun, child: launch.ChildRun | None) -> None:
+    if child is None:
+        return
+    run.exit_code, run.stderr, run.wall_s = child.rc, child.stderr, child.wall_s
+    run.user_s, run.sys_s, run.max_rss_kib = child.user_s, child.sys_s, child.max_rss_kib
 
 
 def _error(run: EngineRun) -> EngineError:
@@ -363,3 +296,96 @@ def _error(run: EngineRun) -> EngineError:
     if tail:
         msg += ": " + " | ".join(tail)
     return EngineError(msg, "crash", run)
+
+
+# ---- the adapter: a suite's point on fathom-engine -------------------------------------
+
+# a dead orchestrator must never leave load running: the engine stops itself when heartbeats stop
+HEARTBEAT_TIMEOUT_S = 30.0
+
+
+def point_spec(p: dict[str, Any], ctx: PointContext) -> EngineSpec:
+    """The engine spec of one planned point: the interface's target section plus the generic load.
+
+    The engine runs the ramp and the measured window itself (duration_s covers both).
+    """
+    return EngineSpec(target=interfaces.get(p["interface"]).target(p, ctx),
+                      load=Load(iodepth=int(p["iodepth"]), duration_s=float(p["runtime"]) + float(p["ramp_time"]),
+                                ramp_s=float(p["ramp_time"])))
+
+
+def result_from_summary(summary: dict[str, Any], wall_s: float | None, user_s: float | None,
+                        sys_s: float | None) -> PointResult:
+    """The engine's summary record as a PointResult (CPU from wait4 when given, else the engine's own)."""
+    measured = float(summary.get("measured_s") or 0.0)
+    ops: dict[str, OpStats] = {}
+    for kind, o in (summary.get("ops") or {}).items():
+        lat = o.get("lat_ns") or {}
+        errs = o.get("errors", 0)
+        ops[kind] = OpStats(
+            ops=int(o.get("ops", 0)), bytes=int(o.get("bytes", 0)), runtime_s=measured,
+            lat_mean_ns=lat.get("mean"), lat_stdev_ns=lat.get("stdev"), lat_min_ns=lat.get("min"),
+            lat_max_ns=lat.get("max"), percentiles_ns={k: float(lat[k]) for k in PERCENTILES if lat.get(k) is not None},
+            hist=o.get("hist"), errors=int(errs if isinstance(errs, int) else sum((errs or {}).values())),
+        )
+    errors = summary.get("errors") or []
+    if isinstance(errors, dict):
+        errors = [{"op": k, "kind": kk, "count": v} for k, d in errors.items() for kk, v in
+                  (d.items() if isinstance(d, dict) else [("error", d)])]
+    cpu = summary.get("cpu") or {}
+    return PointResult(
+        engine="fathom-engine", ops=ops, runtime_s=measured,
+        client_user_s=user_s if user_s is not None else cpu.get("user_s"),
+        client_sys_s=sys_s if sys_s is not None else cpu.get("sys_s"),
+        wall_s=wall_s, errors=list(errors),
+        stopped_early=bool(summary.get("stopped_early")), stop_reason=summary.get("stop_reason"),
+        extra={"engine_cpu": cpu, "max_rss_kib": summary.get("max_rss_kib"), "ramp_s": summary.get("ramp_s"),
+               "in_flight_abandoned": summary.get("in_flight_abandoned"), "connect_s": summary.get("connect_s"),
+               "stop": summary.get("stop")},
+    )
+
+
+class FathomEngineAdapter:
+    name = BINARY
+    binary_hint = INSTALL_HINT
+
+    def unsupported(self, w: Any) -> str | None:
+        return interfaces.get(w.interface).unsupported(w.rw)
+
+    def check(self) -> None:
+        check_engine()
+
+    def run(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
+        spec = point_spec(params, ctx)
+        spec.control = Control(heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S)
+        doc = spec.to_json()
+
+        def on_record(rec: dict[str, Any]) -> None:
+            if rec.get("type") == "interval":
+                ctx.on_interval(rec)
+
+        try:
+            er = run_point(doc, on_record=on_record, timeout=ctx.timeout, check=False, on_start=ctx.on_child,
+                           on_proc=ctx.on_control)
+        except KeyboardInterrupt as exc:
+            er = getattr(exc, "engine_run", None)
+            if er is not None and er.summary:
+                # what ran until the interrupt, with its full histograms: stored with the interrupted point
+                exc.result = self._result(er, doc)  # type: ignore[attr-defined]
+            raise
+        if not er.summary or er.exit_code != 0:
+            raise _error(er) if er.exit_code != 0 else FathomError(
+                f"fathom-engine ended without a summary (exit code {er.exit_code})")
+        return self._result(er, doc)
+
+    @staticmethod
+    def _result(er: EngineRun, doc: dict[str, Any]) -> PointResult:
+        res = result_from_summary(er.summary or {}, er.wall_s, er.user_s, er.sys_s)
+        res.extra["spec"] = doc
+        return res
+
+    def cleanup(self, ctx: PointContext) -> None:
+        return None  # rados objects written by the engine go with the run's pool
+
+
+register(FathomEngineAdapter())
