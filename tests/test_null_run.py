@@ -124,3 +124,45 @@ def test_ctrl_c_keeps_the_interrupted_points_summary(tmp_path, engine_ready):
         assert "read" in st.histograms(pt["id"])
     with pytest.raises(ProcessLookupError):
         os.kill(engine, 0)  # no load left running
+
+
+class StopAfter:
+    """A companion that asks the point to stop after n intervals, as a steady-state watch will."""
+
+    def __init__(self, n: int):
+        self.n, self.seen, self.live = n, 0, None
+
+    def start(self, live) -> None:
+        self.live = live
+
+    def on_interval(self, rec) -> None:
+        self.seen += 1
+        if self.seen == self.n:
+            self.live.request_stop("settled (test companion)")
+
+    def on_child(self, pid) -> None:
+        pass
+
+    def stop(self):
+        from fathom.point import Contribution
+
+        return Contribution(events=[{"kind": "companion", "message": f"saw {self.seen} intervals"}])
+
+
+def test_a_companion_ends_the_point_through_the_control_channel(tmp_path, engine_ready):
+    from fathom import plan, point, spec
+    from fathom.engines import PointContext
+
+    pts = plan.expand(spec.parse(SUITE.replace("runtime: 2s", "runtime: 120s"), "null.yaml"))
+    with Store(tmp_path / "r.db") as st:
+        run_id = st.create_run("companion")
+        ctx = PointContext(conn=None, pool=None, images=[], run_tag="t", workdir=tmp_path, timeout=300)
+        out = point.run_point(st, run_id, pts[0], ctx, [StopAfter(3)], ceph=None, gate_timeout=1)
+        assert out.status == "done" and out.error is None
+        pt = st.points(run_id)[0]
+        res = pt["result"]
+        assert res["extra"]["stop"] == "control" and res["stop_reason"] == "settled (test companion)"
+        assert res["runtime_s"] < 60  # stopped long before its 120 s
+        assert pt["metrics"]["total_ios"] > 0
+        kinds = [e["kind"] for e in st.events(run_id)]
+        assert "companion" in kinds and "stop" in kinds
