@@ -26,6 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from fathom.engine_spec import EngineSpec, Load, Null
 from fathom.engines.fathom_engine import check_engine
 
 TITLE = "## fathom-engine alone: the null target"
@@ -33,8 +34,8 @@ TITLE = "## fathom-engine alone: the null target"
 
 def run_once(engine: Path, iodepth: int, seconds: float) -> tuple[float, float]:
     """(ops/s, engine CPU µs per op) of one run."""
-    spec = {"protocol": 2, "target": {"kind": "null", "rw": "randread", "bs": 4096, "delay_us": 0},
-            "load": {"iodepth": iodepth, "duration_s": seconds}}
+    spec = EngineSpec(target=Null(rw="randread", bs=4096, delay_us=0),
+                      load=Load(iodepth=iodepth, duration_s=seconds)).to_json()
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(spec, f)
     try:
