@@ -169,10 +169,11 @@ def test_replicated_pool_images_prefill_and_hygiene(ceph: Ceph) -> None:
         assert "noscrub" in flags and "nodeep-scrub" in flags
         assert ceph.ceph("balancer", "status")["active"] is False
         assert ceph.ceph("config", "get", "client", "rbd_cache", fmt_json=False).strip() == "false"
+        assert {"osd flag noscrub", "config client rbd_cache"} <= {e.what for e in prep.restorer.entries}
     finally:
         removed = prep.cleanup()
-        for flag in ("noscrub", "nodeep-scrub"):
-            ceph.ceph("osd", "unset", flag, fmt_json=False)
+        left = prep.restorer.restore(lambda m: None)  # the session cluster as this test found it
+    assert left == []
     assert removed["pools"] == ["fathom-t-rep"]
     assert "fathom-t-rep" not in {p["pool_name"] for p in ceph.ceph("osd", "pool", "ls", "detail")}
 

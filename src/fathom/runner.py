@@ -1,11 +1,13 @@
-"""Running a suite: cluster, prep, then one point at a time with telemetry, each committed when it ends.
+"""Running a suite: cluster, prep, then one point at a time (point.py), each committed when it ends.
 
-Data flows one way: spec -> plan -> target/cluster -> prep -> (engine + telemetry
-per point) -> store. The runner owns the lifecycle: a disposable local cluster
-(when no target is given) is stopped whatever happens — failure, Ctrl-C,
-SIGTERM — unless --keep-cluster; on an attached cluster only what this run
-created is removed. Ctrl-C marks the current point interrupted and keeps every
-finished point; `--resume RUN` runs only the points not done.
+Data flows one way: spec -> plan -> cluster -> prep -> points (engine + companions)
+-> store. The runner owns the lifecycle: a disposable local cluster (when no
+attached cluster is given, and some workload needs one) is stopped whatever
+happens — failure, Ctrl-C, SIGTERM — unless --keep-cluster; on an attached
+cluster only what this run created is removed, and every setting its hygiene
+changed is put back as it was found (fathom.cluster.restore; `fathom cluster
+restore` after a SIGKILL). Ctrl-C marks the current point interrupted and keeps
+every finished point; `--resume RUN` runs only the points not done.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from fathom.cluster import health
 from fathom.cluster.ceph import Connection
 from fathom.cluster.local import LocalCluster
 from fathom.cluster.prep import Prep
+from fathom.cluster.restore import Restorer, unrestored_message
 from fathom.cluster.target import Target, target_from_args
 from fathom.errors import FathomError, UsageError
 from fathom.progress import Progress
@@ -172,7 +175,11 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         prepared = _Prepared()
         if ceph is not None:
             attached = cluster is None
-            prep = Prep(ceph, owner_prefix=run_tag, progress=say)
+            # settings hygiene changes are recorded in the run's env before they are changed
+            restorer = Restorer(ceph, persist=lambda rec: store.merge_env(run_id, restore=rec),
+                                disposable=not attached, previous=env.get("restore"),
+                                repair_args=("--db", str(opts.db), "--run", str(run_id)))
+            prep = Prep(ceph, owner_prefix=run_tag, progress=say, restorer=restorer)
             if attached:
                 _remove_leftovers(store, run_id, ceph, say)
             prepared = _prepare(suite, prep, attached, run_tag, say)
@@ -233,7 +240,9 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         store.add_event(run_id, "error", f"run stopped: {msg}")
         raise
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not leave the cluster running
+        # a second Ctrl-C or SIGTERM must not leave the cluster running or its settings changed
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
             if prog is not None:
                 prog.close()
@@ -318,6 +327,8 @@ def _teardown(store: Store, run_id: int, contexts: dict[str, engines.PointContex
                 engines.get(key.split(":", 1)[0]).cleanup(ctx)
             except FathomError as exc:
                 errors.append(exc.message)
+    if prep is not None and (cluster is None or keep):  # a disposable cluster that is stopped needs no restore
+        _restore_settings(store, run_id, prep.restorer, say)
     if prep is not None and cluster is None:
         try:
             removed = prep.cleanup()
@@ -331,11 +342,28 @@ def _teardown(store: Store, run_id: int, contexts: dict[str, engines.PointContex
             try:
                 stopped = cluster.down()
                 say(f"stopped the disposable cluster ({', '.join(stopped)})")
+                if prep is not None:
+                    prep.restorer.set_moot("the disposable cluster was stopped")
             except FathomError as exc:
                 errors.append(exc.message)
     for e in errors:
         store.add_event(run_id, "warning", e)
         say(f"warning: {e}")
+
+
+def _restore_settings(store: Store, run_id: int, restorer: Restorer, say: Any) -> None:
+    """Put back what hygiene changed, newest first; what cannot be is printed with its commands and kept."""
+    todo = len(restorer.pending())
+    if not todo:
+        return
+    left = restorer.restore(say)
+    if len(left) < todo:
+        store.add_event(run_id, "restore", f"restored {todo - len(left)} setting(s) this run had changed")
+    if left:
+        msg = unrestored_message(left, restorer.to_dict(), store.path)
+        store.add_event(run_id, "warning", msg, data={"unrestored": [e.to_dict() for e in left],
+                                                      "commands": restorer.repair_commands(left)})
+        say(f"warning: {msg}")
 
 
 def _summary(o: Outcome, opts: RunOptions) -> None:

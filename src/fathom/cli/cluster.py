@@ -1,4 +1,4 @@
-"""`fathom cluster up|down|status|env`: the disposable local cluster."""
+"""`fathom cluster up|down|status|env`: the disposable local cluster; `restore`: any cluster a run changed."""
 
 from __future__ import annotations
 
@@ -6,10 +6,11 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 from fathom.cluster.local import DEFAULT_DIR, LocalCluster
 from fathom.cluster.target import add_target_args, target_from_args
-from fathom.errors import UsageError
+from fathom.errors import ClusterError, UsageError
 
 SECTIONS = ("global", "mon", "mgr", "osd", "mds", "client")
 from fathom.units import parse_size, positive_int
@@ -40,6 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     status.add_argument("--json", action="store_true", help="print one JSON object")
     add_target_args(status)
     status.set_defaults(func=cmd_status)
+
+    rs = csub.add_parser("restore", help="put back the settings a killed run left changed on an attached cluster")
+    add_target_args(rs)
+    rs.add_argument("--db", default="fathom-results.db", help="results store of the runs (default ./fathom-results.db)")
+    rs.add_argument("--run", help="only this run (id, name or latest); default: every run that changed this cluster")
+    rs.set_defaults(func=cmd_restore)
 
     env = csub.add_parser("env", help="shell lines exporting CEPH_CONF, client keyring and S3 keys")
     _dir(env)
@@ -120,6 +127,59 @@ def cmd_status(args: argparse.Namespace) -> int:
     if st.get("error"):
         print(f"  error: {st['error']}")
     return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """Apply what killed runs left unrestored on this cluster (matched by fsid), newest run first."""
+    from fathom.cluster import restore
+    from fathom.store import Store
+
+    if not Path(args.db).is_file():
+        raise UsageError(f"no results store {args.db}", hint="pass --db with the file the run wrote its results to")
+    target = target_from_args(args)
+    if target is None:
+        raise UsageError("name the cluster whose settings to restore",
+                         hint="pass --conf PATH (and --id/--keyring as for the ceph tools), or set CEPH_CONF")
+    ceph = target.ceph()
+    fsid = restore.read_fsid(ceph)
+    restored = failed = 0
+    with Store(args.db) as store:
+        runs = [store.run(args.run)] if args.run else list(reversed(store.runs()))
+        for run in runs:
+            rec = run.env.get("restore") or {}
+            pending = [e for e in rec.get("entries", []) if not e.get("restored")]
+            if not pending or rec.get("moot"):
+                continue
+            who = f"run {run.id} ({run.name})"
+            if rec.get("fsid") != fsid:
+                msg = (f"{who} left {len(pending)} setting(s) changed on cluster {rec.get('fsid')} "
+                       f"(conf {(rec.get('conn') or {}).get('conf')}), not on this one ({fsid})")
+                if args.run:
+                    raise ClusterError(f"refusing to restore: {msg}", hint="pass the --conf of the cluster the run used")
+                print(f"skipped {msg}")
+                continue
+            if run.status == "running" and restore.process_alive(rec):
+                msg = f"{who} is still running (pid {rec.get('pid')}); it restores its settings when it ends"
+                if args.run:
+                    raise ClusterError(msg, hint="wait for it to end, or stop it with Ctrl-C or SIGTERM")
+                print(f"skipped {msg}")
+                continue
+            print(f"{who}: restoring {len(pending)} setting(s) on cluster {fsid}")
+            r = restore.Restorer(ceph, persist=lambda d, rid=run.id: store.merge_env(rid, restore=d),
+                         disposable=bool(rec.get("disposable")), previous=rec)
+            left = r.restore(lambda m: print(f"  {m}"))
+            restored += len(pending) - len(left)
+            store.add_event(run.id, "restore", f"`fathom cluster restore` restored {len(pending) - len(left)} "
+                                               f"setting(s) of {len(pending)}")
+            if left:
+                failed += len(left)
+                msg = restore.unrestored_message(left, r.to_dict(), args.db)
+                store.add_event(run.id, "warning", msg, data={"unrestored": [e.to_dict() for e in left],
+                                                              "commands": r.repair_commands(left)})
+                print(msg)
+    if restored == failed == 0:
+        print(f"nothing to restore on cluster {fsid}: no run in {args.db} left a setting changed there")
+    return 3 if failed else 0
 
 
 def cmd_env(args: argparse.Namespace) -> int:

@@ -2,7 +2,9 @@
 
 Everything this module creates is written to a ledger (`created`), and `cleanup()`
 removes only what is in the ledger: fathom never deletes what it did not create.
-A pool named explicitly by the user is used as it is and never removed.
+A pool named explicitly by the user is used as it is and never removed. Settings
+hygiene changes are recorded by a Restorer (fathom.cluster.restore) before they
+are changed, and put back when the run ends.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fathom.cluster.ceph import Ceph
+from fathom.cluster.restore import Restorer
 from fathom.errors import ClusterError, UsageError
 
 PG_NUM_CHOICES = "a power of two from 1 to 32768"
@@ -31,8 +34,10 @@ class Ledger:
 
 
 class Prep:
-    def __init__(self, ceph: Ceph, owner_prefix: str = "fathom", progress: Callable[[str], None] | None = None):
+    def __init__(self, ceph: Ceph, owner_prefix: str = "fathom", progress: Callable[[str], None] | None = None,
+                 restorer: Restorer | None = None):
         self.ceph = ceph
+        self.restorer = restorer or Restorer(ceph)  # records every setting hygiene changes
         self.prefix = owner_prefix
         self.created = Ledger()
         self.settings: dict[str, str] = {}  # every setting applied, for the run's record
@@ -140,25 +145,30 @@ class Prep:
     # ---- hygiene -----------------------------------------------------------------
     def hygiene(self, pools: list[str], rbd_cache: bool = False, rbd_io_scheduler: str | None = "none",
                 noscrub: bool = True, balancer_off: bool = True, autoscale_off: bool = True) -> dict[str, str]:
-        """Quiet the cluster for measurement; every setting is returned (and kept in self.settings)."""
+        """Quiet the cluster for measurement; every setting is returned (and kept in self.settings).
+
+        Each change goes through self.restorer: what was there is recorded before it is
+        changed, so the run's teardown (or `fathom cluster restore`) can put it back.
+        """
+        r = self.restorer
         applied: dict[str, str] = {}
         if noscrub:
-            for flag in ("noscrub", "nodeep-scrub"):
-                self.ceph.ceph("osd", "set", flag, fmt_json=False)
-                applied[f"osd flag {flag}"] = "set"
+            r.osd_flags(["noscrub", "nodeep-scrub"])
+            applied.update({"osd flag noscrub": "set", "osd flag nodeep-scrub": "set"})
         if balancer_off:
-            self.ceph.ceph("balancer", "off", fmt_json=False, timeout=60)
+            r.balancer_off()
             applied["balancer"] = "off"
         if autoscale_off:
-            self.ceph.ceph("config", "set", "global", "osd_pool_default_pg_autoscale_mode", "off", fmt_json=False)
+            r.config_set("global", "osd_pool_default_pg_autoscale_mode", "off")
             applied["osd_pool_default_pg_autoscale_mode"] = "off"
             for p in pools:
-                self.ceph.ceph("osd", "pool", "set", p, "pg_autoscale_mode", "off", fmt_json=False)
+                if p not in self.created.pools:  # a pool fathom created has it off already, and goes at the end
+                    r.pool_set(p, "pg_autoscale_mode", "off")
                 applied[f"pool {p} pg_autoscale_mode"] = "off"
-        self.ceph.ceph("config", "set", "client", "rbd_cache", "true" if rbd_cache else "false", fmt_json=False)
+        r.config_set("client", "rbd_cache", "true" if rbd_cache else "false")
         applied["client rbd_cache"] = "true" if rbd_cache else "false"
         if rbd_io_scheduler:
-            self.ceph.ceph("config", "set", "client", "rbd_io_scheduler", rbd_io_scheduler, fmt_json=False)
+            r.config_set("client", "rbd_io_scheduler", rbd_io_scheduler)
             applied["client rbd_io_scheduler"] = rbd_io_scheduler
         self.settings.update(applied)
         return applied
