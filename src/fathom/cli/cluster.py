@@ -11,9 +11,9 @@ from pathlib import Path
 from fathom.cluster.local import DEFAULT_DIR, LocalCluster
 from fathom.cluster.target import add_target_args, target_from_args
 from fathom.errors import ClusterError, UsageError
+from fathom.units import parse_size, positive_int
 
 SECTIONS = ("global", "mon", "mgr", "osd", "mds", "client")
-from fathom.units import parse_size, positive_int
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -155,7 +155,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
                 msg = (f"{who} left {len(pending)} setting(s) changed on cluster {rec.get('fsid')} "
                        f"(conf {(rec.get('conn') or {}).get('conf')}), not on this one ({fsid})")
                 if args.run:
-                    raise ClusterError(f"refusing to restore: {msg}", hint="pass the --conf of the cluster the run used")
+                    raise ClusterError(f"refusing to restore: {msg}",
+                                       hint="pass the --conf of the cluster the run used")
                 print(f"skipped {msg}")
                 continue
             if run.status == "running" and restore.process_alive(rec):
