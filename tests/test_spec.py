@@ -1,4 +1,5 @@
-"""Suite validation: built-ins load, and malformed suites give one message naming file, line, field and value."""
+"""Suite validation: built-ins load, and a malformed suite gets every problem in one message, each naming
+file, line, field and value."""
 
 from __future__ import annotations
 
@@ -158,3 +159,76 @@ def test_former_names_still_load():
     new = spec.parse(text.replace("target: {kind: ceph,", "cluster: {kind: attached,")
                      .replace("target: rados", "interface: rados"), "new.yaml")
     assert new == s
+
+
+def test_every_problem_in_one_message_by_line():
+    text = """\
+        name: t
+        prep:
+          pools: [{name: rbd, pg_num: 16}]
+          images: {pool: data, count: 2, size: 64MiB}
+        defaults: {engine: fio, runtime: 2s}
+        workloads:
+          - {name: rr, rw: randread, bs: 4k, iodepht: 4}
+          - {name: rw, rw: randwirte, bs: 4k}
+          - {name: sw, rw: write, bs: 64k}
+        sweep: {iodepth: [1, 0, 2], numjbs: [1, 2]}
+        """
+    msg = error_of(text)
+    head, *problems = msg.splitlines()
+    assert head == "s.yaml: 5 problems:"
+    assert [p.split(": ")[0].strip() for p in problems] == ["s.yaml:4", "s.yaml:7", "s.yaml:8", "s.yaml:10",
+                                                            "s.yaml:10"]
+    images, typo, value, sweep_key, sweep_value = problems
+    # a cross-check between fields
+    assert "prep.images.pool: 'data' is not one of prep.pools (defined: rbd)" in images
+    # an unknown key with the closest known one, and what is allowed there
+    assert "workload 'rr': unknown field 'workloads[0].iodepht'; did you mean 'iodepth'?" in typo
+    assert "allowed here: name, engine" in typo
+    # a bad value, with what is allowed
+    assert "workloads[1].rw: 'randwirte' is not allowed; allowed: 'read', 'write'" in value
+    # a sweep axis that cannot be swept, with the closest sweepable field
+    assert "sweep.numjbs: cannot sweep 'numjbs'; did you mean 'numjobs'?" in sweep_key
+    # a bad swept value: the suite-wide sweep is checked for every workload that validated, reported once
+    assert "workload 'sw': sweep.iodepth[1]: 0 is not allowed for iodepth" in sweep_value
+    assert "rr" not in sweep_value and "'rw'" not in sweep_value  # those workloads have problems of their own
+
+
+def test_problems_are_reported_once_and_dependent_checks_skipped():
+    text = """\
+        name: t
+        prep:
+          pools: [{name: rbd}]
+          images: {pool: rbd, size: 1k}
+        defaults: {engine: fio, runtime: soon, ramptime: 1s}
+        workloads:
+          - {name: a}
+          - {name: b}
+          - {name: a}
+        sweep: {mode: zipp, iodepth: [1, 2]}
+        """
+    msg = error_of(text)
+    head, *problems = msg.splitlines()
+    assert head == "s.yaml: 4 problems:", msg
+    # images failed on their own: "targets rbd but prep.images defines no images" would be noise
+    assert "s.yaml:4: prep.images.size: '1k' is not allowed" in problems[0]
+    # an unknown default and a bad default value: once, where defaults has them, not once per workload
+    assert ("s.yaml:5: unknown field 'defaults.ramptime'; did you mean 'ramp_time'? (allowed in defaults: engine,"
+            in problems[1])
+    assert "s.yaml:5: defaults.runtime: 'soon' is not allowed; expected a duration" in problems[2]
+    # the suite-wide sweep is copied into every workload, reported once; the workloads did not validate
+    # (their runtime is bad), so the duplicate name is not checked yet
+    assert "s.yaml:10: sweep.mode: 'zipp' is not allowed; allowed: 'product', 'zip'" in problems[3]
+
+
+def test_a_swept_value_bad_for_several_workloads_is_one_problem():
+    msg = error_of(GOOD.replace("  - {name: rr, rw: randread, bs: 4k}\n",
+                                "  - {name: rr, rw: randread, bs: 4k}\n  - {name: rw, rw: randwrite}\n")
+                   .replace("iodepth: [1, 2]", "iodepth: [1, 0]"))
+    assert msg == ("s.yaml:9: workloads 'rr', 'rw': sweep.iodepth[1]: 0 is not allowed for iodepth; "
+                   "input should be greater than or equal to 1")
+
+
+def test_yaml_syntax_error_stays_alone():
+    msg = error_of(GOOD.replace("bs: 4k}", "bs: 4k, iodepht: 4}") + "colour: [unclosed\n")
+    assert msg.startswith("s.yaml:10: not valid YAML") and "\n" not in msg and "iodepht" not in msg

@@ -21,6 +21,8 @@ Layout:
 from __future__ import annotations
 
 import copy
+import difflib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -136,17 +138,33 @@ class SweepSpec(_Model):
         return dict(self.model_extra or {})
 
     @model_validator(mode="after")
-    def _axes(self) -> "SweepSpec":
-        axes = self.axes()
-        for k, v in axes.items():
-            if k not in SWEEPABLE:
-                raise ValueError(f"cannot sweep {k!r}; sweepable fields: {', '.join(SWEEPABLE)}")
-            if not isinstance(v, list) or not v:
-                raise ValueError(f"{k}: expected a non-empty list of values, got {v!r}")
-        if self.mode == "zip" and len({len(v) for v in axes.values()}) > 1:
-            lens = ", ".join(f"{k}: {len(v)}" for k, v in axes.items())
-            raise ValueError(f"mode zip needs lists of equal length ({lens})")
+    def _axes(self) -> SweepSpec:
+        problems = _sweep_problems(self.axes(), self.mode)
+        if problems:
+            raise ValueError(problems[0][1])
         return self
+
+
+def _sweep_problems(axes: dict[str, Any], mode: Any) -> list[tuple[str | None, str]]:
+    """(axis or None for the whole sweep, what is wrong) for every problem of a sweep's axes."""
+    out: list[tuple[str | None, str]] = []
+    for k, v in axes.items():
+        if k not in SWEEPABLE:
+            out.append((k, f"cannot sweep {k!r}{_suggest(k, (*SWEEPABLE, 'mode'), 'sweepable fields', SWEEPABLE)}"))
+        elif not isinstance(v, list) or not v:
+            out.append((k, f"{k}: expected a non-empty list of values, got {v!r}"))
+    lists = {k: v for k, v in axes.items() if isinstance(v, list)}
+    if mode == "zip" and len({len(v) for v in lists.values()}) > 1:
+        lens = ", ".join(f"{k}: {len(v)}" for k, v in lists.items())
+        out.append((None, f"mode zip needs lists of equal length ({lens})"))
+    return out
+
+
+def _suggest(word: str, known: Iterable[str], what: str, allowed: Iterable[str]) -> str:
+    """'; did you mean X? (what: allowed)' with the closest known name, or '; what: allowed' without one."""
+    close = difflib.get_close_matches(word, list(known), n=1)
+    listed = ", ".join(allowed)
+    return f"; did you mean {close[0]!r}? ({what}: {listed})" if close else f"; {what}: {listed}"
 
 
 class Workload(_Model):
@@ -283,7 +301,9 @@ def load(ref: str, quick: bool = False, engine: str | None = None) -> LoadedSuit
 
 
 def parse(text: str, source: str = "<suite>", quick: bool = False, engine: str | None = None) -> Suite:
-    """Validate YAML text into a Suite; any problem is one SuiteError naming source:line, field and value."""
+    """Validate YAML text into a Suite. Every problem found is reported in one SuiteError, one per
+    line with source:line, field, value and what is allowed (a YAML syntax error alone: nothing else
+    can be read)."""
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
         data = yaml.safe_load(text)
@@ -299,25 +319,35 @@ def parse(text: str, source: str = "<suite>", quick: bool = False, engine: str |
                          f"got {type(data).__name__}")
     lines = _line_map(node)
     _legacy_target(data, lines)
+    problems = _Problems(source, lines)
     quick_over = data.pop("quick", None)
     if quick:
         if quick_over is None:
             pass  # a suite without a quick section runs unchanged with --quick
         elif not isinstance(quick_over, dict):
-            raise SuiteError(f"{_where(source, lines, ('quick',))}: quick: expected a mapping of overrides, "
-                             f"got {quick_over!r}")
+            problems.add(("quick",), f"quick: expected a mapping of overrides, got {quick_over!r}")
         else:
             data = _merge(data, quick_over)
-    raw_workloads = data.get("workloads")
     defaults = data.get("defaults") or {}
+    if isinstance(defaults, dict):
+        defaults = _known_defaults(defaults, problems)
+        if "defaults" in data:
+            data = {**data, "defaults": defaults}
+    # sweeps: every axis problem reported where it is written; the axes that are fine are still checked
+    if isinstance(data.get("sweep"), dict):
+        data = {**data, "sweep": _checked_sweep(data["sweep"], ("sweep",), "", problems)}
+    raw_workloads = data.get("workloads")
     suite_sweep = data.get("sweep")
     own_sweep: set[int] = set()
     if isinstance(raw_workloads, list) and isinstance(defaults, dict):
         merged = []
-        for w in raw_workloads:
+        for i, w in enumerate(raw_workloads):
             if isinstance(w, dict):
                 if "sweep" in w:
                     own_sweep.add(len(merged))
+                    if isinstance(w["sweep"], dict):
+                        w = {**w, "sweep": _checked_sweep(w["sweep"], ("workloads", i, "sweep"),
+                                                          _workload_label(w), problems)}
                 m = {**defaults, **w}
                 if suite_sweep is not None and "sweep" not in w:
                     m["sweep"] = suite_sweep
@@ -327,12 +357,17 @@ def parse(text: str, source: str = "<suite>", quick: bool = False, engine: str |
             else:
                 merged.append(w)
         data = {**data, "workloads": merged}
+    suite: Suite | None = None
     try:
         suite = Suite.model_validate(data)
     except ValidationError as exc:
-        raise SuiteError(_describe(exc, source, lines, data, defaults, own_sweep)) from None
-    _cross_checks(suite, source, lines)
-    _check_sweeps(suite, data, source, lines, own_sweep)
+        for err in exc.errors():
+            problems.add(*_describe(err, lines, data, defaults, own_sweep))
+    parts = _Parts.of(suite, data)
+    _cross_checks(parts, lines, problems)
+    _check_sweeps(parts, data, own_sweep, problems)
+    problems.raise_if_any()
+    assert suite is not None  # no problem means the suite validated
     return suite
 
 
@@ -351,36 +386,122 @@ def _legacy_target(data: dict[str, Any], lines: dict[tuple, int]) -> None:
             lines[("cluster",) + path[1:]] = line
 
 
-def _cross_checks(suite: Suite, source: str, lines: dict[tuple, int]) -> None:
-    """Rules between fields, each reported where the offending value is written."""
-    def fail(path: tuple, msg: str) -> None:
-        raise SuiteError(f"{_where(source, lines, path)}: {_path(path)}: {msg}")
+class _Problems:
+    """The problems of one suite file, reported together: one line each, by line number."""
 
-    pools = {p.name for p in suite.prep.pools}
-    im = suite.prep.images
-    if im and im.pool not in pools:
-        fail(("prep", "images", "pool"), f"{im.pool!r} is not one of prep.pools (defined: "
-                                         f"{', '.join(sorted(pools)) or 'none'})")
-    if suite.prep.prefill and not im:
-        fail(("prep", "prefill"), "prefill: true needs prep.images")
+    def __init__(self, source: str, lines: dict[tuple, int]):
+        self.source, self.lines = source, lines
+        self.items: list[tuple[int, str]] = []
+
+    def add(self, path: tuple, text: str) -> None:
+        line = _line(self.lines, path)
+        item = (line or 0, f"{self.source}:{line}: {text}" if line else f"{self.source}: {text}")
+        if item not in self.items:  # a suite-wide value copied into every workload is one problem
+            self.items.append(item)
+
+    def raise_if_any(self) -> None:
+        if not self.items:
+            return
+        if len(self.items) == 1:
+            raise SuiteError(self.items[0][1])
+        ordered = sorted(self.items, key=lambda it: it[0])  # stable: one line keeps the order found
+        raise SuiteError(f"{self.source}: {len(ordered)} problems:\n" + "\n".join(f"  {t}" for _, t in ordered))
+
+
+@dataclass
+class _Parts:
+    """The parts of a suite that validated (None: that part has problems), for the checks between them."""
+
+    cluster: ClusterSpec | None
+    prep: PrepSpec | None
+    workloads: list[Workload | None]
+
+    @classmethod
+    def of(cls, suite: Suite | None, data: dict[str, Any]) -> _Parts:
+        if suite is not None:
+            return cls(suite.cluster, suite.prep, list(suite.workloads))
+
+        def part(model: type[_Model], key: str) -> Any:
+            if key not in data:
+                return model()
+            try:
+                return model.model_validate(data[key])
+            except ValidationError:
+                return None
+
+        raw = data.get("workloads")
+        return cls(part(ClusterSpec, "cluster"), part(PrepSpec, "prep"),
+                   [_valid_workload(w) for w in raw] if isinstance(raw, list) else [])
+
+
+def _valid_workload(raw: Any) -> Workload | None:
+    try:
+        return Workload.model_validate(raw)
+    except ValidationError:
+        return None
+
+
+def _workload_label(raw: Any) -> str:
+    name = raw.get("name") if isinstance(raw, dict) else None
+    return f"workload {name!r}: " if name is not None else ""
+
+
+def _known_defaults(defaults: dict[str, Any], problems: _Problems) -> dict[str, Any]:
+    """defaults without its unknown keys, each reported at its line (once, not in every workload)."""
+    for k in defaults:
+        if k not in WORKLOAD_FIELDS:
+            hint = _suggest(str(k), WORKLOAD_FIELDS, "allowed in defaults", WORKLOAD_FIELDS)
+            problems.add(("defaults", k), f"unknown field 'defaults.{k}'{hint}")
+    return {k: v for k, v in defaults.items() if k in WORKLOAD_FIELDS}
+
+
+def _checked_sweep(sweep: dict[str, Any], path: tuple, label: str, problems: _Problems) -> dict[str, Any]:
+    """A sweep without the axes that have problems (each reported), so the rest is still checked."""
+    axes = {k: v for k, v in sweep.items() if k != "mode"}
+    found = _sweep_problems(axes, sweep.get("mode", "product"))
+    for axis, msg in found:
+        problems.add(path + ((axis,) if axis else ()), f"{label}{_path(path + ((axis,) if axis else ()))}: {msg}")
+    bad = {axis for axis, _ in found if axis}
+    out = {k: v for k, v in sweep.items() if k not in bad}
+    if any(axis is None for axis, _ in found):
+        out["mode"] = "product"  # reported: its values are still checked one by one
+    return out
+
+
+def _cross_checks(parts: _Parts, lines: dict[tuple, int], problems: _Problems) -> None:
+    """Rules between fields, each reported where the offending value is written. A rule that
+    needs a part with problems of its own is skipped: those are reported already."""
+    prep = parts.prep
+    pools = {p.name for p in prep.pools} if prep else set()
+    im = prep.images if prep else None
+    if prep and im and im.pool not in pools:
+        problems.add(("prep", "images", "pool"), f"prep.images.pool: {im.pool!r} is not one of prep.pools (defined: "
+                                                 f"{', '.join(sorted(pools)) or 'none'})")
+    if prep and prep.prefill and not im:
+        problems.add(("prep", "prefill"), "prep.prefill: prefill: true needs prep.images")
     seen: set[str] = set()
-    for i, w in enumerate(suite.workloads):
+    for i, w in enumerate(parts.workloads):
+        if w is None:
+            continue
         if w.name in seen:
-            fail(("workloads", i, "name"), f"workload name {w.name!r} is used twice; names must be unique")
+            problems.add(("workloads", i, "name"),
+                         f"workloads[{i}].name: workload name {w.name!r} is used twice; names must be unique")
         seen.add(w.name)
-        if suite.cluster.kind == "local" and w.pool and w.pool not in pools:
+        if prep and parts.cluster and parts.cluster.kind == "local" and w.pool and w.pool not in pools:
             where = ("workloads", i, "pool") if ("workloads", i, "pool") in lines else ("defaults", "pool")
-            fail(where, f"workload {w.name!r}: pool {w.pool!r} is not created by prep.pools "
-                        f"(defined: {', '.join(sorted(pools)) or 'none'})")
-        if interfaces.get(w.interface).needs_images and not im:
-            fail(("workloads", i), f"workload {w.name!r} drives {w.interface} but prep.images defines no images")
+            problems.add(where, f"{_path(where)}: workload {w.name!r}: pool {w.pool!r} is not created by prep.pools "
+                                f"(defined: {', '.join(sorted(pools)) or 'none'})")
+        if prep and interfaces.get(w.interface).needs_images and not im:
+            problems.add(("workloads", i),
+                         f"workloads[{i}]: workload {w.name!r} drives {w.interface} but prep.images defines no images")
 
 
-def _check_sweeps(suite: Suite, data: dict[str, Any], source: str, lines: dict[tuple, int],
-                  own_sweep: set[int]) -> None:
-    """Every swept value must make a valid workload: validate each one where it is written."""
-    for i, w in enumerate(suite.workloads):
-        if not w.sweep:
+def _check_sweeps(parts: _Parts, data: dict[str, Any], own_sweep: set[int], problems: _Problems) -> None:
+    """Every swept value must make a valid workload: validate each one where it is written. A value of
+    the suite-wide sweep that fails in several workloads the same way is one problem naming them all."""
+    found: dict[tuple[tuple, str], list[str]] = {}
+    for i, w in enumerate(parts.workloads):
+        if w is None or not w.sweep:
             continue
         raw = dict(data["workloads"][i])
         own = i in own_sweep
@@ -389,10 +510,12 @@ def _check_sweeps(suite: Suite, data: dict[str, Any], source: str, lines: dict[t
                 try:
                     Workload.model_validate({**raw, key: value, "sweep": None})
                 except ValidationError as exc:
-                    err = exc.errors()[0]
                     path = ("workloads", i, "sweep", key, j) if own else ("sweep", key, j)
-                    raise SuiteError(f"{_where(source, lines, path)}: workload {w.name!r}: {_path(path)}: "
-                                     f"{value!r} is not allowed for {key}; {_msg(err)}") from None
+                    msg = f"{_path(path)}: {value!r} is not allowed for {key}; {_msg(exc.errors()[0])}"
+                    found.setdefault((path, msg), []).append(w.name)
+    for (path, msg), names in found.items():
+        who = f"workload {names[0]!r}" if len(names) == 1 else f"workloads {', '.join(map(repr, names))}"
+        problems.add(path, f"{who}: {msg}")
 
 
 def _merge(base: Any, over: Any) -> Any:
@@ -426,11 +549,12 @@ def _line_map(node: yaml.Node | None) -> dict[tuple, int]:
     return out
 
 
-def _where(source: str, lines: dict[tuple, int], path: tuple) -> str:
+def _line(lines: dict[tuple, int], path: tuple) -> int | None:
+    """Line of a path, or of the nearest enclosing value that is written in the file."""
     for n in range(len(path), -1, -1):
         if path[:n] in lines:
-            return f"{source}:{lines[path[:n]]}"
-    return source
+            return lines[path[:n]]
+    return None
 
 
 def _path(loc: tuple) -> str:
@@ -449,43 +573,43 @@ def _msg(err: dict[str, Any]) -> str:
     if t == "extra_forbidden":
         return "unknown field"
     msg = str(err["msg"])
-    msg = msg[len("Value error, "):] if msg.startswith("Value error, ") else msg
+    msg = msg.removeprefix("Value error, ")
     return msg[:1].lower() + msg[1:]
 
 
-def _describe(exc: ValidationError, source: str, lines: dict[tuple, int], data: dict[str, Any],
-              defaults: dict[str, Any], own_sweep: set[int]) -> str:
-    err = exc.errors()[0]
+def _describe(err: Any, lines: dict[tuple, int], data: dict[str, Any], defaults: dict[str, Any],
+              own_sweep: set[int]) -> tuple[tuple, str]:
+    """One pydantic error as (path where it is written, field: value: what is allowed)."""
     loc = tuple(err["loc"])
     # pydantic puts a tagged-union/literal member name in loc for some types; drop non-field parts
     loc = tuple(p for p in loc if not (isinstance(p, str) and p.startswith("function-")))
     path = loc
-    # a workload field inherited from defaults: point at the defaults line
-    if len(loc) >= 3 and loc[0] == "workloads" and ("workloads", loc[1], loc[2]) not in lines \
-            and loc[2] in defaults:
-        path = ("defaults", loc[2]) + loc[3:]
     field = _path(loc) or "suite"
     ctx_name = ""
-    # the suite-wide sweep is copied into every workload: report it once, where it is written
-    if len(loc) >= 3 and loc[0] == "workloads" and loc[2] == "sweep" and loc[1] not in own_sweep:
+    if len(loc) >= 3 and loc[0] == "workloads" and ("workloads", loc[1], loc[2]) not in lines \
+            and loc[2] in defaults:
+        # a workload field inherited from defaults: reported once, where defaults has it
+        path = loc = ("defaults",) + loc[2:]
+        field = _path(loc)
+    elif len(loc) >= 3 and loc[0] == "workloads" and loc[2] == "sweep" and loc[1] not in own_sweep:
+        # the suite-wide sweep is copied into every workload: report it once, where it is written
         path = loc = ("sweep",) + loc[3:]
         field = _path(loc)
-    where = _where(source, lines, path)
-    if len(loc) >= 2 and loc[0] == "workloads" and isinstance(loc[1], int):  # noqa: SIM102
+    if len(loc) >= 2 and loc[0] == "workloads" and isinstance(loc[1], int):
         try:
-            ctx_name = f"workload {data['workloads'][loc[1]].get('name')!r}: "
-        except (AttributeError, IndexError, KeyError, TypeError):
+            ctx_name = _workload_label(data["workloads"][loc[1]])
+        except (IndexError, KeyError, TypeError):
             pass
     if err["type"] == "extra_forbidden":
-        allowed = _allowed_keys(loc[:-1])
-        hint = f"; allowed here: {', '.join(allowed)}" if allowed else ""
-        return f"{where}: {ctx_name}unknown field {field!r}{hint}"
+        allowed = _allowed_keys(loc[:-1]) + (["quick"] if len(loc) == 1 else [])
+        hint = _suggest(str(loc[-1]), allowed, "allowed here", allowed) if allowed else ""
+        return path, f"{ctx_name}unknown field {field!r}{hint}"
     if err["type"] == "missing":
-        return f"{where}: {ctx_name}{field}: this field is required"
+        return path, f"{ctx_name}{field}: this field is required"
     value = err.get("input")
     if isinstance(value, (dict, list)):
-        return f"{where}: {ctx_name}{field}: {_msg(err)}"
-    return f"{where}: {ctx_name}{field}: {value!r} is not allowed; {_msg(err)}"
+        return path, f"{ctx_name}{field}: {_msg(err)}"
+    return path, f"{ctx_name}{field}: {value!r} is not allowed; {_msg(err)}"
 
 
 def _allowed_keys(loc: tuple) -> list[str]:
