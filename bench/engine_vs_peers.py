@@ -36,6 +36,8 @@ sys.path.insert(0, str(REPO / "src"))
 
 from fathom.cluster.local import LocalCluster  # noqa: E402
 from fathom import engine_spec as es  # noqa: E402
+from fathom.interfaces.rados import Rados  # noqa: E402
+from fathom.interfaces.rbd import Rbd  # noqa: E402
 from fathom.engines import fathom_engine as fe  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "engine-vs-peers.json"
@@ -102,7 +104,7 @@ class Bench:
 
     def rados_fathom(self, qd: int) -> tuple[float, float, float]:
         self.n += 1
-        return self.fathom(es.Rados(connection=es.Connection.of(self.conn), pool="bench", op="write",
+        return self.fathom(Rados(connection=es.Connection.of(self.conn), pool="bench", op="write",
                                     object_size=4096, prefix=f"fe{self.n}"), qd)
 
     def rados_peer(self, qd: int) -> tuple[float, float, float]:
@@ -116,7 +118,7 @@ class Bench:
         return ops / t, cpu / ops * 1e6, lat * 1e9
 
     def rbd_fathom(self, rw: str, qd: int) -> tuple[float, float, float]:
-        return self.fathom(es.Rbd(connection=es.Connection.of(self.conn), pool="rbdbench", rw=rw,  # type: ignore[arg-type]
+        return self.fathom(Rbd(connection=es.Connection.of(self.conn), pool="rbdbench", rw=rw,  # type: ignore[arg-type]
                                   images=["img"], bs=4096), qd)
 
     def rbd_peer(self, rw: str, qd: int) -> tuple[float, float, float]:

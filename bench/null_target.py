@@ -26,7 +26,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fathom.engine_spec import EngineSpec, Load, Null
+from fathom.engine_spec import EngineSpec, Load
+from fathom.interfaces.null import Null
 from fathom.engines.fathom_engine import check_engine
 
 TITLE = "## fathom-engine alone: the null target"

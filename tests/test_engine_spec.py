@@ -20,6 +20,9 @@ from fathom import interfaces, plan, spec
 from fathom.cluster.ceph import Connection
 from fathom.engines import PointContext
 from fathom.engines.fathom_engine import point_spec
+from fathom.interfaces.null import Null
+from fathom.interfaces.rados import Rados
+from fathom.interfaces.rbd import Rbd
 
 
 def check(engine: Path, doc: dict, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -64,9 +67,9 @@ def test_every_builtin_point_is_a_valid_engine_spec(name, engine_ready, tmp_path
 def minimal_targets(tmp_path: Path) -> list[es.Target]:
     conn = es.Connection(conf=str(tmp_path / "ceph.conf"), name="client.admin")
     return [
-        es.Rados(connection=conn, pool="p", op="write", prefix="x", object_size=4096, op_size=4096),
-        es.Rbd(connection=conn, pool="p", rw="randwrite", images=["i"]),
-        es.Null(),
+        Rados(connection=conn, pool="p", op="write", prefix="x", object_size=4096, op_size=4096),
+        Rbd(connection=conn, pool="p", rw="randwrite", images=["i"]),
+        Null(),
     ]
 
 
@@ -96,9 +99,9 @@ def test_limits_agree_on_iodepth(engine_ready, tmp_path):
 
     top = Workload.model_fields["iodepth"].metadata
     high = next(m.le for m in top if hasattr(m, "le"))
-    ok = es.EngineSpec(target=es.Null(), load=es.Load(iodepth=high, duration_s=1.0)).to_json()
+    ok = es.EngineSpec(target=Null(), load=es.Load(iodepth=high, duration_s=1.0)).to_json()
     assert check(engine_ready, ok, tmp_path).returncode == 0
-    bad = es.EngineSpec(target=es.Null(), load=es.Load(iodepth=0, duration_s=1.0)).to_json()
+    bad = es.EngineSpec(target=Null(), load=es.Load(iodepth=0, duration_s=1.0)).to_json()
     p = check(engine_ready, bad, tmp_path)
     assert p.returncode == 2 and "iodepth" in p.stdout
 

@@ -1,7 +1,8 @@
 """The engine's point spec, typed: the one place Python builds what fathom-engine reads (engine/PROTOCOL.md).
 
-Mirrors engine/src/spec.rs and the target modules' own sections
-(engine/src/target/*.rs). Defaults here are the engine's defaults; the test
+Mirrors engine/src/spec.rs; each target's own section is a dataclass in its
+interface module (fathom.interfaces.<name>, mirroring engine/src/target/<name>.rs).
+Defaults here are the engine's defaults; the test
 suite checks every built-in suite's points with `fathom-engine --check`, so the
 two languages cannot drift apart. Credentials are paths (a keyring file), never
 key material: a spec is echoed into the store with every point.
@@ -10,7 +11,7 @@ key material: a spec is echoed into the store with every point.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal, Protocol
 
 PROTOCOL = 2
 
@@ -47,91 +48,15 @@ class Connection:
         return out
 
 
-@dataclass
-class Rados:
-    """librados objects: `<prefix>.<n>`, metadata in `<prefix>.meta`."""
+class Target(Protocol):
+    """A target's own section of the spec; each interface module defines its dataclass (fathom.interfaces)."""
 
-    connection: Connection
-    pool: str
-    op: Literal["write", "read", "remove"]
-    pattern: Literal["seq", "rand"] = "seq"
-    prefix: str | None = None
-    object_size: int | None = None
-    op_size: int | None = None
-    objects: int | None = None
-    prefill: bool = False
-    alloc_hint: bool = False
-    once: bool = False
-    kind: str = field(default="rados", init=False)
+    kind: str
 
-    def fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"connection": self.connection.to_json(), "pool": self.pool, "op": self.op,
-                               "pattern": self.pattern}
-        for k in ("prefix", "object_size", "op_size", "objects"):
-            if getattr(self, k) is not None:
-                out[k] = getattr(self, k)
-        for k in ("prefill", "alloc_hint", "once"):
-            if getattr(self, k):
-                out[k] = True
-        return out
+    def fields(self) -> dict[str, Any]: ...
 
     @property
-    def jobs(self) -> int:
-        return 1
-
-
-@dataclass
-class Rbd:
-    """librbd images, fio's job model: numjobs streams per image."""
-
-    connection: Connection
-    pool: str
-    rw: Rw
-    images: list[str]
-    bs: int = 4096
-    rwmixread: int = 50
-    numjobs: int = 1
-    size: int | None = None  # bytes of each image used, from offset 0
-    kind: str = field(default="rbd", init=False)
-
-    def fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"connection": self.connection.to_json(), "pool": self.pool, "rw": self.rw,
-                               "rwmixread": self.rwmixread, "bs": self.bs, "images": list(self.images),
-                               "numjobs": self.numjobs}
-        if self.size is not None:
-            out["size"] = self.size
-        return out
-
-    @property
-    def jobs(self) -> int:
-        return self.numjobs * len(self.images)
-
-
-@dataclass
-class Null:
-    """No I/O: ops complete at once (or after delay_us on the target's thread). Tests the loop, measures the engine."""
-
-    rw: Rw = "randread"
-    bs: int = 4096
-    rwmixread: int = 50
-    numjobs: int = 1
-    size: int | None = None  # bytes per job the offsets range over (engine default 1 GiB)
-    delay_us: int = 0
-    kind: str = field(default="null", init=False)
-
-    def fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"rw": self.rw, "rwmixread": self.rwmixread, "bs": self.bs, "numjobs": self.numjobs,
-                               "delay_us": self.delay_us}
-        if self.size is not None:
-            out["size"] = self.size
-        return out
-
-    @property
-    def jobs(self) -> int:
-        return self.numjobs
-
-
-Target = Union[Rados, Rbd, Null]
+    def jobs(self) -> int: ...
 
 
 @dataclass

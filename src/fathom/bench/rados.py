@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from fathom.bench import output as fmt
 from fathom import engine_spec as es
+from fathom.interfaces.rados import Rados
 from fathom.bench.engine import connect_failure, run_engine
 from fathom.engine_spec import EngineSpec, Load
 
@@ -212,14 +213,14 @@ def build_spec(r: RadosArgs, conn: Connection, prefix: str) -> EngineSpec:
     load = Load(iodepth=r.concurrent, duration_s=float(r.seconds) if r.seconds else None)
     if r.mode == "write":
         size = r.object_size or r.op_size
-        t = es.Rados(connection=es.Connection.of(conn, r.connect_timeout), pool=r.pool, op="write", prefix=prefix,
+        t = Rados(connection=es.Connection.of(conn, r.connect_timeout), pool=r.pool, op="write", prefix=prefix,
                      object_size=size, op_size=r.op_size, alloc_hint=r.hints)
         if r.max_objects:
             t.objects = r.max_objects
             load.ops = r.max_objects * (size // r.op_size)  # one job: the bound is the bench's
     else:
         # the engine reads the object set from <prefix>.meta; seq reads it once, like rados bench
-        t = es.Rados(connection=es.Connection.of(conn, r.connect_timeout), pool=r.pool, op="read",
+        t = Rados(connection=es.Connection.of(conn, r.connect_timeout), pool=r.pool, op="read",
                      pattern="seq" if r.mode == "seq" else "rand", prefix=prefix, once=r.mode == "seq")
     # like rados bench: a slow op is slow, not failed; stalls are caught by stall_timeout_s
     return EngineSpec(target=t, load=load, stall_timeout_s=r.stall_timeout, op_timeout_s=None)
@@ -384,7 +385,7 @@ def cleanup_run(conn: Connection, pool: str, prefix: str, concurrent: int, out: 
     if meta_present is None:
         meta_present = read_meta(conn, pool, prefix, timeout) is not None
     if meta_present:
-        spec = EngineSpec(target=es.Rados(connection=es.Connection.of(conn, timeout), pool=pool, op="remove",
+        spec = EngineSpec(target=Rados(connection=es.Connection.of(conn, timeout), pool=pool, op="remove",
                                           prefix=prefix),
                           load=Load(iodepth=concurrent), on_error="continue", stall_timeout_s=stall_timeout,
                           op_timeout_s=None)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from fathom.bench import output as fmt
 from fathom import engine_spec as es
+from fathom.interfaces.rbd import Rbd
 from fathom.bench.engine import connect_failure, run_engine
 from fathom.engine_spec import EngineSpec, Load
 
@@ -59,7 +60,7 @@ def build_spec(conn: Connection, pool: str, image: str, io_type: str, pattern: s
     connection = es.Connection.of(conn, connect_timeout, **({"rbd_cache": "true"} if rbd_cache else {}))
     # --io-total is the whole bench's; the engine bounds each job: split it, whole blocks, none lost
     per_job = -(-total // numjobs)
-    return EngineSpec(target=es.Rbd(connection=connection, pool=pool, rw=engine_rw(io_type, pattern),  # type: ignore[arg-type]
+    return EngineSpec(target=Rbd(connection=connection, pool=pool, rw=engine_rw(io_type, pattern),  # type: ignore[arg-type]
                                     rwmixread=mix, bs=io_size, images=[image], numjobs=numjobs),
                       load=Load(iodepth=iodepth, bytes=-(-per_job // io_size) * io_size),
                       stall_timeout_s=stall, op_timeout_s=None)
@@ -144,7 +145,7 @@ def finish(outcome: "EngineRun", conn: Connection, out: Out, table: fmt.RbdTable
     out.result(fmt.format_rbd_summary(summary, io_type))
 
     t = spec.target
-    assert isinstance(t, es.Rbd)
+    assert isinstance(t, Rbd)
     params = {"interface": "rbd", "rw": t.rw, "rwmixread": mix, "bs": io_size, "iodepth":
               spec.load.iodepth, "numjobs": t.numjobs, "io_threads": threads, "io_total": total,
               "io_pattern": pattern, "pool": pool, "image": image, "stall_timeout": a.stall_timeout,
