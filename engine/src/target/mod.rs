@@ -13,9 +13,6 @@
 //! Nothing here requires async Rust.
 
 pub mod block;
-pub mod null;
-pub mod rados;
-pub mod rbd;
 
 use crate::errno::ErrKind;
 use crate::io::{OpKind, Slot};
@@ -29,6 +26,8 @@ use serde_json::Value;
 /// validation and `open`, so adding a target is its module plus one line here.
 macro_rules! targets {
     ($($variant:ident => $module:ident :: $target:ident ($spec:ident)),* $(,)?) => {
+        $(pub mod $module;)*
+
         /// The spec's `target` object: `{"kind": "<module name>", ...that target's fields}`.
         #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
         #[serde(tag = "kind", rename_all = "lowercase")]
