@@ -141,13 +141,6 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     started = time.time()
     result: PointResult | None = None
     status, error = "done", None
-    # ---- gate ----
-    if ceph is not None:
-        gate = gate or health.gate(ceph, timeout=gate_timeout)
-        if not gate.ok:
-            events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
-                                                      f"{gate.reason}; measured anyway", "data": gate.to_dict()})
-
     def on_interval(rec: dict[str, Any]) -> None:
         intervals.append(rec)
         for c in companions:
@@ -160,6 +153,12 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     ctx.on_interval, ctx.on_child, ctx.on_control = on_interval, on_child, live.attach
     started_companions: list[Companion] = []
     try:
+        # ---- gate ----
+        if ceph is not None:
+            gate = gate or health.gate(ceph, timeout=gate_timeout)
+            if not gate.ok:
+                events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
+                                                          f"{gate.reason}; measured anyway", "data": gate.to_dict()})
         # ---- start ----
         for c in companions:
             c.start(live)
