@@ -122,7 +122,7 @@ class ProgressCompanion:
 
 
 @dataclass
-class Outcome:
+class PointOutcome:
     status: str  # done | failed | interrupted
     metrics: dict[str, Any] | None
     error: str | None
@@ -130,7 +130,7 @@ class Outcome:
 
 
 def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext, companions: list[Companion],
-              ceph: Any | None, gate_timeout: float, gate: health.GateVerdict | None = None) -> Outcome:
+              ceph: Any | None, gate_timeout: float, gate: health.GateVerdict | None = None) -> PointOutcome:
     """Run one point through its phases and store it; KeyboardInterrupt is stored as an interrupted point."""
     params = point.params
     adapter = engines.get(point.engine)
@@ -204,7 +204,7 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
                        gate=gate.to_dict() if gate else None, error=error, started=started, ended=ended,
                        intervals=intervals, histograms=hists, telemetry=got.samples,
                        perf_counters=got.perf_counters, events=events)
-    return Outcome(status, metrics, error, next_gate)
+    return PointOutcome(status, metrics, error, next_gate)
 
 
 def _stop_all(companions: list[Companion]) -> Contribution:
