@@ -44,6 +44,7 @@ RESULTS = REPO / "bench" / "results" / "engine-vs-peers.json"
 HISTORY = REPO / "bench" / "results" / "engine-vs-peers-history.json"
 IOPS_TARGET, CPU_TARGET = 0.95, 0.75
 IMAGE_SIZE = 1 << 30
+OSD_SIZE = 200 * 1024**3
 
 
 def wait4(argv: list[str], env: dict[str, str], stdin: bytes | None = None) -> tuple[str, str, float, float]:
@@ -141,7 +142,10 @@ def main() -> int:
     args = ap.parse_args()
     root = Path(args.dir or tempfile.mkdtemp(prefix="fathom-bench-engine-")) / "cluster"
     cluster = LocalCluster(root, progress=lambda m: print(m, file=sys.stderr))
-    cluster.up(osds=1, osd_size=10 * 1024**3)
+    # 4 KiB objects take a whole allocation unit each (64 KiB on a file-backed OSD), and 5 rounds of
+    # rados writes at 10k IOPS leave close to a million of them: a 10 GiB OSD fills up and stalls
+    # the cluster. The OSD file is sparse, so only what is written uses disk.
+    cluster.up(osds=1, osd_size=OSD_SIZE)
     rows = []
     try:
         b = Bench(cluster, args.duration)
