@@ -67,7 +67,12 @@ def test_ctrl_c_keeps_what_the_child_writes_as_it_winds_down():
         child.signal(signal.SIGTERM)
         return 10.0
 
-    with pytest.raises(KeyboardInterrupt) as ei:
-        launch.run([PY, "-c", code], on_line=on_line, on_interrupt=wind_down, timeout=60)
+    # a shell starts background jobs (CI may be one) with SIGINT ignored, and Python then leaves it ignored
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt) as ei:
+            launch.run([PY, "-c", code], on_line=on_line, on_interrupt=wind_down, timeout=60)
+    finally:
+        signal.signal(signal.SIGINT, old)
     assert lines == ["running", "summary"]
     assert ei.value.child_run.rc == 0  # type: ignore[attr-defined]
