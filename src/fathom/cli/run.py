@@ -100,8 +100,11 @@ def cmd_plan(args: argparse.Namespace) -> int:
         return 0
     s = loaded.suite
     total = plan.total_estimate_s(points)
+    from fathom import interfaces
+
+    needs = any(interfaces.get(p.params["interface"]).needs_cluster for p in points)
     print(f"suite {s.name} ({loaded.source}{', quick' if args.quick else ''}): {len(points)} points, "
-          f"about {_dur(total)} of load plus cluster start and prep")
+          f"about {_dur(total)} of load" + (" plus cluster start and prep" if needs else "; no cluster needed"))
     if s.prep.images:
         im = s.prep.images
         print(f"  prep: {im.count} RBD image(s) of {im.size / 2**20:.0f} MiB in pool {im.pool}"
