@@ -2,6 +2,9 @@
 
 The long run attaches to the session cluster (fast); the Ctrl-C test uses no
 target options, so fathom starts and must stop its own disposable cluster.
+The rados-bench resume tests check that reads after a resume read what the
+write of an earlier attempt left, in the same pool (attached) or the same
+disposable cluster (adopted), and that lost data is written again, said so.
 """
 
 from __future__ import annotations
@@ -19,6 +22,12 @@ from pathlib import Path
 import pytest
 from conftest import FATHOM, run_fathom
 
+import fathom
+from fathom.cluster.ceph import Connection
+from fathom.cluster.local import LocalCluster
+from fathom.engines.base import PointContext
+from fathom.engines.rados_bench import RadosBenchAdapter
+from fathom.errors import FathomError
 from fathom.store import Store
 
 pytestmark = pytest.mark.cluster
@@ -176,15 +185,17 @@ def test_resume_after_sigkill(cluster, ceph, tmp_path):
 
 
 def test_ctrl_c_on_own_disposable_cluster(tmp_path):
-    """No target options: fathom starts its own cluster; SIGINT marks the point, keeps the rest, stops the cluster."""
-    suite = tmp_path / "mini.yaml"
-    suite.write_text(MINI.replace("runtime: 2s", "runtime: 4s"))
+    """No target options: fathom starts its own cluster; SIGINT marks the point, keeps the rest, stops the cluster
+    (with it the data the write left, which the remaining reads need: the user is told what --resume does)."""
     db = tmp_path / "c.db"
-    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env_without_ceph(), cwd=tmp_path)
+    proc = subprocess.Popen([FATHOM, "run", str(rados_bench_suite(tmp_path)), "--db", str(db)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env_without_ceph(),
+                            cwd=tmp_path)
     try:
         wait_for(lambda: points_done(db) >= 1, 240, "first point done")
-        time.sleep(2.5)  # well inside the second point
+        with Store(db) as st:
+            data_tag = st.run("latest").env["data_tag"]
+        wait_for(lambda: rados_bench_of(data_tag, "seq"), 30, "the seq point to run")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
     finally:
@@ -197,39 +208,183 @@ def test_ctrl_c_on_own_disposable_cluster(tmp_path):
     assert not Path(cdir).exists()  # down() removed it
     assert not [line for line in os.popen("ps -eo args").read().splitlines() if cdir in line]
     assert "resume with: fathom run --resume" in err
+    assert "2 remaining read point(s) read data that finished write points left; it goes now with the run's " \
+           "disposable cluster, so `--resume` writes it again (unmeasured" in err
     with Store(db) as st:
         run = st.run("latest")
-        assert run.status == "interrupted"
         pts = st.points(run.id)
         statuses = [pt["status"] for pt in pts]
-        assert statuses[0] == "done" and statuses[-1] == "interrupted", statuses
-        assert st.points(run.id)[0]["metrics"]["iops"] > 0
+        assert statuses == ["done", "interrupted"], statuses
+        assert pts[0]["metrics"]["iops"] > 0
         assert any(e["kind"] == "interrupt" for e in st.events(run.id))
         assert run.env["target"]["kind"] == "local (disposable)"
 
 
-def test_resume_stops_the_cluster_a_killed_attempt_left(tmp_path):
-    """SIGKILL cannot be caught: the next --resume finds the recorded cluster dir and stops that cluster."""
-    suite = tmp_path / "mini.yaml"
-    suite.write_text(MINI)
-    db = tmp_path / "o.db"
-    sigkill_after_points([FATHOM, "run", str(suite), "--db", str(db)], db, 1, 240, env=env_without_ceph(),
-                         cwd=tmp_path)
+def rados_bench_suite(tmp_path: Path, hygiene: bool = True) -> Path:
+    """The built-in rados-bench suite, small: 3 s points of 1 MiB objects on a 4 GiB OSD.
+
+    hygiene=False on the shared session cluster: its scrub flags would stay set for the tests after.
+    """
+    text = (Path(fathom.__file__).parent / "suites" / "rados-bench.yaml").read_text()
+    for old, new in (("osd_size: 20GiB", "osd_size: 4GiB"), ("bs: 4MiB", "bs: 1MiB"), ("runtime: 60s", "runtime: 3s"),
+                     ("hygiene: true", f"hygiene: {str(hygiene).lower()}")):
+        assert old in text, old
+        text = text.replace(old, new, 1)
+    path = tmp_path / "rb.yaml"
+    path.write_text(text)
+    return path
+
+
+def rados_bench_of(data_tag: str, mode: str = "") -> list[str]:
+    """Command lines of the `rados bench` processes of a run (read whole from /proc: ps cuts long lines)."""
+    out = []
+    for f in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            argv = f.read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if Path(argv[0]).name == "rados" and data_tag in argv and (not mode or mode in argv):
+            out.append(" ".join(argv))
+    return out
+
+
+def rados_bench_gone(data_tag: str) -> bool:
+    """No `rados bench` of this run still runs (the engine dies with a SIGKILLed fathom)."""
+    return not rados_bench_of(data_tag)
+
+
+def left_by_write(ceph, pool: str, data_tag: str) -> int:
+    """Objects a `rados bench write --run-name data_tag` left in pool (its metadata object checked too)."""
+    names = ceph.rados("-p", pool, "ls", fmt_json=False).split()
+    assert data_tag in names  # rados bench's metadata object: what seq and rand read from
+    return len([n for n in names if n.startswith("benchmark_data_")])
+
+
+def assert_reads_read_the_write(pts: dict, written: int) -> None:
+    """seq and rand done with ops; seq read the write's objects (all of them, unless its 3 s ran out first)."""
+    for key in ("write", "seq", "rand"):
+        assert pts[key]["status"] == "done", (key, pts[key]["error"])
+        assert pts[key]["metrics"]["total_ios"] > 0, key
+    seq = pts["seq"]["result"]["extra"]["rados_bench"]
+    assert int(seq["total_reads_made"]) == written or float(seq["total_time_run"]) >= 3.0, (seq, written)
+
+
+def test_rados_bench_resume_reads_what_the_write_left(cluster, ceph, tmp_path):
+    """SIGKILL after the write point; the resume adopts the run's pool and its reads read the write's objects."""
+    db = tmp_path / "rb.db"
+    sigkill_after_points([FATHOM, "run", str(rados_bench_suite(tmp_path, hygiene=False)), "--db", str(db),
+                          *attach(cluster)], db, 1, 180)
     with Store(db) as st:
         run = st.run("latest")
-        cdir = run.env["attempts"][0]["cluster_dir"]
-        workdir = run.env["attempts"][0]["workdir"]
-    assert Path(workdir).is_dir()  # the killed attempt's scratch directory, left behind
-    pids = [int(p.read_text()) for p in (Path(cdir) / "run").glob("*.pid")]
-    assert pids and any(os.path.exists(f"/proc/{p}") for p in pids)  # orphaned, still running
-    p = run_fathom("run", "--resume", str(run.id), "--db", str(db), env=env_without_ceph(), cwd=tmp_path,
-                   timeout=600)
+        write = {pt["key"]: pt for pt in st.points(run.id)}["write"]
+        data_tag, pool = run.env["data_tag"], run.env["pools"]["bench"]
+    assert write["status"] == "done"
+    wait_for(lambda: rados_bench_gone(data_tag), 10, "rados bench to stop")
+    written = left_by_write(ceph, pool, data_tag)
+    assert written == write["metrics"]["total_ios"] > 0
+    pool_id = {p["pool_name"]: p["pool_id"] for p in ceph.ceph("osd", "pool", "ls", "detail")}[pool]
+    pool_max = ceph.ceph("osd", "dump")["pool_max"]
+    p = run_fathom("run", "--resume", str(run.id), "--db", str(db), *attach(cluster), timeout=300)
     assert p.returncode == 0, p.stdout + p.stderr
-    assert f"stopping the disposable cluster an interrupted attempt left in {cdir}" in p.stderr
-    assert not Path(cdir).exists()
+    assert f"adopted pool {pool} (id {pool_id})" in p.stderr
+    assert ceph.ceph("osd", "dump")["pool_max"] == pool_max  # the resume made no pool: it read the one left
+    assert pool not in ceph.ceph("osd", "pool", "ls")  # and removed it when the run ended
+    with Store(db) as st:
+        run = st.run(run.id)
+        pts = {pt["key"]: pt for pt in st.points(run.id)}
+        assert run.status == "done" and pts["write"]["started"] == write["started"]
+        assert_reads_read_the_write(pts, written)
+        kinds = [e["kind"] for e in st.events(run.id)]
+        assert "rewrite" not in kinds
+
+
+def test_a_read_with_nothing_written_fails_naming_the_cause(cluster, rados_pool, tmp_path):
+    conn = Connection(conf=str(cluster.conf_path), name="client.admin", keyring=str(cluster.keyring_path))
+    ctx = PointContext(conn=conn, pool=rados_pool, images=[], run_tag="fathom-0-nothing", workdir=tmp_path,
+                       timeout=60)
+    params = {"rw": "read", "runtime": 1.0, "iodepth": 4, "bs": 2**20, "drop_caches": False}
+    with pytest.raises(FathomError, match=f"found nothing to read in pool {rados_pool}.*rw: write before the reads"):
+        RadosBenchAdapter().run(params, ctx)
+
+
+def test_resume_adopts_the_cluster_a_killed_attempt_left(tmp_path):
+    """SIGKILL cannot be caught: its disposable cluster still runs, with the write's data; the resume reads it."""
+    db = tmp_path / "o.db"
+    sigkill_after_points([FATHOM, "run", str(rados_bench_suite(tmp_path)), "--db", str(db)], db, 1, 240,
+                         env=env_without_ceph(), cwd=tmp_path)
+    with Store(db) as st:
+        run = st.run("latest")
+        cdir, workdir = run.env["attempts"][0]["cluster_dir"], run.env["attempts"][0]["workdir"]
+        write = {pt["key"]: pt for pt in st.points(run.id)}["write"]
+        data_tag = run.env["data_tag"]
+    assert Path(workdir).is_dir()  # the killed attempt's scratch directory, left behind
+    lc = LocalCluster(cdir)
+    pids = {d.name: d.pid for d in lc.daemons()}
+    assert pids and all(d.running for d in lc.daemons())  # orphaned, still running
+    try:
+        wait_for(lambda: rados_bench_gone(data_tag), 10, "rados bench to stop")
+        ceph = lc.ceph()
+        written = left_by_write(ceph, "bench", data_tag)
+        assert written == write["metrics"]["total_ios"] > 0
+        pool_id = {p["pool_name"]: p["pool_id"] for p in ceph.ceph("osd", "pool", "ls", "detail")}["bench"]
+        p = run_fathom("run", "--resume", str(run.id), "--db", str(db), env=env_without_ceph(), cwd=tmp_path,
+                       timeout=600)
+    finally:
+        left = lc.exists()
+        if left:  # never leave daemons behind, whatever failed
+            lc.down()
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"adopted the disposable cluster an interrupted attempt left in {cdir}" in p.stderr
+    assert "starting a disposable local cluster" not in p.stderr
+    assert f"adopted pool bench (id {pool_id})" in p.stderr
     assert not Path(workdir).exists()
-    for pid in pids:
+    assert not left  # the resumed attempt owned it, and stopped it at the end
+    for pid in pids.values():
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
     with Store(db) as st:
         run = st.run(run.id)
-        assert run.status == "done" and len(st.points(run.id)) == 6
+        pts = {pt["key"]: pt for pt in st.points(run.id)}
+        assert run.status == "done" and pts["write"]["started"] == write["started"]
+        assert_reads_read_the_write(pts, written)
+        # the same OSD process served the reads: the cluster was adopted, not started anew
+        osd_pids = {t["pid"] for t in st.telemetry(pts["seq"]["id"]) if t["source"] == "osd.0"}
+        assert osd_pids == {pids["osd.0"]}
+        assert "rewrite" not in [e["kind"] for e in st.events(run.id)]
+        assert run.env["target"]["adopted_from_attempt"] == run.env["attempts"][0]["tag"]
+
+
+def test_resume_stops_an_unusable_cluster_a_killed_attempt_left(tmp_path):
+    """A left-behind cluster whose mon is dead is stopped; on the new one the write's data is written again."""
+    db = tmp_path / "u.db"
+    sigkill_after_points([FATHOM, "run", str(rados_bench_suite(tmp_path)), "--db", str(db)], db, 1, 240,
+                         env=env_without_ceph(), cwd=tmp_path)
+    with Store(db) as st:
+        run = st.run("latest")
+        cdir = run.env["attempts"][0]["cluster_dir"]
+        write = {pt["key"]: pt for pt in st.points(run.id)}["write"]
+    lc = LocalCluster(cdir)
+    pids = {d.name: d.pid for d in lc.daemons()}
+    os.kill(pids["mon.a"], signal.SIGKILL)  # a daemon fathom's own test run started
+    wait_for(lambda: not next(d for d in lc.daemons() if d.name == "mon.a").running, 10, "mon.a to stop")
+    try:
+        p = run_fathom("run", "--resume", str(run.id), "--db", str(db), env=env_without_ceph(), cwd=tmp_path,
+                       timeout=600)
+    finally:
+        left = lc.exists()
+        if left:
+            lc.down()
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"stopping the disposable cluster an interrupted attempt left in {cdir}: mon.a not running" in p.stderr
+    assert "starting a disposable local cluster" in p.stderr
+    assert not left
+    for pid in pids.values():
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(")")[1].split()[0] == "Z"
+    with Store(db) as st:
+        run = st.run(run.id)
+        pts = {pt["key"]: pt for pt in st.points(run.id)}
+        assert run.status == "done" and pts["write"]["started"] == write["started"]  # the measured write is kept
+        rewrites = [e for e in st.events(run.id) if e["kind"] == "rewrite"]
+        assert len(rewrites) == 1 and rewrites[0]["data"]["write"] == "write"
+        assert rewrites[0]["data"]["before"] == "seq" and "on a new disposable cluster" in rewrites[0]["message"]
+        assert_reads_read_the_write(pts, rewrites[0]["data"]["ops"])
+        assert not run.env["data_lost"]

@@ -8,6 +8,14 @@ cluster only what this run created is removed, and every setting its hygiene
 changed is put back as it was found (fathom.cluster.restore; `fathom cluster
 restore` after a SIGKILL). Ctrl-C marks the current point interrupted and keeps
 every finished point; `--resume RUN` runs only the points not done.
+
+Data a run's points leave for later points (rados bench's objects, read by the seq
+and rand points) is named per run (the run's data tag), not per attempt, so a
+resumed attempt reads what an earlier one wrote: it adopts the earlier attempt's
+pools (attached) or its still-healthy disposable cluster (after SIGKILL). Where that
+data is gone (the cluster was stopped on Ctrl-C, a pool was made anew), the write
+point that left it runs again, unmeasured, before its first remaining reader, and
+the run records that as an event (see resume.py).
 """
 
 from __future__ import annotations
@@ -22,12 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fathom import engines, envinfo, interfaces, plan, spec
+from fathom import engines, envinfo, interfaces, plan, resume, spec
 from fathom import point as point_mod
 from fathom.cluster import health
 from fathom.cluster.ceph import Connection
 from fathom.cluster.local import LocalCluster
-from fathom.cluster.prep import Prep
+from fathom.cluster.prep import Ledger, Prep
 from fathom.cluster.restore import Restorer, unrestored_message
 from fathom.cluster.target import Target, target_from_args
 from fathom.errors import FathomError, UsageError
@@ -36,6 +44,7 @@ from fathom.store import Store
 from fathom import telemetry
 
 CHILD_GRACE_S = 120.0  # beyond runtime + ramp before an engine is considered hung
+ADOPT_GATE_S = 60.0  # a left-behind disposable cluster not clean within this is not measured on
 
 
 @dataclass
@@ -72,6 +81,8 @@ class _Prepared:
     pools: dict[str, str] = field(default_factory=dict)  # suite pool name -> actual
     images: list[str] = field(default_factory=list)
     images_pool: str | None = None
+    adopted: dict[str, int] = field(default_factory=dict)  # suite pool name -> pool id, kept from an earlier attempt
+    images_made: bool = False  # some image was made in this attempt (so it is not prefilled yet)
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001
@@ -126,17 +137,39 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         store.finish_run(run_id, "done")
         say(f"run {run_id}: all {len(points)} points are done; nothing to resume")
         return Outcome(run_id, "done", skipped=len(points))
-    attempt = secrets.token_hex(3)
-    run_tag = f"fathom-{run_id}-{attempt}"
     env = store.run(run_id).env
-    attempts = env.get("attempts", []) + [{"tag": run_tag, "started": time.time(), "todo": len(todo)}]
-    store.merge_env(run_id, attempts=attempts)
+    # The run's data tag names what its points leave in the cluster (objects, pools on an attached
+    # cluster): the same for every attempt, so a resumed read finds what an earlier attempt wrote.
+    # The random part keeps two runs with the same id (two result databases) apart on one cluster.
+    data_tag = env.get("data_tag") or f"fathom-{run_id}-{secrets.token_hex(3)}"
+    # the attempt's own tag only names the attempt in the run's record
+    attempt_tag = f"{data_tag}-a{len(env.get('attempts', [])) + 1}"
+    attempts = env.get("attempts", []) + [{"tag": attempt_tag, "started": time.time(), "todo": len(todo)}]
+    store.merge_env(run_id, attempts=attempts, data_tag=data_tag)
     store.update_run(run_id, status="running")
+
+    def note(msg: str, kind: str = "resume", **data: Any) -> None:
+        """Tell the user and keep it in the run's events."""
+        say(msg)
+        store.add_event(run_id, kind, msg, data=data or None)
+
+    # finished write points whose data is gone -> why; kept in the run's env until written again
+    data_lost: dict[str, str] = dict(env.get("data_lost") or {})
+
+    def lose(keys: set[str], why: str) -> None:
+        data_lost.update({k: why for k in keys})
+        store.merge_env(run_id, data_lost=data_lost)
+
+    def found(key: str) -> None:
+        if data_lost.pop(key, None) is not None:
+            store.merge_env(run_id, data_lost=data_lost)
 
     old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
     # a shell starts background jobs with SIGINT ignored; fathom run always stops cleanly on it
     signal.signal(signal.SIGINT, signal.default_int_handler)
     cluster: LocalCluster | None = None
+    # Scratch files (engine specs, job files, client conf) stay per attempt: a killed attempt's
+    # directory is removed by the next attempt, which must never remove its own files with it.
     workdir = Path(tempfile.mkdtemp(prefix=f"fathom-run{run_id}-"))
     attempts[-1]["workdir"] = str(workdir)  # so a later --resume can remove it if this process is killed
     store.merge_env(run_id, attempts=attempts)
@@ -145,26 +178,33 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     contexts: dict[str, engines.PointContext] = {}
     prog: Progress | None = None
     tel: point_mod.TelemetryCompanion | None = None
+    prepared = _Prepared()
     try:
         # ---- cluster ----
-        _stop_abandoned_clusters(attempts[:-1], say)
+        c = suite.cluster
+        cluster, adopted_from = _abandoned_clusters(attempts[:-1], c if target is None and needs_cluster else None,
+                                                    say, note)
         if target is None and not needs_cluster:
             target_desc: dict[str, Any] = {"kind": "none", "why": "no workload of this run needs a Ceph cluster"}
         elif target is None:
-            cdir = Path(tempfile.mkdtemp(prefix=f"fathom-cluster{run_id}-"))
-            # recorded before anything starts, so a later --resume can stop it if this process is killed
-            attempts[-1]["cluster_dir"] = str(cdir)
-            store.merge_env(run_id, attempts=attempts)
-            cluster = LocalCluster(cdir, progress=say)
-            c = suite.cluster
-            say(f"starting a disposable local cluster in {cdir} ({c.osds} OSD(s), {c.objectstore})")
-            t0 = time.monotonic()
-            cluster.up(osds=c.osds, osd_size=c.osd_size, objectstore=c.objectstore)
-            say(f"cluster HEALTH_OK in {time.monotonic() - t0:.1f} s")
-            target = Target(conn=cluster.connection(), local=cluster)
-            outcome.cluster_dir = str(cdir)
             target_desc = {"kind": "local (disposable)", "objectstore": c.objectstore,
-                                           "osds": c.osds, "osd_size": c.osd_size}
+                           "osds": c.osds, "osd_size": c.osd_size}
+            if cluster is not None:
+                target_desc["adopted_from_attempt"] = adopted_from
+            else:
+                cdir = Path(tempfile.mkdtemp(prefix=f"fathom-cluster{run_id}-"))
+                # recorded before anything starts, so a later --resume can stop it if this process is killed
+                attempts[-1]["cluster_dir"] = str(cdir)
+                store.merge_env(run_id, attempts=attempts)
+                cluster = LocalCluster(cdir, progress=say)
+                say(f"starting a disposable local cluster in {cdir} ({c.osds} OSD(s), {c.objectstore})")
+                t0 = time.monotonic()
+                cluster.up(osds=c.osds, osd_size=c.osd_size, objectstore=c.objectstore)
+                say(f"cluster HEALTH_OK in {time.monotonic() - t0:.1f} s")
+            attempts[-1]["cluster_dir"] = str(cluster.root)  # this attempt's now: it stops it at the end
+            store.merge_env(run_id, attempts=attempts)
+            target = Target(conn=cluster.connection(), local=cluster)
+            outcome.cluster_dir = str(cluster.root)
         else:
             target_desc = {"kind": "attached", "connection": target.conn.describe(),
                            "fathom_local_cluster": bool(target.local)}
@@ -172,21 +212,38 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         store.merge_env(run_id, target=target_desc, **envinfo.collect(ceph))
 
         # ---- prep ----
-        prepared = _Prepared()
         if ceph is not None:
             attached = cluster is None
             # settings hygiene changes are recorded in the run's env before they are changed
             restorer = Restorer(ceph, persist=lambda rec: store.merge_env(run_id, restore=rec),
                                 disposable=not attached, previous=env.get("restore"),
                                 repair_args=("--db", str(opts.db), "--run", str(run_id)))
-            prep = Prep(ceph, owner_prefix=run_tag, progress=say, restorer=restorer)
-            if attached:
-                _remove_leftovers(store, run_id, ceph, say)
-            prepared = _prepare(suite, prep, attached, run_tag, say)
+            fsid = ceph.ceph("fsid")["fsid"]
+            prep = Prep(ceph, owner_prefix=data_tag, progress=say, restorer=restorer,
+                        ledger=_earlier_ledger(env, fsid, run_id),
+                        on_ledger=lambda led: store.merge_env(run_id, prep_created=led.to_dict()))
+            prep.created.fsid = fsid
+            earlier_prefill = env.get("prefill")
+            store.merge_env(run_id, prefill=None)  # until this attempt knows its images are filled
+            prepared = _prepare(suite, prep, attached, data_tag, env.get("pools") or {},
+                                resume.data_pools(points, done, suite), note)
             store.merge_env(run_id, prep_created=prep.created.to_dict(), pools=prepared.pools)
+            # a pool made anew holds nothing of earlier attempts: the finished writes into it must run again
+            for name in {p.name for p in suite.prep.pools} - set(prepared.adopted):
+                lose({w.key for w in points if w.key in done and resume.writes_run_data(w)
+                      and resume.pool_of(w, suite) == name},
+                     f"pool {prepared.pools[name]} was made anew by attempt {attempt_tag}"
+                     + (" on a new disposable cluster" if cluster is not None and adopted_from is None else ""))
             if suite.prep.prefill and suite.prep.images:
-                pf = prep.prefill(prepared.images_pool, prepared.images,  # type: ignore[arg-type]
-                                  suite.prep.images.size)
+                images_id = prepared.adopted.get(suite.prep.images.pool)
+                if not prepared.images_made and earlier_prefill and images_id is not None \
+                        and earlier_prefill.get("pool_id") == images_id and earlier_prefill.get("fsid") == fsid:
+                    pf = earlier_prefill
+                    note(f"images in {prepared.images_pool} were filled by an earlier attempt; not filled again")
+                else:
+                    pf = prep.prefill(prepared.images_pool, prepared.images,  # type: ignore[arg-type]
+                                      suite.prep.images.size)
+                    pf.update(fsid=fsid, pool_id=(prep.pool_info(prepared.images_pool) or {}).get("pool_id"))
                 store.merge_env(run_id, prefill=pf)
             if suite.prep.hygiene.enabled:
                 hy = prep.hygiene(list(prepared.pools.values()), rbd_cache=suite.prep.hygiene.rbd_cache,
@@ -202,7 +259,8 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         companions: list[point_mod.Companion] = [tel, point_mod.ProgressCompanion(prog)]
         if outcome.skipped:
             prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")
-        for n, point in enumerate(todo, start=len(points) - len(todo) + 1):
+
+        def context(point: plan.Point) -> engines.PointContext:
             params = point.params
             pool = prepared.pools.get(params["pool"] or "", params["pool"]) if params["pool"] else \
                 next(iter(prepared.pools.values()), None)
@@ -210,10 +268,19 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                 conn=target.conn if target else None, pool=pool,
                 images=prepared.images if interfaces.get(params["interface"]).needs_images
                 and pool == prepared.images_pool else [],
-                run_tag=run_tag, workdir=workdir,
+                run_tag=data_tag, workdir=workdir,
                 image_size=suite.prep.images.size if suite.prep.images else None,
                 timeout=float(params["runtime"]) + float(params["ramp_time"]) + CHILD_GRACE_S)
             contexts[f"{point.engine}:{pool}"] = ctx
+            return ctx
+
+        rewrite_before = {rw.before.key: rw for rw in resume.rewrites(points, done, data_lost, suite)}
+        for n, point in enumerate(todo, start=len(points) - len(todo) + 1):
+            rw = rewrite_before.get(point.key)
+            if rw is not None and rw.write.key in data_lost:
+                if _rewrite(rw, data_lost[rw.write.key], context(rw.write), store, run_id, prog.say):
+                    found(rw.write.key)
+            ctx = context(point)
             prog.point_start(point, n)
             try:
                 res = point_mod.run_point(store, run_id, point, ctx, companions, ceph, opts.gate_timeout, next_gate)
@@ -224,6 +291,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
             prog.point_end(point, res.status, res.metrics, res.error)
             if res.status == "done":
                 outcome.done += 1
+                found(point.key)  # a write that ran measured has written its data again
             else:
                 outcome.failed += 1
                 if target and target.local is not None and not all(d.running for d in target.local.daemons()):
@@ -234,6 +302,12 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     except KeyboardInterrupt:
         outcome.status = "interrupted"
         store.add_event(run_id, "interrupt", "run interrupted; finished points kept")
+        readers = resume.readers_without_data(points, store.done_keys(run_id), suite)
+        if readers and prep is not None:
+            gone = "disposable cluster" if cluster is not None else "pools"
+            gone = "objects" if cluster is not None and opts.keep_cluster else gone
+            say(f"{len(readers)} remaining read point(s) read data that finished write points left; it goes now "
+                f"with the run's {gone}, so `--resume` writes it again (unmeasured, recorded as an event) first")
     except BaseException as exc:
         outcome.status = "failed"
         msg = exc.message if isinstance(exc, FathomError) else f"{type(exc).__name__}: {exc}"
@@ -249,7 +323,10 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
             if tel is not None:
                 outcome.telemetry_cost_pct = _record_cost(store, run_id, tel.sampler, tel.asok_cpu_s)
             store.finish_run(run_id, outcome.status)
-            _teardown(store, run_id, contexts, prep, cluster, opts.keep_cluster, outcome, say)
+            _teardown(store, run_id, contexts, prep, cluster, opts.keep_cluster, outcome, say,
+                      on_cleaned=lambda engine, pool: lose(
+                          _writes_into(points, store.done_keys(run_id), suite, prepared.pools, engine, pool),
+                          f"the run's objects in pool {pool} were removed when attempt {attempt_tag} ended"))
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
             signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -273,58 +350,162 @@ def _record_cost(store: Store, run_id: int, sampler: telemetry.Sampler, asok_cpu
     return cost
 
 
-def _prepare(suite: spec.Suite, prep: Prep, attached: bool, run_tag: str, say: Any) -> _Prepared:
+def _prepare(suite: spec.Suite, prep: Prep, attached: bool, data_tag: str, earlier_pools: dict[str, str],
+             holds_data: set[str], note: Any) -> _Prepared:
+    """Make the suite's pools and images, adopting those an earlier attempt of this run made (prep's ledger).
+
+    holds_data: suite pool names finished points used. A pool of the run that is not of
+    the suite's shape (half-made by a killed attempt) is made anew only if it holds none.
+    """
     out = _Prepared()
     for p in suite.prep.pools:
-        # on someone else's cluster every pool carries the run's tag; a disposable cluster is all ours
-        actual = f"{run_tag}-{p.name}" if attached else p.name
+        # on someone else's cluster every pool carries the run's data tag; a disposable cluster is all ours
+        actual = f"{data_tag}-{p.name}" if attached else p.name
+        if earlier_pools.get(p.name) in prep.created.pools:
+            actual = earlier_pools[p.name]
         ec = None
         if p.ec_k and p.ec_m:
             ec = prep.ec_profile(f"{actual}-ec", p.ec_k, p.ec_m)
-        out.pools[p.name] = prep.pool(actual, pg_num=p.pg_num, size=p.size, min_size=p.min_size,
-                                      application=p.application, ec_profile=ec, allow_ec_overwrites=bool(ec))
+        shape = {"pg_num": p.pg_num, "size": p.size, "min_size": p.min_size, "application": p.application}
+        info = prep.pool_info(actual) if actual in prep.created.pools else None
+        if info is not None:
+            diff = prep.shape_diff(actual, ec_profile=ec, **shape)  # type: ignore[arg-type]
+            if not diff:
+                out.pools[p.name] = actual
+                out.adopted[p.name] = int(info["pool_id"])
+                note(f"adopted pool {actual} (id {info['pool_id']}) that an earlier attempt of this run made, "
+                     "with what it holds", pool=actual, pool_id=int(info["pool_id"]))
+                continue
+            if p.name in holds_data:
+                raise FathomError(f"pool {actual} holds data of finished points of this run but is no longer as "
+                                  f"the suite makes it: {'; '.join(diff)}",
+                                  hint="restore those settings and resume again, or start a new run of the suite")
+            note(f"pool {actual} that an earlier attempt of this run made is not as the suite makes it "
+                 f"({'; '.join(diff)}) and holds no finished point's data: removed and made anew",
+                 pool=actual, pool_id=int(info["pool_id"]), differences=diff)
+            prep.remove_pool(actual)
+        out.pools[p.name] = prep.pool(actual, ec_profile=ec, allow_ec_overwrites=bool(ec),
+                                      **shape)  # type: ignore[arg-type]
+    # pools an earlier attempt made that this one does not use (named otherwise, by an older fathom)
+    for name in [n for n in prep.created.pools if n not in out.pools.values()]:
+        if prep.pool_info(name) is not None:
+            note(f"removed pool {name} that an earlier attempt of this run left", pool=name)
+        prep.remove_pool(name)
     im = suite.prep.images
     if im:
         out.images_pool = out.pools[im.pool]
-        out.images = prep.images(out.images_pool, im.names(), im.size)
+        names = im.names()
+        kept = prep.adopt_images(out.images_pool, names, im.size) if im.pool in out.adopted else []
+        if kept:
+            note(f"adopted {len(kept)} RBD image(s) in {out.images_pool} that an earlier attempt of this run made")
+        made = [n for n in names if n not in kept]
+        if made:
+            prep.images(out.images_pool, made, im.size)
+        out.images, out.images_made = names, bool(made)
     return out
 
 
-def _stop_abandoned_clusters(attempts: list[dict[str, Any]], say: Any) -> None:
-    """A killed attempt cannot clean up; the next attempt stops its disposable cluster and removes
-    its scratch directory (engine specs, client conf), both found by the paths it recorded."""
-    for a in attempts:
-        d = a.get("cluster_dir")
-        if d and LocalCluster(d).exists():
-            say(f"stopping the disposable cluster an interrupted attempt left in {d}")
-            LocalCluster(d).down()
+def _earlier_ledger(env: dict[str, Any], fsid: str, run_id: int) -> Ledger:
+    """What earlier attempts of this run made on this cluster: theirs to adopt, and this attempt's to remove."""
+    led = Ledger.from_dict(env.get("prep_created") or {})
+    if led.fsid == fsid:
+        return led
+    if led.fsid is None:  # recorded before ledgers named their cluster: only what carries the run's name
+        mine = f"fathom-{run_id}-"
+        return Ledger(pools=[p for p in led.pools if p.startswith(mine)],
+                      ec_profiles=[e for e in led.ec_profiles if e.startswith(mine)],
+                      images=[(p, i) for p, i in led.images if p.startswith(mine)], fsid=fsid)
+    return Ledger(fsid=fsid)  # another cluster's (a disposable one since stopped): nothing of it is here
+
+
+def _abandoned_clusters(attempts: list[dict[str, Any]], want: spec.ClusterSpec | None, say: Any,
+                        note: Any) -> tuple[LocalCluster | None, str | None]:
+    """Deal with what killed attempts left: their disposable clusters and scratch directories.
+
+    A killed attempt (SIGKILL) cannot clean up; its cluster keeps running, with the
+    data its points wrote. When `want` (this attempt needs a disposable cluster of
+    that shape), the newest such cluster is adopted if it is usable; every other one
+    is stopped. Returns the adopted cluster and the tag of the attempt that started it.
+    """
+    adopted: tuple[LocalCluster | None, str | None] = (None, None)
+    seen: set[str] = set()
+    for a in reversed(attempts):
         w = a.get("workdir")
         if w and Path(w).name.startswith("fathom-run") and Path(w).is_dir():
             shutil.rmtree(w, ignore_errors=True)
+        d = a.get("cluster_dir")
+        if not d or d in seen or not LocalCluster(d).exists():
+            continue
+        seen.add(d)
+        lc = LocalCluster(d, progress=say)
+        why = _unusable(lc, want) if want is not None and adopted[0] is None else "this attempt does not use it"
+        if why is None:
+            note(f"adopted the disposable cluster an interrupted attempt left in {d}, with the data its points "
+                 "wrote", cluster_dir=d, attempt=a.get("tag"))
+            adopted = (lc, a.get("tag"))
+            continue
+        note(f"stopping the disposable cluster an interrupted attempt left in {d}: {why}", cluster_dir=d,
+             attempt=a.get("tag"))
+        lc.down()
+    return adopted
 
 
-def _remove_leftovers(store: Store, run_id: int, ceph: Any, say: Any) -> None:
-    """On resume against an attached cluster: a killed attempt of this run may have left its own pools."""
-    left = store.run(run_id).env.get("prep_created") or {}
-    pools = left.get("pools") or []
-    if not pools:
-        return
-    existing = {p["pool_name"] for p in ceph.ceph("osd", "pool", "ls", "detail")}
-    for pool in pools:
-        if pool in existing and pool.startswith(f"fathom-{run_id}-"):
-            ceph.ceph("osd", "pool", "rm", pool, pool, "--yes-i-really-really-mean-it", fmt_json=False)
-            say(f"removed pool {pool} left by an earlier attempt of run {run_id}")
+def _unusable(lc: LocalCluster, want: spec.ClusterSpec) -> str | None:
+    """Why a left-behind disposable cluster cannot serve this attempt, or None when it can."""
+    dead = [d.name for d in lc.daemons() if not d.running]
+    if dead or not lc.daemons():
+        return f"{', '.join(dead) or 'its daemons'} not running"
+    st = lc.state() or {}
+    have = (st.get("osds"), st.get("objectstore"), st.get("osd_size"))
+    if have != (want.osds, want.objectstore, want.osd_size):
+        return f"it has {have[0]} OSD(s), {have[1]}, {have[2]} bytes each; the suite asks for " \
+               f"{want.osds}, {want.objectstore}, {want.osd_size}"
+    verdict = health.gate(lc.ceph(timeout=15), timeout=ADOPT_GATE_S)
+    if not verdict.ok:
+        return f"not clean after {ADOPT_GATE_S:.0f} s: {verdict.reason}"
+    return None
+
+
+def _rewrite(rw: resume.Rewrite, lost: str, ctx: engines.PointContext, store: Store, run_id: int,
+             say: Any) -> bool:
+    """Run a finished write point again, unmeasured, so the read after it finds its data; True if it did."""
+    w = rw.write
+    why = f"the data finished point {w.key} wrote is gone ({lost})"
+    say(f"{why}: writing it again, unmeasured, before {rw.before.key}")
+    try:
+        res = engines.get(w.engine).run(w.params, ctx)
+    except FathomError as exc:
+        msg = f"{why}; writing it again failed: {exc.message}"
+        store.add_event(run_id, "error", msg, data={"write": w.key, "before": rw.before.key})
+        say(msg)
+        return False
+    ops = sum(o.ops for o in res.ops.values())
+    nbytes = sum(o.bytes for o in res.ops.values())
+    store.add_event(run_id, "rewrite", f"{why}: wrote it again, unmeasured, before {rw.before.key} "
+                                       f"({ops} ops, {nbytes / 2**20:.0f} MiB); {w.key} keeps its measured result",
+                    data={"write": w.key, "before": rw.before.key, "pool": ctx.pool, "ops": ops, "bytes": nbytes})
+    return ops > 0
+
+
+def _writes_into(points: list[plan.Point], done: set[str], suite: spec.Suite, pools: dict[str, str], engine: str,
+                 pool: str | None) -> set[str]:
+    """Finished write points whose data an engine's cleanup of `pool` (actual name) removed."""
+    return {w.key for w in points if w.key in done and resume.writes_run_data(w) and w.engine == engine
+            and pools.get(resume.pool_of(w, suite) or "", resume.pool_of(w, suite)) == pool}
 
 
 def _teardown(store: Store, run_id: int, contexts: dict[str, engines.PointContext], prep: Prep | None,
-              cluster: LocalCluster | None, keep: bool, outcome: Outcome, say: Any) -> None:
+              cluster: LocalCluster | None, keep: bool, outcome: Outcome, say: Any,
+              on_cleaned: Any = lambda engine, pool: None) -> None:
     errors = []
     if (cluster is None or keep) and prep is not None:
         for key, ctx in contexts.items():
+            engine = key.split(":", 1)[0]
             try:
                 ctx.on_child = lambda pid: None
                 ctx.timeout = 300.0
-                engines.get(key.split(":", 1)[0]).cleanup(ctx)
+                engines.get(engine).cleanup(ctx)
+                on_cleaned(engine, ctx.pool)  # a resumed attempt must write again what reads need
             except FathomError as exc:
                 errors.append(exc.message)
     if prep is not None and (cluster is None or keep):  # a disposable cluster that is stopped needs no restore

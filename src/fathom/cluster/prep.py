@@ -5,6 +5,11 @@ removes only what is in the ledger: fathom never deletes what it did not create.
 A pool named explicitly by the user is used as it is and never removed. Settings
 hygiene changes are recorded by a Restorer (fathom.cluster.restore) before they
 are changed, and put back when the run ends.
+
+An entry goes into the ledger before the object is made, and `on_ledger` hears of
+every change: a process killed half-way through still leaves a ledger that names
+everything it may have made, so a later attempt of the same run can adopt or remove
+it. A ledger is valid on one cluster only (`fsid`).
 """
 
 from __future__ import annotations
@@ -27,25 +32,75 @@ class Ledger:
     pools: list[str] = field(default_factory=list)
     ec_profiles: list[str] = field(default_factory=list)
     images: list[tuple[str, str]] = field(default_factory=list)  # (pool, image)
+    fsid: str | None = None  # the cluster these were made on
 
     def to_dict(self) -> dict[str, Any]:
         return {"pools": list(self.pools), "ec_profiles": list(self.ec_profiles),
-                "images": [f"{p}/{i}" for p, i in self.images]}
+                "images": [f"{p}/{i}" for p, i in self.images], "fsid": self.fsid}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Ledger":
+        return cls(pools=list(d.get("pools") or []), ec_profiles=list(d.get("ec_profiles") or []),
+                   images=[tuple(i.split("/", 1)) for i in d.get("images") or []],  # type: ignore[misc]
+                   fsid=d.get("fsid"))
 
 
 class Prep:
     def __init__(self, ceph: Ceph, owner_prefix: str = "fathom", progress: Callable[[str], None] | None = None,
-                 restorer: Restorer | None = None):
+                 restorer: Restorer | None = None, on_ledger: Callable[[Ledger], None] | None = None,
+                 ledger: Ledger | None = None):
+        """ledger: what an earlier attempt of the same run made on this cluster (adopted: cleanup removes it too)."""
         self.ceph = ceph
         self.restorer = restorer or Restorer(ceph)  # records every setting hygiene changes
         self.prefix = owner_prefix
-        self.created = Ledger()
+        self.created = ledger or Ledger()
         self.settings: dict[str, str] = {}  # every setting applied, for the run's record
         self.progress = progress or (lambda msg: None)
+        self.on_ledger = on_ledger or (lambda ledger: None)
+
+    def _note(self, kind: str, item: Any) -> None:
+        """Add to the ledger (once) and tell on_ledger, before the thing is made."""
+        entries: list[Any] = getattr(self.created, kind)
+        if item not in entries:
+            entries.append(item)
+            self.on_ledger(self.created)
 
     # ---- pools -------------------------------------------------------------------
     def _pools(self) -> dict[str, dict[str, Any]]:
         return {p["pool_name"]: p for p in self.ceph.ceph("osd", "pool", "ls", "detail")}
+
+    def pool_info(self, name: str) -> dict[str, Any] | None:
+        """`osd pool ls detail` of one pool, or None when it does not exist."""
+        return self._pools().get(name)
+
+    def shape_diff(self, name: str, pg_num: int = 32, size: int = 1, min_size: int | None = None,
+                   application: str = "rbd", ec_profile: str | None = None) -> list[str]:
+        """How the existing pool `name` differs from what pool() would make of these arguments ([]: it matches)."""
+        got = self.pool_info(name)
+        if got is None:
+            return [f"pool {name} does not exist"]
+        diff = []
+        if int(got["pg_num"]) != pg_num:
+            diff.append(f"pg_num {got['pg_num']}, not {pg_num}")
+        if (got.get("erasure_code_profile") or None) != ec_profile:
+            diff.append(f"erasure code profile {got.get('erasure_code_profile') or 'none'!r}, "
+                        f"not {ec_profile or 'none'!r}")
+        if not ec_profile:
+            ms = min_size if min_size is not None else max(1, size - size // 2)
+            if (int(got["size"]), int(got["min_size"])) != (size, ms):
+                diff.append(f"size {got['size']}/min_size {got['min_size']}, not {size}/{ms}")
+        if application and application not in (got.get("application_metadata") or {}):
+            diff.append(f"application {application} not enabled")
+        return diff
+
+    def remove_pool(self, name: str) -> None:
+        """Remove a pool this Prep's ledger holds (fathom made it), and drop it from the ledger."""
+        if name not in self.created.pools:
+            raise ClusterError(f"pool {name} is not in fathom's ledger; fathom removes only what it created")
+        self.ceph.ceph("osd", "pool", "rm", name, name, "--yes-i-really-really-mean-it", fmt_json=False)
+        self.created.pools.remove(name)
+        self.created.images = [(p, i) for p, i in self.created.images if p != name]
+        self.on_ledger(self.created)
 
     def ec_profile(self, name: str, k: int, m: int, failure_domain: str = "osd") -> str:
         if k < 1 or m < 1:
@@ -75,14 +130,14 @@ class Prep:
                 return name
             raise ClusterError(f"pool {name} already exists and fathom did not create it",
                                hint="name it explicitly to use it as it is, or choose another pool name")
+        if not ec_profile and size < 1:
+            raise UsageError(f"pool {name}: size must be at least 1, got {size}")
+        self._note("pools", name)
         if ec_profile:
             self.ceph.ceph("osd", "pool", "create", name, str(pg_num), str(pg_num), "erasure", ec_profile,
                            fmt_json=False)
         else:
-            if size < 1:
-                raise UsageError(f"pool {name}: size must be at least 1, got {size}")
             self.ceph.ceph("osd", "pool", "create", name, str(pg_num), str(pg_num), "replicated", fmt_json=False)
-        self.created.pools.append(name)
         self.ceph.ceph("osd", "pool", "set", name, "pg_autoscale_mode", "off", fmt_json=False)
         if not ec_profile:
             extra = ["--yes-i-really-mean-it"] if size == 1 else []
@@ -104,6 +159,12 @@ class Prep:
         return name
 
     # ---- images ------------------------------------------------------------------
+    def adopt_images(self, pool: str, names: list[str], size_bytes: int) -> list[str]:
+        """Those of `names` that an earlier attempt of this run made in `pool` and that still have this size."""
+        mine = {i for p, i in self.created.images if p == pool}
+        have = {i["image"]: int(i["size"]) for i in self.ceph.rbd("ls", "-l", "-p", pool) or []}
+        return [n for n in names if n in mine and have.get(n) == size_bytes]
+
     def images(self, pool: str, names: list[str], size_bytes: int, data_pool: str | None = None) -> list[str]:
         """Create RBD images (data_pool: an EC pool holding the data, metadata in `pool`)."""
         if size_bytes < 4096 or size_bytes % 4096:
@@ -116,8 +177,8 @@ class Prep:
             args = ["create", f"{pool}/{name}", "--size", f"{size_bytes // 1024}K"]
             if data_pool:
                 args += ["--data-pool", data_pool]
+            self._note("images", (pool, name))
             self.ceph.rbd(*args, fmt_json=False)
-            self.created.images.append((pool, name))
         self.progress(f"created {len(names)} RBD image(s) of {size_bytes / 2**20:.0f} MiB in {pool}")
         return names
 
@@ -175,22 +236,29 @@ class Prep:
 
     # ---- cleanup -----------------------------------------------------------------
     def cleanup(self) -> dict[str, Any]:
-        """Remove what this Prep created, newest first. Nothing else."""
+        """Remove what this Prep created, newest first. Nothing else. What is already gone is skipped: the
+        ledger names things before they are made, and a killed attempt may not have made them."""
         removed: dict[str, list[str]] = {"images": [], "pools": [], "ec_profiles": []}
         dropped = set()
+        pools = self._pools()
         for pool, image in reversed(self.created.images):
             if pool in self.created.pools:
                 dropped.add((pool, image))  # goes with its pool
                 continue
+            if pool not in pools or image not in set(self.ceph.rbd("ls", "-p", pool) or []):
+                continue
             self.ceph.rbd("rm", f"{pool}/{image}", fmt_json=False, timeout=600)
             removed["images"].append(f"{pool}/{image}")
         for pool in reversed(self.created.pools):
+            if pool not in pools:
+                continue
             self.ceph.ceph("osd", "pool", "rm", pool, pool, "--yes-i-really-really-mean-it", fmt_json=False)
             removed["pools"].append(pool)
         removed["images"] += [f"{p}/{i}" for p, i in dropped]
         for prof in reversed(self.created.ec_profiles):
             self.ceph.ceph("osd", "erasure-code-profile", "rm", prof, fmt_json=False)
             removed["ec_profiles"].append(prof)
-        self.created = Ledger()
+        self.created = Ledger(fsid=self.created.fsid)
+        self.on_ledger(self.created)
         return removed
 

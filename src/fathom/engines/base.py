@@ -29,7 +29,9 @@ class PointContext:
     conn: Connection | None  # None: no cluster (an interface that needs none, such as null)
     pool: str | None  # the pool as prepared (may carry a run prefix)
     images: list[str]  # RBD images as prepared
-    run_tag: str  # unique per run, for object names / rados bench --run-name
+    # the run's data tag, for object names / rados bench --run-name: unique per run, the same in every
+    # attempt of it, so a resumed read finds what an earlier attempt wrote
+    run_tag: str
     workdir: Path  # scratch files (job files, outputs) for this run
     timeout: float  # hard limit on the child's wall time, s
     image_size: int | None = None  # bytes per RBD image, as prepared

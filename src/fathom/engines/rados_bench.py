@@ -2,8 +2,9 @@
 
 rw maps to the bench mode: write -> write, read -> seq, randread -> rand;
 iodepth -> -t, bs -> -b (writes only), object_size -> -O. Every point of a run
-shares one --run-name, so reads find what the write left and concurrent runs
-never touch each other's objects; cleanup removes exactly that run's objects.
+shares one --run-name (the run's data tag, the same in every attempt of a resumed
+run), so reads find what the write left and concurrent runs never touch each
+other's objects; cleanup removes exactly that run's objects.
 Output is `-f json`: a stray line may precede the JSON, and stddev_iops is not
 trustworthy (it is computed from integer per-second samples), so it is kept
 only in `extra`, named so. rados bench reports no percentiles.
@@ -21,6 +22,7 @@ from fathom.errors import FathomError
 from fathom.model import OpStats, PointResult
 
 MODES = {"write": "write", "read": "seq", "randread": "rand"}
+NO_DATA = "Must write data before running a read benchmark"  # rados bench seq/rand without the write's metadata
 
 
 def parse_output(doc: dict[str, Any], mode: str) -> tuple[OpStats, dict[str, Any]]:
@@ -78,6 +80,13 @@ class RadosBenchAdapter:
         doc = last_json(child.stdout)
         if child.rc != 0 or not isinstance(doc, dict):
             tail = (child.stderr.strip() or child.stdout.strip())[-600:]
+            if mode != "write" and NO_DATA in child.stderr + child.stdout:
+                # the point keeps only the message: it names the fix too
+                raise FathomError(
+                    f"rados bench {mode} found nothing to read in pool {ctx.pool}: no object {ctx.run_tag!r}, which "
+                    f"`rados bench write --no-cleanup --run-name {ctx.run_tag}` leaves; a read point reads what "
+                    "the run's last earlier rados-bench write on the same pool left, so put a workload with "
+                    "rw: write before the reads in the suite")
             raise FathomError(f"rados bench {mode} exited with code {child.rc}: {tail or 'no output'}")
         op, extra = parse_output(doc, mode)
         extra["max_rss_kib"] = child.max_rss_kib
