@@ -504,8 +504,8 @@ def _teardown(store: Store, run_id: int, contexts: dict[str, engines.PointContex
             try:
                 ctx.on_child = lambda pid: None
                 ctx.timeout = 300.0
-                engines.get(engine).cleanup(ctx)
-                on_cleaned(engine, ctx.pool)  # a resumed attempt must write again what reads need
+                if engines.get(engine).cleanup(ctx):
+                    on_cleaned(engine, ctx.pool)  # a resumed attempt must write again what reads need
             except FathomError as exc:
                 errors.append(exc.message)
     if prep is not None and (cluster is None or keep):  # a disposable cluster that is stopped needs no restore

@@ -54,8 +54,10 @@ class EngineAdapter(Protocol):
     def run(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
         """Run one point; raise FathomError on failure, KeyboardInterrupt passes through after stopping the child."""
 
-    def cleanup(self, ctx: PointContext) -> None:
-        """Remove what this engine left in the cluster for the run (e.g. rados bench objects)."""
+    def cleanup(self, ctx: PointContext) -> bool | None:
+        """Remove what this engine left in the cluster for the run (e.g. rados bench objects).
+
+        True when it removed objects the run's read points read (a resume must write them again)."""
 
 
 _REGISTRY: dict[str, EngineAdapter] = {}

@@ -95,13 +95,14 @@ class RadosBenchAdapter:
         return PointResult(engine=self.name, ops={kind: op}, runtime_s=op.runtime_s, client_user_s=child.user_s,
                            client_sys_s=child.sys_s, wall_s=child.wall_s, extra=extra)
 
-    def cleanup(self, ctx: PointContext) -> None:
+    def cleanup(self, ctx: PointContext) -> bool:
         if not ctx.pool:
-            return
+            return False
         argv = ["rados", *ctx.conn.args(), "-p", ctx.pool, "cleanup", "--run-name", ctx.run_tag]
         child = run_child(argv, ctx, env=ctx.conn.env())
         if child.rc != 0:
             raise FathomError(f"rados cleanup --run-name {ctx.run_tag} failed: {child.stderr.strip()[-300:]}")
+        return True
 
 
 def _drop_caches() -> None:
