@@ -13,6 +13,7 @@ Public API (stable):
     encode(h: HdrHistogram) -> str              back to base64 V2+deflate
     merge(hists: Iterable[str | HdrHistogram]) -> HdrHistogram
     merge_b64(hists: Iterable[str | None]) -> (str | None, dict)   merged encoding and its percentiles (ns)
+    with_merged(hists: dict[str, str]) -> (dict, dict | None)      op kinds plus their merge as "all"
     percentile(h: str | HdrHistogram, p: float) -> int      p in 0..100, ns
     percentiles(h, ps=(50, 90, 99, 99.9)) -> dict[str, int] keys "p50", "p90", "p99", "p999"
     summary(h, ps=(50, 90, 99, 99.9)) -> dict   count, mean, stdev, min, max (ns) and the percentiles
@@ -78,6 +79,15 @@ def merge_b64(hists: Iterable[str | None]) -> tuple[str | None, dict[str, float]
     pct: dict[str, float] = {k: float(v) for k, v in percentiles(m).items()}
     pct["max"] = float(max_ns(m))
     return encode(m), pct
+
+
+def with_merged(hists: dict[str, str]) -> tuple[dict[str, str], dict[str, float] | None]:
+    """Per-op-kind histograms plus their exact merge as "all" when there are several, and the merged
+    percentiles (None for a single kind: its own percentiles are the point's)."""
+    if len(hists) < 2:
+        return dict(hists), None
+    all_h, pct = merge_b64(hists.values())
+    return ({**hists, "all": all_h} if all_h else dict(hists)), pct
 
 
 def count(h: Hist) -> int:

@@ -26,7 +26,7 @@ from fathom import engines, telemetry
 from fathom.cluster import health
 from fathom.cluster.local import Daemon
 from fathom.errors import FathomError
-from fathom.hdr import merge_b64
+from fathom.hdr import with_merged
 from fathom.model import METRIC_COLUMNS, PointResult, base_metrics
 from fathom.plan import Point
 from fathom.progress import Progress
@@ -234,12 +234,7 @@ def _health_after(ceph: Any, gate: health.GateVerdict | None, events: list[dict[
 
 def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any]], started: float,
              ended: float) -> tuple[dict[str, Any], dict[str, str]]:
-    hists = {k: o.hist for k, o in r.ops.items() if o.hist and o.ops}
-    merged_pct = None
-    if len(hists) > 1:
-        all_h, merged_pct = merge_b64(list(hists.values()))
-        if all_h:
-            hists["all"] = all_h
+    hists, merged_pct = with_merged({k: o.hist for k, o in r.ops.items() if o.hist and o.ops})
     m = base_metrics(r, merged_pct)
     # fio reports client CPU itself (% of runtime per job; summed over jobs as fio-parse-jsons does)
     if "fio_usr_cpu" in r.extra:

@@ -47,12 +47,8 @@ def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: 
         res.stopped_early = bool(outcome.summary.get("stopped_early")) or status != "done"
         res.stop_reason = outcome.summary.get("stop_reason") or error
         res.extra.update(result_extra or {})
-        hists = {k: o["hist"] for k, o in (outcome.summary.get("ops") or {}).items() if o.get("hist")}
-        merged_pct = None
-        if len(hists) > 1:
-            all_h, merged_pct = hdr.merge_b64(hists.values())
-            if all_h:
-                hists["all"] = all_h
+        hists, merged_pct = hdr.with_merged(
+            {k: o["hist"] for k, o in (outcome.summary.get("ops") or {}).items() if o.get("hist")})
         metrics = base_metrics(res, merged_pct or None)
         result = res.to_dict()
     started = outcome.started if outcome and outcome.started else time.time()
