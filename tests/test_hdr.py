@@ -6,6 +6,7 @@ import pytest
 
 from fathom import hdr
 
+
 def make(values):
     h = hdr.new()
     for v in values:
@@ -36,6 +37,21 @@ def test_merge_is_exact_counts():
     assert hdr.percentile(m, 91) == pytest.approx(10_000_000, rel=1e-3)
     # Averaging the two p99s would be wrong; the merged p99 is the slow value.
     assert hdr.percentile(m, 99) == pytest.approx(10_000_000, rel=1e-3)
+
+
+def test_percentile_rank_is_the_engines():
+    # The engine (Rust hdrhistogram) takes the value at rank ceil(q * n); the
+    # Python hdrh library rounds the rank. 60 values, p99: rank ceil(59.4) = 60,
+    # the slow one (rounding would give rank 59, a fast one).
+    h = make([1000] * 59 + [5_000_000])
+    assert hdr.percentile(h, 99) == pytest.approx(5_000_000, rel=1e-3)
+    assert h.get_value_at_percentile(99) == pytest.approx(1000, rel=1e-3)
+    # q is 0.999 as the engine writes it: 0.999 * 1000 is rank 999 (99.9 / 100
+    # in floating point would make it 1000, the slow one).
+    h = make([1000] * 999 + [5_000_000])
+    assert hdr.percentile(h, 99.9) == pytest.approx(1000, rel=1e-3)
+    assert hdr.percentile(h, 100) == pytest.approx(5_000_000, rel=1e-3)
+    assert hdr.percentile(h, 0) == 1000
 
 
 def test_empty_inputs_give_zeros():

@@ -22,6 +22,7 @@ Public API (stable):
 
 from __future__ import annotations
 
+import math
 from typing import Iterable, Union
 
 from hdrh.histogram import HdrHistogram
@@ -95,11 +96,29 @@ def count(h: Hist) -> int:
 
 
 def percentile(h: Hist, p: float) -> int:
-    """Value at percentile p (0..100) in ns; 0 for an empty histogram."""
+    """Value at percentile p (0..100) in ns; 0 for an empty histogram.
+
+    The rank rule is the engine's (Rust hdrhistogram's value_at_quantile): the
+    first value whose cumulative count reaches ceil(q * total), with q = p / 100
+    as the engine writes it (0.999, not 0.9990000000000001). The Python hdrh
+    library rounds the rank instead, which in a histogram of a few thousand
+    values can land a tail percentile on the neighbouring value; this way a
+    percentile fathom computes from merged histograms follows the rule of the
+    percentiles the engine reports.
+    """
     d = _h(h)
-    if not d.get_total_count():
+    total = d.get_total_count()
+    if not total:
         return 0
-    return int(d.get_value_at_percentile(p))
+    q = min(float(f"{p / 100:.12g}"), 1.0)
+    rank = max(math.ceil(q * total), 1)
+    seen = 0
+    for i in range(d.counts_len):
+        seen += d.get_count_at_index(i)
+        if seen >= rank:
+            v = d.get_value_from_index(i)
+            return int(d.get_highest_equivalent_value(v) if q else d.get_lowest_equivalent_value(v))
+    return 0
 
 
 def _pkey(p: float) -> str:
