@@ -119,6 +119,10 @@ def test_engines_are_merged_by_interval_index_without_their_ramps():
     assert [(x.ops, x.bytes) for x in s] == [(150, 614400), (170, 696320)]
     assert s[0].dt_s == 1.002 and s[0].t_s == pytest.approx(1.002) and s[1].t_s == pytest.approx(2.002)
     assert s[0].value("iops") == pytest.approx(150 / 1.002)
+    # stored records of two engines, interleaved by time, come apart by (host, instance)
+    stored = [{**r, "t": float(i), "host": h} for i, (x, y) in enumerate(zip(a, b)) for r, h in ((x, "h1"), (y, "h2"))]
+    assert [len(e) for e in steady.by_engine(stored)] == [3, 3]
+    assert [(x.ops, x.bytes) for x in merge_intervals(steady.by_engine(stored))] == [(150, 614400), (170, 696320)]
     assert s[0].value("bw") == pytest.approx(614400 / 1.002 / 2**20)
     # p99 of the histograms merged over op kinds and engines: 150 values, rank ceil(0.99 x 150) = 149 is 2 ms
     merged = hdr.merge([hist([1_000_000] * 99 + [9_000_000]), hist([2_000_000] * 50)])
@@ -170,17 +174,17 @@ def test_a_point_that_never_settles_says_not_reached_with_its_last_window():
     assert msg.startswith("steady state not reached by 30 s") and "deviation 0.662 % > 0.0001 %" in msg
 
 
-def test_several_sources_are_judged_as_one_series():
+def test_several_engines_are_judged_as_one_series():
     p = point(deviation=1.0)
     live = Live(p)
-    w = SteadyStateCompanion(Criteria.of(p.params), sources=("a", "b"))
+    w = SteadyStateCompanion(Criteria.of(p.params), engines=(("a", 0), ("b", 0)))
     w.start(live)
     for _ in range(3):  # host a alone: nothing is judged until host b has reported the same interval
-        w.on_interval({**interval({"read": (100, 0, [])}), "source": "a"})
-    w.on_interval({**interval({"read": (100, 0, [])}), "source": "b"})
+        w.on_interval({**interval({"read": (100, 0, [])}), "host": "a"})
+    w.on_interval({**interval({"read": (100, 0, [])}), "host": "b"})
     assert len(w.samples) == 1 and w.samples[0].ops == 200
     for _ in range(2):
-        w.on_interval({**interval({"read": (100, 0, [])}), "source": "b"})
+        w.on_interval({**interval({"read": (100, 0, [])}), "host": "b"})
     assert live.stop_reason is not None and "iops mean 200" in live.stop_reason
 
 
@@ -265,8 +269,8 @@ def test_every_steady_state_problem_at_once_by_line():
         in text
     assert "workloads[1].steady_state.max_s: -5 is not allowed; must be more than 0 s" in text
     assert "workloads[1].steady_state.criteria.deviation: -1 is not allowed; input should be greater than 0" in text
-    assert "s.yaml:10: workload 'c': steady_state.window_s (30 s) is longer than the point's maximum (runtime: 20 s): " \
-           "the criteria can never hold" in text
+    assert "s.yaml:10: workload 'c': steady_state.window_s (30 s) is longer than the point's maximum " \
+           "(runtime: 20 s): the criteria can never hold" in text
     assert "s.yaml:10: workload 'c': steady_state.min_s (40 s) is longer than the point's maximum" in text
     assert "s.yaml:10: workload 'c': steady_state.criteria: give slope (max %/s), deviation (max %) or both" in text
     assert "s.yaml:12: workload 'd': runtime (10 s) and steady_state.max_s (60 s) differ" in text

@@ -12,7 +12,9 @@ Layout:
                  (`target: {kind: local | ceph, ...}`, the former name, is still read)
     prep:        {pools: [...], images: {...}, prefill, hygiene}
     defaults:    fields every workload inherits
-    workloads:   [{name, engine, rw, bs, ..., sweep}]
+    workloads:   [{name, engine, rw, bs, ..., steady_state, sweep}]
+                 steady_state: {metric, window_s, criteria: {slope, deviation}, min_s, max_s}
+                 stops each point once settled; max_s is the runtime (docs/suites.md)
     sweep:       {mode: product | zip, <field>: [values]}  (suite-wide, a workload's own sweep replaces it)
     repetitions: N
     quick:       a partial suite merged over this one by --quick

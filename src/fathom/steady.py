@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -44,7 +44,7 @@ METRICS: dict[str, str] = {
 CRITERIA = ("slope", "deviation")
 STOPPABLE_ENGINES = ("fathom-engine",)  # engines with a control channel: a point can be stopped cleanly
 REACHED, NOT_REACHED = "reached", "not reached"
-SOURCE_KEY = "source"  # set on interval records when a point runs several engines; absent with one
+LOCAL_ENGINE = ("local", 0)  # (host, instance) of a record that names none: the store's default
 
 
 @dataclass(frozen=True)
@@ -135,6 +135,19 @@ class Sample:
                 self._p99_ms = hdr.percentile(m, 99) / 1e6 if m.get_total_count() else None
             return self._p99_ms
         raise ValueError(f"unknown steady-state metric {metric!r}")
+
+
+def engine_of(rec: Mapping[str, Any]) -> tuple[str, int]:
+    """(host, instance) of an interval record: which engine of the point sent it (as the store keys it)."""
+    return (rec.get("host") or LOCAL_ENGINE[0], int(rec.get("instance") or 0))
+
+
+def by_engine(records: Iterable[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """A point's interval records (stored or live, any order by engine) as one time-ordered list per engine."""
+    out: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    for r in records:
+        out.setdefault(engine_of(r), []).append(r)
+    return [sorted(v, key=lambda r: float(r.get("t") or r.get("ts") or 0.0)) for _, v in sorted(out.items())]
 
 
 def _measured(recs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
@@ -255,20 +268,20 @@ class SteadyStateCompanion:
     """Watches a point's merged interval series; asks it to stop (control channel) once steady.
 
     Interval records arrive on the engine's reader thread. With several engines per
-    point each record carries `source`, and `sources` names them all: an index of the
-    merged series is judged once every source has reported it. One engine: no
-    `source`, the default.
+    point each record names its engine (`host`, `instance`, as the store keys them) and
+    `engines` lists them all: an index of the merged series is judged once every engine
+    has reported it. One engine names none: the default.
     """
 
-    def __init__(self, criteria: Criteria, sources: Sequence[Any] = (None,)):
+    def __init__(self, criteria: Criteria, engines: Sequence[tuple[str, int]] = (LOCAL_ENGINE,)):
         self.c = criteria
-        self.sources = tuple(sources)
+        self.engines = tuple(engines)
         self._lock = threading.Lock()
         self._reset()
 
     def _reset(self) -> None:
         self.live: Any = None
-        self._by_source: dict[Any, list[Mapping[str, Any]]] = {s: [] for s in self.sources}
+        self._by_engine: dict[tuple[str, int], list[Mapping[str, Any]]] = {e: [] for e in self.engines}
         self.samples: list[Sample] = []
         self.verdict: Verdict | None = None  # the latest window's
         self.steady_at: Verdict | None = None  # the window that held
@@ -285,12 +298,12 @@ class SteadyStateCompanion:
         if rec.get("ramp"):
             return
         with self._lock:
-            self._by_source.setdefault(rec.get(SOURCE_KEY), []).append(rec)
-            ready = min(len(v) for v in self._by_source.values())
+            self._by_engine.setdefault(engine_of(rec), []).append(rec)
+            ready = min(len(v) for v in self._by_engine.values())
             while len(self.samples) < ready:
                 i = len(self.samples)
                 t = self.samples[-1].t_s if self.samples else 0.0
-                self.samples.append(merge_index([v[i] for v in self._by_source.values()], t))
+                self.samples.append(merge_index([v[i] for v in self._by_engine.values()], t))
                 if self.steady_at is None:
                     self._judge()
 
