@@ -169,7 +169,7 @@ def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = Non
         headers.append("load generator process CPU (% of one core)")
     has_steady = any(outcome_text(p.metrics, p.params) for p in curve)
     if has_steady:
-        headers.append("steady state (measured s)")
+        headers.append("steady state")
     headers.append("flags")
     rows, seen = [], {}
     for p in curve:
