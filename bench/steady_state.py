@@ -155,7 +155,7 @@ def markdown(doc: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Nam
              f"one fresh local BlueStore OSD started by fathom; {facts['engine']}, fathom at commit "
              f"{facts['commit']}. Whole run (cluster, prefill, both sweeps): {wall_s / 60:.1f} min.",
              f"Points: osd-classic's {', '.join(sorted({r['workload'] for r in rows}))} at iodepth "
-             f"{', '.join(map(str, args.iodepths))}; numjobs {args.numjobs}, {args.images} images of "
+             f"{', '.join(map(str, args.iodepths))}; numjobs {args.numjobs}, {args.images} image(s) of "
              f"{format_size(args.image_size)} prefilled (the study: 32 x 2 GiB, ten iodepths, 5 min per point: a "
              f"subset sized for this machine). Fixed: {args.seconds:g} s measured after a {args.ramp:g} s ramp. "
              f"Steady: {args.metric} over a {args.window:g} s window, {crit}, min {args.min:g} s, "
