@@ -16,7 +16,7 @@ DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-mds radosgw ceph-common fio uuid
 ENGINE := engine/target/release/fathom-engine
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
-.PHONY: help install deps venv engine demo test test-unit bench-engine bench-rados bench-null clean
+.PHONY: help install deps venv engine demo test test-unit bench-engine bench-rados bench-null bench-steady clean
 
 help:
 	@echo "make demo   install if needed, run the main job on a disposable local cluster, leave a report"
@@ -68,6 +68,10 @@ bench-null: install
 
 bench-rados: install
 	$(VENV)/bin/python bench/bench_vs_rados_bench.py -b 4M -b 4K --docs docs/benchmarks.md --json bench/results/bench-rados-vs-rados-bench.json
+
+# the OSD study, fixed time vs steady-state stop, on one fresh cluster (~25 min on 2 cores; see the script)
+bench-steady: install
+	$(VENV)/bin/python bench/steady_state.py --docs docs/benchmarks.md --json bench/results/steady-state.json
 
 clean:
 	rm -rf engine/target $(VENV)

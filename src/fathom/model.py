@@ -85,6 +85,8 @@ METRIC_COLUMNS: dict[str, str] = {
     "write_bw_mib_s": "write MiB/s",
     "errors": "failed operations",
     "runtime_s": "measured seconds (ramp excluded)",
+    "steady_state": "with a workload's steady_state: 'reached' (the point stopped early) or 'not reached' (by max_s)",
+    "steady_s": "measured seconds until the steady-state criteria held (the stop request); ramp excluded",
     "usr_cpu": "client user CPU, % of the run's wall time as fio reports it",
     "sys_cpu": "client system CPU, % as fio reports it",
     "client_cpu_us_per_op": "client CPU (user+sys) microseconds per operation",

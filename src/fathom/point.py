@@ -40,6 +40,7 @@ class Contribution:
     events: list[dict[str, Any]] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)  # telemetry rows
     perf_counters: dict[str, dict[str, Any]] = field(default_factory=dict)
+    metrics: dict[str, Any] = field(default_factory=dict)  # METRIC_COLUMNS the companion decides (steady_state)
 
 
 class Live:
@@ -195,6 +196,7 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     metrics, hists = None, {}
     if result is not None:
         metrics, hists = _metrics(result, params, got.samples, started, ended)
+        metrics.update(got.metrics)
         if metrics.get("total_ios", 0) == 0:
             status, error = "failed", "the engine completed no I/O in the measured window"
     if error:
@@ -214,6 +216,7 @@ def _stop_all(companions: list[Companion]) -> Contribution:
         out.events += got.events
         out.samples += got.samples
         out.perf_counters.update(got.perf_counters)
+        out.metrics.update(got.metrics)
     return out
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fathom import engines, envinfo, interfaces, plan, resume, spec
+from fathom import engines, envinfo, interfaces, plan, resume, spec, steady
 from fathom import point as point_mod
 from fathom.cluster import health
 from fathom.cluster.ceph import Connection
@@ -283,7 +283,10 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
             ctx = context(point)
             prog.point_start(point, n)
             try:
-                res = point_mod.run_point(store, run_id, point, ctx, companions, ceph, opts.gate_timeout, next_gate)
+                crit = steady.Criteria.of(point.params)  # a steady_state watch only for workloads with one
+                watch: list[point_mod.Companion] = [steady.SteadyStateCompanion(crit)] if crit else []
+                res = point_mod.run_point(store, run_id, point, ctx, companions + watch, ceph, opts.gate_timeout,
+                                          next_gate)
             except KeyboardInterrupt:
                 prog.point_end(point, "interrupted", None)
                 raise

@@ -12,7 +12,9 @@ Layout:
                  (`target: {kind: local | ceph, ...}`, the former name, is still read)
     prep:        {pools: [...], images: {...}, prefill, hygiene}
     defaults:    fields every workload inherits
-    workloads:   [{name, engine, rw, bs, ..., sweep}]
+    workloads:   [{name, engine, rw, bs, ..., steady_state, sweep}]
+                 steady_state: {metric, window_s, criteria: {slope, deviation}, min_s, max_s}
+                 stops each point once settled; max_s is the runtime (docs/suites.md)
     sweep:       {mode: product | zip, <field>: [values]}  (suite-wide, a workload's own sweep replaces it)
     repetitions: N
     quick:       a partial suite merged over this one by --quick
@@ -31,13 +33,13 @@ from typing import Any, Literal
 import yaml
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from fathom import interfaces
+from fathom import interfaces, steady
 from fathom.errors import FathomError, UsageError
 from fathom.units import parse_duration, parse_size
 
 RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
 WORKLOAD_FIELDS = ("engine", "interface", "target", "pool", "rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime",
-                   "ramp_time", "size", "object_size", "drop_caches")
+                   "ramp_time", "size", "object_size", "drop_caches", "steady_state")
 SWEEPABLE = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp_time", "size", "object_size", "engine")
 
 
@@ -167,6 +169,54 @@ def _suggest(word: str, known: Iterable[str], what: str, allowed: Iterable[str])
     return f"; did you mean {close[0]!r}? ({what}: {listed})" if close else f"; {what}: {listed}"
 
 
+class SteadyCriteria(_Model):
+    """Limits in % of the window mean (fio's `iops_slope:0.3%`, `iops:2%`); a number or '5%'."""
+
+    slope: float | None = Field(None, gt=0)  # max |least-squares slope|, % of the window mean per second
+    deviation: float | None = Field(None, gt=0)  # max |value - window mean|, % of the window mean
+
+    @field_validator("slope", "deviation", mode="before")
+    @classmethod
+    def _pct(cls, v: Any) -> Any:
+        if isinstance(v, str) and v.strip().endswith("%"):
+            try:
+                return float(v.strip()[:-1])
+            except ValueError:
+                raise ValueError("expected a percentage such as 5 or 0.5%") from None
+        return v
+
+
+class SteadyStateSpec(_Model):
+    """Stop a point once its metric has settled (fathom.steady); runtime becomes max_s."""
+
+    metric: str
+    window_s: float
+    criteria: SteadyCriteria
+    min_s: float = 0.0  # measured seconds before a stop may happen (the window must be full anyway)
+    max_s: float | None = None  # measured seconds at most; sets the workload's runtime (None: runtime)
+
+    @field_validator("metric", mode="before")
+    @classmethod
+    def _metric(cls, v: Any) -> Any:
+        if v not in steady.METRICS:
+            raise ValueError(_suggest(str(v), steady.METRICS, "metrics", steady.METRICS)[2:])
+        return v
+
+    @field_validator("window_s", "min_s", "max_s", mode="before")
+    @classmethod
+    def _secs(cls, v: Any, info: Any) -> Any:
+        if v is None and info.field_name == "max_s":
+            return None
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+            raise ValueError("must be more than 0 s" if info.field_name != "min_s" else "must be 0 s or more")
+        d = _duration(v, info.field_name)
+        if d <= 0 and info.field_name != "min_s":
+            raise ValueError("must be more than 0 s")
+        if info.field_name == "window_s" and d < 2 * steady.INTERVAL_S:
+            raise ValueError(f"a window needs at least 2 intervals ({2 * steady.INTERVAL_S:g} s)")
+        return d
+
+
 class Workload(_Model):
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     engine: str = "fathom-engine"
@@ -183,6 +233,7 @@ class Workload(_Model):
     size: int | None = None  # region per job (fio's size); None = the whole image
     object_size: int | None = None  # rados: object size (defaults to bs)
     drop_caches: bool = False
+    steady_state: SteadyStateSpec | None = None  # stop each point once settled; its max_s is the runtime
     sweep: SweepSpec | None = None
 
     @field_validator("engine")
@@ -230,6 +281,13 @@ class Workload(_Model):
         problem = get(self.engine).unsupported(self)
         if problem:
             raise ValueError(problem)
+        return self
+
+    @model_validator(mode="after")
+    def _steady_runtime(self) -> "Workload":
+        # with steady_state, the point's runtime is its maximum: the engine runs until max_s unless stopped
+        if self.steady_state is not None and self.steady_state.max_s is not None:
+            object.__setattr__(self, "runtime", self.steady_state.max_s)
         return self
 
     def params(self) -> dict[str, Any]:
@@ -365,6 +423,7 @@ def parse(text: str, source: str = "<suite>", quick: bool = False, engine: str |
             problems.add(*_describe(err, lines, data, defaults, own_sweep))
     parts = _Parts.of(suite, data)
     _cross_checks(parts, lines, problems)
+    _check_steady(parts, data, lines, problems)
     _check_sweeps(parts, data, own_sweep, problems)
     problems.raise_if_any()
     assert suite is not None  # no problem means the suite validated
@@ -494,6 +553,40 @@ def _cross_checks(parts: _Parts, lines: dict[tuple, int], problems: _Problems) -
         if prep and interfaces.get(w.interface).needs_images and not im:
             problems.add(("workloads", i),
                          f"workloads[{i}]: workload {w.name!r} drives {w.interface} but prep.images defines no images")
+
+
+def _check_steady(parts: _Parts, data: dict[str, Any], lines: dict[tuple, int], problems: _Problems) -> None:
+    """steady_state against its workload: a window the maximum can hold, min_s <= max_s, an engine that can
+    be stopped, and no second runtime (with steady_state, max_s is the runtime)."""
+    for i, w in enumerate(parts.workloads):
+        if w is None or w.steady_state is None:
+            continue
+        ss = w.steady_state
+
+        def where(*sub: str, i: int = i) -> tuple:
+            own = ("workloads", i, "steady_state", *sub)
+            return own if own[:3] in lines else ("defaults", "steady_state", *sub)
+
+        label = f"workload {w.name!r}: "
+        for key, msg in steady.problems(ss.model_dump(), w.runtime, w.engine):
+            problems.add(where(*((key,) if key else ())), f"{label}{msg}")
+        if ss.max_s is None:
+            continue
+        raw = data["workloads"][i].get("runtime") if isinstance(data["workloads"][i], dict) else None
+        if ("workloads", i, "runtime") in lines and raw is not None:
+            try:
+                given = parse_duration(raw, "runtime")
+            except UsageError:
+                given = None
+            if given is not None and given != ss.max_s:
+                problems.add(("workloads", i, "runtime"),
+                             f"{label}runtime ({given:g} s) and steady_state.max_s ({ss.max_s:g} s) differ: with "
+                             "steady_state the runtime is max_s; leave runtime out")
+        if w.sweep is not None and "runtime" in w.sweep.axes():
+            path = ("workloads", i, "sweep", "runtime")
+            path = path if path in lines else ("sweep", "runtime")
+            problems.add(path, f"{label}{_path(path)}: runtime cannot be swept with steady_state.max_s set "
+                               "(max_s is every point's runtime); sweep without max_s, or drop the runtime sweep")
 
 
 def _check_sweeps(parts: _Parts, data: dict[str, Any], own_sweep: set[int], problems: _Problems) -> None:

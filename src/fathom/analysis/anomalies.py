@@ -12,7 +12,8 @@ Rules (thresholds are deliberately loose: a clean sweep must pass untouched):
 - osd_cpu_dropout: OSD CPU under 1/3 of the curve's median while throughput held: the CPU
   sample is likely missing or misaligned with the point.
 - errors / failed / stopped_early: the engine counted errors, the point failed, or it ended
-  before its planned time.
+  before its planned time. A point its steady-state watch stopped ended as intended: it is
+  neither stopped_early nor a short_window (its window is as long as its numbers needed).
 - health: the cluster's health changed while the point ran (status after != before, or the
   set of health checks differs from the one the health gate saw before the point). A warning
   that was already there (e.g. OSDMAP_FLAGS for the noscrub hygiene flags) is not a change.
@@ -30,6 +31,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fathom.analysis.data import Point, RunData, Throughput, throughput_for
+from fathom.steady import reached
 
 COLLAPSE_FACTOR = 3.0
 WINDOW_FACTOR = 3.0
@@ -180,11 +182,11 @@ def find(run: RunData, workload: str, curve: list[Point] | None = None,
     for i, msg in collapsed.items():
         add(curve[i], "collapse", msg)
 
-    windows = [w for w in (_window(p, tp) for p in run.points) if w]
+    windows = [w for w in (_window(p, tp) for p in run.points if not reached(p.metrics)) if w]
     if windows:
         med = statistics.median(windows)
         for p in curve:
-            w = _window(p, tp)
+            w = _window(p, tp) if not reached(p.metrics) else None
             if w and w < med / WINDOW_FACTOR:
                 add(p, "short_window", f"measured window {w:.3g} s (total_ios / IOPS or runtime) against a "
                                        f"median of {med:.3g} s for the run's points")
@@ -207,7 +209,7 @@ def find(run: RunData, workload: str, curve: list[Point] | None = None,
             add(p, "errors", f"error during the point: {p.error}")
         if errs:
             add(p, "errors", f"{errs:,.0f} failed operations")
-        if p.stopped_early or p.status == "interrupted":
+        if (p.stopped_early and not reached(p.metrics)) or p.status == "interrupted":
             add(p, "stopped_early", f"ended before its planned time: {p.stop_reason or p.status}")
         for e in run.events:
             if _in_point(e, p):

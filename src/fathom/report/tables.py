@@ -16,6 +16,7 @@ from fathom.analysis.data import (Level, Point, RunData, Throughput, assign_leve
 from fathom.analysis.stats import KNEE_DEFINITION, knee_index, saturation_index
 from fathom.model import daemon_kinds_in, daemon_label
 from fathom.report import svg
+from fathom.steady import Criteria, outcome_text
 
 NA = "n/a"
 RING_EXEMPT = {"host_busy"}  # a property of the whole box, listed in tables but not ringed on every point
@@ -166,6 +167,9 @@ def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = Non
         "usr_cpu (% of one core)", "sys_cpu (% of one core)", *server]
     if has_eng:
         headers.append("load generator process CPU (% of one core)")
+    has_steady = any(outcome_text(p.metrics, p.params) for p in curve)
+    if has_steady:
+        headers.append("steady state")
     headers.append("flags")
     rows, seen = [], {}
     for p in curve:
@@ -180,6 +184,8 @@ def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = Non
                 row.append(fmt(p.published.get("osd_mem")))
         if has_eng:
             row.append(fmt(p.m("engine_cpu_pct")))
+        if has_steady:
+            row.append(outcome_text(p.metrics, p.params) or NA)
         fl = sorted(set(flags.get(p.point_id, [])))
         if p.status != "done" and "failed" not in fl:
             fl.append(p.status)
@@ -189,6 +195,11 @@ def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = Non
     if has_pub_mem:
         notes.append("OSD mem in MiB is unknown for this source: the published OSD_mem column is top's %MEM summed "
                      "over threads (see the run's source).")
+    if has_steady:
+        crits = {Criteria.of(p.params).describe() for p in curve if p.params.get("steady_state")}  # type: ignore[union-attr]
+        notes.append("Steady state: each point stopped once its criteria held on the latest window, measured "
+                     "seconds after the ramp (" + "; ".join(sorted(crits)) + "); slope is |least-squares slope| "
+                     "in % of the window mean per second, deviation the largest |value - mean| in % of the mean.")
     return Table(f"{wl}: {run.name}", headers, rows, ["r"] * (len(headers) - 1) + ["l"], notes)
 
 

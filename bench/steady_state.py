@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Steady-state stop vs fixed time: the OSD study (osd-classic) swept both ways on one fresh local cluster.
+
+    .venv/bin/python bench/steady_state.py [--iodepths 1,16] [--seconds 120] [--ramp 5]
+        [--window 10] [--slope 1] [--deviation 10] [--min 10] [--workloads randread4k,...]
+        [--images 4] [--image-size 1GiB] [--numjobs 4] [--json bench/results/steady-state.json]
+        [--docs docs/benchmarks.md] [--keep-db PATH]
+
+One `fathom run` of a suite derived from osd-classic (its pool, prefill, hygiene and
+workloads): every chosen point runs twice, back to back, once for a fixed `--seconds`
+measured seconds and once with `steady_state` (max_s = --seconds, so it can never run
+longer than the fixed one); which of the two goes first alternates from point to point.
+fathom starts its own disposable cluster (one BlueStore OSD) and stops it at the end.
+
+The full study is 40 points of 5 min (3.5 h); on a 2-core machine the default is a subset
+sized to stay under ~25 min: the four workloads at iodepth 1 and 16, 120 s each, images
+4 x 1 GiB instead of 32 x 2 GiB. The choice is printed and written into the docs section.
+
+A point's time is what the sweep spent on it: from the end of the point before it (the
+engine start of the first point) to its own end, so the health gate, engine start, ramp
+and drain are counted. fixed_s / steady_s are the sums over the fixed and steady points.
+Targets (issue #16): steady_s <= fixed_s / 5, and every point's throughput and mean
+latency within 5% of the fixed-time run's.
+
+Writes --json: {"fixed_s", "steady_s", "points": [{"workload", "iodepth", "fixed_iops",
+"steady_iops", "fixed_lat_ms", "steady_lat_ms"}]}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "src"))
+
+from fathom import spec  # noqa: E402
+from fathom.store import Store  # noqa: E402
+from fathom.units import format_size, parse_size  # noqa: E402
+
+FATHOM = str(REPO / ".venv" / "bin" / "fathom")
+SECTION = "## Steady-state stop vs fixed time (OSD study)"
+TOLERANCE_PCT = 5.0
+SPEEDUP = 5.0
+
+
+def build_suite(args: argparse.Namespace) -> dict[str, Any]:
+    """osd-classic's cluster, prep and workloads; each chosen point as a fixed and a steady workload."""
+    study = spec.load("osd-classic").suite
+    pool = study.prep.pools[0]
+    hy = study.prep.hygiene
+    ss = {"metric": args.metric, "window_s": args.window, "criteria": {}, "min_s": args.min, "max_s": args.seconds}
+    if args.slope:
+        ss["criteria"]["slope"] = args.slope
+    if args.deviation:
+        ss["criteria"]["deviation"] = args.deviation
+    chosen = [w for w in study.workloads if not args.workloads or w.name in args.workloads]
+    missing = set(args.workloads or []) - {w.name for w in chosen}
+    if missing:
+        raise SystemExit(f"no workload {', '.join(sorted(missing))} in osd-classic "
+                         f"({', '.join(w.name for w in study.workloads)})")
+    workloads = []
+    n = 0
+    for w in chosen:
+        for qd in args.iodepths:
+            base = {"rw": w.rw, "bs": w.bs, "iodepth": qd}
+            fixed = {"name": f"{w.name}-qd{qd}-fixed", **base, "runtime": args.seconds}
+            steady = {"name": f"{w.name}-qd{qd}-steady", **base, "steady_state": copy.deepcopy(ss)}
+            workloads += [fixed, steady] if n % 2 == 0 else [steady, fixed]
+            n += 1
+    return {
+        "name": "osd-classic-steady-bench",
+        "description": "osd-classic points, fixed time against steady-state stop (bench/steady_state.py)",
+        "cluster": {"kind": "local", "osds": 1, "objectstore": "bluestore", "osd_size": args.osd_size},
+        "prep": {"pools": [{"name": pool.name, "pg_num": pool.pg_num, "size": pool.size,
+                            "application": pool.application}],
+                 "images": {"pool": pool.name, "count": args.images, "size": args.image_size},
+                 "prefill": True,
+                 "hygiene": {"enabled": hy.enabled, "rbd_cache": hy.rbd_cache,
+                             "rbd_io_scheduler": hy.rbd_io_scheduler}},
+        "defaults": {"engine": "fathom-engine", "interface": "rbd", "pool": pool.name, "numjobs": args.numjobs,
+                     "ramp_time": args.ramp},
+        "workloads": workloads,
+    }
+
+
+def point_times(points: list[dict[str, Any]]) -> dict[int, float]:
+    """Seconds the sweep spent on each point: from the previous point's end (the first: its start) to its end."""
+    out: dict[int, float] = {}
+    prev: float | None = None
+    for p in sorted(points, key=lambda p: p["idx"]):
+        begin = prev if prev is not None else p["started"]
+        out[p["idx"]] = p["ended"] - begin
+        prev = p["ended"]
+    return out
+
+
+def pct(new: float | None, base: float | None) -> float | None:
+    return 100.0 * (new - base) / base if new is not None and base else None
+
+
+def collect(db: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The results document (--json) and one row per point with its detail."""
+    with Store(db) as st:
+        run = st.run("latest")
+        pts = st.points(run.id)
+    bad = [p for p in pts if p["status"] != "done"]
+    if bad:
+        raise SystemExit(f"{len(bad)} point(s) not done: " + "; ".join(f"{p['key']}: {p['error']}" for p in bad))
+    spent = point_times(pts)
+    pairs: dict[tuple[str, int], dict[str, dict[str, Any]]] = {}
+    for p in pts:
+        base, _, variant = p["workload"].rpartition("-")
+        pairs.setdefault((base.rsplit("-qd", 1)[0], int(p["params"]["iodepth"])), {})[variant] = p
+    rows, doc_points = [], []
+    fixed_s = steady_s = 0.0
+    for (wl, qd), two in pairs.items():
+        f, s = two["fixed"], two["steady"]
+        fm, sm = f["metrics"], s["metrics"]
+        fixed_s += spent[f["idx"]]
+        steady_s += spent[s["idx"]]
+        doc_points.append({"workload": wl, "iodepth": qd, "fixed_iops": fm["iops"], "steady_iops": sm["iops"],
+                           "fixed_lat_ms": fm["clat_ms"], "steady_lat_ms": sm["clat_ms"]})
+        rows.append({"workload": wl, "iodepth": qd, "fixed_point_s": spent[f["idx"]],
+                     "steady_point_s": spent[s["idx"]], "steady_state": sm.get("steady_state"),
+                     "steady_at_s": sm.get("steady_s"), "fixed_runtime_s": fm["runtime_s"],
+                     "steady_runtime_s": sm["runtime_s"], "iops_diff_pct": pct(sm["iops"], fm["iops"]),
+                     "lat_diff_pct": pct(sm["clat_ms"], fm["clat_ms"]), **doc_points[-1]})
+    return {"fixed_s": round(fixed_s, 3), "steady_s": round(steady_s, 3), "points": doc_points}, rows
+
+
+def within(v: float | None) -> bool:
+    return v is not None and abs(v) <= TOLERANCE_PCT
+
+
+def markdown(doc: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Namespace, facts: dict[str, Any],
+             wall_s: float) -> str:
+    ratio = doc["steady_s"] / doc["fixed_s"] if doc["fixed_s"] else float("nan")
+    crit = ", ".join(f"{k} <= {v:g} {'%/s' if k == 'slope' else '%'}"
+                     for k, v in (("slope", args.slope), ("deviation", args.deviation)) if v)
+    lines = [SECTION, "",
+             f"Measured {time.strftime('%Y-%m-%d')} on {facts['host']} ({facts['cpus']} CPUs, {facts['ceph']}), "
+             f"one fresh local BlueStore OSD started by fathom; {facts['engine']}, fathom at commit "
+             f"{facts['commit']}. Whole run (cluster, prefill, both sweeps): {wall_s / 60:.1f} min.",
+             f"Points: osd-classic's {', '.join(sorted({r['workload'] for r in rows}))} at iodepth "
+             f"{', '.join(map(str, args.iodepths))}; numjobs {args.numjobs}, {args.images} image(s) of "
+             f"{format_size(args.image_size)} prefilled (the study: 32 x 2 GiB, ten iodepths, 5 min per point: a "
+             f"subset sized for this machine). Fixed: {args.seconds:g} s measured after a {args.ramp:g} s ramp. "
+             f"Steady: {args.metric} over a {args.window:g} s window, {crit}, min {args.min:g} s, "
+             f"max {args.seconds:g} s. Each point ran both ways back to back, the order alternating.", "",
+             "Command:", "", "```", f"make bench-steady   # = .venv/bin/python bench/steady_state.py "
+             f"{' '.join(args.argv)}".rstrip(), "```", "",
+             f"Sweep time: fixed {doc['fixed_s']:.0f} s, steady {doc['steady_s']:.0f} s, ratio {ratio:.2f} "
+             f"(target <= {1 / SPEEDUP:.2f}: {'met' if ratio <= 1 / SPEEDUP else 'NOT met'}). A point's time runs "
+             "from the end of the point before it to its own end (gate, engine start, ramp and drain included).", "",
+             "| workload | iodepth | fixed IOPS | steady IOPS | IOPS diff | fixed clat (ms) | steady clat (ms) "
+             "| clat diff | steady state | fixed point (s) | steady point (s) | within 5% |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+    for r in rows:
+        state = f"reached at {r['steady_at_s']:.0f} s" if r["steady_state"] == "reached" else \
+            f"not reached by {args.seconds:g} s"
+        ok = within(r["iops_diff_pct"]) and within(r["lat_diff_pct"])
+        lines.append(f"| {r['workload']} | {r['iodepth']} | {r['fixed_iops']:,.0f} | {r['steady_iops']:,.0f} | "
+                     f"{r['iops_diff_pct']:+.1f}% | {r['fixed_lat_ms']:.3f} | {r['steady_lat_ms']:.3f} | "
+                     f"{r['lat_diff_pct']:+.1f}% | {state} | {r['fixed_point_s']:.0f} | {r['steady_point_s']:.0f} | "
+                     f"{'yes' if ok else 'NO'} |")
+    met = sum(within(r["iops_diff_pct"]) and within(r["lat_diff_pct"]) for r in rows)
+    lines += ["", f"{met} of {len(rows)} points within {TOLERANCE_PCT:g}% on both IOPS and mean latency.", ""]
+    return "\n".join(lines)
+
+
+def update_docs(path: Path, section: str) -> None:
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
+    if start is None:
+        new = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
+        new = "\n".join(lines[:start] + section.rstrip("\n").splitlines() + ([""] + lines[end:] if end < len(lines)
+                                                                            else [])) + "\n"
+    path.write_text(new)
+
+
+def facts() -> dict[str, Any]:
+    from fathom.engines.fathom_engine import engine_path
+
+    def out(argv: list[str]) -> str:
+        try:
+            return subprocess.run(argv, capture_output=True, text=True, timeout=30).stdout.strip()
+        except OSError:
+            return ""
+
+    return {"engine": out([str(engine_path()), "--version"]), "host": platform.node(), "cpus": os.cpu_count(),
+            "commit": out(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]) or "unknown",
+            "ceph": out(["ceph", "--version"]).split("(")[0].strip()}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--iodepths", default="1,16", help="comma-separated iodepths of the study to run (default 1,16)")
+    ap.add_argument("--workloads", default="", help="comma-separated osd-classic workloads (default: all four)")
+    ap.add_argument("--seconds", type=float, default=120.0, help="fixed measured seconds per point = steady max_s")
+    ap.add_argument("--ramp", type=float, default=5.0, help="ramp seconds before measuring, both ways")
+    ap.add_argument("--metric", default="iops", choices=("iops", "bw", "p99"))
+    ap.add_argument("--window", type=float, default=10.0, help="steady-state window, s")
+    ap.add_argument("--slope", type=float, default=1.0, help="max |slope|, %% of the window mean per s (0: none)")
+    ap.add_argument("--deviation", type=float, default=10.0, help="max deviation, %% of the window mean (0: none)")
+    ap.add_argument("--min", type=float, default=10.0, help="steady-state min_s")
+    ap.add_argument("--images", type=int, default=4)
+    ap.add_argument("--image-size", default="1GiB")
+    ap.add_argument("--numjobs", type=int, default=4, help="jobs per image (the study: 4)")
+    ap.add_argument("--osd-size", default="20GiB")
+    ap.add_argument("--json", default=str(REPO / "bench" / "results" / "steady-state.json"))
+    ap.add_argument("--docs", default=None, help="replace this section of that Markdown file (docs/benchmarks.md)")
+    ap.add_argument("--keep-db", default=None, help="keep the results store here (default: a temporary file)")
+    args = ap.parse_args()
+    args.argv = sys.argv[1:]
+    args.iodepths = [int(x) for x in args.iodepths.split(",") if x]
+    args.workloads = [x for x in args.workloads.split(",") if x]
+    args.image_size = parse_size(args.image_size, "--image-size")
+
+    suite = build_suite(args)
+    n = len(suite["workloads"]) // 2
+    est = n * (args.seconds + args.ramp + 4) + n * (args.ramp + args.window + 8)
+    print(f"bench-steady: {n} points x (fixed {args.seconds:g} s, steady <= {args.seconds:g} s), ramp {args.ramp:g} s, "
+          f"{args.images} images x {format_size(args.image_size)} prefilled, numjobs {args.numjobs}; "
+          f"about {est / 60 + 2:.0f} min if points settle early", file=sys.stderr)
+    tmp = Path(tempfile.mkdtemp(prefix="fathom-bench-steady-"))
+    path = tmp / "suite.yaml"
+    path.write_text(yaml.safe_dump(suite, sort_keys=False))
+    spec.load(str(path))  # a bad derived suite fails here, before a cluster starts
+    db = Path(args.keep_db) if args.keep_db else tmp / "results.db"
+    env = {k: v for k, v in os.environ.items() if k not in ("CEPH_CONF", "CEPH_ARGS")}
+    t0 = time.monotonic()
+    proc = subprocess.run([FATHOM, "run", str(path), "--db", str(db), "--name", "steady-bench"], env=env,
+                          stdin=subprocess.DEVNULL, cwd=tmp)
+    wall = time.monotonic() - t0
+    if proc.returncode != 0:
+        print(f"fathom run exited {proc.returncode}; results store: {db}", file=sys.stderr)
+        return proc.returncode
+    doc, rows = collect(db)
+    md = markdown(doc, rows, args, facts(), wall)
+    print(md)
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
+    if args.docs:
+        update_docs(Path(args.docs), md)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,342 @@
+"""Steady state: when a point's numbers have settled, so it can stop early (fio's `ss=`, warp's autoterm).
+
+A workload's `steady_state:` names a metric, a window and criteria; after each
+measured interval the watch looks at the latest window of the point's series
+and asks the point to stop once every given criterion holds and at least
+`min_s` measured seconds have passed. The point runs at most `max_s` measured
+seconds (its runtime).
+
+Definitions (fio's, with limits as % of the window mean, as `ss=iops_slope:0.3%`):
+    series     one value per measured interval (ramp intervals excluded), on the
+               *merged* series: the i-th measured interval of every engine of the
+               point summed (ops, bytes) and its histograms merged, so many
+               engines or client hosts are judged as the one load they make.
+    metric     iops: ops/s over all op kinds; bw: MiB/s over all op kinds;
+               p99: 99th percentile latency in ms of that interval's histograms
+               merged over op kinds (and engines).
+    window     the latest round(window_s / 1 s) intervals (engines report once a second).
+    slope      |b| / mean x 100, in % of the window mean per second, where b is the
+               least-squares slope of value against measured time (units/s).
+    deviation  max |value - mean| / mean x 100, in % of the window mean.
+    steady     every criterion given holds, the window is full, its mean is above 0
+               (a stalled point is not steady), and measured time >= min_s.
+
+Pure logic here (Criteria, Sample, merge_intervals, check, first_steady); the
+companion that watches a running point is SteadyStateCompanion.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fathom import hdr
+
+INTERVAL_S = 1.0  # fathom-engine's interval_s as fathom runs it
+METRICS: dict[str, str] = {
+    "iops": "IOPS",  # metric -> unit
+    "bw": "MiB/s",
+    "p99": "ms",
+}
+CRITERIA = ("slope", "deviation")
+STOPPABLE_ENGINES = ("fathom-engine",)  # engines with a control channel: a point can be stopped cleanly
+REACHED, NOT_REACHED = "reached", "not reached"
+LOCAL_ENGINE = ("local", 0)  # (host, instance) of a record that names none: the store's default
+
+
+@dataclass(frozen=True)
+class Criteria:
+    """A workload's steady_state, in seconds and percent."""
+
+    metric: str
+    window_s: float
+    max_s: float
+    min_s: float = 0.0
+    slope_pct: float | None = None  # max |slope|, % of the window mean per second
+    deviation_pct: float | None = None  # max |value - mean|, % of the window mean
+
+    @property
+    def window_n(self) -> int:
+        """Intervals in the window."""
+        return max(2, round(self.window_s / INTERVAL_S))
+
+    @property
+    def unit(self) -> str:
+        return METRICS[self.metric]
+
+    @classmethod
+    def of(cls, params: Mapping[str, Any]) -> Criteria | None:
+        """The criteria of a planned point (its params as spec.Workload.params() writes them), or None."""
+        ss = params.get("steady_state")
+        if not ss:
+            return None
+        crit = ss.get("criteria") or {}
+        return cls(metric=ss["metric"], window_s=float(ss["window_s"]),
+                   max_s=float(ss.get("max_s") or params["runtime"]), min_s=float(ss.get("min_s") or 0.0),
+                   slope_pct=crit.get("slope"), deviation_pct=crit.get("deviation"))
+
+    def describe(self) -> str:
+        """'iops over 10 s: slope <= 1 %/s, deviation <= 5 %; 10..300 s'."""
+        parts = []
+        if self.slope_pct is not None:
+            parts.append(f"slope <= {self.slope_pct:g} %/s")
+        if self.deviation_pct is not None:
+            parts.append(f"deviation <= {self.deviation_pct:g} %")
+        return (f"{self.metric} ({self.unit}) over a {self.window_s:g} s window: {', '.join(parts)}; "
+                f"min {self.min_s:g} s, max {self.max_s:g} s")
+
+
+def problems(ss: Mapping[str, Any], runtime_s: float, engine: str) -> list[tuple[str | None, str]]:
+    """(field of steady_state or None, what is wrong) for rules between a steady_state's values and its
+    workload; each value on its own (positive, a known metric) is checked by the suite's model."""
+    out: list[tuple[str | None, str]] = []
+    window, min_s = float(ss["window_s"]), float(ss.get("min_s") or 0.0)
+    max_s = float(ss.get("max_s") or runtime_s)
+    limit = f"the point's maximum ({'steady_state.max_s' if ss.get('max_s') else 'runtime'}: {max_s:g} s)"
+    if window > max_s:
+        out.append(("window_s", f"steady_state.window_s ({window:g} s) is longer than {limit}: the criteria can "
+                                "never hold; shorten the window or raise the maximum"))
+    if min_s > max_s:
+        out.append(("min_s", f"steady_state.min_s ({min_s:g} s) is longer than {limit}; lower min_s or raise "
+                             "the maximum"))
+    crit = ss.get("criteria") or {}
+    if not any(crit.get(c) is not None for c in CRITERIA):
+        out.append(("criteria", "steady_state.criteria: give slope (max %/s), deviation (max %) or both"))
+    if engine not in STOPPABLE_ENGINES:
+        out.append((None, f"steady_state needs an engine that can be stopped cleanly mid-point "
+                          f"({', '.join(STOPPABLE_ENGINES)}); engine {engine!r} has no control channel"))
+    return out
+
+
+@dataclass
+class Sample:
+    """One merged measured interval."""
+
+    t_s: float  # measured seconds at the interval's end (ramp excluded)
+    dt_s: float
+    ops: int
+    bytes: int
+    hists: list[str] = field(default_factory=list)  # every op kind's (and engine's) histogram
+    _p99_ms: float | None = None
+
+    def value(self, metric: str) -> float | None:
+        if self.dt_s <= 0:
+            return None
+        if metric == "iops":
+            return self.ops / self.dt_s
+        if metric == "bw":
+            return self.bytes / self.dt_s / 2**20
+        if metric == "p99":
+            if self._p99_ms is None and self.hists:
+                m = hdr.merge(self.hists)
+                self._p99_ms = hdr.percentile(m, 99) / 1e6 if m.get_total_count() else None
+            return self._p99_ms
+        raise ValueError(f"unknown steady-state metric {metric!r}")
+
+
+def engine_of(rec: Mapping[str, Any]) -> tuple[str, int]:
+    """(host, instance) of an interval record: which engine of the point sent it (as the store keys it)."""
+    return (rec.get("host") or LOCAL_ENGINE[0], int(rec.get("instance") or 0))
+
+
+def by_engine(records: Iterable[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
+    """A point's interval records (stored or live, any order by engine) as one time-ordered list per engine."""
+    out: dict[tuple[str, int], list[Mapping[str, Any]]] = {}
+    for r in records:
+        out.setdefault(engine_of(r), []).append(r)
+    return [sorted(v, key=lambda r: float(r.get("t") or r.get("ts") or 0.0)) for _, v in sorted(out.items())]
+
+
+def _measured(recs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    return [r for r in recs if not r.get("ramp")]
+
+
+def merge_index(recs: Sequence[Mapping[str, Any]], t_s: float) -> Sample:
+    """The i-th measured interval of several engines as one: ops and bytes summed, histograms together,
+    dt the longest of them."""
+    ops = nbytes = 0
+    hists: list[str] = []
+    dt = 0.0
+    for r in recs:
+        dt = max(dt, float(r.get("dt") or 0.0))
+        for o in (r.get("ops") or {}).values():
+            ops += int(o.get("ops") or 0)
+            nbytes += int(o.get("bytes") or 0)
+            if o.get("hist"):
+                hists.append(o["hist"])
+    return Sample(t_s + dt, dt, ops, nbytes, hists)
+
+
+def merge_intervals(per_engine: Sequence[Sequence[Mapping[str, Any]]]) -> list[Sample]:
+    """The merged series of a point: measured (non-ramp) intervals aligned by index across engines, as far
+    as every engine has reported."""
+    measured = [_measured(recs) for recs in per_engine]
+    n = min((len(m) for m in measured), default=0)
+    out: list[Sample] = []
+    t = 0.0
+    for i in range(n):
+        s = merge_index([m[i] for m in measured], t)
+        t = s.t_s
+        out.append(s)
+    return out
+
+
+@dataclass
+class Verdict:
+    """The criteria on one window."""
+
+    steady: bool
+    at_s: float | None  # measured seconds at the window's end
+    n: int  # values in the window
+    mean: float | None = None
+    slope_pct: float | None = None  # |slope| as % of the mean per second
+    deviation_pct: float | None = None  # max |value - mean| as % of the mean
+    why: str = ""  # why not steady ("" when steady)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
+
+
+def slope_per_s(points: Sequence[tuple[float, float]]) -> float:
+    """Least-squares slope of (t, value) pairs, value units per second."""
+    n = len(points)
+    tm = sum(t for t, _ in points) / n
+    vm = sum(v for _, v in points) / n
+    sxx = sum((t - tm) ** 2 for t, _ in points)
+    if sxx == 0:
+        return 0.0
+    return sum((t - tm) * (v - vm) for t, v in points) / sxx
+
+
+def check(samples: Sequence[Sample], c: Criteria) -> Verdict:
+    """The criteria on the latest window of `samples` (the whole series so far)."""
+    at = samples[-1].t_s if samples else None
+    if len(samples) < c.window_n:
+        return Verdict(False, at, len(samples), why=f"window not full ({len(samples)} of {c.window_n} intervals)")
+    win = samples[-c.window_n:]
+    vals = [(s.t_s, s.value(c.metric)) for s in win]
+    if any(v is None for _, v in vals):
+        return Verdict(False, at, len(win), why=f"an interval in the window has no {c.metric} (no ops completed)")
+    pts = [(t, float(v)) for t, v in vals]  # type: ignore[arg-type]
+    mean = sum(v for _, v in pts) / len(pts)
+    if not mean > 0 or not math.isfinite(mean):
+        return Verdict(False, at, len(win), mean=mean, why=f"window mean {c.metric} is {mean:g}")
+    slope = 100.0 * abs(slope_per_s(pts)) / mean
+    dev = 100.0 * max(abs(v - mean) for _, v in pts) / mean
+    why = []
+    if c.slope_pct is not None and slope > c.slope_pct:
+        why.append(f"slope {slope:.3g} %/s > {c.slope_pct:g} %/s")
+    if c.deviation_pct is not None and dev > c.deviation_pct:
+        why.append(f"deviation {dev:.3g} % > {c.deviation_pct:g} %")
+    if not why and at is not None and at < c.min_s:
+        why.append(f"{at:.3g} s measured < min_s {c.min_s:g} s")
+    return Verdict(not why, at, len(win), mean, slope, dev, "; ".join(why))
+
+
+def first_steady(samples: Sequence[Sample], c: Criteria) -> Verdict | None:
+    """The first window (walking forward, as the live watch does) at which the criteria hold, or None."""
+    for i in range(c.window_n, len(samples) + 1):
+        v = check(samples[:i], c)
+        if v.steady:
+            return v
+    return None
+
+
+def reached(metrics: Mapping[str, Any] | None) -> bool:
+    """Whether a stored point stopped because its steady state was reached (an intended early stop)."""
+    return bool(metrics) and metrics.get("steady_state") == REACHED  # type: ignore[union-attr]
+
+
+def outcome_text(metrics: Mapping[str, Any], params: Mapping[str, Any]) -> str | None:
+    """How a report says a point's steady state: 'reached at 42 s' or 'not reached by 300 s (max_s)'."""
+    state = metrics.get("steady_state")
+    if state == REACHED and isinstance(metrics.get("steady_s"), (int, float)):
+        return f"reached at {metrics['steady_s']:.0f} s"
+    if state == NOT_REACHED:
+        c = Criteria.of(params) if params.get("steady_state") else None
+        return f"not reached by {c.max_s:g} s (max_s)" if c else "not reached by max_s"
+    return None
+
+
+# ---- the companion -------------------------------------------------------------------
+
+
+class SteadyStateCompanion:
+    """Watches a point's merged interval series; asks it to stop (control channel) once steady.
+
+    Interval records arrive on the engine's reader thread. With several engines per
+    point each record names its engine (`host`, `instance`, as the store keys them) and
+    `engines` lists them all: an index of the merged series is judged once every engine
+    has reported it. One engine names none: the default.
+    """
+
+    def __init__(self, criteria: Criteria, engines: Sequence[tuple[str, int]] = (LOCAL_ENGINE,)):
+        self.c = criteria
+        self.engines = tuple(engines)
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self.live: Any = None
+        self._by_engine: dict[tuple[str, int], list[Mapping[str, Any]]] = {e: [] for e in self.engines}
+        self.samples: list[Sample] = []
+        self.verdict: Verdict | None = None  # the latest window's
+        self.steady_at: Verdict | None = None  # the window that held
+
+    def start(self, live: Any) -> None:
+        with self._lock:
+            self._reset()
+            self.live = live
+
+    def on_child(self, pid: int | None) -> None:
+        pass
+
+    def on_interval(self, rec: dict[str, Any]) -> None:
+        if rec.get("ramp"):
+            return
+        with self._lock:
+            self._by_engine.setdefault(engine_of(rec), []).append(rec)
+            ready = min(len(v) for v in self._by_engine.values())
+            while len(self.samples) < ready:
+                i = len(self.samples)
+                t = self.samples[-1].t_s if self.samples else 0.0
+                self.samples.append(merge_index([v[i] for v in self._by_engine.values()], t))
+                if self.steady_at is None:
+                    self._judge()
+
+    def _judge(self) -> None:
+        self.verdict = check(self.samples, self.c)
+        if self.verdict.steady:
+            self.steady_at = self.verdict
+            v = self.verdict
+            if self.live is not None:
+                self.live.request_stop(f"steady state reached at {v.at_s:.0f} s: {self._values(v)}")
+
+    def _values(self, v: Verdict) -> str:
+        out = [f"{self.c.metric} mean {v.mean:.4g} {self.c.unit}"]
+        if v.slope_pct is not None:
+            out.append(f"slope {v.slope_pct:.3g} %/s")
+        if v.deviation_pct is not None:
+            out.append(f"deviation {v.deviation_pct:.3g} %")
+        return ", ".join(out)
+
+    def stop(self) -> Any:
+        from fathom.point import Contribution  # point imports the companions' protocol; not at import time
+
+        with self._lock:
+            v = self.steady_at or self.verdict
+            data = {"criteria": asdict(self.c), "verdict": v.to_dict() if v else None,
+                    "intervals": len(self.samples)}
+            if self.steady_at is not None:
+                msg = f"steady state reached at {self.steady_at.at_s:.0f} s ({self.c.describe()}): " \
+                      f"{self._values(self.steady_at)}"
+                metrics = {"steady_state": REACHED, "steady_s": round(float(self.steady_at.at_s or 0.0), 3)}
+            else:
+                last = f"; last window: {self._values(v)}, {v.why}" if v and v.mean is not None else \
+                    (f"; {v.why}" if v else "")
+                msg = f"steady state not reached by {self.c.max_s:g} s ({self.c.describe()}){last}"
+                metrics = {"steady_state": NOT_REACHED, "steady_s": None}
+            return Contribution(events=[{"kind": "steady", "message": msg, "data": data}], metrics=metrics)
