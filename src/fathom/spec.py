@@ -12,7 +12,8 @@ Layout:
                  (`target: {kind: local | ceph, ...}`, the former name, is still read)
     prep:        {pools: [...], images: {...}, prefill, hygiene}
     defaults:    fields every workload inherits
-    workloads:   [{name, engine, rw, bs, ..., sweep}]
+    workloads:   [{name, engine, rw, bs, ..., on_error, op_timeout, stall_timeout, faults, sweep}]
+                 faults: [{at_s, action, target}] on the engine's clock (fathom.faults; docs/suites.md)
     sweep:       {mode: product | zip, <field>: [values]}  (suite-wide, a workload's own sweep replaces it)
     repetitions: N
     quick:       a partial suite merged over this one by --quick
