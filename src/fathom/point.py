@@ -187,7 +187,8 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
                            gate=gate.to_dict() if gate else None, error="interrupted (Ctrl-C or SIGTERM)",
                            started=started, ended=time.time(), intervals=intervals, histograms=hists,
                            telemetry=got.samples, perf_counters=got.perf_counters,
-                           events=[*events, {"kind": "interrupt", "message": f"point {point.key} interrupted"}])
+                           events=[*events, *got.events,
+                                   {"kind": "interrupt", "message": f"point {point.key} interrupted"}])
         raise
     # ---- stop ----
     ended = time.time()
