@@ -113,6 +113,7 @@ def test_kill_restart_and_pause_on_schedule(tmp_path):
 
 FULL = """\
 name: full-test
+cluster: {kind: attached}
 workloads:
   - {name: first, interface: null, rw: randread, runtime: 2s}
   - {name: fill, interface: rados, pool: full-test, rw: write, bs: 1MiB, iodepth: 4, runtime: 120s,
@@ -156,7 +157,8 @@ def test_full_pool_ends_the_point_and_the_run_by_policy(cluster, ceph, tmp_path)
 
 def test_faults_the_attached_cluster_cannot_take(cluster, tmp_path):
     suite = tmp_path / "bad.yaml"
-    suite.write_text("name: bad\nworkloads:\n  - {name: w, interface: rados, pool: rados-x, rw: write, runtime: 5s,\n"
+    suite.write_text("name: bad\ncluster: {kind: attached}\nworkloads:\n"
+                     "  - {name: w, interface: rados, pool: rados-x, rw: write, runtime: 5s,\n"
                      "     faults: [{at_s: 1, action: osd_down, target: osd.7}]}\n")
     p = run_fathom("run", str(suite), "--db", str(tmp_path / "b.db"), *attach(cluster), timeout=300)
     assert p.returncode == 2 and "Traceback" not in p.stderr

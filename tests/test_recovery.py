@@ -48,6 +48,13 @@ def test_not_recovered_and_windows_per_fault():
     assert recovery.point_metrics(SERIES, []) == ({}, [])
 
 
+def test_more_than_before_counts_as_recovered():
+    # with an OSD down a replicated write goes to fewer replicas and can run faster than before
+    series = [rec(t, 1000) for t in range(1, 11)] + [rec(11, 0, 4)] + [rec(t, 1500) for t in range(12, 20)]
+    m, _ = recovery.point_metrics(series, [KILL])
+    assert m["fault_recovery_s"] == pytest.approx(11 - 10.2) and m["fault_min_iops"] == 0
+
+
 def test_short_last_interval_is_not_judged():
     series = [rec(t, 1000) for t in range(1, 11)] + [rec(11, 1000), rec(12, 1000), rec(12.1, 10, dt=0.1)]
     _, ws = recovery.point_metrics(series, [KILL])

@@ -292,8 +292,8 @@ class FaultCompanion:
         metrics, windows = recovery.point_metrics(self.intervals, faults)
         events = list(self._events)
         if windows:
-            rec = "; ".join(f"{w.action} {w.target or ''} at {w.t_s:.1f} s: " + (
-                f"back within {recovery.RECOVERY_BAND:.0%} of the pre-fault median after {w.recovery_s:.1f} s"
+            rec = "; ".join(f"{w.describe()} at {w.t_s:.1f} s: " + (
+                f"back to {1 - recovery.RECOVERY_BAND:.0%} of the pre-fault median after {w.recovery_s:.1f} s"
                 if w.recovery_s is not None else "throughput not back before the window ended") for w in windows)
             events.append({"kind": "recovery", "ts": time.time(), "message": f"recovery: {rec}",
                            "data": {"prefault_iops": metrics.get("prefault_iops"),

@@ -93,9 +93,9 @@ METRIC_COLUMNS: dict[str, str] = {
     "fault_min_iops": "lowest IOPS in a second after a fault, until recovery (the dip)",
     "fault_min_mib_s": "lowest MiB/s in a second after a fault, until recovery",
     "fault_max_p99_ms": "highest per-second p99 latency after a fault, until recovery, ms",
-    "fault_recovery_s": "s from the last fault until IOPS is back within 10% of the pre-fault median "
+    "fault_recovery_s": "s from the last fault until IOPS is back to at least 90% of the pre-fault median "
                         "(3 s in a row); none: not recovered",
-    "fault_recovered": "IOPS came back within 10% of the pre-fault median after the last fault",
+    "fault_recovered": "IOPS came back to at least 90% of the pre-fault median after the last fault",
     "usr_cpu": "client user CPU, % of the run's wall time as fio reports it",
     "sys_cpu": "client system CPU, % as fio reports it",
     "client_cpu_us_per_op": "client CPU (user+sys) microseconds per operation",

@@ -9,8 +9,9 @@ Per fault (its window runs to the next fault or the end of the point):
     min_iops, min_mib_s, max_p99_ms   the dip: lowest throughput, highest p99 in the window
                     (until the recovery when there is one)
     recovery_s      from the fault until throughput is back within RECOVERY_BAND (10%) of
-                    the pre-fault median and stays there for RECOVERY_RUN intervals in a
-                    row: the start of that run minus the fault time; None: not recovered
+                    the pre-fault median (at least 90% of it: more counts as back) and stays
+                    there for RECOVERY_RUN intervals in a row: the start of that run minus
+                    the fault time; None: not recovered
 The point's figures (metrics, keys in model.METRIC_COLUMNS) summarise them: the first
 error after the first fault, the deepest dip over all windows, and the recovery after
 the last fault (its final recovery). The pre-fault median is over the measured
@@ -23,7 +24,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-RECOVERY_BAND = 0.10  # within 10% of the pre-fault median
+RECOVERY_BAND = 0.10  # back: at most 10% below the pre-fault median
 RECOVERY_RUN = 3  # consecutive intervals in the band
 MIN_DT_S = 0.5  # shorter intervals (the engine's last, partial one) are too short to judge a rate by
 
@@ -105,9 +106,13 @@ class FaultWindow:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def describe(self) -> str:
+        return f"{self.action} {self.target}" if self.target else self.action
+
 
 def _in_band(x: float, base: float) -> bool:
-    return abs(x - base) <= RECOVERY_BAND * base
+    # at most 10% below the median; more than before (e.g. writes to fewer replicas with an OSD down) counts
+    return x >= (1.0 - RECOVERY_BAND) * base
 
 
 def _recovered_at(window: list[Sample], base: float) -> float | None:

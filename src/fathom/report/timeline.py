@@ -148,7 +148,7 @@ def tables(runs: list[RunData], wl: str) -> list[Any]:
                             ["run", "level", "faults (engine time)", "pre-fault IOPS (median)", "min IOPS",
                              "max p99 (ms)", "first error after (s)", "recovery (s)", "op errors"],
                             rec_rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r"],
-                            [f"Recovery: seconds from the last fault until IOPS is back within {RECOVERY_BAND:.0%} of "
-                             "the pre-fault median for 3 s in a row. A point with intended faults is labelled "
-                             "'fault', not counted as an anomaly."]))
+                            [f"Recovery: seconds from the last fault until IOPS is back to at least "
+                             f"{1 - RECOVERY_BAND:.0%} of the pre-fault median for 3 s in a row. A point with "
+                             "intended faults is labelled 'fault (intended)', not counted as an anomaly."]))
     return out
