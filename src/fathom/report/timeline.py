@@ -100,6 +100,10 @@ def _fmt(v: float | None, nd: int = 2) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.{nd}f}"
 
 
+def _int(v: float | None) -> str:
+    return "n/a" if v is None else f"{v:,.0f}"
+
+
 def around_rows(ss: list[Sample], faults: list[dict[str, Any]], tp: Throughput) -> list[list[str]]:
     """One row per second near the faults: from a few seconds before each to a while after it."""
     keep = [s for s in ss if any(float(f["t_s"]) - AROUND_BEFORE_S < s.t <= float(f["t_s"]) + AROUND_AFTER_S
@@ -107,7 +111,8 @@ def around_rows(ss: list[Sample], faults: list[dict[str, Any]], tp: Throughput) 
     rows = []
     for s in keep:
         here = [_label(f) for f in faults if s.t - s.dt < float(f["t_s"]) <= s.t]
-        rows.append([f"{s.t:.0f}", _fmt(_rate(s, tp)), _fmt(s.p99_ms), str(s.errors), ", ".join(here)])
+        rate = f"{s.iops:,.0f}" if tp.unit == "IOPS" else f"{s.mib_s:,.2f}"
+        rows.append([f"{s.t:.0f}", rate, _fmt(s.p99_ms), str(s.errors), ", ".join(here)])
     return rows
 
 
@@ -135,9 +140,9 @@ def tables(runs: list[RunData], wl: str) -> list[Any]:
             m = p.metrics
             rec = m.get("fault_recovery_s")
             rec_rows.append([r.name, p.label, "; ".join(f"{_label(f)} @ {float(f['t_s']):.1f} s" for f in fs),
-                             _fmt(m.get("prefault_iops")), _fmt(m.get("fault_min_iops")),
+                             _int(m.get("prefault_iops")), _int(m.get("fault_min_iops")),
                              _fmt(m.get("fault_max_p99_ms")), _fmt(m.get("fault_first_error_s"), 1),
-                             _fmt(rec, 1) if rec is not None else "not recovered", _fmt(p.m("errors"))])
+                             _fmt(rec, 1) if rec is not None else "not recovered", _int(p.m("errors"))])
             out.append(Table(f"{wl} {p.label}: {r.name}: timeline around the faults",
                              ["t (s)", f"throughput ({tp.unit})", "p99 (ms)", "op errors", "fault"],
                              around_rows(ss, fs, tp), ["r", "r", "r", "r", "l"],
