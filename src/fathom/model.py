@@ -87,6 +87,17 @@ METRIC_COLUMNS: dict[str, str] = {
     "runtime_s": "measured seconds (ramp excluded)",
     "steady_state": "with a workload's steady_state: 'reached' (the point stopped early) or 'not reached' (by max_s)",
     "steady_s": "measured seconds until the steady-state criteria held (the stop request); ramp excluded",
+    # points with faults (fathom.faults; figures from fathom.analysis.recovery, on the engine's clock)
+    "faults": "faults run during the point",
+    "fault_at_s": "engine time of the first fault, s",
+    "prefault_iops": "median IOPS of the measured seconds before the first fault",
+    "fault_first_error_s": "s from the first fault to the end of the first second with an op error",
+    "fault_min_iops": "lowest IOPS in a second after a fault, until recovery (the dip)",
+    "fault_min_mib_s": "lowest MiB/s in a second after a fault, until recovery",
+    "fault_max_p99_ms": "highest per-second p99 latency after a fault, until recovery, ms",
+    "fault_recovery_s": "s from the last fault until IOPS is back to at least 90% of the pre-fault median "
+                        "(3 s in a row); none: not recovered",
+    "fault_recovered": "IOPS came back to at least 90% of the pre-fault median after the last fault",
     "usr_cpu": "client user CPU, % of the run's wall time as fio reports it",
     "sys_cpu": "client system CPU, % as fio reports it",
     "client_cpu_us_per_op": "client CPU (user+sys) microseconds per operation",

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from fathom import engines, telemetry
-from fathom.cluster import health
+from fathom import engines, faults, telemetry
+from fathom.cluster import full, health
 from fathom.cluster.local import Daemon
 from fathom.errors import FathomError
 from fathom.hdr import with_merged
@@ -40,7 +40,7 @@ class Contribution:
     events: list[dict[str, Any]] = field(default_factory=list)
     samples: list[dict[str, Any]] = field(default_factory=list)  # telemetry rows
     perf_counters: dict[str, dict[str, Any]] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)  # METRIC_COLUMNS the companion decides (steady_state)
+    metrics: dict[str, Any] = field(default_factory=dict)  # figures for the point's metrics (METRIC_COLUMNS keys)
 
 
 class Live:
@@ -128,6 +128,8 @@ class PointOutcome:
     metrics: dict[str, Any] | None
     error: str | None
     next_gate: health.GateVerdict | None  # the clean state seen right after, for the next point
+    faulted: bool = False  # faults ran: the next point's gate must wait for a clean cluster itself
+    full: dict[str, str] | None = None  # the cluster's full states when the point failed on them
 
 
 def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext, companions: list[Companion],
@@ -142,6 +144,8 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     started = time.time()
     result: PointResult | None = None
     status, error = "done", None
+    full_now: dict[str, str] = {}
+
     def on_interval(rec: dict[str, Any]) -> None:
         intervals.append(rec)
         for c in companions:
@@ -170,6 +174,9 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
             result = adapter.run(params, ctx)
         except FathomError as exc:
             status, error = "failed", exc.message
+            full_now = full.full_state(ceph) if ceph is not None else {}
+            if full_now:
+                error = f"the cluster is full ({full.describe(full_now)}): {error}"
     except KeyboardInterrupt as exc:
         # the point in progress is kept, marked interrupted, with what was measured so far
         got = _stop_all(started_companions)
@@ -180,7 +187,8 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
                            gate=gate.to_dict() if gate else None, error="interrupted (Ctrl-C or SIGTERM)",
                            started=started, ended=time.time(), intervals=intervals, histograms=hists,
                            telemetry=got.samples, perf_counters=got.perf_counters,
-                           events=[*events, {"kind": "interrupt", "message": f"point {point.key} interrupted"}])
+                           events=[*events, *got.events,
+                                   {"kind": "interrupt", "message": f"point {point.key} interrupted"}])
         raise
     # ---- stop ----
     ended = time.time()
@@ -190,13 +198,16 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
         events.append({"kind": "stop", "message": f"stopped early: {live.stop_reason}"})
     # ---- health ----
     next_gate = None
+    faulted = faults.faulted(events)
     if ceph is not None:
         next_gate = _health_after(ceph, gate, events)
+        if faulted:
+            next_gate = None  # clean now or not, a cluster that was just faulted is checked again before use
     # ---- record ----
     metrics, hists = None, {}
     if result is not None:
         metrics, hists = _metrics(result, params, got.samples, started, ended)
-        metrics.update(got.metrics)
+        metrics.update({k: v for k, v in got.metrics.items() if k in METRIC_COLUMNS})
         if metrics.get("total_ios", 0) == 0:
             status, error = "failed", "the engine completed no I/O in the measured window"
     if error:
@@ -206,7 +217,8 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
                        gate=gate.to_dict() if gate else None, error=error, started=started, ended=ended,
                        intervals=intervals, histograms=hists, telemetry=got.samples,
                        perf_counters=got.perf_counters, events=events)
-    return PointOutcome(status, metrics, error, next_gate)
+    return PointOutcome(status, metrics, error, next_gate, faulted,
+                        full_now if status == "failed" and ceph is not None and full_now else None)
 
 
 def _stop_all(companions: list[Companion]) -> Contribution:

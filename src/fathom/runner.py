@@ -30,9 +30,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fathom import engines, envinfo, interfaces, plan, resume, spec, steady
+from fathom import engines, envinfo, faults, interfaces, plan, resume, spec, steady
 from fathom import point as point_mod
-from fathom.cluster import health
+from fathom.cluster import full, health
 from fathom.cluster.ceph import Connection
 from fathom.cluster.local import LocalCluster
 from fathom.cluster.prep import Ledger, Prep
@@ -57,6 +57,7 @@ class RunOptions:
     resume: str | None = None
     keep_cluster: bool = False
     gate_timeout: float = 300.0
+    on_full: str = "stop"  # a point failed on a full cluster: stop the run, or skip (record) every point left
     tty: bool | None = None  # progress style; None = decide from stderr
 
 
@@ -127,6 +128,10 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         conn = Connection.from_args(suite.cluster.conf, suite.cluster.id, None, suite.cluster.keyring)
         target = Target(conn=conn)
         target.ceph().probe()
+    schedules = {p.workload: [faults.Fault.model_validate(f) for f in p.params.get("faults") or []] for p in todo}
+    schedules = {wl: fs for wl, fs in schedules.items() if fs}
+    if target is not None and schedules:  # before anything is made: a fault this cluster cannot take
+        faults.check_cluster(schedules, target.ceph(), target.local)
 
     if run_id is None:
         name = opts.name or f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -255,6 +260,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         sampler = telemetry.Sampler(daemons)
         tel = point_mod.TelemetryCompanion(sampler, daemons, target.local.run_dir if target and target.local else None)
         next_gate: health.GateVerdict | None = None
+        gate_timeout = opts.gate_timeout
         prog = Progress(len(points), todo, tty=opts.tty)
         companions: list[point_mod.Companion] = [tel, point_mod.ProgressCompanion(prog)]
         if outcome.skipped:
@@ -282,15 +288,23 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                     found(rw.write.key)
             ctx = context(point)
             prog.point_start(point, n)
+            schedule = [faults.Fault.model_validate(f) for f in point.params.get("faults") or []]
+            extra: list[point_mod.Companion] = [faults.FaultCompanion(schedule, faults.Executor(
+                ceph, target.local if target else None))] if schedule and ceph is not None else []
             try:
                 crit = steady.Criteria.of(point.params)  # a steady_state watch only for workloads with one
                 watch: list[point_mod.Companion] = [steady.SteadyStateCompanion(crit)] if crit else []
-                res = point_mod.run_point(store, run_id, point, ctx, companions + watch, ceph, opts.gate_timeout,
+                res = point_mod.run_point(store, run_id, point, ctx, companions + extra + watch, ceph, gate_timeout,
                                           next_gate)
             except KeyboardInterrupt:
                 prog.point_end(point, "interrupted", None)
                 raise
             next_gate = res.next_gate
+            # after faults the cluster heals first: its gate may take a recovery's time
+            gate_timeout = max(opts.gate_timeout, faults.RECOVERY_GATE_S) if res.faulted else opts.gate_timeout
+            if res.faulted and target is not None:  # a restarted daemon has a new pid
+                tel.sampler.daemons = [d for d in target.local_daemons() if d.pid]
+                tel.daemons = target.local_daemons()
             prog.point_end(point, res.status, res.metrics, res.error)
             if res.status == "done":
                 outcome.done += 1
@@ -301,6 +315,9 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                     dead = [d.name for d in target.local.daemons() if not d.running]
                     raise FathomError(f"{', '.join(dead)} stopped during point {point.key}; run {run_id} stopped",
                                       hint=f"resume later with `fathom run --resume {run_id} --db {opts.db}`")
+                if res.full:
+                    _on_full(store, run_id, point, todo[todo.index(point) + 1:], res.full, opts, outcome, prog.say)
+                    break
         outcome.status = "done" if outcome.failed == 0 else "failed"
     except KeyboardInterrupt:
         outcome.status = "interrupted"
@@ -338,6 +355,25 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
             store.close()
     _summary(outcome, opts)
     return outcome
+
+
+def _on_full(store: Store, run_id: int, point: plan.Point, rest: list[plan.Point], state: dict[str, str],
+             opts: RunOptions, outcome: Outcome, say: Any) -> None:
+    """A point failed on a full cluster: the points after it would too. Policy `stop` ends the run (the rest
+    stays to do: `--resume` runs it once there is room); `skip` records each of them as skipped, with why."""
+    why = f"the cluster is full ({full.describe(state)})"
+    resume_hint = f"free space (or raise the pool's quota), then `fathom run --resume {run_id} --db {opts.db}`"
+    if opts.on_full != "skip" or not rest:
+        raise FathomError(f"point {point.key} ended because {why}; run {run_id} stopped, finished points kept",
+                          hint=resume_hint)
+    for p in rest:
+        store.record_point(run_id, p.idx, p.key, p.workload, p.engine, p.params, "skipped",
+                           error=f"skipped: {why} (point {point.key} failed on it)",
+                           events=[{"kind": "skipped", "message": f"skipped: {why}"}])
+    outcome.failed += len(rest)
+    msg = f"{len(rest)} point(s) after {point.key} skipped (--on-full skip): {why}"
+    store.add_event(run_id, "skipped", msg, data={"full": state, "points": [p.key for p in rest]})
+    say(f"{msg}; {resume_hint}")
 
 
 def _record_cost(store: Store, run_id: int, sampler: telemetry.Sampler, asok_cpu_s: float) -> float | None:

@@ -12,7 +12,8 @@ Layout:
                  (`target: {kind: local | ceph, ...}`, the former name, is still read)
     prep:        {pools: [...], images: {...}, prefill, hygiene}
     defaults:    fields every workload inherits
-    workloads:   [{name, engine, rw, bs, ..., steady_state, sweep}]
+    workloads:   [{name, engine, rw, bs, ..., on_error, op_timeout, stall_timeout, faults, steady_state, sweep}]
+                 faults: [{at_s, action, target}] on the engine's clock (fathom.faults; docs/suites.md)
                  steady_state: {metric, window_s, criteria: {slope, deviation}, min_s, max_s}
                  stops each point once settled; max_s is the runtime (docs/suites.md)
     sweep:       {mode: product | zip, <field>: [values]}  (suite-wide, a workload's own sweep replaces it)
@@ -35,11 +36,13 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from fathom import interfaces, steady
 from fathom.errors import FathomError, UsageError
+from fathom.faults import Fault, schedule_problems
 from fathom.units import parse_duration, parse_size
 
 RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
 WORKLOAD_FIELDS = ("engine", "interface", "target", "pool", "rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime",
-                   "ramp_time", "size", "object_size", "drop_caches", "steady_state")
+                   "ramp_time", "size", "object_size", "drop_caches", "on_error", "op_timeout", "stall_timeout",
+                   "faults", "steady_state")
 SWEEPABLE = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp_time", "size", "object_size", "engine")
 
 
@@ -233,6 +236,11 @@ class Workload(_Model):
     size: int | None = None  # region per job (fio's size); None = the whole image
     object_size: int | None = None  # rados: object size (defaults to bs)
     drop_caches: bool = False
+    # fathom-engine's error handling (so a point can survive a failover); see engine/PROTOCOL.md
+    on_error: Literal["stop", "continue"] = "stop"
+    op_timeout: float | None = 30.0  # an op not done after this long counts as an ETIMEDOUT error; null: none
+    stall_timeout: float = 60.0  # no op completing for this long ends the point (e.g. a full or paused cluster)
+    faults: list[Fault] = []  # fathom.faults: actions on the cluster during the point, on the engine's clock
     steady_state: SteadyStateSpec | None = None  # stop each point once settled; its max_s is the runtime
     sweep: SweepSpec | None = None
 
@@ -272,6 +280,17 @@ class Workload(_Model):
         d = _duration(v, info.field_name)
         if info.field_name == "runtime" and d <= 0:
             raise ValueError("must be longer than 0 s")
+        return d
+
+    @field_validator("op_timeout", "stall_timeout", mode="before")
+    @classmethod
+    def _timeouts(cls, v: Any, info: Any) -> float | None:
+        if v is None and info.field_name == "op_timeout":
+            return None
+        d = _duration(v, info.field_name)
+        if d <= 0:
+            raise ValueError("must be longer than 0 s" + (" (null: no op timeout)" if info.field_name == "op_timeout"
+                                                          else ""))
         return d
 
     @model_validator(mode="after")
@@ -425,6 +444,7 @@ def parse(text: str, source: str = "<suite>", quick: bool = False, engine: str |
     _cross_checks(parts, lines, problems)
     _check_steady(parts, data, lines, problems)
     _check_sweeps(parts, data, own_sweep, problems)
+    _check_faults(parts, data, lines, problems)
     problems.raise_if_any()
     assert suite is not None  # no problem means the suite validated
     return suite
@@ -587,6 +607,50 @@ def _check_steady(parts: _Parts, data: dict[str, Any], lines: dict[tuple, int], 
             path = path if path in lines else ("sweep", "runtime")
             problems.add(path, f"{label}{_path(path)}: runtime cannot be swept with steady_state.max_s set "
                                "(max_s is every point's runtime); sweep without max_s, or drop the runtime sweep")
+
+
+def _check_faults(parts: _Parts, data: dict[str, Any], lines: dict[tuple, int], problems: _Problems) -> None:
+    """Each fault that is valid on its own against its workload and the cluster (fathom.faults), also in a
+    workload with problems elsewhere, so every problem of a schedule is reported at once."""
+    raw = data.get("workloads")
+    if parts.cluster is None or not isinstance(raw, list):
+        return
+    for i, w in enumerate(raw):
+        if not isinstance(w, dict) or not isinstance(w.get("faults"), list):
+            continue
+        faults, index = [], []
+        for j, f in enumerate(w["faults"]):
+            try:
+                faults.append(Fault.model_validate(f))
+                index.append(j)
+            except ValidationError:
+                pass  # reported with the workload's own problems
+        iface = w.get("interface", w.get("target", "rbd"))
+        try:
+            needs_cluster = interfaces.get("null" if iface is None else str(iface)).needs_cluster
+        except FathomError:
+            continue  # an unknown interface is reported already
+        for j, fld, msg in schedule_problems(faults, parts.cluster.kind, parts.cluster.osds, _point_end_s(w),
+                                             needs_cluster, str(w.get("engine", "fathom-engine"))):
+            where = ("workloads", i, "faults") if ("workloads", i, "faults") in lines else ("defaults", "faults")
+            path = where + (index[j] if index else 0, fld)
+            problems.add(path, f"{_workload_label(w)}{_path(path)}: {msg}")
+
+
+def _point_end_s(w: dict[str, Any]) -> float:
+    """The shortest point of a workload (runtime plus ramp over its sweep): a fault must fall inside every one."""
+    sweep = w.get("sweep") if isinstance(w.get("sweep"), dict) else {}
+
+    def least(key: str, default: float) -> float:
+        vals = []
+        for v in (sweep.get(key) if isinstance(sweep.get(key), list) else [w.get(key, default)]):
+            try:
+                vals.append(parse_duration(v, key))
+            except UsageError:
+                pass  # reported by the field's own check
+        return min(vals, default=default)
+
+    return least("runtime", 60.0) + least("ramp_time", 0.0)
 
 
 def _check_sweeps(parts: _Parts, data: dict[str, Any], own_sweep: set[int], problems: _Problems) -> None:

@@ -22,6 +22,9 @@ Rules (thresholds are deliberately loose: a clean sweep must pass untouched):
   cores; without it, fio's usr+sys (% of one core, summed over jobs) against 100% per job.
 - host_busy: the host was over 95% busy during the point: client and cluster competed for cores,
   so neither side's figures are a clean limit.
+- A point with intended faults (a `faults:` schedule) is labelled as such, not flagged: its dip
+  (collapse), its errors and the health checks its faults raise are what it measures. A health
+  check its faults do not explain (analysis.recovery.EXPECTED_CHECKS) is still flagged.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from typing import Any
 
 from fathom.analysis.data import Point, RunData, Throughput, throughput_for
 from fathom.steady import reached
+from fathom.analysis.recovery import expected_checks
 
 COLLAPSE_FACTOR = 3.0
 WINDOW_FACTOR = 3.0
@@ -163,6 +167,19 @@ def _checks_note(e: dict[str, Any], p: Point) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
+def fault_data(run: RunData, p: Point) -> list[dict[str, Any]]:
+    """The `data` of the fault events of a point (its intended faults)."""
+    return [e["data"] for e in run.events if e["kind"] == "fault" and isinstance(e.get("data"), dict)
+            and _in_point(e, p)]
+
+
+def _unexplained(e: dict[str, Any], p: Point, faults: list[dict[str, Any]]) -> set[str]:
+    """Health checks after a faulted point that were not there before and that its faults do not explain."""
+    data = e.get("data") if isinstance(e.get("data"), dict) else {}
+    after = set(data.get("checks") or [])
+    return after - set((p.gate or {}).get("checks") or {}) - expected_checks(faults)
+
+
 def _in_point(e: dict[str, Any], p: Point) -> bool:
     if e.get("point_id") is not None:
         return e["point_id"] == p.point_id
@@ -178,9 +195,11 @@ def find(run: RunData, workload: str, curve: list[Point] | None = None,
     def add(p: Point, kind: str, msg: str) -> None:
         out.append(Anomaly(run.name, workload, p.iodepth, p.label, kind, msg, p.point_id))
 
+    faulted = {id(p): fault_data(run, p) for p in curve}
     collapsed = collapse(curve, tp)
     for i, msg in collapsed.items():
-        add(curve[i], "collapse", msg)
+        if not faulted[id(curve[i])]:  # an intended fault's dip is the measurement
+            add(curve[i], "collapse", msg)
 
     windows = [w for w in (_window(p, tp) for p in run.points if not reached(p.metrics)) if w]
     if windows:
@@ -207,13 +226,19 @@ def find(run: RunData, workload: str, curve: list[Point] | None = None,
             add(p, "failed", f"point failed: {p.error or 'no reason recorded'}")
         elif p.error:
             add(p, "errors", f"error during the point: {p.error}")
-        if errs:
+        fs = faulted[id(p)]
+        if errs and not fs:
             add(p, "errors", f"{errs:,.0f} failed operations")
         if (p.stopped_early and not reached(p.metrics)) or p.status == "interrupted":
             add(p, "stopped_early", f"ended before its planned time: {p.stop_reason or p.status}")
         for e in run.events:
             if _in_point(e, p):
-                if e["kind"] in HEALTH_EVENT_KINDS and _health_changed(e, p):
+                if e["kind"] in HEALTH_EVENT_KINDS and fs:
+                    extra = _unexplained(e, p, fs)
+                    if extra or not isinstance(e.get("data"), dict):
+                        add(p, "health", f"cluster health changed beyond what the point's faults explain: "
+                            f"{e['message']}" + (f" (unexplained checks {', '.join(sorted(extra))})" if extra else ""))
+                elif e["kind"] in HEALTH_EVENT_KINDS and _health_changed(e, p):
                     add(p, "health", f"cluster health changed during the point: {e['message']}"
                         + _checks_note(e, p))
                 elif e["kind"] == "error" and not p.error:

@@ -36,6 +36,7 @@ class Point:
     published: dict[str, Any] = field(default_factory=dict)  # raw row of an imported table
     hists: dict[str, str] = field(default_factory=dict)  # op -> base64 HDR V2 ('all' = merged over ops)
     gate: dict[str, Any] = field(default_factory=dict)  # health gate verdict before the point
+    intervals: list[dict[str, Any]] = field(default_factory=list)  # engine records, loaded for points with faults
     level: tuple[Any, ...] = ()
     label: str = ""
 
@@ -90,7 +91,12 @@ def load_run(store: Store, ref: str) -> RunData:
                 stop_reason=res.get("stop_reason"), point_id=p["id"], started=p.get("started"),
                 ended=p.get("ended"), published=res.get("published_row") or {}, hists=store.histograms(p["id"]),
                 gate=p.get("gate") or {}))
-        events.extend({**e, "run_id": r.id} for e in store.events(r.id))
+        run_events = store.events(r.id)
+        events.extend({**e, "run_id": r.id} for e in run_events)
+        faulted = {e["point_id"] for e in run_events if e["kind"] == "fault"}
+        for pt in points:
+            if pt.run_id == r.id and pt.point_id in faulted:
+                pt.intervals = store.intervals(pt.point_id)  # for the point's timeline
     first = runs[0]
     return RunData(name=name, ids=[r.id for r in runs], kind=first.kind,
                    status=",".join(sorted({r.status for r in runs})),

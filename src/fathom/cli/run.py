@@ -36,6 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-cluster", action="store_true", help="leave the disposable local cluster running")
     p.add_argument("--gate-timeout", default="300s", help="wait at most this long for a clean cluster before "
                                                           "each point (default 300s)")
+    p.add_argument("--on-full", choices=("stop", "skip"), default="stop",
+                   help="when a point fails because the cluster or its pool is full: stop the run (default; "
+                        "--resume continues it once there is room) or record every point left as skipped")
     add_target_args(p, client_name_flag="--client-name")  # --name is the run's name here
     p.set_defaults(func=cmd_run)
 
@@ -147,6 +150,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         suite_ref=args.suite, quick=args.quick, engine=args.engine, db=Path(args.db), name=args.name,
         resume=args.resume,
         keep_cluster=args.keep_cluster, gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"),
+        on_full=args.on_full,
     )
     outcome = runner.run(opts, args)
     return outcome.exit_code

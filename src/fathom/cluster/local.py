@@ -317,9 +317,33 @@ rgw_dynamic_resharding = false
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True, close_fds=True)
         out.close()
         (self.run_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
-        st["daemons"].append(name)
-        self._save_state(st)
+        if name not in st["daemons"]:
+            st["daemons"].append(name)
+            self._save_state(st)
         return proc.pid
+
+    def start_daemon(self, name: str) -> int:
+        """Start again one of this cluster's daemons that is not running (a fault stopped it); returns its pid.
+
+        Its data and keyring are where `up` made them, so it rejoins the cluster as itself."""
+        st = self.state()
+        if st is None or name not in st.get("daemons", []):
+            raise ClusterError(f"{name} is not a daemon of the cluster in {self.root}")
+        d = next(d for d in self.daemons() if d.name == name)
+        if d.running:
+            return d.pid  # type: ignore[return-value]
+        kind, ident = _kind(name), name.split(".", 1)[-1]
+        argv = {"osd": ["ceph-osd", "-i", ident], "mon": ["ceph-mon", "-i", ident], "mgr": ["ceph-mgr", "-i", ident],
+                "mds": ["ceph-mds", "-i", ident],
+                "rgw": ["radosgw", "-n", RGW_NAME, "--keyring", str(self.root / "rgw" / "keyring")]}.get(kind)
+        if argv is None:
+            raise ClusterError(f"fathom does not know how to start {name}")
+        self.progress(f"starting {name} again")
+        return self._start(st, name, argv)
+
+    def owns(self, d: Daemon) -> bool:
+        """Is d's pid still that daemon of this cluster (not a recycled pid)?"""
+        return self._owns(d)
 
     def _start_mgr(self, st: dict[str, Any], ceph: Ceph) -> None:
         d = self.root / "mgr.x"

@@ -307,11 +307,17 @@ HEARTBEAT_TIMEOUT_S = 30.0
 def point_spec(p: dict[str, Any], ctx: PointContext) -> EngineSpec:
     """The engine spec of one planned point: the interface's target section plus the generic load.
 
-    The engine runs the ramp and the measured window itself (duration_s covers both).
+    The engine runs the ramp and the measured window itself (duration_s covers both). The workload's
+    on_error, op_timeout and stall_timeout are the engine's (a point survives a failover with
+    `on_error: continue` and an op timeout shorter than the fault).
     """
+    op_timeout = p.get("op_timeout", 30.0)
     return EngineSpec(target=interfaces.get(p["interface"]).target(p, ctx),
                       load=Load(iodepth=int(p["iodepth"]), duration_s=float(p["runtime"]) + float(p["ramp_time"]),
-                                ramp_s=float(p["ramp_time"])))
+                                ramp_s=float(p["ramp_time"])),
+                      on_error=p.get("on_error") or "stop",
+                      op_timeout_s=float(op_timeout) if op_timeout is not None else None,
+                      stall_timeout_s=float(p.get("stall_timeout") or 60.0))
 
 
 def result_from_summary(summary: dict[str, Any], wall_s: float | None, user_s: float | None,

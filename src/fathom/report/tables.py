@@ -15,7 +15,7 @@ from fathom.analysis.data import (Level, Point, RunData, Throughput, assign_leve
                                   throughput_for)
 from fathom.analysis.stats import KNEE_DEFINITION, knee_index, saturation_index
 from fathom.model import daemon_kinds_in, daemon_label
-from fathom.report import svg
+from fathom.report import svg, timeline
 from fathom.steady import Criteria, outcome_text
 
 NA = "n/a"
@@ -187,6 +187,8 @@ def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = Non
         if has_steady:
             row.append(outcome_text(p.metrics, p.params) or NA)
         fl = sorted(set(flags.get(p.point_id, [])))
+        if anom.fault_data(run, p):
+            fl.insert(0, "fault (intended)")
         if p.status != "done" and "failed" not in fl:
             fl.append(p.status)
         row.append(", ".join(fl))
@@ -289,8 +291,9 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
         all_flags.extend(wl_flags)
         tp = throughput_for([p for r in runs for p in r.curve(wl)])
         kinds = server_kinds([p for r in runs for p in r.curve(wl)])
-        sections.append(Section(wl, tp.unit, charts(runs, wl, axis),
-                                [detail_table(r, wl, axis, kinds) for r in runs if r.curve(wl)], wl_flags))
+        sections.append(Section(wl, tp.unit, charts(runs, wl, axis) + timeline.charts(runs, wl),
+                                [detail_table(r, wl, axis, kinds) for r in runs if r.curve(wl)]
+                                + timeline.tables(runs, wl), wl_flags))
     summary = Table("Summary", ["workload", "run", "peak throughput", "peak at", "knee at", "90% of peak at",
                                 "clat at peak (ms)", "OSD CPU at peak (% of one core)", "per OSD core at peak",
                                 "anomalies"], srows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],

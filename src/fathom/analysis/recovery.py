@@ -1,0 +1,182 @@
+"""Recovery figures of a point with faults: what clients saw while the cluster broke and healed.
+
+Pure: from the point's interval records (the engine's, one a second) and its fault
+events (kind "fault", `data.t_s` on the same clock: `t` of the interval records).
+
+Per fault (its window runs to the next fault or the end of the point):
+    first_error_s   from the fault to the end of the first interval that counted an
+                    error (1 s resolution); None: no error
+    min_iops, min_mib_s, max_p99_ms   the dip: lowest throughput, highest p99 in the window
+                    (until the recovery when there is one)
+    recovery_s      from the fault until throughput is back within RECOVERY_BAND (10%) of
+                    the pre-fault median (at least 90% of it: more counts as back) and stays
+                    there for RECOVERY_RUN intervals in a row: the start of that run minus
+                    the fault time; None: not recovered
+The point's figures (metrics, keys in model.METRIC_COLUMNS) summarise them: the first
+error after the first fault, the deepest dip over all windows, and the recovery after
+the last fault (its final recovery). The pre-fault median is over the measured
+(non-ramp) intervals that end before the first fault.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+from typing import Any
+
+RECOVERY_BAND = 0.10  # back: at most 10% below the pre-fault median
+RECOVERY_RUN = 3  # consecutive intervals in the band
+MIN_DT_S = 0.5  # shorter intervals (the engine's last, partial one) are too short to judge a rate by
+
+# Health checks a fault is expected to raise: an intended fault that raises only these is not an
+# anomaly. By the daemon kind it hits, and by action for the commands that hit no daemon.
+_PG = {"PG_DEGRADED", "PG_AVAILABILITY", "PG_DEGRADED_FULL", "SLOW_OPS", "OBJECT_MISPLACED", "PG_RECOVERY_FULL",
+       "OSD_SLOW_PING_TIME_BACK", "OSD_SLOW_PING_TIME_FRONT"}
+EXPECTED_CHECKS: dict[str, set[str]] = {
+    "osd": {"OSD_DOWN", "OSD_HOST_DOWN", "OSD_ROOT_DOWN", "OSD_OUT", *_PG},
+    "mon": {"MON_DOWN", *_PG},
+    "mgr": {"MGR_DOWN", *_PG},
+    "mds": {"FS_DEGRADED", "MDS_ALL_DOWN", "FS_WITH_FAILED_MDS", "MDS_INSUFFICIENT_STANDBY", "MDS_UP_LESS_THAN_MAX",
+            *_PG},
+    "rgw": {*_PG},
+    "pause": {"OSDMAP_FLAGS", *_PG},
+}
+
+
+def expected_checks(faults: list[dict[str, Any]]) -> set[str]:
+    """Health checks these fault events (their `data`) may raise."""
+    out: set[str] = set()
+    for f in faults:
+        action, target = f.get("action") or "", f.get("target") or ""
+        if action in ("pause", "unpause"):
+            out |= EXPECTED_CHECKS["pause"]
+        else:
+            kind = "rgw" if "rgw" in target else target.split(".", 1)[0]
+            out |= EXPECTED_CHECKS.get(kind, _PG)
+    return out
+
+
+@dataclass
+class Sample:
+    """One interval as a rate: it covers (t - dt, t] on the engine's clock."""
+
+    t: float
+    dt: float
+    iops: float
+    mib_s: float
+    errors: int
+    p99_ms: float | None
+    ramp: bool = False
+
+
+def samples(intervals: list[dict[str, Any]], with_p99: bool = True) -> list[Sample]:
+    """The interval records as per-second rates, in time order (records without `t` are skipped)."""
+    from fathom import hdr
+
+    out = []
+    for rec in sorted((r for r in intervals if r.get("t") is not None), key=lambda r: float(r["t"])):
+        dt = float(rec.get("dt") or 1.0)
+        ops = rec.get("ops") or {}
+        n = sum(float(o.get("ops") or 0) for o in ops.values())
+        nbytes = sum(float(o.get("bytes") or 0) for o in ops.values())
+        errs = sum(int(o.get("errors") or 0) for o in ops.values())
+        p99 = None
+        if with_p99:
+            hists = [o["hist"] for o in ops.values() if o.get("hist")]
+            if hists:
+                merged = hdr.merge(hists)
+                if merged.get_total_count():
+                    p99 = hdr.percentile(merged, 99.0) / 1e6
+        out.append(Sample(float(rec["t"]), dt, n / dt if dt > 0 else 0.0, nbytes / dt / 2**20 if dt > 0 else 0.0,
+                          errs, p99, bool(rec.get("ramp"))))
+    return out
+
+
+@dataclass
+class FaultWindow:
+    t_s: float
+    action: str
+    target: str | None
+    first_error_s: float | None
+    min_iops: float | None
+    min_mib_s: float | None
+    max_p99_ms: float | None
+    recovery_s: float | None  # None: not back in the band before the window ended
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        return f"{self.action} {self.target}" if self.target else self.action
+
+
+def _in_band(x: float, base: float) -> bool:
+    # at most 10% below the median; more than before (e.g. writes to fewer replicas with an OSD down) counts
+    return x >= (1.0 - RECOVERY_BAND) * base
+
+
+def _recovered_at(window: list[Sample], base: float) -> float | None:
+    """Start time of the first run of RECOVERY_RUN intervals in the band, or None."""
+    run: list[Sample] = []
+    for s in window:
+        if s.dt < MIN_DT_S:
+            continue
+        run = run + [s] if _in_band(s.iops, base) else []
+        if len(run) >= RECOVERY_RUN:
+            return run[0].t - run[0].dt
+    return None
+
+
+def baseline(ss: list[Sample], t_fault: float) -> float | None:
+    """Median throughput (IOPS) of the measured intervals that end before the fault (all of them if none is
+    measured, the fault falling in the ramp)."""
+    before = [s for s in ss if s.t <= t_fault and s.dt >= MIN_DT_S]
+    measured = [s.iops for s in before if not s.ramp] or [s.iops for s in before]
+    return statistics.median(measured) if measured else None
+
+
+def windows(ss: list[Sample], faults: list[dict[str, Any]]) -> tuple[float | None, list[FaultWindow]]:
+    """(pre-fault median IOPS, one FaultWindow per fault in time order)."""
+    fs = sorted((f for f in faults if f.get("t_s") is not None), key=lambda f: float(f["t_s"]))
+    if not fs:
+        return None, []
+    base = baseline(ss, float(fs[0]["t_s"]))
+    out = []
+    for i, f in enumerate(fs):
+        t0 = float(f["t_s"])
+        t1 = float(fs[i + 1]["t_s"]) if i + 1 < len(fs) else float("inf")
+        win = [s for s in ss if t0 < s.t and s.t - s.dt < t1]
+        err = next((s for s in win if s.errors), None)
+        rec_at = _recovered_at(win, base) if base else None
+        dip = [s for s in win if s.dt >= MIN_DT_S and (rec_at is None or s.t - s.dt < rec_at)]
+        p99s = [s.p99_ms for s in dip if s.p99_ms is not None]
+        out.append(FaultWindow(
+            t0, str(f.get("action") or ""), f.get("target"),
+            round(max(err.t - t0, 0.0), 3) if err else None,
+            min((s.iops for s in dip), default=None), min((s.mib_s for s in dip), default=None),
+            max(p99s, default=None), round(max(rec_at - t0, 0.0), 3) if rec_at is not None else None))
+    return base, out
+
+
+def point_metrics(intervals: list[dict[str, Any]], faults: list[dict[str, Any]]) -> tuple[dict[str, Any],
+                                                                                          list[FaultWindow]]:
+    """The point's recovery metrics (METRIC_COLUMNS keys; {} without a fault) and the per-fault windows."""
+    base, ws = windows(samples(intervals), faults)
+    if not ws:
+        return {}, []
+    first_err = next((w for w in ws if w.first_error_s is not None), None)
+    mins = [w.min_iops for w in ws if w.min_iops is not None]
+    mibs = [w.min_mib_s for w in ws if w.min_mib_s is not None]
+    p99s = [w.max_p99_ms for w in ws if w.max_p99_ms is not None]
+    last = ws[-1]
+    return {
+        "faults": len(ws),
+        "fault_at_s": ws[0].t_s,
+        "prefault_iops": base,
+        "fault_first_error_s": (first_err.t_s - ws[0].t_s + first_err.first_error_s) if first_err else None,
+        "fault_min_iops": min(mins, default=None),
+        "fault_min_mib_s": min(mibs, default=None),
+        "fault_max_p99_ms": max(p99s, default=None),
+        "fault_recovery_s": last.recovery_s,
+        "fault_recovered": last.recovery_s is not None,
+    }, ws

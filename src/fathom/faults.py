@@ -1,0 +1,374 @@
+"""Faults during load: a workload's `faults:` schedule, run against the cluster on the engine's clock.
+
+    faults:
+      - {at_s: 20, action: kill, target: osd.1}      # SIGKILL by the pid fathom recorded
+      - {at_s: 60, action: start, target: osd.1}
+
+`at_s` is on the engine's clock: `t` of its interval records, seconds from the
+start of the engine's main phase (the ramp included). The clock is read from the
+first interval record (its `ts - t`), about a second in; a fault due before that
+runs when that record arrives. Its event records when it really ran.
+
+Actions:
+    kill       SIGKILL a daemon, by the pid fathom recorded when it started it   (local cluster)
+    stop       SIGTERM a daemon and wait until it has exited                       (local cluster)
+    start      start a daemon of the cluster that is not running                   (local cluster)
+    restart    stop, then start (e.g. `target: rgw`, or `mds.a`)                   (local cluster)
+    osd_down, osd_out, osd_in    `ceph osd down|out|in N`                           (any cluster)
+    pause, unpause               `ceph osd pause|unpause`: all client I/O held     (any cluster)
+
+An attached cluster's daemons are not fathom's: only the commands Ceph offers are
+allowed there. The FaultCompanion runs the schedule on its own thread, records
+each fault as an event (kind "fault": engine time, action, target, outcome, pids)
+and leaves nothing broken when the point ends: a daemon the schedule killed or
+stopped and that is still down is started again, a pause is undone, an OSD marked
+out is marked in, each with an event saying so. Only pids of the local cluster's
+own daemons (fathom started them) are ever signalled.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import signal
+import threading
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+
+from fathom.analysis import recovery
+from fathom.errors import FathomError, UsageError
+from fathom.units import parse_duration
+
+LOCAL_ACTIONS = ("kill", "stop", "start", "restart")
+CEPH_ACTIONS = ("osd_down", "osd_out", "osd_in", "pause", "unpause")
+ACTIONS = LOCAL_ACTIONS + CEPH_ACTIONS
+DAEMON_KINDS = ("osd", "mon", "mgr", "mds", "rgw")
+RECOVERY_GATE_S = 900.0  # the health gate after a point with faults waits at least this long for a clean cluster
+STOP_WAIT_S = 30.0  # a stopped daemon is SIGKILLed if it has not exited by then
+
+
+class Fault(BaseModel):
+    """One scheduled action."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    at_s: float
+    action: Literal[ACTIONS]  # type: ignore[valid-type]
+    target: str | None = None  # a daemon (osd.1, mon.a, mgr.x, mds.a, rgw); osd.N for osd_*; none for pause
+
+    @field_validator("at_s", mode="before")
+    @classmethod
+    def _at(cls, v: Any) -> float:
+        try:
+            return parse_duration(v, "at_s")
+        except UsageError:
+            raise ValueError("expected seconds on the engine's clock, such as 20 or 20s") from None
+
+    @field_validator("target", mode="before")
+    @classmethod
+    def _target(cls, v: Any) -> Any:
+        if isinstance(v, int) and not isinstance(v, bool):
+            return f"osd.{v}"  # `target: 1` for an osd_* action
+        return v
+
+    @model_validator(mode="after")
+    def _shape(self) -> Fault:
+        a, t = self.action, self.target
+        if a in ("pause", "unpause"):
+            if t is not None:
+                raise ValueError(f"{a} acts on the whole cluster: leave out target ({t!r})")
+        elif t is None:
+            raise ValueError(f"{a} needs a target ({'osd.N' if a.startswith('osd_') else 'a daemon such as osd.1'})")
+        elif a.startswith("osd_"):
+            if _osd_id(t) is None:
+                raise ValueError(f"{a} needs an OSD as target (osd.N), not {t!r}")
+        elif daemon_kind(t) is None:
+            raise ValueError(f"target {t!r} is not a daemon name; expected osd.N, mon.X, mgr.X, mds.X or rgw")
+        return self
+
+    def describe(self) -> str:
+        return f"{self.action} {self.target}" if self.target else self.action
+
+
+def _osd_id(name: str) -> int | None:
+    kind, _, ident = name.partition(".")
+    return int(ident) if kind == "osd" and ident.isdigit() else None
+
+
+def daemon_kind(name: str) -> str | None:
+    if name == "rgw" or name.startswith("client.rgw"):
+        return "rgw"
+    kind, _, ident = name.partition(".")
+    return kind if kind in DAEMON_KINDS and ident else None
+
+
+# ---- checks of a suite's schedules (spec.py reports them with file:line) --------------------
+
+def local_daemons(osds: int) -> list[str]:
+    """The daemons of a suite's local cluster (fathom.cluster.local: one mon, one mgr, the OSDs)."""
+    return ["mon.a", "mgr.x"] + [f"osd.{i}" for i in range(osds)]
+
+
+def schedule_problems(faults: list[Fault], cluster_kind: str, osds: int, end_s: float, needs_cluster: bool,
+                      engine: str) -> list[tuple[int, str, str]]:
+    """(fault index, field, what is wrong) for every problem of one workload's schedule."""
+    out: list[tuple[int, str, str]] = []
+    known = local_daemons(osds)
+    for j, f in enumerate(faults):
+        what = f"fault {f.describe()} at {f.at_s:g} s"
+        if not needs_cluster:
+            out.append((j, "action", f"{what}: the workload drives no Ceph cluster, so there is nothing to fault"))
+            continue
+        if f.at_s > end_s:
+            out.append((j, "at_s", f"{what} is past the point's end ({end_s:g} s: runtime plus ramp_time; at_s is "
+                                   "on the engine's clock, from its start)"))
+        if cluster_kind == "attached" and f.action in LOCAL_ACTIONS:
+            out.append((j, "action", f"{what}: an attached cluster's daemons are not fathom's to {f.action} (it "
+                                     f"knows no pids there); attached clusters allow {', '.join(CEPH_ACTIONS)}"))
+        elif cluster_kind == "local" and f.target is not None and _name(f.target) not in known:
+            out.append((j, "target", f"{what}: the suite's local cluster has no daemon {f.target!r}"
+                                     f"{_did_you_mean(f.target, known)} (daemons: {', '.join(known)})"))
+    if faults and engine not in ("fathom-engine",):
+        out.append((0, "action", f"faults run on fathom-engine's interval clock; this workload runs on {engine}"))
+    return out
+
+
+def _name(target: str) -> str:
+    return "client.rgw.fathom" if target == "rgw" else target
+
+
+def _did_you_mean(word: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(word, known, n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def check_cluster(schedules: dict[str, list[Fault]], ceph: Any, local: Any | None) -> None:
+    """Refuse, all at once, faults the cluster a run uses cannot take: a daemon it does not have, a kill or
+    start where fathom knows no pids (an attached cluster). Called before the first point."""
+    problems: list[str] = []
+    osd_ids: set[int] | None = None
+    names = {d.name for d in local.daemons()} if local is not None else None
+    for wl, faults in schedules.items():
+        for f in faults:
+            what = f"workload {wl!r}: fault {f.describe()} at {f.at_s:g} s"
+            if f.action in LOCAL_ACTIONS and local is None:
+                problems.append(f"{what}: this cluster is attached, and an attached cluster's daemons are not "
+                                f"fathom's to {f.action} (no pids known); allowed there: {', '.join(CEPH_ACTIONS)}")
+                continue
+            if names is not None and f.target is not None:
+                if _name(f.target) not in names:
+                    problems.append(f"{what}: the cluster has no daemon {f.target!r}"
+                                    f"{_did_you_mean(f.target, sorted(names))} (daemons: {', '.join(sorted(names))})")
+                continue
+            oid = _osd_id(f.target or "")
+            if oid is not None:
+                if osd_ids is None:
+                    osd_ids = {int(i) for i in (ceph.ceph("osd", "ls", timeout=30) or [])}
+                if oid not in osd_ids:
+                    problems.append(f"{what}: the cluster has no {f.target} (OSDs: "
+                                    f"{', '.join(f'osd.{i}' for i in sorted(osd_ids)) or 'none'})")
+    if problems:
+        raise FathomError(problems[0] if len(problems) == 1 else
+                          f"{len(problems)} faults cannot run on this cluster:\n" +
+                          "\n".join(f"  {p}" for p in problems), exit_code=2,
+                          hint="fix the suite's faults: schedules, or run it on a cluster that has these daemons")
+
+
+# ---- doing it ---------------------------------------------------------------------------
+
+class Executor:
+    """Performs fault actions: Ceph commands on any cluster, signals and starts on fathom's local one."""
+
+    def __init__(self, ceph: Any, local: Any | None = None):
+        self.ceph, self.local = ceph, local
+
+    def _daemon(self, target: str) -> Any:
+        name = _name(target)
+        d = next((d for d in self.local.daemons() if d.name == name), None)
+        if d is None:
+            raise FathomError(f"the local cluster has no daemon {target!r}")
+        return d
+
+    def _signal(self, target: str, sig: int, wait_s: float) -> dict[str, Any]:
+        d = self._daemon(target)
+        if not d.running:
+            return {"outcome": "not running; nothing to do", "pid": d.pid}
+        if not self.local.owns(d):  # a recycled pid is not ours to signal
+            raise FathomError(f"pid {d.pid} of {d.name} is no longer that daemon; not signalled")
+        os.kill(d.pid, sig)
+        deadline = time.monotonic() + wait_s
+        while d.running and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if d.running and sig != signal.SIGKILL:
+            os.kill(d.pid, signal.SIGKILL)
+            while d.running and time.monotonic() < deadline + 10:
+                time.sleep(0.05)
+            return {"outcome": f"did not exit within {wait_s:.0f} s of SIGTERM: killed", "pid": d.pid}
+        if d.running:
+            raise FathomError(f"{d.name} (pid {d.pid}) still runs {wait_s:.0f} s after SIGKILL")
+        return {"outcome": "done", "pid": d.pid}
+
+    def start(self, target: str) -> dict[str, Any]:
+        d = self._daemon(target)
+        if d.running:
+            return {"outcome": "already running; nothing to do", "pid": d.pid}
+        pid = self.local.start_daemon(d.name)
+        return {"outcome": "done", "pid_before": d.pid, "pid": pid}
+
+    def run(self, f: Fault) -> dict[str, Any]:
+        a, t = f.action, f.target
+        if a in LOCAL_ACTIONS and self.local is None:
+            raise FathomError(f"{a} needs fathom's local cluster (its daemons' pids)")
+        if a == "kill":
+            return self._signal(t, signal.SIGKILL, 10.0)  # type: ignore[arg-type]
+        if a == "stop":
+            return self._signal(t, signal.SIGTERM, STOP_WAIT_S)  # type: ignore[arg-type]
+        if a == "start":
+            return self.start(t)  # type: ignore[arg-type]
+        if a == "restart":
+            stopped = self._signal(t, signal.SIGTERM, STOP_WAIT_S)  # type: ignore[arg-type]
+            started = self.start(t)  # type: ignore[arg-type]
+            return {"outcome": started["outcome"], "pid_before": stopped.get("pid"), "pid": started.get("pid")}
+        if a in ("pause", "unpause"):
+            self.ceph.ceph("osd", a, fmt_json=False, timeout=30)
+        else:
+            self.ceph.ceph("osd", a.split("_", 1)[1], str(_osd_id(t or "")), fmt_json=False, timeout=30)
+        return {"outcome": "done"}
+
+
+class FaultCompanion:
+    """Runs one point's fault schedule on the engine's clock; see the module docstring."""
+
+    def __init__(self, faults: list[Fault], executor: Executor):
+        self.faults = sorted(faults, key=lambda f: f.at_s)
+        self.executor = executor
+        self.intervals: list[dict[str, Any]] = []
+        self._origin: float | None = None  # epoch time of t = 0 on the engine's clock
+        self._clock = threading.Event()
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._events: list[dict[str, Any]] = []
+        self._done = 0  # faults run (or tried) so far
+        self._down: dict[str, float] = {}  # daemons the schedule killed or stopped -> at_s
+        self._out: dict[str, float] = {}  # OSDs it marked out -> at_s
+        self._paused: float | None = None
+        self._thread: threading.Thread | None = None
+
+    # ---- companion protocol ----
+    def start(self, live: Any) -> None:
+        self._thread = threading.Thread(target=self._loop, name="fathom-faults", daemon=True)
+        self._thread.start()
+
+    def on_interval(self, rec: dict[str, Any]) -> None:
+        self.intervals.append(rec)
+        if self._origin is None and rec.get("t") is not None and rec.get("ts") is not None:
+            self._origin = float(rec["ts"]) - float(rec["t"])
+            self._clock.set()
+
+    def on_child(self, pid: int | None) -> None:
+        pass
+
+    def stop(self) -> Any:
+        from fathom.point import Contribution
+
+        self._stop.set()
+        self._clock.set()
+        if self._thread is not None:
+            self._thread.join(timeout=STOP_WAIT_S + 90)  # a fault in progress finishes (its commands are bounded)
+        now_t = self._now_t()
+        with self._lock:
+            for f in self.faults[self._done:]:
+                self._events.append({"kind": "fault", "ts": time.time(),
+                                     "message": f"fault {f.describe()} at {f.at_s:g} s not run: the point ended "
+                                                f"at t={now_t:.1f} s" if now_t is not None else
+                                                f"fault {f.describe()} at {f.at_s:g} s not run: the engine sent no "
+                                                "interval record, so its clock never started",
+                                     "data": {"at_s": f.at_s, "action": f.action, "target": f.target,
+                                              "outcome": "not run", "t_s": None}})
+        self._undo(now_t)
+        faults = [e["data"] for e in self._events if e["data"].get("t_s") is not None and not e["data"].get("undo")
+                  and e["data"].get("outcome") != "not run" and not e["data"].get("error")]
+        metrics, windows = recovery.point_metrics(self.intervals, faults)
+        events = list(self._events)
+        if windows:
+            rec = "; ".join(f"{w.describe()} at {w.t_s:.1f} s: " + (
+                f"back to {1 - recovery.RECOVERY_BAND:.0%} of the pre-fault median after {w.recovery_s:.1f} s"
+                if w.recovery_s is not None else "throughput not back before the window ended") for w in windows)
+            events.append({"kind": "recovery", "ts": time.time(), "message": f"recovery: {rec}",
+                           "data": {"prefault_iops": metrics.get("prefault_iops"),
+                                    "windows": [w.to_dict() for w in windows]}})
+        return Contribution(events=events, metrics=metrics)
+
+    # ---- the schedule ----
+    def _now_t(self) -> float | None:
+        return time.time() - self._origin if self._origin is not None else None
+
+    def _loop(self) -> None:
+        self._clock.wait()
+        for f in self.faults:
+            if self._stop.is_set() or self._origin is None:
+                return
+            due = self._origin + f.at_s
+            if self._stop.wait(max(due - time.time(), 0.0)):
+                return
+            self._do(f)
+
+    def _do(self, f: Fault, undo: str | None = None) -> None:
+        t_s = self._now_t()
+        data: dict[str, Any] = {"at_s": None if undo else f.at_s, "t_s": round(t_s, 3) if t_s is not None else None,
+                                "action": f.action, "target": f.target}
+        try:
+            data.update(self.executor.run(f))
+        except (FathomError, OSError) as exc:
+            data.update(outcome="failed", error=getattr(exc, "message", None) or str(exc))
+        if undo:
+            data["undo"] = True
+        ok = not data.get("error")
+        with self._lock:
+            if ok and f.target:
+                if f.action in ("kill", "stop"):
+                    self._down.setdefault(f.target, f.at_s)
+                elif f.action in ("start", "restart"):
+                    self._down.pop(f.target, None)
+                elif f.action == "osd_out":
+                    self._out.setdefault(f.target, f.at_s)
+                elif f.action == "osd_in":
+                    self._out.pop(f.target, None)
+            if ok and f.action == "pause":
+                self._paused = f.at_s if self._paused is None else self._paused
+            elif ok and f.action == "unpause":
+                self._paused = None
+            pids = "".join(f" (pid {data[k]})" for k in ("pid",) if data.get(k) and f.action in ("kill", "stop"))
+            if f.action in ("start", "restart") and data.get("pid"):
+                pids = f" (pid {data.get('pid_before')} -> {data['pid']})" if data.get("pid_before") else \
+                    f" (pid {data['pid']})"
+            when = f"t={t_s:.1f} s" if t_s is not None else "at point end"
+            msg = f"{when}: {f.describe()}{pids}: {data.get('error') or data['outcome']}"
+            self._events.append({"kind": "fault", "ts": time.time(), "message": f"{undo}: {msg}" if undo else msg,
+                                 "data": data})
+            if not undo:
+                self._done += 1
+
+    def _undo(self, now_t: float | None) -> None:
+        """Put back what the schedule left broken: start what it stopped, unpause, mark in."""
+        end = f"the point ended at t={now_t:.1f} s" if now_t is not None else "the point ended"
+        scheduled = {(f.action, f.target): f.at_s for f in self.faults}
+        for target, at in list(self._down.items()):
+            planned = next((s for (a, t), s in scheduled.items() if t == target and a in ("start", "restart")
+                            and s > at), None)
+            why = (f"{target}, down since {at:g} s, was to start at {planned:g} s, but {end}" if planned is not None
+                   else f"{target} was left down by the schedule ({at:g} s) when {end}")
+            self._do(Fault(at_s=0, action="start", target=target), undo=f"{why}; started so the cluster is whole")
+        if self._paused is not None:
+            self._do(Fault(at_s=0, action="unpause"),
+                     undo=f"client I/O paused since {self._paused:g} s when {end}; unpaused")
+        for target, at in list(self._out.items()):
+            self._do(Fault(at_s=0, action="osd_in", target=target),
+                     undo=f"{target} marked out at {at:g} s when {end}; marked in")
+
+
+def faulted(events: list[dict[str, Any]]) -> bool:
+    """Did these point events include a fault that ran?"""
+    return any(e.get("kind") == "fault" and (e.get("data") or {}).get("outcome") not in (None, "not run")
+               for e in events)
