@@ -261,3 +261,25 @@ def test_signed_payload_runs_and_is_recorded(rgw, engine_ready, tmp_path):
     code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "signed"), "op": "get", "prefix": "sp",
                                                             "payload": "sha256"}, verify=True)
     assert code == 0 and summary(recs)["verify"]["mismatches"] == 0, text
+
+
+def test_tls_endpoint_with_the_clusters_ca(rgw, engine_ready, tmp_path):
+    secret = rgw["secret_key"]
+    assert rgw["tls_endpoint"].startswith("https://127.0.0.1:") and Path(rgw["ca_file"]).is_file()
+    tls = {"endpoint": rgw["tls_endpoint"], "ca_file": rgw["ca_file"]}
+    put = {**base(rgw, "tls"), **tls, "create_buckets": True, "op": "put", "prefix": "t", "object_size": 512 * KIB,
+           "objects": 4}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": 2}, verify=True)
+    assert code == 0, text
+    s = summary(recs)
+    assert s["ops"]["write"]["ops"] == 4 and not s["errors"], text
+    # AES-128-GCM is offered first, as Go's clients do; the server took it.
+    assert s["s3"]["tls"] == {"protocol": "TLSv1_3", "cipher": "TLS13_AES_128_GCM_SHA256"}, s["s3"]
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "tls"), **tls, "op": "get", "prefix": "t"},
+                           load={"iodepth": 2}, verify=True)
+    s = summary(recs)
+    assert code == 0 and s["ops"]["read"]["bytes"] == 4 * 512 * KIB and s["verify"]["mismatches"] == 0, text
+    # Without the cluster's CA the certificate is refused, named as a TLS failure pointing at target.ca_file.
+    code, recs, text = run(engine_ready, tmp_path, secret, {**put, "ca_file": None})
+    e = error(recs)
+    assert code == 3 and e["kind"] == "TLS certificate UnknownIssuer" and "target.ca_file" in e["message"], text
