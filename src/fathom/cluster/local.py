@@ -155,7 +155,8 @@ class LocalCluster:
             raise UsageError(f"--objectstore: must be bluestore or memstore, got {objectstore!r}")
         if osd_size < 1024**3:
             raise UsageError(f"--osd-size: must be at least 1GiB, got {osd_size} bytes")
-        bins = list(BASE_BINARIES) + (["radosgw", "radosgw-admin", "openssl"] if rgw else []) + (["ceph-mds"] if mds else [])
+        bins = (list(BASE_BINARIES) + (["radosgw", "radosgw-admin", "openssl"] if rgw else [])
+                + (["ceph-mds"] if mds else []))
         require_binaries(*bins)
         if self.exists():
             if self.is_up():
