@@ -283,3 +283,22 @@ def test_tls_endpoint_with_the_clusters_ca(rgw, engine_ready, tmp_path):
     code, recs, text = run(engine_ready, tmp_path, secret, {**put, "ca_file": None})
     e = error(recs)
     assert code == 3 and e["kind"] == "TLS certificate UnknownIssuer" and "target.ca_file" in e["message"], text
+
+
+def test_time_bounded_closed_and_open_loop_keep_memory_flat(rgw, engine_ready, tmp_path):
+    secret, size, depth = rgw["secret_key"], 1024 * KIB, 4
+    put = {**base(rgw, "timed"), "create_buckets": True, "op": "put", "prefix": "tb", "object_size": size}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": depth, "duration_s": 3})
+    assert code == 0, text
+    s = summary(recs)
+    n = s["ops"]["write"]["ops"]
+    assert n > 0 and s["stop"] == "duration" and s["objects"]["count"] >= n - depth, text
+    # Body buffers are the slots' own, reused: RSS stays under slots x object size + 64 MiB.
+    assert s["max_rss_kib"] * KIB <= depth * size + (64 << 20), s["max_rss_kib"]
+    assert s["s3"]["reconnects"] == 0
+    get = {**base(rgw, "timed"), "op": "get", "prefix": "tb", "pattern": "rand"}
+    code, recs, text = run(engine_ready, tmp_path, secret, get, load={"iodepth": 2, "duration_s": 3, "rate": 20})
+    assert code == 0, text
+    s = summary(recs)
+    assert s["schedule"]["rate"] == 20 and 20 <= s["ops"]["read"]["ops"] <= 80 and not s["errors"], text
+    assert s["ops"]["read"]["phases"]["ttfb"]["count"] == s["ops"]["read"]["ops"]
