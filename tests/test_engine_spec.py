@@ -23,6 +23,7 @@ from fathom.engines.fathom_engine import point_spec
 from fathom.interfaces.null import Null
 from fathom.interfaces.rados import Rados
 from fathom.interfaces.rbd import Rbd
+from fathom.interfaces.s3 import S3, Range
 
 
 def check(engine: Path, doc: dict, tmp_path: Path) -> subprocess.CompletedProcess:
@@ -70,6 +71,9 @@ def minimal_targets(tmp_path: Path) -> list[es.Target]:
         Rados(connection=conn, pool="p", op="write", prefix="x", object_size=4096, op_size=4096),
         Rbd(connection=conn, pool="p", rw="randwrite", images=["i"]),
         Null(),
+        S3(keys_file=str(tmp_path / "s3.json"), buckets=["b-0"], op="put", object_size=4096, objects=8),
+        S3(keys_file=str(tmp_path / "s3.json"), buckets=["b-0", "b-1"], op="get", prefix="x", jobs=2,
+           range=Range(size=4096), payload="sha256", endpoint="https://127.0.0.1:7443", ca_file="/ca.crt"),
     ]
 
 

@@ -146,6 +146,7 @@ impl<'a> Engine<'a> {
         queue: &'static CompletionQueue,
     ) -> Self {
         let kinds = target.kinds();
+        let stats: Vec<KindStats> = kinds.iter().map(|k| KindStats::with_phases(target.phases(*k))).collect();
         let mut kidx = [NO_KIND; OpKind::COUNT];
         for (i, k) in kinds.iter().enumerate() {
             kidx[*k as usize] = i as u8;
@@ -161,8 +162,8 @@ impl<'a> Engine<'a> {
             queue,
             free: Vec::with_capacity(n),
             rng: Rng::new(spec.seed),
-            interval: kinds.iter().map(|_| KindStats::default()).collect(),
-            total: kinds.iter().map(|_| KindStats::default()).collect(),
+            interval: stats.clone(),
+            total: stats,
             kinds,
             kidx,
             job_ops: vec![0; jobs],
@@ -286,9 +287,12 @@ impl<'a> Engine<'a> {
             }
         }
         let ki = self.ki(kind);
+        let phases = &self.slots[idx].phases;
         self.interval[ki].record(lat, n);
+        self.interval[ki].record_phases(phases);
         if self.measuring && !ramp {
             self.total[ki].record(lat, n);
+            self.total[ki].record_phases(phases);
         }
     }
 
@@ -306,6 +310,7 @@ impl<'a> Engine<'a> {
         s.intended_ns = if self.open_loop && self.measuring { intended } else { now };
         s.ramp = s.intended_ns < self.ramp_end;
         s.start_ns = now;
+        s.phases = [0; crate::io::Phase::COUNT];
         match self.target.submit(s) {
             Ok(()) => {
                 s.state = State::InFlight;

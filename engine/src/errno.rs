@@ -3,8 +3,6 @@
 //! summary's `errors` entries and the `kind` of error records.
 
 /// Why one op failed. Each kind keeps its own count and latency histogram.
-// Http and Tls are for the S3 target to come.
-#[allow(dead_code)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ErrKind {
     /// A positive errno (ENOENT = 2); the sign of a library's -errno is dropped.
@@ -73,6 +71,9 @@ pub fn name(errno: i32) -> String {
         libc::ETIMEDOUT => "ETIMEDOUT",
         libc::ECONNREFUSED => "ECONNREFUSED",
         libc::ECONNRESET => "ECONNRESET",
+        libc::ECONNABORTED => "ECONNABORTED",
+        libc::EPIPE => "EPIPE",
+        libc::EPROTO => "EPROTO",
         libc::EHOSTUNREACH => "EHOSTUNREACH",
         libc::ENETUNREACH => "ENETUNREACH",
         libc::ECANCELED => "ECANCELED",

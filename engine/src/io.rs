@@ -224,6 +224,32 @@ impl OpKind {
     }
 }
 
+/// A named part of an op's latency that some targets measure besides the
+/// total (an HTTP response's header time, time to first byte...). Each has
+/// its own histogram in the op kind's statistics; a target lists the phases
+/// each of its op kinds has (`Target::phases`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Response headers received, from the op's latency origin.
+    Hdr = 0,
+    /// First byte of the response body received, from the op's latency origin.
+    Ttfb = 1,
+    /// Response headers received after the last request body byte was handed to the connection.
+    Server = 2,
+}
+
+impl Phase {
+    pub const COUNT: usize = 3;
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Phase::Hdr => "hdr",
+            Phase::Ttfb => "ttfb",
+            Phase::Server => "server",
+        }
+    }
+}
+
 pub struct Slot {
     pub done: &'static Done,
     pub buf: &'static mut [u8],
@@ -241,6 +267,9 @@ pub struct Slot {
     pub intended_ns: u64,
     pub start_ns: u64,
     pub ramp: bool,
+    /// Phase latencies of the op (ns; 0: not measured), indexed by `Phase`,
+    /// set by the target in `reap`.
+    pub phases: [u64; Phase::COUNT],
 }
 
 /// A slot buffer for the life of the process. Buffers of 2 MiB or more go on
@@ -298,6 +327,7 @@ pub fn alloc_slots(n: usize, buf_len: usize, queue: &'static CompletionQueue) ->
             intended_ns: 0,
             start_ns: 0,
             ramp: false,
+            phases: [0; Phase::COUNT],
         });
     }
     Box::leak(v.into_boxed_slice())

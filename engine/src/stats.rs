@@ -1,10 +1,11 @@
 //! Per-op-kind counters and HDR histograms (ns, 3 significant digits,
 //! 1 ns .. 1 hour), and their JSON forms for interval and summary records.
 
+use crate::io::Phase;
 use base64::Engine as _;
 use hdrhistogram::Histogram;
 use hdrhistogram::serialization::{Serializer, V2DeflateSerializer};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 pub const HIST_MAX_NS: u64 = 3_600_000_000_000;
 
@@ -29,6 +30,44 @@ pub struct KindStats {
     pub lat_max: u64,
     pub last_lat: u64,
     pub hist: Histogram<u64>,
+    /// The latency phases this op kind reports (see io::Phase), each its own series.
+    pub phases: Vec<(Phase, PhaseStats)>,
+}
+
+/// One latency phase of an op kind: its own count, sum, max and histogram.
+#[derive(Clone)]
+pub struct PhaseStats {
+    pub count: u64,
+    pub sum: u128,
+    pub min: u64,
+    pub max: u64,
+    pub hist: Histogram<u64>,
+}
+
+impl Default for PhaseStats {
+    fn default() -> Self {
+        PhaseStats { count: 0, sum: 0, min: u64::MAX, max: 0, hist: new_hist() }
+    }
+}
+
+impl PhaseStats {
+    fn record(&mut self, ns: u64) {
+        let v = ns.max(1);
+        self.count += 1;
+        self.sum += v as u128;
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+        self.hist.saturating_record(v);
+    }
+
+    fn mean(&self) -> f64 {
+        if self.count == 0 { 0.0 } else { self.sum as f64 / self.count as f64 }
+    }
+
+    fn reset(&mut self) {
+        (self.count, self.sum, self.min, self.max) = (0, 0, u64::MAX, 0);
+        self.hist.reset();
+    }
 }
 
 impl Default for KindStats {
@@ -42,11 +81,27 @@ impl Default for KindStats {
             lat_max: 0,
             last_lat: 0,
             hist: new_hist(),
+            phases: Vec::new(),
         }
     }
 }
 
 impl KindStats {
+    pub fn with_phases(phases: &[Phase]) -> Self {
+        KindStats { phases: phases.iter().map(|p| (*p, PhaseStats::default())).collect(), ..KindStats::default() }
+    }
+
+    /// Record the phases the op measured (0: not measured).
+    #[inline]
+    pub fn record_phases(&mut self, ns: &[u64; Phase::COUNT]) {
+        for (p, st) in self.phases.iter_mut() {
+            let v = ns[*p as usize];
+            if v > 0 {
+                st.record(v);
+            }
+        }
+    }
+
     #[inline]
     pub fn record(&mut self, lat_ns: u64, bytes: u64) {
         let v = lat_ns.max(1);
@@ -72,21 +127,37 @@ impl KindStats {
         self.lat_max = 0;
         self.last_lat = 0;
         self.hist.reset();
+        for (_, p) in self.phases.iter_mut() {
+            p.reset();
+        }
     }
 
     pub fn interval_json(&self) -> Value {
-        json!({
+        let mut v = json!({
             "ops": self.ops, "bytes": self.bytes, "errors": self.errors,
             "lat_mean_ns": self.mean(), "lat_max_ns": self.lat_max, "last_lat_ns": self.last_lat,
             "hist": encode(&self.hist),
-        })
+        });
+        if !self.phases.is_empty() {
+            let m: Map<String, Value> = self
+                .phases
+                .iter()
+                .map(|(p, st)| {
+                    let j = json!({"count": st.count, "lat_mean_ns": st.mean(), "lat_max_ns": st.max,
+                                   "hist": encode(&st.hist)});
+                    (p.name().to_string(), j)
+                })
+                .collect();
+            v["phases"] = Value::Object(m);
+        }
+        v
     }
 
     pub fn summary_json(&self, measured_s: f64) -> Value {
         let rate = |n: u64| if measured_s > 0.0 { n as f64 / measured_s } else { 0.0 };
         let h = &self.hist;
         let q = |p: f64| if self.ops == 0 { 0 } else { h.value_at_quantile(p) };
-        json!({
+        let mut v = json!({
             "ops": self.ops, "bytes": self.bytes, "errors": self.errors,
             "iops": rate(self.ops), "bw_bytes_s": rate(self.bytes),
             "lat_ns": {
@@ -97,7 +168,31 @@ impl KindStats {
                 "p50": q(0.50), "p90": q(0.90), "p99": q(0.99), "p999": q(0.999),
             },
             "hist": encode(h),
-        })
+        });
+        if !self.phases.is_empty() {
+            let m: Map<String, Value> = self
+                .phases
+                .iter()
+                .map(|(p, st)| {
+                    let h = &st.hist;
+                    let q = |p: f64| if st.count == 0 { 0 } else { h.value_at_quantile(p) };
+                    let j = json!({
+                        "count": st.count,
+                        "lat_ns": {
+                            "mean": st.mean(),
+                            "stdev": if st.count == 0 { 0.0 } else { h.stdev() },
+                            "min": if st.count == 0 { 0 } else { st.min },
+                            "max": st.max,
+                            "p50": q(0.50), "p90": q(0.90), "p99": q(0.99), "p999": q(0.999),
+                        },
+                        "hist": encode(h),
+                    });
+                    (p.name().to_string(), j)
+                })
+                .collect();
+            v["phases"] = Value::Object(m);
+        }
+        v
     }
 }
 

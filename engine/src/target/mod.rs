@@ -15,7 +15,7 @@
 pub mod block;
 
 use crate::errno::ErrKind;
-use crate::io::{OpKind, Slot};
+use crate::io::{OpKind, Phase, Slot};
 use crate::rng::Rng;
 use crate::spec::{Load, Spec};
 use serde::{Deserialize, Serialize};
@@ -63,6 +63,7 @@ targets! {
     Rados => rados::Rados(RadosSpec),
     Rbd => rbd::Rbd(RbdSpec),
     Null => null::Null(NullSpec),
+    S3 => s3::S3(S3Spec),
 }
 
 /// A failure that ends the run: error record with this kind, exit `code`.
@@ -86,6 +87,11 @@ impl Fatal {
 pub trait Target {
     /// Op kinds this workload issues, in report order.
     fn kinds(&self) -> Vec<OpKind>;
+    /// Latency phases measured for ops of `kind`, besides the total (each
+    /// gets its own histogram; the target sets `Slot::phases` in `reap`).
+    fn phases(&self, _kind: OpKind) -> &'static [Phase] {
+        &[]
+    }
     /// Bytes of buffer one op needs.
     fn buf_len(&self) -> usize;
     /// Independent streams; slot `i` belongs to job `i / iodepth`.
@@ -149,6 +155,7 @@ mod tests {
             (r#"{"kind":"rados","pool":"p","op":"write"}"#, "rados"),
             (r#"{"kind":"rbd","pool":"p","rw":"read","images":["i"]}"#, "rbd"),
             (r#"{"kind":"null","rw":"read"}"#, "null"),
+            (r#"{"kind":"s3","keys_file":"k","buckets":["b"],"op":"put"}"#, "s3"),
         ] {
             let t: TargetSpec = serde_json::from_str(j).unwrap();
             assert_eq!(t.kind(), kind);
@@ -161,8 +168,8 @@ mod tests {
         // A field of another target is unknown too.
         let e = serde_json::from_str::<TargetSpec>(r#"{"kind":"null","rw":"read","pool":"p"}"#).unwrap_err();
         assert!(e.to_string().contains("pool"), "{e}");
-        let e = serde_json::from_str::<TargetSpec>(r#"{"kind":"s3"}"#).unwrap_err();
-        assert!(e.to_string().contains("s3"), "{e}");
+        let e = serde_json::from_str::<TargetSpec>(r#"{"kind":"nfs"}"#).unwrap_err();
+        assert!(e.to_string().contains("nfs"), "{e}");
     }
 
     #[test]

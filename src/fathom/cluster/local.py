@@ -155,7 +155,8 @@ class LocalCluster:
             raise UsageError(f"--objectstore: must be bluestore or memstore, got {objectstore!r}")
         if osd_size < 1024**3:
             raise UsageError(f"--osd-size: must be at least 1GiB, got {osd_size} bytes")
-        bins = list(BASE_BINARIES) + (["radosgw", "radosgw-admin"] if rgw else []) + (["ceph-mds"] if mds else [])
+        bins = (list(BASE_BINARIES) + (["radosgw", "radosgw-admin", "openssl"] if rgw else [])
+                + (["ceph-mds"] if mds else []))
         require_binaries(*bins)
         if self.exists():
             if self.is_up():
@@ -178,17 +179,21 @@ class LocalCluster:
         ports.add(mon_v2)
         mon_v1 = free_port(avoid=ports)
         ports.add(mon_v1)
-        rgw_port = None
+        rgw_port = rgw_tls_port = None
         if rgw:
             rgw_port = free_port(avoid=ports)
             ports.add(rgw_port)
+            rgw_tls_port = free_port(avoid=ports)
+            ports.add(rgw_tls_port)
         state: dict[str, Any] = {
             "fsid": str(uuid.uuid4()), "mon_host": f"[v2:127.0.0.1:{mon_v2},v1:127.0.0.1:{mon_v1}]",
             "osds": osds, "osd_size": osd_size, "objectstore": objectstore, "rgw": rgw, "mds": mds,
-            "rgw_port": rgw_port, "daemons": [], "created": time.time(), "ready_s": None,
+            "rgw_port": rgw_port, "rgw_tls_port": rgw_tls_port, "daemons": [], "created": time.time(), "ready_s": None,
             "settings": settings or {},
         }
         self._save_state(state)
+        if rgw:
+            _make_rgw_certificate(self.root / "rgw")
         self._write_conf(state)
         try:
             self._mkfs_mon(state)
@@ -275,7 +280,7 @@ keyring = {r}/$name/keyring
 """
         if st["rgw"]:
             conf += f"""[{RGW_NAME}]
-rgw_frontends = beast endpoint=127.0.0.1:{st['rgw_port']}
+rgw_frontends = beast endpoint=127.0.0.1:{st['rgw_port']}{_tls_frontend(st, self.root / "rgw")}
 rgw_data = {r}/rgw
 rgw_dynamic_resharding = false
 """
@@ -400,8 +405,11 @@ rgw_dynamic_resharding = false
         ceph.radosgw_admin("user", "create", "--uid", S3_USER, "--display-name", "fathom benchmark user",
                            "--access-key", access, "--secret-key", secret, timeout=60)
         s3 = self.root / "s3.json"
-        s3.write_text(json.dumps({"endpoint": endpoint, "access_key": access, "secret_key": secret,
-                                  "user": S3_USER, "region": "default"}))
+        keys = {"endpoint": endpoint, "access_key": access, "secret_key": secret, "user": S3_USER,
+                "region": "default"}
+        if st.get("rgw_tls_port"):
+            keys.update(tls_endpoint=f"https://127.0.0.1:{st['rgw_tls_port']}", ca_file=str(d / "ca.crt"))
+        s3.write_text(json.dumps(keys))
         os.chmod(s3, 0o600)
         self.progress(f"RGW answering on {endpoint}, S3 user {S3_USER}")
 
@@ -527,6 +535,9 @@ rgw_dynamic_resharding = false
                       f"export AWS_ACCESS_KEY_ID={_q(s3['access_key'])}",
                       f"export AWS_SECRET_ACCESS_KEY={_q(s3['secret_key'])}",
                       f"export AWS_DEFAULT_REGION={_q(s3['region'])}"]
+            if s3.get("tls_endpoint"):
+                lines += [f"export S3_TLS_ENDPOINT={_q(s3['tls_endpoint'])}",
+                          f"export AWS_CA_BUNDLE={_q(s3['ca_file'])}"]
         if (self.state() or {}).get("mds"):
             lines.append(f"export CEPHFS_NAME={FS_NAME}")
         return lines
@@ -558,6 +569,40 @@ def _health(ceph: Ceph) -> str:
 def _mds_active(ceph: Ceph) -> bool:
     fs = ceph.ceph("fs", "status", FS_NAME, timeout=10) or {}
     return any(m.get("state") == "active" for m in fs.get("mdsmap", []))
+
+
+def _tls_frontend(st: dict[str, Any], d: Path) -> str:
+    """beast's TLS endpoint beside the plain one (one RGW serves both, so TLS on/off needs no restart)."""
+    if not st.get("rgw_tls_port"):
+        return ""
+    return (f" ssl_endpoint=127.0.0.1:{st['rgw_tls_port']} ssl_certificate={d}/rgw.crt"
+            f" ssl_private_key={d}/rgw.key")
+
+
+def _make_rgw_certificate(d: Path) -> None:
+    """A throwaway CA and a leaf certificate for 127.0.0.1 signed by it (IP SAN, CA:FALSE).
+
+    A self-signed certificate would be a CA used as the server's own, which rustls/webpki refuses.
+    """
+    d.mkdir(parents=True, exist_ok=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    (d / "leaf.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n"
+                                "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n")
+    steps = [
+        ["openssl", "req", "-x509", *ec, "-days", "365", "-subj", "/CN=fathom local cluster CA",
+         "-keyout", "ca.key", "-out", "ca.crt", "-addext", "basicConstraints=critical,CA:TRUE",
+         "-addext", "keyUsage=critical,keyCertSign"],
+        ["openssl", "req", *ec, "-subj", "/CN=127.0.0.1", "-keyout", "rgw.key", "-out", "rgw.csr"],
+        ["openssl", "x509", "-req", "-in", "rgw.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+         "-days", "365", "-out", "rgw.crt", "-extfile", "leaf.cnf"],
+    ]
+    for argv in steps:
+        proc = subprocess.run(argv, cwd=d, capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise ClusterError(f"making RGW's TLS certificate failed: {' '.join(argv[:3])}: {proc.stderr.strip()}",
+                               hint="check that openssl works")
+    for key in ("ca.key", "rgw.key"):
+        os.chmod(d / key, 0o600)
 
 
 def _http_answers(host: str, port: int) -> bool:

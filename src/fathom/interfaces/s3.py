@@ -1,0 +1,99 @@
+"""s3: objects over S3 (Ceph RGW): PUT, GET (whole or byte ranges), HEAD, DELETE, LIST, signed with SigV4.
+
+The endpoint and keys come from a keys file (JSON with access_key, secret_key and
+optionally endpoint and region); the spec carries its path only, so no secret is
+ever echoed into the store. By default that is the local cluster's s3.json, which
+`fathom cluster up --rgw` writes beside its ceph.conf (mode 0600).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from fathom.errors import FathomError
+from fathom.interfaces.base import Interface
+
+# fio rw name -> (engine op, pattern)
+MODES = {"write": ("put", "seq"), "read": ("get", "seq"), "randread": ("get", "rand")}
+
+KEYS_FILE = "s3.json"  # the local cluster's keys file, beside its ceph.conf
+
+
+@dataclass
+class Range:
+    """GET `size` bytes at `offset`, or (offset None) at a random multiple of size inside the object."""
+
+    size: int
+    offset: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"size": self.size, "offset": self.offset}
+
+
+@dataclass
+class S3:
+    """S3 objects `<prefix>/<job>/<n>`, job j in buckets[j % len]; metadata in `<prefix>.meta` of the first bucket."""
+
+    keys_file: str  # a path; the keys never go into the spec
+    buckets: list[str]
+    op: Literal["put", "get", "head", "delete", "list"]
+    endpoint: str | None = None  # None: the keys file's endpoint
+    region: str | None = None  # None: the keys file's region, else us-east-1
+    ca_file: str | None = None
+    create_buckets: bool = False
+    location_constraint: str | None = None  # RGW: "<zonegroup>:<placement-id>"
+    pattern: Literal["seq", "rand"] = "seq"
+    prefix: str | None = None
+    object_size: int | None = None  # put only (reads take it from the metadata)
+    objects: int | None = None  # per job, put only
+    jobs: int = 1
+    prefill: bool = False
+    range: Range | None = None  # get only
+    max_keys: int = 1000
+    payload: Literal["unsigned", "sha256"] = "unsigned"
+    io_threads: int = 1
+    connect_timeout_s: float = 10.0
+    kind: str = field(default="s3", init=False)
+
+    def fields(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"keys_file": self.keys_file, "buckets": list(self.buckets), "op": self.op,
+                               "pattern": self.pattern, "jobs": self.jobs, "max_keys": self.max_keys,
+                               "payload": self.payload, "io_threads": self.io_threads,
+                               "connect_timeout_s": self.connect_timeout_s}
+        for k in ("endpoint", "region", "ca_file", "location_constraint", "prefix", "object_size", "objects"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
+        for k in ("create_buckets", "prefill"):
+            if getattr(self, k):
+                out[k] = True
+        if self.range is not None:
+            out["range"] = self.range.to_json()
+        return out
+
+
+def bucket_name(tag: str, job: int) -> str:
+    """A valid S3 bucket name for the run's job: lowercase letters, digits and '-', 3..63 characters."""
+    base = re.sub(r"[^a-z0-9-]+", "-", tag.lower()).strip("-") or "fathom"
+    suffix = f"-{job}"
+    return base[: 63 - len(suffix)].rstrip("-") + suffix
+
+
+def target(p: dict[str, Any], ctx: Any) -> S3:
+    if ctx.conn is None or not getattr(ctx.conn, "conf", None):
+        raise FathomError("s3 needs an S3 endpoint: run on a local cluster with RGW (cluster rgw: true), "
+                          "whose keys file is s3.json beside its ceph.conf")
+    op, pattern = MODES[p["rw"]]
+    jobs = int(p.get("numjobs") or 1)
+    t = S3(keys_file=str(Path(ctx.conn.conf).parent / KEYS_FILE),
+           buckets=[bucket_name(ctx.run_tag, j) for j in range(jobs)], op=op,  # type: ignore[arg-type]
+           pattern=pattern, prefix=ctx.run_tag, jobs=jobs)  # type: ignore[arg-type]
+    if op == "put":
+        t.object_size = int(p.get("object_size") or p["bs"])
+        t.create_buckets = True
+    return t
+
+
+INTERFACE = Interface(name="s3", needs_cluster=True, rw_modes=tuple(MODES), target=target)

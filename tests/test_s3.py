@@ -1,0 +1,304 @@
+"""fathom-engine's s3 target against a real RGW on a local cluster (one cluster for the module, never a mock).
+
+Every run's stdout and stderr are searched for the secret key: it must never appear.
+A second, independent SigV4 signer (stdlib only, below) plays the other client:
+it overwrites or deletes objects behind the engine's back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import http.client
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+
+from fathom.cluster.local import LocalCluster
+
+KIB = 1024
+
+
+@pytest.fixture(scope="module")
+def rgw(tmp_path_factory: pytest.TempPathFactory):
+    """A one-OSD local cluster with RGW; yields its keys (endpoint, access_key, secret_key, region)."""
+    root = tmp_path_factory.mktemp("ceph-s3") / "cluster"
+    c = LocalCluster(root, progress=lambda m: print(m, file=sys.stderr))
+    c.up(osds=1, osd_size=10 * 1024**3, rgw=True)
+    try:
+        keys = c.s3()
+        assert keys, "the local cluster wrote no s3.json"
+        yield {**keys, "file": str(root / "s3.json")}
+    finally:
+        c.down()
+
+
+def run(engine: Path, tmp_path: Path, secret: str, target: dict[str, Any], timeout: float = 120,
+        **top: Any) -> tuple[int, list[dict], str]:
+    """Run the engine on a spec; returns (exit code, records, stdout+stderr). Asserts the secret is nowhere in it."""
+    spec = {"protocol": 2, "target": {"kind": "s3", **target}, **top}
+    f = tmp_path / f"spec-{time.monotonic_ns()}.json"
+    f.write_text(json.dumps(spec))
+    p = subprocess.run([str(engine), str(f)], capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    out = p.stdout + p.stderr
+    assert secret.encode() not in out, "the secret key reached the engine's output"
+    text = out.decode()
+    recs = [json.loads(line) for line in p.stdout.decode().splitlines() if line.startswith("{")]
+    return p.returncode, recs, text
+
+
+def summary(recs: list[dict]) -> dict:
+    return next(r for r in recs if r["type"] == "summary")
+
+
+def error(recs: list[dict]) -> dict:
+    return next(r for r in recs if r["type"] == "error")
+
+
+def sigv4_request(keys: dict, method: str, path: str, body: bytes = b"", query: str = "") -> tuple[int, bytes]:
+    """One request signed by this test's own SigV4 (hashlib/hmac), independent of the engine's signer."""
+    ep = urlparse(keys["endpoint"])
+    amz = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    date, region = amz[:8], keys.get("region") or "us-east-1"
+    payload = hashlib.sha256(body).hexdigest()
+    headers = {"host": ep.netloc, "x-amz-content-sha256": payload, "x-amz-date": amz}
+    names = sorted(headers)
+    canonical = "\n".join([method, path, query, "".join(f"{k}:{headers[k]}\n" for k in names), ";".join(names),
+                           payload])
+    scope = f"{date}/{region}/s3/aws4_request"
+    to_sign = "\n".join(["AWS4-HMAC-SHA256", amz, scope, hashlib.sha256(canonical.encode()).hexdigest()])
+    k = ("AWS4" + keys["secret_key"]).encode()
+    for part in (date, region, "s3", "aws4_request"):
+        k = hmac.new(k, part.encode(), hashlib.sha256).digest()
+    sig = hmac.new(k, to_sign.encode(), hashlib.sha256).hexdigest()
+    headers["authorization"] = (f"AWS4-HMAC-SHA256 Credential={keys['access_key']}/{scope}, "
+                                f"SignedHeaders={';'.join(names)}, Signature={sig}")
+    conn = http.client.HTTPConnection(ep.hostname, ep.port, timeout=30)
+    try:
+        conn.request(method, path + (f"?{query}" if query else ""), body=body, headers=headers)
+        r = conn.getresponse()
+        return r.status, r.read()
+    finally:
+        conn.close()
+
+
+def base(rgw: dict, bucket: str, **kw: Any) -> dict:
+    return {"keys_file": rgw["file"], "buckets": [bucket], **kw}
+
+
+def test_put_get_head_list_delete_round_trip_with_verify(rgw, engine_ready, tmp_path):
+    secret, size = rgw["secret_key"], 64 * KIB
+    buckets = ["rt-0", "rt-1"]
+    put = {**base(rgw, "x"), "buckets": buckets, "create_buckets": True, "op": "put", "prefix": "rt",
+           "object_size": size, "objects": 8, "jobs": 2}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": 4}, verify=True)
+    assert code == 0, text
+    s = summary(recs)
+    w = s["ops"]["write"]
+    assert (w["ops"], w["bytes"], w["errors"], s["stop"]) == (16, 16 * size, 0, "done"), text
+    assert w["phases"]["hdr"]["count"] == 16 and w["phases"]["server"]["count"] == 16
+    assert 0 < w["phases"]["server"]["lat_ns"]["p50"] <= w["lat_ns"]["max"]
+    assert s["objects"]["count"] == 8 and s["objects"]["buckets"] == buckets
+    assert s["s3"]["payload"] == "UNSIGNED-PAYLOAD" and s["s3"]["connections"] == 8
+    assert s["s3"]["tls"] is None and sorted(s["s3"]["buckets_created"]) == buckets
+    start = next(r for r in recs if r["type"] == "start")
+    assert start["slots"] == 8 and start["target"] == "s3"
+    # Each job's objects are in its own bucket.
+    for j, b in enumerate(buckets):
+        status, body = sigv4_request(rgw, "GET", f"/{b}", query="list-type=2&prefix=rt%2F")
+        assert status == 200, body
+        assert body.count(b"<Key>") == 8 and f"<Key>rt/{j}/7</Key>".encode() in body, body
+
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "rt-0"), "op": "get", "prefix": "rt"},
+                           load={"iodepth": 4}, verify=True)
+    assert code == 0, text
+    s = summary(recs)
+    r = s["ops"]["read"]
+    assert (r["ops"], r["bytes"], r["errors"]) == (16, 16 * size, 0), text
+    assert s["verify"]["mismatches"] == 0 and s["verify"]["checked"] == 16 * size // 512
+    assert r["phases"]["ttfb"]["count"] == 16 and r["phases"]["hdr"]["count"] == 16
+    assert r["phases"]["hdr"]["lat_ns"]["p50"] <= r["phases"]["ttfb"]["lat_ns"]["p50"] <= r["lat_ns"]["max"]
+    intervals = [x for x in recs if x["type"] == "interval"]
+    assert sum(i["ops"]["read"]["phases"]["ttfb"]["count"] for i in intervals) == 16
+
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "rt-0"), "op": "head", "prefix": "rt",
+                                                            "pattern": "rand"}, load={"ops": 20, "iodepth": 2})
+    assert code == 0, text
+    st = summary(recs)["ops"]["stat"]
+    assert (st["ops"], st["errors"]) == (20, 0)
+
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "rt-1"), "op": "list", "prefix": "rt",
+                                                            "max_keys": 5}, load={"ops": 3, "iodepth": 1})
+    assert code == 0, text
+    li = summary(recs)["ops"]["list"]
+    assert li["ops"] == 3 and li["bytes"] > 3 * 5 * len("<Key>rt/1/0</Key>")
+
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "rt-0"), "op": "delete", "prefix": "rt"},
+                           load={"iodepth": 4})
+    assert code == 0, text
+    s = summary(recs)
+    assert s["ops"]["remove"]["ops"] == 16 and s["objects"]["removed"] == 16
+    for b in buckets:
+        status, body = sigv4_request(rgw, "GET", f"/{b}", query="list-type=2")
+        assert status == 200 and b"<Key>" not in body, body
+    # The metadata went with the set: nothing to read now.
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "rt-0"), "op": "get", "prefix": "rt"})
+    assert code == 3 and error(recs)["kind"] == "ENOENT" and "nothing to read" in error(recs)["message"], text
+
+
+def test_ranges_fixed_and_random_are_verified(rgw, engine_ready, tmp_path):
+    secret, size = rgw["secret_key"], 256 * KIB
+    put = {**base(rgw, "ranges"), "create_buckets": True, "op": "put", "prefix": "rg", "object_size": size,
+           "objects": 4}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": 4}, verify=True)
+    assert code == 0, text
+    for rng in ({"size": 4096, "offset": 8192}, {"size": 16 * KIB, "offset": None}):
+        spec = {**base(rgw, "ranges"), "op": "get", "prefix": "rg", "pattern": "rand", "range": rng}
+        code, recs, text = run(engine_ready, tmp_path, secret, spec, load={"ops": 40, "iodepth": 4}, verify=True)
+        assert code == 0, text
+        s = summary(recs)
+        r = s["ops"]["read"]
+        assert (r["ops"], r["bytes"], r["errors"]) == (40, 40 * rng["size"], 0), text
+        assert s["verify"]["mismatches"] == 0 and s["verify"]["checked"] == 40 * rng["size"] // 512
+    # A range past the objects is refused before the run.
+    spec = {**base(rgw, "ranges"), "op": "get", "prefix": "rg", "range": {"size": 4096, "offset": size}}
+    code, recs, text = run(engine_ready, tmp_path, secret, spec, load={"ops": 1})
+    assert code == 2 and "reaches past" in error(recs)["message"], text
+
+
+def test_verify_catches_an_object_overwritten_by_another_client(rgw, engine_ready, tmp_path):
+    secret = rgw["secret_key"]
+    put = {**base(rgw, "corrupt"), "create_buckets": True, "op": "put", "prefix": "cv", "object_size": 8 * KIB,
+           "objects": 4}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": 2}, verify=True)
+    assert code == 0, text
+    status, body = sigv4_request(rgw, "PUT", "/corrupt/cv/0/2", body=b"\x01" * (8 * KIB))
+    assert status == 200, body
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "corrupt"), "op": "get", "prefix": "cv"},
+                           load={"iodepth": 2}, verify=True)
+    assert code == 5, text
+    v = summary(recs)["verify"]
+    assert v["mismatches"] == 1 and v["first_mismatch"]["object"] == "corrupt/cv/0/2", v
+    assert "no verify header" in v["first_mismatch"]["reason"]
+    assert error(recs)["kind"] == "verify"
+
+
+def test_errors_are_keyed_by_status_and_s3_code_without_retries(rgw, engine_ready, tmp_path):
+    secret = rgw["secret_key"]
+    put = {**base(rgw, "gone"), "create_buckets": True, "op": "put", "prefix": "g", "object_size": 4 * KIB,
+           "objects": 4}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": 2})
+    assert code == 0, text
+    status, _ = sigv4_request(rgw, "DELETE", "/gone/g/0/1")
+    assert status == 204
+    spec = {**base(rgw, "gone"), "op": "get", "prefix": "g"}
+    code, recs, text = run(engine_ready, tmp_path, secret, spec, load={"iodepth": 1}, on_error="continue")
+    assert code == 0, text
+    s = summary(recs)
+    assert (s["ops"]["read"]["ops"], s["ops"]["read"]["errors"]) == (3, 1), text
+    assert [(e["op"], e["kind"], e["count"], e["first"]) for e in s["errors"]] == \
+        [("read", "HTTP 404 NoSuchKey", 1, "read of gone/g/0/1")]
+    # on_error=stop names it and exits 3.
+    code, recs, text = run(engine_ready, tmp_path, secret, spec, load={"iodepth": 1})
+    assert code == 3 and error(recs)["kind"] == "HTTP 404 NoSuchKey", text
+
+
+def test_wrong_keys_and_missing_buckets_are_named(rgw, engine_ready, tmp_path):
+    secret = rgw["secret_key"]
+    wrong_secret = tmp_path / "wrong-secret.json"
+    wrong_secret.write_text(json.dumps({**{k: rgw[k] for k in ("endpoint", "access_key", "region")},
+                                        "secret_key": "not-the-secret-0123456789"}))
+    wrong_access = tmp_path / "wrong-access.json"
+    wrong_access.write_text(json.dumps({**{k: rgw[k] for k in ("endpoint", "secret_key", "region")},
+                                        "access_key": "NOSUCHACCESSKEY00000"}))
+    target = {"buckets": ["keys-test"], "op": "put", "create_buckets": True, "object_size": 4096, "objects": 1}
+    for keys_file, kind in ((wrong_secret, "HTTP 403 SignatureDoesNotMatch"),
+                            (wrong_access, "HTTP 403 InvalidAccessKeyId")):
+        code, recs, text = run(engine_ready, tmp_path, secret, {**target, "keys_file": str(keys_file)})
+        e = error(recs)
+        assert code == 3 and e["kind"] == kind and str(keys_file) in e["message"], text
+        assert not any(r["type"] == "summary" for r in recs)
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "no-such-bucket"), "op": "put",
+                                                            "objects": 1, "object_size": 4096})
+    e = error(recs)
+    assert code == 3 and e["kind"] == "HTTP 404 NoSuchBucket" and "no-such-bucket" in e["message"], text
+    assert "create_buckets" in e["message"]
+
+
+def test_unreachable_endpoints_fail_in_bounded_time(rgw, engine_ready, tmp_path):
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    target = {**base(rgw, "b-0"), "endpoint": f"http://127.0.0.1:{port}", "op": "put", "objects": 1,
+              "connect_timeout_s": 2}
+    t0 = time.monotonic()
+    code, recs, text = run(engine_ready, tmp_path, rgw["secret_key"], target, load={"iodepth": 4})
+    e = error(recs)
+    assert code == 3 and e["kind"] == "ECONNREFUSED" and f"127.0.0.1:{port}" in e["message"], text
+    assert time.monotonic() - t0 < 30
+    # https to a plain-HTTP server: a TLS failure, named as one, with the option to look at.
+    target = {**target, "endpoint": rgw["endpoint"].replace("http://", "https://")}
+    code, recs, text = run(engine_ready, tmp_path, rgw["secret_key"], target)
+    e = error(recs)
+    assert code == 3 and e["kind"].startswith("TLS ") and "target.ca_file" in e["message"], text
+
+
+def test_signed_payload_runs_and_is_recorded(rgw, engine_ready, tmp_path):
+    secret = rgw["secret_key"]
+    put = {**base(rgw, "signed"), "create_buckets": True, "op": "put", "prefix": "sp", "object_size": 300 * KIB,
+           "objects": 3, "payload": "sha256"}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": 2}, verify=True)
+    assert code == 0, text
+    s = summary(recs)
+    assert s["s3"]["payload"] == "sha256" and s["ops"]["write"]["ops"] == 3 and not s["errors"], text
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "signed"), "op": "get", "prefix": "sp",
+                                                            "payload": "sha256"}, verify=True)
+    assert code == 0 and summary(recs)["verify"]["mismatches"] == 0, text
+
+
+def test_tls_endpoint_with_the_clusters_ca(rgw, engine_ready, tmp_path):
+    secret = rgw["secret_key"]
+    assert rgw["tls_endpoint"].startswith("https://127.0.0.1:") and Path(rgw["ca_file"]).is_file()
+    tls = {"endpoint": rgw["tls_endpoint"], "ca_file": rgw["ca_file"]}
+    put = {**base(rgw, "tls"), **tls, "create_buckets": True, "op": "put", "prefix": "t", "object_size": 512 * KIB,
+           "objects": 4}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": 2}, verify=True)
+    assert code == 0, text
+    s = summary(recs)
+    assert s["ops"]["write"]["ops"] == 4 and not s["errors"], text
+    # AES-128-GCM is offered first, as Go's clients do; the server took it.
+    assert s["s3"]["tls"] == {"protocol": "TLSv1_3", "cipher": "TLS13_AES_128_GCM_SHA256"}, s["s3"]
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "tls"), **tls, "op": "get", "prefix": "t"},
+                           load={"iodepth": 2}, verify=True)
+    s = summary(recs)
+    assert code == 0 and s["ops"]["read"]["bytes"] == 4 * 512 * KIB and s["verify"]["mismatches"] == 0, text
+    # Without the cluster's CA the certificate is refused, named as a TLS failure pointing at target.ca_file.
+    code, recs, text = run(engine_ready, tmp_path, secret, {**put, "ca_file": None})
+    e = error(recs)
+    assert code == 3 and e["kind"] == "TLS certificate UnknownIssuer" and "target.ca_file" in e["message"], text
+
+
+def test_time_bounded_closed_and_open_loop_keep_memory_flat(rgw, engine_ready, tmp_path):
+    secret, size, depth = rgw["secret_key"], 1024 * KIB, 4
+    put = {**base(rgw, "timed"), "create_buckets": True, "op": "put", "prefix": "tb", "object_size": size}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": depth, "duration_s": 3})
+    assert code == 0, text
+    s = summary(recs)
+    n = s["ops"]["write"]["ops"]
+    assert n > 0 and s["stop"] == "duration" and s["objects"]["count"] >= n - depth, text
+    # Body buffers are the slots' own, reused: RSS stays under slots x object size + 64 MiB.
+    assert s["max_rss_kib"] * KIB <= depth * size + (64 << 20), s["max_rss_kib"]
+    assert s["s3"]["reconnects"] == 0
+    get = {**base(rgw, "timed"), "op": "get", "prefix": "tb", "pattern": "rand"}
+    code, recs, text = run(engine_ready, tmp_path, secret, get, load={"iodepth": 2, "duration_s": 3, "rate": 20})
+    assert code == 0, text
+    s = summary(recs)
+    assert s["schedule"]["rate"] == 20 and 20 <= s["ops"]["read"]["ops"] <= 80 and not s["errors"], text
+    assert s["ops"]["read"]["phases"]["ttfb"]["count"] == s["ops"]["read"]["ops"]
