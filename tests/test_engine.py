@@ -171,6 +171,15 @@ def test_null_closed_loop(engine):
     assert sum(i["ops"]["read"]["ops"] for i in r.intervals) == s["finished"] == o["ops"]
 
 
+def test_max_rss_is_the_engines_own(engine):
+    # Linux carries ru_maxrss over from the parent across fork and exec: an engine
+    # started by a large process would report that process's size as its own.
+    ballast = b"x" * (512 << 20)  # written, so resident in this (the parent) process
+    r = fe.run_point(null_spec({"duration_s": 0.5, "iodepth": 4}), timeout=30)
+    assert len(ballast) == 512 << 20
+    assert 0 < r.summary["max_rss_kib"] < 256 * 1024
+
+
 def test_null_open_loop(engine):
     r = fe.run_point(null_spec({"duration_s": 1.5, "rate": 200, "iodepth": 4}, target={"rw": "randrw"}),
                      timeout=30)

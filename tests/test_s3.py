@@ -26,6 +26,13 @@ from fathom.cluster.local import LocalCluster
 KIB = 1024
 
 
+class Keys(dict):
+    """The cluster's S3 keys; printed (in a failing test's traceback) without the secret."""
+
+    def __repr__(self) -> str:
+        return repr({k: ("***" if k == "secret_key" else v) for k, v in self.items()})
+
+
 @pytest.fixture(scope="module")
 def rgw(tmp_path_factory: pytest.TempPathFactory):
     """A one-OSD local cluster with RGW; yields its keys (endpoint, access_key, secret_key, region)."""
@@ -35,7 +42,7 @@ def rgw(tmp_path_factory: pytest.TempPathFactory):
     try:
         keys = c.s3()
         assert keys, "the local cluster wrote no s3.json"
-        yield {**keys, "file": str(root / "s3.json")}
+        yield Keys({**keys, "file": str(root / "s3.json")})
     finally:
         c.down()
 

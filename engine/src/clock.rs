@@ -20,5 +20,14 @@ pub fn rusage() -> (f64, f64, i64) {
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
     let tv = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 * 1e-6;
-    (tv(ru.ru_utime), tv(ru.ru_stime), ru.ru_maxrss)
+    (tv(ru.ru_utime), tv(ru.ru_stime), peak_rss_kib().unwrap_or(ru.ru_maxrss))
+}
+
+/// This process's own peak RSS (`VmHWM`). `ru_maxrss` is not: Linux carries it
+/// over from the parent across fork and exec, so a child of a large process
+/// (a test runner, the orchestrator) reports the parent's size as its own.
+fn peak_rss_kib() -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
 }
