@@ -39,6 +39,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
 from fathom.cluster.local import LocalCluster  # noqa: E402
+from docsection import update_docs  # noqa: E402  (bench/ is on sys.path: the script runs from it)
 
 FATHOM = str(REPO / ".venv" / "bin" / "fathom")
 SECTION = "## fathom bench rados vs rados bench"
@@ -182,18 +183,6 @@ def markdown(rows: list[dict], results: list[dict], args: argparse.Namespace, fa
     return "\n".join(lines)
 
 
-def update_docs(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
-    if start is None:
-        new = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        new = "\n".join(lines[:start] + section.rstrip("\n").splitlines() + ([""] + lines[end:] if end < len(lines)
-                                                                            else [])) + "\n"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(new)
 
 
 def main() -> int:
@@ -218,7 +207,7 @@ def main() -> int:
         md = markdown(summarize(saved["results"]), saved["results"], args, saved["facts"])
         print(md)
         if args.docs:
-            update_docs(Path(args.docs), md)
+            update_docs(Path(args.docs), SECTION, md)
         return 0
 
     tmp = Path(tempfile.mkdtemp(prefix="fathom-bench-rados-"))
@@ -280,7 +269,7 @@ def main() -> int:
                                                "args": {k: getattr(args, k) for k in
                                                         ("rounds", "seconds", "block_size", "threads")}}, indent=2))
     if args.docs:
-        update_docs(Path(args.docs), md)
+        update_docs(Path(args.docs), SECTION, md)
     return 0 if rows and all(r["pass"] for r in rows) else 1
 
 

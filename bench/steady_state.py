@@ -49,6 +49,7 @@ sys.path.insert(0, str(REPO / "src"))
 from fathom import spec  # noqa: E402
 from fathom.store import Store  # noqa: E402
 from fathom.units import format_size, parse_size  # noqa: E402
+from docsection import update_docs  # noqa: E402  (bench/ is on sys.path: the script runs from it)
 
 FATHOM = str(REPO / ".venv" / "bin" / "fathom")
 SECTION = "## Steady-state stop vs fixed time (OSD study)"
@@ -181,17 +182,6 @@ def markdown(doc: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Nam
     return "\n".join(lines)
 
 
-def update_docs(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip() == SECTION), None)
-    if start is None:
-        new = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines))
-        new = "\n".join(lines[:start] + section.rstrip("\n").splitlines() + ([""] + lines[end:] if end < len(lines)
-                                                                            else [])) + "\n"
-    path.write_text(new)
 
 
 def facts() -> dict[str, Any]:
@@ -257,7 +247,7 @@ def main() -> int:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
     if args.docs:
-        update_docs(Path(args.docs), md)
+        update_docs(Path(args.docs), SECTION, md)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
