@@ -12,11 +12,13 @@ CARGO := $(shell command -v cargo 2>/dev/null || ls $$HOME/.cargo/bin/cargo 2>/d
 	ls $$(getent passwd $${SUDO_USER:-root} | cut -d: -f6)/.cargo/bin/cargo 2>/dev/null)
 RUST_MIN := 1.85
 DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-mds radosgw ceph-common fio uuid-runtime g++ libradospp-dev \
-	librados2 librbd1 libcephfs2 python3-venv procps chromium openssl
+	librados2 librbd1 libcephfs2 python3-venv procps chromium openssl openssh-server iproute2 ceph-fuse rbd-fuse \
+	e2fsprogs
 ENGINE := engine/target/release/fathom-engine
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
-.PHONY: help install deps venv engine demo test test-unit bench-engine bench-rados bench-null bench-steady clean
+.PHONY: help install deps venv engine demo test test-unit bench-engine bench-rados bench-null bench-steady bench-hosts \
+	bench-s3 bench-files clean
 
 help:
 	@echo "make demo   install if needed, run the main job on a disposable local cluster, leave a report"
@@ -72,6 +74,21 @@ bench-rados: install
 # the OSD study, fixed time vs steady-state stop, on one fresh cluster (~25 min on 2 cores; see the script)
 bench-steady: install
 	$(VENV)/bin/python bench/steady_state.py --docs docs/benchmarks.md --json bench/results/steady-state.json
+
+# 64 engines on client hosts in network namespaces over SSH: the orchestrator's CPU, the merge, the start skew
+bench-hosts: install
+	$(VENV)/bin/python bench/hosts_scale.py --docs docs/benchmarks.md --json bench/results/hosts-scale.json
+
+# fathom-engine vs minio-go and aws-sdk-go-v2 on one local RGW (~20 min on 2 cores). Go: bench/go-toolchain.sh
+# finds Go >= 1.21 (which fetches bench/s3peer's toolchain from the Go module proxy), else installs golang-go.
+bench-s3: install
+	GO=$$(bash bench/go-toolchain.sh) && \
+	  $(VENV)/bin/python bench/s3_vs_clients.py --go "$$GO" --docs docs/benchmarks.md
+
+# fathom's posix target vs fio (psync, io_uring) on a local directory, then on a ceph-fuse mount (~10 min)
+bench-files: install
+	$(VENV)/bin/python bench/files_vs_fio.py --docs docs/benchmarks.md
+	$(VENV)/bin/python bench/files_vs_fio.py --ceph-fuse --docs docs/benchmarks.md
 
 clean:
 	rm -rf engine/target $(VENV)

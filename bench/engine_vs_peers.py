@@ -30,6 +30,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
@@ -133,6 +134,46 @@ class Bench:
         return d["iops"], cpu / max(d["total_ios"], 1) * 1e6, d["lat_ns"]["mean"]
 
 
+Case = tuple[str, str, Callable[[], tuple[float, float, float]], Callable[[], tuple[float, float, float]]]
+
+
+def alternate(cases: list[Case], rounds: int) -> dict[str, dict[str, list]]:
+    """Run every case's (name, peer, fathom fn, peer fn) for `rounds` rounds, the order of the two flipping
+    each round; each fn returns (IOPS, CPU µs per op, mean latency ns). The raw results per case and side."""
+    raw: dict[str, dict[str, list]] = {c[0]: {"fathom": [], "peer": []} for c in cases}
+    for r in range(rounds):
+        for name, _, ffn, pfn in cases:
+            order = [("peer", pfn), ("fathom", ffn)] if r % 2 == 0 else [("fathom", ffn), ("peer", pfn)]
+            for who, fn in order:
+                iops, cpu, lat = fn()
+                raw[name][who].append({"iops": iops, "cpu_us_per_op": cpu, "lat_mean_ns": lat})
+                print(f"round {r + 1} {name:24s} {who:6s} {iops:9.0f} IOPS {cpu:6.1f} us/op "
+                      f"{lat / 1e6:7.2f} ms", file=sys.stderr, flush=True)
+    return raw
+
+
+def case_row(name: str, peer: str, raw: dict[str, list], rounds: int, duration: float) -> dict:
+    """One case's result: medians of each side, and the median and range of the per-round ratios."""
+    med = {who: {k: statistics.median(x[k] for x in raw[who]) for k in
+                 ("iops", "cpu_us_per_op", "lat_mean_ns")} for who in ("fathom", "peer")}
+    # per-round ratios: the two tools ran back to back, so a round's ratio cancels most of the box's drift
+    iops_r = [f["iops"] / p["iops"] for f, p in zip(raw["fathom"], raw["peer"])]
+    cpu_r = [f["cpu_us_per_op"] / p["cpu_us_per_op"] for f, p in zip(raw["fathom"], raw["peer"])]
+    return {
+        "case": name, "peer": peer,
+        "fathom_iops": round(med["fathom"]["iops"], 1), "peer_iops": round(med["peer"]["iops"], 1),
+        "fathom_cpu_us_per_op": round(med["fathom"]["cpu_us_per_op"], 1),
+        "peer_cpu_us_per_op": round(med["peer"]["cpu_us_per_op"], 1),
+        "fathom_lat_mean_ms": round(med["fathom"]["lat_mean_ns"] / 1e6, 3),
+        "peer_lat_mean_ms": round(med["peer"]["lat_mean_ns"] / 1e6, 3),
+        "iops_ratio": round(statistics.median(iops_r), 3),
+        "iops_ratio_range": [round(min(iops_r), 3), round(max(iops_r), 3)],
+        "cpu_ratio": round(statistics.median(cpu_r), 3),
+        "cpu_ratio_range": [round(min(cpu_r), 3), round(max(cpu_r), 3)],
+        "rounds": rounds, "duration_s": duration, "raw": raw,
+    }
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -146,7 +187,7 @@ def main() -> int:
     # rados writes at 10k IOPS leave close to a million of them: a 10 GiB OSD fills up and stalls
     # the cluster. The OSD file is sparse, so only what is written uses disk.
     cluster.up(osds=1, osd_size=OSD_SIZE)
-    rows = []
+    rows: list[dict] = []
     try:
         b = Bench(cluster, args.duration)
         b.prepare()
@@ -161,34 +202,8 @@ def main() -> int:
         if args.cases:
             keep = {c.strip() for c in args.cases.split(",")}
             cases = [c for c in cases if c[0] in keep]
-        raw: dict[str, dict[str, list]] = {c[0]: {"fathom": [], "peer": []} for c in cases}
-        for r in range(args.rounds):
-            for name, _, ffn, pfn in cases:
-                order = [("peer", pfn), ("fathom", ffn)] if r % 2 == 0 else [("fathom", ffn), ("peer", pfn)]
-                for who, fn in order:
-                    iops, cpu, lat = fn()
-                    raw[name][who].append({"iops": iops, "cpu_us_per_op": cpu, "lat_mean_ns": lat})
-                    print(f"round {r + 1} {name:24s} {who:6s} {iops:9.0f} IOPS {cpu:6.1f} us/op "
-                          f"{lat / 1e6:7.2f} ms", file=sys.stderr, flush=True)
-        for name, peer, _, _ in cases:
-            med = {who: {k: statistics.median(x[k] for x in raw[name][who]) for k in
-                         ("iops", "cpu_us_per_op", "lat_mean_ns")} for who in ("fathom", "peer")}
-            # per-round ratios: the two tools ran back to back, so a round's ratio cancels most of the box's drift
-            iops_r = [f["iops"] / p["iops"] for f, p in zip(raw[name]["fathom"], raw[name]["peer"])]
-            cpu_r = [f["cpu_us_per_op"] / p["cpu_us_per_op"] for f, p in zip(raw[name]["fathom"], raw[name]["peer"])]
-            rows.append({
-                "case": name, "peer": peer,
-                "fathom_iops": round(med["fathom"]["iops"], 1), "peer_iops": round(med["peer"]["iops"], 1),
-                "fathom_cpu_us_per_op": round(med["fathom"]["cpu_us_per_op"], 1),
-                "peer_cpu_us_per_op": round(med["peer"]["cpu_us_per_op"], 1),
-                "fathom_lat_mean_ms": round(med["fathom"]["lat_mean_ns"] / 1e6, 2),
-                "peer_lat_mean_ms": round(med["peer"]["lat_mean_ns"] / 1e6, 2),
-                "iops_ratio": round(statistics.median(iops_r), 3),
-                "iops_ratio_range": [round(min(iops_r), 3), round(max(iops_r), 3)],
-                "cpu_ratio": round(statistics.median(cpu_r), 3),
-                "cpu_ratio_range": [round(min(cpu_r), 3), round(max(cpu_r), 3)],
-                "rounds": args.rounds, "duration_s": args.duration, "raw": raw[name],
-            })
+        raw = alternate(cases, args.rounds)
+        rows = [case_row(name, peer, raw[name], args.rounds, args.duration) for name, peer, _, _ in cases]
     finally:
         cluster.down()
         if not args.dir:

@@ -46,7 +46,7 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from fathom import spec  # noqa: E402
+from fathom import hdr, spec, steady  # noqa: E402
 from fathom.store import Store  # noqa: E402
 from fathom.units import format_size, parse_size  # noqa: E402
 from docsection import update_docs  # noqa: E402  (bench/ is on sys.path: the script runs from it)
@@ -112,11 +112,46 @@ def pct(new: float | None, base: float | None) -> float | None:
     return 100.0 * (new - base) / base if new is not None and base else None
 
 
+def replay(intervals: list[dict[str, Any]], crit: steady.Criteria) -> tuple[float | None, float | None, float | None]:
+    """The fixed point's own series, stopped where the steady-state watch would have stopped it:
+    (measured s at the stop, IOPS and mean latency ms up to it), all None when it never settles.
+    Against the fixed point's whole figures this is the criteria's own error, free of the drift
+    between two runs of the same point."""
+    series = steady.merge_intervals(steady.by_engine(intervals))
+    v = steady.first_steady(series, crit)
+    if v is None or v.at_s is None:
+        return None, None, None
+    upto = [x for x in series if x.t_s <= v.at_s + 1e-9]
+    dt = sum(x.dt_s for x in upto)
+    ops = sum(x.ops for x in upto)
+    lat = hdr.merge([h for x in upto for h in x.hists])
+    return v.at_s, ops / dt if dt else None, (lat.get_mean_value() / 1e6 if lat.get_total_count() else None)
+
+
+def wander(intervals: list[dict[str, Any]], window_s: float) -> tuple[float, float] | None:
+    """How far a point's consecutive window means stray: (lowest, highest) as % of the whole point's mean.
+    The noise floor of any comparison of two runs of the point, and of any stop on one window."""
+    series = steady.merge_intervals(steady.by_engine(intervals))
+    n = max(1, round(window_s))
+    means = []
+    for i in range(0, len(series) - n + 1, n):  # whole windows only
+        chunk = series[i:i + n]
+        dt = sum(x.dt_s for x in chunk)
+        if dt > 0:
+            means.append(sum(x.ops for x in chunk) / dt)
+    dt = sum(x.dt_s for x in series)
+    whole = sum(x.ops for x in series) / dt if dt else 0.0
+    if not means or not whole:
+        return None
+    return 100.0 * (min(means) - whole) / whole, 100.0 * (max(means) - whole) / whole
+
+
 def collect(db: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """The results document (--json) and one row per point with its detail."""
     with Store(db) as st:
         run = st.run("latest")
         pts = st.points(run.id)
+        series = {p["id"]: st.intervals(p["id"]) for p in pts}
     bad = [p for p in pts if p["status"] != "done"]
     if bad:
         raise SystemExit(f"{len(bad)} point(s) not done: " + "; ".join(f"{p['key']}: {p['error']}" for p in bad))
@@ -134,7 +169,11 @@ def collect(db: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         steady_s += spent[s["idx"]]
         doc_points.append({"workload": wl, "iodepth": qd, "fixed_iops": fm["iops"], "steady_iops": sm["iops"],
                            "fixed_lat_ms": fm["clat_ms"], "steady_lat_ms": sm["clat_ms"]})
+        r_at, r_iops, r_lat = replay(series[f["id"]], steady.Criteria.of(s["params"]))  # type: ignore[arg-type]
         rows.append({"workload": wl, "iodepth": qd, "fixed_point_s": spent[f["idx"]],
+                     "fixed_wander_pct": wander(series[f["id"]], s["params"]["steady_state"]["window_s"]),
+                     "replay_at_s": r_at, "replay_iops_diff_pct": pct(r_iops, fm["iops"]),
+                     "replay_lat_diff_pct": pct(r_lat, fm["clat_ms"]),
                      "steady_point_s": spent[s["idx"]], "steady_state": sm.get("steady_state"),
                      "steady_at_s": sm.get("steady_s"), "fixed_runtime_s": fm["runtime_s"],
                      "steady_runtime_s": sm["runtime_s"], "iops_diff_pct": pct(sm["iops"], fm["iops"]),
@@ -162,13 +201,16 @@ def markdown(doc: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Nam
              f"Steady: {args.metric} over a {args.window:g} s window, {crit}, min {args.min:g} s, "
              f"max {args.seconds:g} s. Each point ran both ways back to back, the order alternating.", "",
              "Command:", "", "```", f"make bench-steady   # = .venv/bin/python bench/steady_state.py "
-             f"{' '.join(args.argv)}".rstrip(), "```", "",
+             f"{' '.join(args.argv)}".rstrip(), "```", ""] + (
+                 ["(The tables were computed again from that run's kept results store with `--from-db`.)", ""]
+                 if args.from_db else []) + [
              f"Sweep time: fixed {doc['fixed_s']:.0f} s, steady {doc['steady_s']:.0f} s, ratio {ratio:.2f} "
              f"(target <= {1 / SPEEDUP:.2f}: {'met' if ratio <= 1 / SPEEDUP else 'NOT met'}). A point's time runs "
              "from the end of the point before it to its own end (gate, engine start, ramp and drain included).", "",
              "| workload | iodepth | fixed IOPS | steady IOPS | IOPS diff | fixed clat (ms) | steady clat (ms) "
-             "| clat diff | steady state | fixed point (s) | steady point (s) | within 5% |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|"]
+             "| clat diff | steady state | fixed point (s) | steady point (s) | within 5% "
+             "| replay: stop at | replay: IOPS diff | replay: clat diff | fixed: window means |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---:|---:|---|"]
     for r in rows:
         state = f"reached at {r['steady_at_s']:.0f} s" if r["steady_state"] == "reached" else \
             f"not reached by {args.seconds:g} s"
@@ -176,9 +218,23 @@ def markdown(doc: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Nam
         lines.append(f"| {r['workload']} | {r['iodepth']} | {r['fixed_iops']:,.0f} | {r['steady_iops']:,.0f} | "
                      f"{r['iops_diff_pct']:+.1f}% | {r['fixed_lat_ms']:.3f} | {r['steady_lat_ms']:.3f} | "
                      f"{r['lat_diff_pct']:+.1f}% | {state} | {r['fixed_point_s']:.0f} | {r['steady_point_s']:.0f} | "
-                     f"{'yes' if ok else 'NO'} |")
+                     f"{'yes' if ok else 'NO'} | " + (
+                         f"{r['replay_at_s']:.0f} s | {r['replay_iops_diff_pct']:+.1f}% | "
+                         f"{r['replay_lat_diff_pct']:+.1f}% |" if r["replay_at_s"] is not None else
+                         "never | | |") + (f" {r['fixed_wander_pct'][0]:+.0f}% .. {r['fixed_wander_pct'][1]:+.0f}% |"
+                                            if r["fixed_wander_pct"] else " |"))
     met = sum(within(r["iops_diff_pct"]) and within(r["lat_diff_pct"]) for r in rows)
-    lines += ["", f"{met} of {len(rows)} points within {TOLERANCE_PCT:g}% on both IOPS and mean latency.", ""]
+    rmet = sum(within(r["replay_iops_diff_pct"]) and within(r["replay_lat_diff_pct"]) for r in rows)
+    lines += ["", f"{met} of {len(rows)} points within {TOLERANCE_PCT:g}% on both IOPS and mean latency.", "",
+              "Replay: the fixed point's own interval series run through the same criteria "
+              "(`steady.first_steady`, as the live watch walks it), cut where the watch would have stopped "
+              "it, against that fixed point's whole figures: the criteria's own error, without the drift "
+              f"between two runs of one point. {rmet} of {len(rows)} points within {TOLERANCE_PCT:g}% that way.",
+              "",
+              f"Fixed: window means: the fixed point's consecutive {args.window:g} s means, lowest and highest, "
+              "against its whole mean. Where they stray by more than the tolerance, the point has no steady "
+              "state at that tolerance within its run: no stop on one window can match the whole mean, and "
+              "two runs of the point need not agree either.", ""]
     return "\n".join(lines)
 
 
@@ -196,6 +252,17 @@ def facts() -> dict[str, Any]:
     return {"engine": out([str(engine_path()), "--version"]), "host": platform.node(), "cpus": os.cpu_count(),
             "commit": out(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"]) or "unknown",
             "ceph": out(["ceph", "--version"]).split("(")[0].strip()}
+
+
+def _ran_with(argv: list[str]) -> list[str]:
+    """The command line of the run itself: without --from-db, which only analyses a kept store again."""
+    out, skip = [], False
+    for a in argv:
+        if skip or a.startswith("--from-db"):
+            skip = a == "--from-db"
+            continue
+        out.append(a)
+    return out
 
 
 def main() -> int:
@@ -216,11 +283,18 @@ def main() -> int:
     ap.add_argument("--json", default=str(REPO / "bench" / "results" / "steady-state.json"))
     ap.add_argument("--docs", default=None, help="replace this section of that Markdown file (docs/benchmarks.md)")
     ap.add_argument("--keep-db", default=None, help="keep the results store here (default: a temporary file)")
+    ap.add_argument("--from-db", default=None, help="no run: analyse the latest run of this kept store again "
+                                                    "(the other options must be the ones it ran with)")
     args = ap.parse_args()
-    args.argv = sys.argv[1:]
+    args.argv = _ran_with(sys.argv[1:])
     args.iodepths = [int(x) for x in args.iodepths.split(",") if x]
     args.workloads = [x for x in args.workloads.split(",") if x]
     args.image_size = parse_size(args.image_size, "--image-size")
+
+    if args.from_db:
+        with Store(Path(args.from_db)) as st:
+            run = st.run("latest")
+        return report(Path(args.from_db), args, float(run.finished or 0) - float(run.created))
 
     suite = build_suite(args)
     n = len(suite["workloads"]) // 2
@@ -241,6 +315,12 @@ def main() -> int:
     if proc.returncode != 0:
         print(f"fathom run exited {proc.returncode}; results store: {db}", file=sys.stderr)
         return proc.returncode
+    code = report(db, args, wall)
+    shutil.rmtree(tmp, ignore_errors=True)
+    return code
+
+
+def report(db: Path, args: argparse.Namespace, wall: float) -> int:
     doc, rows = collect(db)
     md = markdown(doc, rows, args, facts(), wall)
     print(md)
@@ -248,7 +328,6 @@ def main() -> int:
     Path(args.json).write_text(json.dumps(doc, indent=2) + "\n")
     if args.docs:
         update_docs(Path(args.docs), SECTION, md)
-    shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
 

@@ -270,3 +270,79 @@ def test_rados_latency_line_takes_min_from_interval_histograms():
         out += tab.interval(rec)
     line = next(x for x in out if " min lat: " in x)
     assert float(line.split(" min lat: ")[1].split()[0]) == pytest.approx(0.001001, rel=1e-3)
+
+
+def test_s3_table_adds_every_op_kind_of_a_mixed_interval():
+    t = fmt.RadosTable(fmt.ALL_KINDS)
+    rec = interval(1.0, 10, 10 * MIB, kind="read", mean=1_000_000)
+    rec["ops"]["stat"] = {"ops": 30, "bytes": 0, "errors": 1, "lat_mean_ns": 3_000_000, "lat_max_ns": 12_000_000,
+                          "last_lat_ns": 2_500_000, "hist": None}
+    t.interval(rec)
+    assert (t.cum_ops, t.cum_bytes, t.cum_errors) == (40, 10 * MIB, 1)
+    assert t.iops_samples == [40.0] and t.bw_samples == [10.0]
+    assert t.lat_sum_ns == 10 * 1_000_000 + 30 * 3_000_000 and t.lat_max_ns == 12_000_000
+    assert fmt.combine_kinds([]) == {"ops": 0, "bytes": 0, "errors": 0}
+
+
+def test_s3_summary_per_request_with_ttfb_and_errors():
+    t = fmt.RadosTable(fmt.ALL_KINDS)
+    for i in range(1, 4):
+        t.interval(interval(float(i), 20, 20 * MIB, kind="read"))
+    s = summary("read", 60, 60 * MIB, 3.0)
+    s["ops"]["read"]["phases"] = {"ttfb": {"count": 60, "lat_ns": {"p50": 400_000, "p90": 500_000, "p99": 600_000,
+                                                                    "p999": 700_000, "max": 800_000}}}
+    s["ops"]["write"] = {"ops": 0, "bytes": 0, "errors": 0, "lat_ns": {}}  # the prefill's kind: left out
+    s["errors"] = [{"op": "read", "kind": "HTTP 503 SlowDown", "count": 2, "first": "read of b/k/0/1"}]
+    out = fmt.s3_summary(s, t, MIB)
+    assert list(out["requests"]) == ["GET"] and out["total_ops_made"] == 60 and out["average_iops"] == 20.0
+    get = out["requests"]["GET"]
+    assert get["ops_per_sec"] == 20.0 and get["bandwidth"] == 20.0 and get["ttfb"]["p99.9"] == 0.0007
+    assert out["errors"] == [{"request": "GET", "kind": "HTTP 503 SlowDown", "count": 2, "first": "read of b/k/0/1"}]
+    text = "\n".join(fmt.format_s3_summary(out))
+    assert "GET: 60 requests   20 req/s   20 MB/s" in text and "TTFB(s)    p50: 0.0004" in text
+    assert "Errors: GET HTTP 503 SlowDown: 2" in text and "Total requests made:    60" in text
+
+
+def test_s3_endpoint_keys_and_ca_resolution(tmp_path, monkeypatch):
+    from fathom.bench.s3 import resolve_endpoint
+
+    ca = tmp_path / "ca.crt"
+    ca.write_text("x")
+    kf = tmp_path / "s3.json"
+    kf.write_text(json.dumps({"endpoint": "http://127.0.0.1:7480", "tls_endpoint": "https://127.0.0.1:7443",
+                              "ca_file": str(ca), "access_key": "A", "secret_key": "SECRETXYZ"}))
+    monkeypatch.delenv("AWS_CA_BUNDLE", raising=False)
+    monkeypatch.setenv("S3_KEYS_FILE", str(kf))
+    ep = resolve_endpoint(None, None, False, None)
+    assert (ep.url, ep.keys_file, ep.ca_file) == ("http://127.0.0.1:7480", str(kf), None)
+    ep = resolve_endpoint(None, None, True, None)
+    assert (ep.url, ep.ca_file) == ("https://127.0.0.1:7443", str(ca))
+    assert resolve_endpoint("h:9000", str(kf), True, None).url == "https://h:9000"
+    # the cluster's CA only for the cluster's own TLS endpoint
+    assert resolve_endpoint("https://other:443", None, False, None).ca_file is None
+    assert "SECRETXYZ" not in json.dumps(ep.describe())
+    for args, words in (((None, None, False, str(ca)), "--ca applies"), (("http://h:1", None, True, None), "--tls"),
+                        ((None, str(tmp_path / "none.json"), False, None), "--keys-file")):
+        with pytest.raises(UsageError, match=words):
+            resolve_endpoint(*args)
+    kf.write_text("{not json")
+    with pytest.raises(UsageError) as e:
+        resolve_endpoint(None, None, False, None)
+    assert "line 1" in e.value.message
+
+
+def test_rgw_counters_reconcile_within_the_requests_in_flight():
+    from fathom.analysis import reconcile
+
+    before = {"rgw": {"req": 10, "failed_req": 0, "get": 5, "get_b": 500, "put": 3, "put_b": 300,
+                      "get_initial_lat": {"avgcount": 5, "sum": 0.1}, "qlen": 0}}
+    after = {"rgw": {"req": 130, "failed_req": 0, "get": 5, "get_b": 500, "put": 121, "put_b": 300 + 118 * 4096,
+                     "qlen": 2}}
+    d = reconcile.deltas(before, after)
+    assert d == {"req": 120, "failed_req": 0, "get": 0, "get_b": 0, "put": 118, "put_b": 118 * 4096, "qlen": 2}
+    client = {"write": {"ops": 116, "bytes": 116 * 4096, "errors": 0}}
+    ok = reconcile.reconcile(client, d, slots=1, control=0, max_object=4096)
+    assert ok["ok"] and [r["diff"] for r in ok["rows"]] == [2, 2 * 4096]
+    bad = reconcile.reconcile({"write": {"ops": 50, "bytes": 50 * 4096}}, d, slots=4, max_object=4096)
+    assert not bad["ok"] and not bad["rows"][0]["ok"] and bad["rows"][0]["allowed"] == 12
+    assert not reconcile.reconcile({}, d, slots=1)["ok"]

@@ -69,6 +69,8 @@ def test_kill_restart_and_pause_on_schedule(tmp_path):
         osd1 = next(d for d in lc.daemons() if d.name == "osd.1")
         assert osd1.pid == start["data"]["pid"] and osd1.running  # the started daemon is the one running now
         assert pts["kill"]["started"] < kill["ts"] < start["ts"] < pts["kill"]["ended"]
+        said = p.stderr + p.stdout  # each fault on the run's progress as it happens
+        assert f"fault t={kill['data']['t_s']:.1f} s: kill osd.1 (pid {kill['data']['pid']}): done" in said, said
 
         # ---- the stored timeline shows the dip and what came after it ----
         m = pts["kill"]["metrics"]
@@ -119,6 +121,7 @@ workloads:
   - {name: fill, interface: rados, pool: full-test, rw: write, bs: 1MiB, iodepth: 4, runtime: 120s,
      stall_timeout: 8s, op_timeout: null}
   - {name: after, interface: rados, pool: full-test, rw: write, bs: 1MiB, runtime: 5s}
+  - {name: reads, interface: null, rw: randread, runtime: 2s}
 """
 
 
@@ -142,7 +145,7 @@ def test_full_pool_ends_the_point_and_the_run_by_policy(cluster, ceph, tmp_path)
         assert pts["fill"]["status"] == "failed" and "POOL_FULL" in pts["fill"]["error"]
         assert "the cluster is full" in pts["fill"]["error"]
         assert pts["fill"]["ended"] - pts["fill"]["started"] < 100  # well before its 120 s runtime
-        assert "after" not in pts  # the run stopped there
+        assert "after" not in pts and "reads" not in pts  # the run stopped there
 
         p = run_fathom("run", str(suite), "--db", str(db), "--name", "skip", "--on-full", "skip",
                        "--gate-timeout", "5s", *attach(cluster), timeout=600)
@@ -151,6 +154,7 @@ def test_full_pool_ends_the_point_and_the_run_by_policy(cluster, ceph, tmp_path)
             pts = {q["workload"]: q for q in store.points(store.run("skip").id)}
         assert pts["fill"]["status"] == "failed"
         assert pts["after"]["status"] == "skipped" and "POOL_FULL" in pts["after"]["error"]
+        assert pts["reads"]["status"] == "done"  # a read still runs on a full cluster
     finally:
         ceph.ceph("osd", "pool", "rm", pool, pool, "--yes-i-really-really-mean-it", fmt_json=False)
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from fathom import hdr
@@ -63,3 +68,27 @@ def test_empty_inputs_give_zeros():
 def test_large_values_up_to_an_hour():
     h = make([3_000_000_000_000])
     assert hdr.max_ns(hdr.encode(h)) == pytest.approx(3e12, rel=1e-3)
+
+
+def test_merge_with_an_empty_engine_histogram():
+    # an op kind with no ops sends a histogram without counts; hdrh's C decoder wrote outside its array on it
+    # (the process died at exit in free()), so the merge runs in a child: a crash fails this test, not the suite
+    code = ("from fathom import hdr\n"
+            "import base64, zlib\n"
+            "e = hdr.encode(hdr.new())\n"
+            "raw = base64.b64decode(e)\n"
+            "def counts(body):  # a payload of only zero runs, as another encoder writes an empty histogram\n"
+            "    d = zlib.decompress(raw[8:]) + body\n"
+            "    c = zlib.compress(d)\n"
+            "    return base64.b64encode(raw[:4] + len(c).to_bytes(4, 'big') + c).decode()\n"
+            "z1, z2 = counts(b'\\x00'), counts(b'\\x7f\\x00')\n"
+            "assert hdr.count(z1) == 0 and hdr.count(z2) == 0\n"
+            "h = hdr.new(); h.record_value(1_000_000, 5); f = hdr.encode(h)\n"
+            "for _ in range(200):\n"
+            "    m = hdr.merge([e, z1, f, e, z2])\n"
+            "    assert m.get_total_count() == 5 and hdr.max_ns(m) == h.get_max_value()\n"
+            "assert hdr.merge_b64([e, e, z1, z2]) == (None, {})\n"
+            "print('merged')\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+    assert p.returncode == 0 and p.stdout.strip() == "merged", (p.returncode, p.stderr[-2000:])

@@ -97,3 +97,14 @@ def test_progress_plain_lines_and_eta(capsys):
     err = capsys.readouterr().err
     assert "[1/40] randread4k" in err and "2000 IOPS" in err and "FAILED: engine said no" in err
     assert 0 <= prog.eta_s() <= plan.total_estimate_s(pts[2:])
+
+
+def test_cli_plan_shows_companions(tmp_path):
+    p = run_fathom("plan", "osd-failure", "--quick", check=True)
+    assert "faults: kill osd.1 at 8 s, start osd.1 at 16 s" in p.stdout and "about" in p.stdout
+    suite = tmp_path / "ss.yaml"
+    suite.write_text("name: ss\nworkloads:\n  - {name: a, interface: 'null', rw: randread, runtime: 60s,\n"
+                     "     steady_state: {metric: iops, window_s: 10, criteria: {slope: 1}, min_s: 10}}\n")
+    p = run_fathom("plan", str(suite), check=True)
+    assert "steady state: stops once iops" in p.stdout and "max 60 s" in p.stdout
+    assert "at most" in p.stdout and "faults:" not in p.stdout

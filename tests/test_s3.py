@@ -34,17 +34,23 @@ class Keys(dict):
 
 
 @pytest.fixture(scope="module")
-def rgw(tmp_path_factory: pytest.TempPathFactory):
-    """A one-OSD local cluster with RGW; yields its keys (endpoint, access_key, secret_key, region)."""
+def rgw_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A one-OSD local cluster with RGW, for the module."""
     root = tmp_path_factory.mktemp("ceph-s3") / "cluster"
     c = LocalCluster(root, progress=lambda m: print(m, file=sys.stderr))
     c.up(osds=1, osd_size=10 * 1024**3, rgw=True)
     try:
-        keys = c.s3()
-        assert keys, "the local cluster wrote no s3.json"
-        yield Keys({**keys, "file": str(root / "s3.json")})
+        yield c
     finally:
         c.down()
+
+
+@pytest.fixture(scope="module")
+def rgw(rgw_cluster: LocalCluster) -> "Keys":
+    """The cluster's S3 keys (endpoint, access_key, secret_key, region) and their file."""
+    keys = rgw_cluster.s3()
+    assert keys, "the local cluster wrote no s3.json"
+    return Keys({**keys, "file": str(rgw_cluster.root / "s3.json")})
 
 
 def run(engine: Path, tmp_path: Path, secret: str, target: dict[str, Any], timeout: float = 120,
@@ -152,12 +158,20 @@ def test_put_get_head_list_delete_round_trip_with_verify(rgw, engine_ready, tmp_
     assert code == 0, text
     s = summary(recs)
     assert s["ops"]["remove"]["ops"] == 16 and s["objects"]["removed"] == 16
+    # The buckets the put created went with the set, once empty.
+    assert sorted(s["objects"]["buckets_removed"]) == buckets and s["objects"]["buckets_kept"] == [], s["objects"]
     for b in buckets:
         status, body = sigv4_request(rgw, "GET", f"/{b}", query="list-type=2")
-        assert status == 200 and b"<Key>" not in body, body
-    # The metadata went with the set: nothing to read now.
-    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "rt-0"), "op": "get", "prefix": "rt"})
+        assert status == 404 and b"NoSuchBucket" in body, body
+    # In a bucket it did not create, the delete takes the set and its metadata only: nothing to read now.
+    assert sigv4_request(rgw, "PUT", "/kept")[0] == 200
+    put = {**base(rgw, "kept"), "create_buckets": True, "op": "put", "prefix": "k", "object_size": 4096, "objects": 2}
+    assert run(engine_ready, tmp_path, secret, put)[0] == 0
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "kept"), "op": "delete", "prefix": "k"})
+    assert code == 0 and summary(recs)["objects"]["buckets_removed"] == [], text
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "kept"), "op": "get", "prefix": "k"})
     assert code == 3 and error(recs)["kind"] == "ENOENT" and "nothing to read" in error(recs)["message"], text
+    assert sigv4_request(rgw, "DELETE", "/kept")[0] == 204
 
 
 def test_ranges_fixed_and_random_are_verified(rgw, engine_ready, tmp_path):
@@ -309,3 +323,203 @@ def test_time_bounded_closed_and_open_loop_keep_memory_flat(rgw, engine_ready, t
     s = summary(recs)
     assert s["schedule"]["rate"] == 20 and 20 <= s["ops"]["read"]["ops"] <= 80 and not s["errors"], text
     assert s["ops"]["read"]["phases"]["ttfb"]["count"] == s["ops"]["read"]["ops"]
+
+
+def test_multipart_puts_in_parts_with_parts_in_flight_and_reads_back_verified(rgw, engine_ready, tmp_path):
+    secret, size = rgw["secret_key"], 12 * 1024 * KIB
+    mp = {"threshold": 8 * 1024 * KIB, "part_size": 5 * 1024 * KIB, "parts_in_flight": 2}
+    put = {**base(rgw, "multi"), "create_buckets": True, "op": "put", "prefix": "mp", "object_size": size,
+           "objects": 2, "multipart": mp}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": 2}, verify=True)
+    assert code == 0, text
+    s = summary(recs)
+    assert s["ops"]["write"]["ops"] == 2 and s["ops"]["write"]["bytes"] == 2 * size and not s["errors"], text
+    m = s["s3"]["multipart"]
+    assert (m["uploads"], m["parts"], m["aborted"], m["parts_in_flight"]) == (2, 6, 0, 2), m
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "multi"), "op": "get", "prefix": "mp"},
+                           verify=True)
+    s = summary(recs)
+    assert code == 0 and s["ops"]["read"]["bytes"] == 2 * size and s["verify"]["mismatches"] == 0, text
+    # Completed uploads leave no parts behind; the object is one object of the whole size.
+    status, body = sigv4_request(rgw, "GET", "/multi", query="uploads=")
+    assert status == 200 and b"<Upload>" not in body, body
+    status, body = sigv4_request(rgw, "GET", "/multi", query="list-type=2&prefix=mp%2F")
+    assert status == 200 and body.count(f"<Size>{size}</Size>".encode()) == 2, body
+
+
+def test_sizes_from_weighted_buckets_are_known_again_by_the_reads(rgw, engine_ready, tmp_path):
+    secret = rgw["secret_key"]
+    put = {**base(rgw, "sizes"), "create_buckets": True, "op": "put", "prefix": "sz", "objects": 24,
+           "sizes": {"buckets": [[4 * KIB, 1], [64 * KIB, 1]]}}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": 4}, verify=True)
+    assert code == 0, text
+    w = summary(recs)["ops"]["write"]
+    assert w["ops"] == 24 and 24 * 4 * KIB < w["bytes"] < 24 * 64 * KIB, w
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "sizes"), "op": "get", "prefix": "sz"},
+                           load={"iodepth": 4}, verify=True)
+    s = summary(recs)
+    assert code == 0 and s["ops"]["read"]["bytes"] == w["bytes"] and s["verify"]["mismatches"] == 0, text
+    status, body = sigv4_request(rgw, "GET", "/sizes", query="list-type=2&prefix=sz%2F")
+    sizes = {int(x.split("</Size>")[0]) for x in body.decode().split("<Size>")[1:]}
+    assert sizes == {4 * KIB, 64 * KIB}, sizes
+
+
+def test_retries_are_explicit_and_counted(rgw, engine_ready, tmp_path):
+    secret = rgw["secret_key"]
+    put = {**base(rgw, "retry"), "create_buckets": True, "op": "put", "prefix": "rt", "object_size": 4 * KIB,
+           "objects": 3}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": 1})
+    assert code == 0, text
+    assert sigv4_request(rgw, "DELETE", "/retry/rt/0/1")[0] == 204
+    spec = {**base(rgw, "retry"), "op": "get", "prefix": "rt",
+            "retry": {"max": 2, "on": ["HTTP 404", "HTTP 503"], "backoff_ms": 20}}
+    code, recs, text = run(engine_ready, tmp_path, secret, spec, load={"iodepth": 1}, on_error="continue")
+    assert code == 0, text
+    s = summary(recs)
+    # The missing object: sent three times, one error; the other two never retried.
+    assert s["s3"]["retries"] == {"HTTP 404 NoSuchKey": 2} and s["s3"]["retry"]["max"] == 2, s["s3"]
+    assert (s["ops"]["read"]["ops"], s["ops"]["read"]["errors"]) == (2, 1)
+    from fathom import hdr
+
+    # ... and its latency covers every attempt: two backoffs of 20 and 40 ms at least.
+    assert s["errors"][0]["kind"] == "HTTP 404 NoSuchKey", s["errors"]
+    assert hdr.min_ns(hdr.merge([s["errors"][0]["hist"]])) >= 60e6
+
+
+def test_health_gate_waits_for_rgw_garbage_collection(rgw, rgw_cluster, engine_ready, tmp_path):
+    from fathom.cluster import health
+
+    secret = rgw["secret_key"]
+    # 8 MiB objects have a tail beyond RGW's 4 MiB head: deleting them leaves it to GC (for 2 h by default).
+    put = {**base(rgw, "gc-test"), "create_buckets": True, "op": "put", "prefix": "gc", "object_size": 8 * 1024 * KIB,
+           "objects": 2}
+    assert run(engine_ready, tmp_path, secret, put, load={"iodepth": 2})[0] == 0
+    ceph = rgw_cluster.ceph()
+    assert health.gate(ceph, timeout=60, rgw=True).ok
+    code, recs, text = run(engine_ready, tmp_path, secret, {**base(rgw, "gc-test"), "op": "delete", "prefix": "gc"})
+    assert code == 0 and summary(recs)["objects"]["buckets_removed"] == ["gc-test"], text
+    v = health.gate(ceph, timeout=3, rgw=True)
+    assert not v.ok and "RGW garbage collection" in v.reason, v
+    assert health.gate(ceph, timeout=30).ok  # the Ceph part alone is clean
+    ceph.radosgw_admin("gc", "process", "--include-all", fmt_json=False, timeout=120)
+    v = health.gate(ceph, timeout=60, rgw=True)
+    assert v.ok and "GC empty" in v.reason, v
+
+
+# ---- fathom bench s3 and fathom cleanup --bucket (the CLI, on the same RGW) --------------------------------
+
+def bench(rgw: dict, tmp_path: Path, *args: str, timeout: float = 300) -> "subprocess.CompletedProcess[str]":
+    """`fathom bench s3 ...` (or any fathom command) with the cluster's keys file as $S3_KEYS_FILE."""
+    from conftest import run_fathom
+
+    p = run_fathom(*args, env={"S3_KEYS_FILE": rgw["file"], "CEPH_CONF": "", "AWS_CA_BUNDLE": ""},
+                   timeout=timeout, cwd=tmp_path)
+    assert rgw["secret_key"] not in p.stdout + p.stderr, "the secret key reached fathom's output"
+    assert "Traceback" not in p.stderr, p.stderr
+    return p
+
+
+def bucket_keys(rgw: dict, bucket: str) -> list[str] | None:
+    """The keys in bucket (None: no such bucket), listed by this test's own signer."""
+    status, body = sigv4_request(rgw, "GET", f"/{bucket}", query="list-type=2")
+    if status == 404:
+        return None
+    assert status == 200, body
+    return [k.split("</Key>")[0] for k in body.decode().split("<Key>")[1:]]
+
+
+def test_bench_s3_put_json_is_stored_without_the_secret_and_cleanup_removes_it(rgw, engine_ready, tmp_path):
+    db = tmp_path / "r.db"
+    p = bench(rgw, tmp_path, "bench", "s3", "put", "--duration", "3s", "--concurrent", "4", "--obj-size", "64KiB",
+              "--noclear", "--run-name", "p1", "-f", "json", "--db", str(db))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    put = doc["requests"]["PUT"]
+    assert doc["op"] == "put" and doc["object_size"] == 64 * KIB and put["errors"] == 0, doc
+    assert put["ops"] == doc["total_ops_made"] > 0 and put["bytes"] == put["ops"] * 64 * KIB
+    lat = put["latency"]
+    # percentiles from the HDR histogram (3 significant digits), the max exact
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["p99.9"] <= lat["max"] * 1.001, lat
+    assert put["server"]["p50"] > 0 and len(doc["datas"]) >= 3
+    assert doc["fathom"]["s3"]["buckets_created"] == ["fathom-bench"] and doc["fathom"]["run_id"] == 1
+    # RGW's own counters over the run agree with the client's (the local RGW's admin socket)
+    rc = doc["fathom"]["rgw_counters"]
+    assert rc["ok"] and {(x["counter"], x["client"]) for x in rc["rows"]} == {
+        ("put", put["ops"]), ("put_b", put["bytes"])}, rc
+    keys = bucket_keys(rgw, "fathom-bench")
+    assert keys is not None and "fathom_bench.p1.meta" in keys
+    status, body = sigv4_request(rgw, "GET", "/fathom-bench", query="list-type=2&prefix=fathom_bench.p1%2F0%2F")
+    assert status == 200 and body.count(b"<Key>") == min(put["ops"], 1000), body[:300]
+    # A second run's objects in the same bucket: cleanup of p1 leaves them, and so the bucket.
+    p = bench(rgw, tmp_path, "bench", "s3", "put", "--duration", "1s", "--concurrent", "2", "--obj-size", "4KiB",
+              "--noclear", "--run-name", "p2", "--db", str(db))
+    assert p.returncode == 0 and "Bandwidth (MB/sec):" in p.stdout and "PUT: " in p.stdout, p.stdout + p.stderr
+    assert "p99.9: " in p.stdout and "fathom cleanup --bucket fathom-bench --run-name p2" in p.stdout
+    p = bench(rgw, tmp_path, "cleanup", "--bucket", "fathom-bench", "--run-name", "p1")
+    assert p.returncode == 0 and "bucket fathom-bench kept (not empty)" in p.stdout, p.stdout + p.stderr
+    keys = bucket_keys(rgw, "fathom-bench")
+    assert keys and all(k.startswith("fathom_bench.p2") for k in keys), keys
+    # p2's cleanup empties the bucket, but p2 found it there: the bucket stays (fathom removes what it created).
+    p = bench(rgw, tmp_path, "cleanup", "--bucket", "fathom-bench", "--run-name", "p2")
+    assert p.returncode == 0 and bucket_keys(rgw, "fathom-bench") == [], p.stdout + p.stderr
+    p = bench(rgw, tmp_path, "cleanup", "--bucket", "fathom-bench", "--run-name", "p2")
+    assert p.returncode == 0 and "nothing to clean up" in p.stderr, p.stdout + p.stderr
+    assert sigv4_request(rgw, "DELETE", "/fathom-bench")[0] == 204
+    # Every byte the store holds, searched for the secret.
+    assert rgw["secret_key"].encode() not in db.read_bytes()
+    p = bench(rgw, tmp_path, "ls", "--db", str(db))
+    assert "bench-s3-put-p1" in p.stdout and "bench-s3-put-p2" in p.stdout, p.stdout + p.stderr
+
+
+def test_bench_s3_get_and_mixed_prepare_their_objects_and_remove_everything(rgw, engine_ready, tmp_path):
+    db = str(tmp_path / "r.db")
+    p = bench(rgw, tmp_path, "bench", "s3", "get", "--duration", "2s", "--concurrent", "4", "--obj-size", "32KiB",
+              "--objects", "8", "--db", db)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "Preparing 8 objects" in p.stdout and "GET: " in p.stdout and "TTFB(s)" in p.stdout, p.stdout
+    assert "PUT: " not in p.stdout and "removed bucket fathom-bench" in p.stdout, p.stdout
+    assert bucket_keys(rgw, "fathom-bench") is None
+    p = bench(rgw, tmp_path, "bench", "s3", "mixed", "--duration", "3s", "--concurrent", "4", "--obj-size", "16KiB",
+              "--objects", "16", "--put-distrib", "30", "--delete-distrib", "20", "-f", "json", "--db", db)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads(p.stdout)
+    req = doc["requests"]
+    assert set(req) == {"GET", "HEAD", "PUT", "DELETE"} and doc["mix"]["delete"] == 20, doc
+    # Reads only see the prepared set, deletes only objects this run put: nothing is ever missing.
+    assert all(r["errors"] == 0 for r in req.values()) and not doc["errors"], doc["errors"]
+    assert 0 < req["DELETE"]["ops"] <= req["PUT"]["ops"] and req["GET"]["ttfb"]["p50"] > 0, req
+    assert doc["fathom"]["prefill"]["complete"] and doc["fathom"]["prefill"]["ops"] == 16
+    assert doc["fathom"]["cleanup"]["buckets_removed"] == ["fathom-bench"]
+    assert bucket_keys(rgw, "fathom-bench") is None
+
+
+def test_bench_s3_errors_name_the_cause_and_the_fix(rgw, engine_ready, tmp_path):
+    wrong = tmp_path / "wrong.json"
+    wrong.write_text(json.dumps({**{k: rgw[k] for k in ("endpoint", "access_key", "region")},
+                                 "secret_key": "not-the-secret-0123456789"}))
+    p = bench(rgw, tmp_path, "bench", "s3", "put", "--duration", "1s", "--keys-file", str(wrong))
+    assert p.returncode == 3 and "HTTP 403 SignatureDoesNotMatch" in p.stderr and str(wrong) in p.stderr, p.stderr
+    p = bench(rgw, tmp_path, "bench", "s3", "put", "--duration", "1s", "--bucket", "no-such-bucket")
+    assert p.returncode == 3 and "bucket no-such-bucket does not exist" in p.stderr, p.stderr
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    t0 = time.monotonic()
+    p = bench(rgw, tmp_path, "bench", "s3", "put", "--duration", "1s", "--endpoint", f"127.0.0.1:{port}",
+              "--connect-timeout", "2")
+    assert p.returncode == 3 and f"cannot reach the S3 endpoint http://127.0.0.1:{port}" in p.stderr, p.stderr
+    assert "ECONNREFUSED" in p.stderr and time.monotonic() - t0 < 30
+    # TLS: the cluster's CA by default for its TLS endpoint; another CA is refused, pointing at --ca.
+    p = bench(rgw, tmp_path, "bench", "s3", "put", "--tls", "--duration", "1s", "--concurrent", "2",
+              "--obj-size", "8KiB", "-f", "json", "--db", str(tmp_path / "r.db"))
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["endpoint"] == rgw["tls_endpoint"] and doc["fathom"]["s3"]["tls"]["protocol"] == "TLSv1_3"
+    assert doc["requests"]["PUT"]["ops"] > 0 and bucket_keys(rgw, "fathom-bench") is None
+    p = bench(rgw, tmp_path, "bench", "s3", "put", "--tls", "--duration", "1s",
+              "--ca", "/etc/ssl/certs/ca-certificates.crt")
+    assert p.returncode == 3 and "TLS with " + rgw["tls_endpoint"] in p.stderr and "--ca" in p.stderr, p.stderr
+    assert "UnknownIssuer" in p.stderr
+    # No run was stored for a bench that could not start.
+    assert not (tmp_path / "fathom-results.db").exists() or "bench-s3" not in \
+        bench(rgw, tmp_path, "ls").stdout

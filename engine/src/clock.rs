@@ -31,3 +31,12 @@ fn peak_rss_kib() -> Option<i64> {
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
 }
+
+/// Context switches of the whole process so far: (voluntary, involuntary),
+/// every thread's included (getrusage(RUSAGE_SELF)).
+pub fn ctx_switches() -> (i64, i64) {
+    // SAFETY: zeroed rusage is a valid out-parameter.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) };
+    (ru.ru_nvcsw, ru.ru_nivcsw)
+}

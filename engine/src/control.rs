@@ -4,7 +4,10 @@
 //!
 //! Lines: `{"type":"stop","reason":"..."}` (stop cleanly, exit 0),
 //! `{"type":"go","at":<epoch s>}` (start the main phase then, with
-//! `control.wait`), `{"type":"heartbeat"}`. Any line counts as a heartbeat.
+//! `control.wait`), `{"type":"heartbeat"}`, `{"type":"ping","id":N}`
+//! (answered at once by a `pong` record with this host's CLOCK_REALTIME, so
+//! the orchestrator can measure the clock offset over the same channel the
+//! records travel). Any line counts as a heartbeat.
 //! A line that is not JSON, or of an unknown type, is ignored with a
 //! non-fatal `invalid_control` error record, so a newer orchestrator's
 //! line never ends a run. EOF on stdin means the orchestrator is gone.
@@ -77,10 +80,28 @@ fn read(wait: bool) {
             Ok(_) => {}
         }
         LAST_LINE_NS.store(mono_ns(), Ordering::Relaxed);
+        if let Some(pong) = pong(line.trim()) {
+            crate::out::emit(&pong);
+            continue;
+        }
         if let Err(m) = handle(line.trim(), wait) {
             crate::out::error("invalid_control", &format!("{m} (ignored)"), false);
         }
     }
+}
+
+/// The answer to a `ping` line: the clock read as soon as the line is in.
+fn pong(line: &str) -> Option<serde_json::Value> {
+    if !line.contains("\"ping\"") {
+        return None;
+    }
+    let ts = wall_s();
+    let v: serde_json::Value = serde_json::from_str(line).ok()?;
+    if v.get("type").and_then(|t| t.as_str()) != Some("ping") {
+        return None;
+    }
+    let id = v.get("id").cloned().unwrap_or(serde_json::Value::Null);
+    Some(serde_json::json!({"type": "pong", "id": id, "ts": ts}))
 }
 
 fn handle(line: &str, wait: bool) -> Result<(), String> {
@@ -108,7 +129,8 @@ fn handle(line: &str, wait: bool) -> Result<(), String> {
             wake();
             Ok(())
         }
-        Some(t) => Err(format!("unknown control line type {t:?}; known: stop, go, heartbeat")),
+        Some("ping") => Ok(()),
+        Some(t) => Err(format!("unknown control line type {t:?}; known: stop, go, heartbeat, ping")),
         None => Err(format!("control line without a \"type\": {line:.200}")),
     }
 }
@@ -230,6 +252,12 @@ mod tests {
         assert!(handle(r#"{"type":"pause"}"#, true).unwrap_err().contains("unknown control line type \"pause\""));
         assert!(handle(r#"{"kind":"stop"}"#, true).unwrap_err().contains("type"));
         assert!(handle(r#"{"type":"go"}"#, true).unwrap_err().contains("at"));
+        assert!(pong(r#"{"type":"heartbeat"}"#).is_none());
+        assert!(pong(r#"{"type":"stop","reason":"ping"}"#).is_none());
+        let p = pong(r#"{"type":"ping","id":7}"#).expect("a pong");
+        assert_eq!(p["type"], "pong");
+        assert_eq!(p["id"], 7);
+        assert!(p["ts"].as_f64().is_some_and(|t| t > 1.6e9));
         assert!(handle(r#"{"type":"go","at":1}"#, false).unwrap_err().contains("control.wait"));
         assert!(!pending() && request_made().is_none());
         assert!(handle(r#"{"type":"go","at":1.5}"#, true).is_ok());

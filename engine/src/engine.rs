@@ -62,6 +62,9 @@ impl StopCause {
 
 const NO_KIND: u8 = u8::MAX;
 
+/// How long ops in flight may drain after the orchestrator was lost.
+const LOST_DRAIN_NS: u64 = 2_000_000_000;
+
 /// State of the running phase (shared by the submitter and the callback fast path).
 #[derive(Default)]
 struct Phase {
@@ -79,6 +82,8 @@ struct Phase {
     per_job_bound: bool,
     stopping: bool,
     zombie_grace: Option<u64>,
+    /// When ops still in flight after the orchestrator was lost are abandoned.
+    lost_grace: Option<u64>,
     retry_soon: bool,
     inline: bool,
 }
@@ -407,6 +412,7 @@ impl<'a> Engine<'a> {
             per_job_bound: measuring && (l.ops.is_some() || l.bytes.is_some()),
             stopping: false,
             zombie_grace: None,
+            lost_grace: None,
             retry_soon: false,
             // Closed loop: completion callbacks may reissue their slot directly.
             inline: l.rate.is_none() || !measuring,
@@ -582,6 +588,17 @@ impl<'a> Engine<'a> {
         self.ph.retry_soon = false;
         self.refill();
         let now = mono_ns();
+        if self.ph.stopping
+            && self.in_flight > self.zombies
+            && matches!(self.requested, Some(control::Request::Lost(_)))
+        {
+            // The orchestrator's host (or this one's network) is gone, and with it maybe the cluster: a
+            // short drain, then the ops still in flight are abandoned, so the process ends within seconds.
+            let g = *self.ph.lost_grace.get_or_insert(now + LOST_DRAIN_NS);
+            if now >= g {
+                return Err(PhaseEnd::Done);
+            }
+        }
         if self.ph.stopping && self.in_flight == self.zombies {
             if self.zombies == 0 {
                 return Err(PhaseEnd::Done);
@@ -611,6 +628,9 @@ impl<'a> Engine<'a> {
             }
         }
         if let Some(g) = p.zombie_grace {
+            d = d.min(g);
+        }
+        if let Some(g) = p.lost_grace {
             d = d.min(g);
         }
         if let Some(h) = control::heartbeat_deadline() {

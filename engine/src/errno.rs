@@ -87,6 +87,10 @@ pub fn name(errno: i32) -> String {
         libc::EMSGSIZE => "EMSGSIZE",
         libc::ENOTEMPTY => "ENOTEMPTY",
         libc::EDOM => "EDOM",
+        libc::EMFILE => "EMFILE",
+        libc::ENFILE => "ENFILE",
+        libc::ENOTDIR => "ENOTDIR",
+        libc::EISDIR => "EISDIR",
         _ => return format!("E{}", errno.abs()),
     };
     n.to_string()

@@ -170,6 +170,7 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         go = control::wait_go().is_ok();
     }
     sh.lock().begin_main();
+    let ctx0 = clock::ctx_switches();
     let ended = if go {
         sh.run(true)
     } else {
@@ -212,7 +213,10 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
     // them, and never after an incomplete prefill (its object set is not whole).
     let mut extras = Vec::new();
     let prefill_whole = prefill.get("complete").is_none_or(|c| c == true);
-    if (eng.in_flight == 0 || matches!(ended, PhaseEnd::Done)) && prefill_whole {
+    // Ops abandoned because the orchestrator was lost: the cluster may be out of reach too, so
+    // nothing more is sent to it (a metadata write would wait for the network).
+    let lost_abandoned = eng.in_flight > 0 && matches!(eng.requested, Some(control::Request::Lost(_)));
+    if (eng.in_flight == 0 || matches!(ended, PhaseEnd::Done)) && prefill_whole && !lost_abandoned {
         match eng.target().finish() {
             Ok(x) => extras = x,
             Err(f) => {
@@ -239,11 +243,20 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         code = 5;
     }
     let (user, sys, rss) = clock::rusage();
+    let ctx = clock::ctx_switches();
+    let measured_ops: u64 = eng.total.iter().map(|k| k.ops + k.errors).sum();
+    // Context switches of the whole process per op of the measured phase (the 2014 file study's chart).
+    let ctx_per_op = |now: i64, then: i64| {
+        if measured_ops == 0 { serde_json::Value::Null } else { json!((now - then) as f64 / measured_ops as f64) }
+    };
     let mut summary = json!({
         "type": "summary", "ts": wall_s(), "t": wall,
         "wall_s": wall, "measured_s": measured_s, "ramp_s": l.ramp_s,
         "ops": eng.ops_json(measured_s), "errors": eng.errors.json(), "verify": eng.verify_json(),
-        "cpu": {"user_s": user, "sys_s": sys}, "max_rss_kib": rss,
+        "cpu": {"user_s": user, "sys_s": sys, "voluntary_ctx": ctx.0, "involuntary_ctx": ctx.1,
+                "voluntary_ctx_per_op": ctx_per_op(ctx.0, ctx0.0),
+                "involuntary_ctx_per_op": ctx_per_op(ctx.1, ctx0.1)},
+        "max_rss_kib": rss,
         "schedule": eng.schedule_json(),
         "started": eng.started, "finished": eng.finished,
         "in_flight_abandoned": eng.in_flight,

@@ -33,6 +33,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
@@ -240,9 +241,10 @@ class Executor:
 class FaultCompanion:
     """Runs one point's fault schedule on the engine's clock; see the module docstring."""
 
-    def __init__(self, faults: list[Fault], executor: Executor):
+    def __init__(self, faults: list[Fault], executor: Executor, say: Callable[[str], None] = lambda msg: None):
         self.faults = sorted(faults, key=lambda f: f.at_s)
         self.executor = executor
+        self.say = say  # each fault as it happens, on the run's progress
         self.intervals: list[dict[str, Any]] = []
         self._origin: float | None = None  # epoch time of t = 0 on the engine's clock
         self._clock = threading.Event()
@@ -287,9 +289,7 @@ class FaultCompanion:
                                      "data": {"at_s": f.at_s, "action": f.action, "target": f.target,
                                               "outcome": "not run", "t_s": None}})
         self._undo(now_t)
-        faults = [e["data"] for e in self._events if e["data"].get("t_s") is not None and not e["data"].get("undo")
-                  and e["data"].get("outcome") != "not run" and not e["data"].get("error")]
-        metrics, windows = recovery.point_metrics(self.intervals, faults)
+        metrics, windows = recovery.point_metrics(self.intervals, recovery.acted([e["data"] for e in self._events]))
         events = list(self._events)
         if windows:
             rec = "; ".join(f"{w.describe()} at {w.t_s:.1f} s: " + (
@@ -349,6 +349,7 @@ class FaultCompanion:
                                  "data": data})
             if not undo:
                 self._done += 1
+        self.say(f"  fault {msg}" if not undo else f"  fault put back, {msg}")
 
     def _undo(self, now_t: float | None) -> None:
         """Put back what the schedule left broken: start what it stopped, unpause, mark in."""

@@ -22,10 +22,17 @@ Public API (stable):
 
 from __future__ import annotations
 
+import base64
+import ctypes
 import math
+import struct
+import threading
+import zlib
 from typing import Iterable, Union
 
 from hdrh.histogram import HdrHistogram
+from pyhdrh import add_array as _add_array  # the C helpers hdrh itself decodes and adds with
+from pyhdrh import decode as _decode_counts
 
 LOWEST_NS = 1
 HIGHEST_NS = 3_600_000_000_000  # 1 hour
@@ -54,14 +61,88 @@ def _h(h: Hist) -> HdrHistogram:
     return h if isinstance(h, HdrHistogram) else decode(h)
 
 
+_COMPRESSED_COOKIE = 0x1C849314  # V2 compressed, 8-byte words (what the engine and hdrh write)
+_PAYLOAD_HEADER = struct.Struct(">iiiiqqd")  # cookie, length, normalizing offset, digits, lowest, highest, ratio
+
+
 def merge(hists: Iterable[Hist]) -> HdrHistogram:
-    """Exact merge (counts add) of encoded or decoded histograms into a new one."""
+    """Exact merge (counts add) of encoded or decoded histograms into a new one.
+
+    Encoded histograms with the engine's bounds are added without building a histogram
+    object each: their counts are decoded into one scratch array and added to the sum
+    (hdrh's own C helpers). A point of 64 engines x 300 intervals merges in seconds, not
+    minutes, that way. Anything else goes through hdrh.
+    """
     out = new()
+    n = out.counts_len
+    acc = out.encoder.get_counts()
+    scratch = _scratch(n)
+    total, lo, hi = 0, -1, -1
     for h in hists:
-        d = _h(h)
-        if d.get_total_count():
-            out.add(d)
+        idx = _add_encoded(h, scratch, acc, n) if isinstance(h, (str, bytes)) else None
+        if idx is None:
+            d = _h(h)
+            if not d.get_total_count():
+                continue
+            if (d.counts_len, d.unit_magnitude, d.sub_bucket_count) != (n, out.unit_magnitude, out.sub_bucket_count):
+                d = _rebased(d)
+            _add_array(ctypes.addressof(acc), ctypes.addressof(d.encoder.get_counts()), n, 8)
+            idx = (int(d.get_total_count()), out.get_counts_array_index(d.get_min_value()),
+                   out.get_counts_array_index(d.get_max_value()))
+        t, a, b = idx
+        if t:
+            total += t
+            lo = a if lo < 0 else min(lo, a)
+            hi = max(hi, b)
+    out.set_internal_tacking_values(lo, hi, total)
+    if total == 0:
+        out.min_value, out.max_value = new().min_value, 0
     return out
+
+
+_local = threading.local()
+
+
+def _scratch(n: int) -> ctypes.Array:
+    """A zeroed counts array per thread, kept zero between uses (a fresh one costs as much as a decode)."""
+    s = getattr(_local, "scratch", None)
+    if s is None or len(s) != n:
+        s = _local.scratch = (ctypes.c_uint64 * n)()
+    return s
+
+
+def _rebased(d: HdrHistogram) -> HdrHistogram:
+    """A histogram of other bounds recorded into one of the engine's bounds."""
+    out = new()
+    out.add(d)
+    return out
+
+
+def _add_encoded(h: str | bytes, scratch: ctypes.Array, acc: ctypes.Array, n: int) -> tuple[int, int, int] | None:
+    """Add one base64 V2 histogram's counts to acc: (count, lowest and highest non-empty index), or None when
+    it is not of the engine's bounds (the caller decodes it the slow way)."""
+    raw = base64.b64decode(h)
+    if len(raw) < 8 or struct.unpack_from(">i", raw)[0] != _COMPRESSED_COOKIE:
+        return None
+    data = zlib.decompress(raw[8:])
+    if len(data) < _PAYLOAD_HEADER.size:
+        return None
+    _, _, norm, digits, lowest, highest, _ = _PAYLOAD_HEADER.unpack_from(data)
+    if (norm, digits, lowest, highest) != (0, SIGNIFICANT_DIGITS, LOWEST_NS, HIGHEST_NS):
+        return None
+    if len(data) == _PAYLOAD_HEADER.size:
+        return 0, -1, -1  # no counts at all (an op kind with no ops): hdrh's decoder must not see it
+    r = _decode_counts(data, _PAYLOAD_HEADER.size, ctypes.addressof(scratch), n, 8)
+    total, lo, hi = int(r["total"]), int(r["min_nonzero_index"]), int(r["max_nonzero_index"])
+    if not total:
+        return 0, -1, -1  # only runs of zeros (the decoder then reports indexes -1..0): nothing was written
+    if not (0 <= lo <= hi < n):  # an index outside the array would add to and zero memory beyond it
+        raise ValueError(f"histogram counts out of range (indexes {lo}..{hi} of {n})")
+    # only the non-empty range is added, and zeroed again for the next one (decode writes no zeros)
+    at = lo * 8
+    _add_array(ctypes.addressof(acc) + at, ctypes.addressof(scratch) + at, hi - lo + 1, 8)
+    ctypes.memset(ctypes.addressof(scratch) + at, 0, (hi - lo + 1) * 8)
+    return total, lo, hi
 
 
 def merge_b64(hists: Iterable[str | None]) -> tuple[str | None, dict[str, float]]:

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 # Daemon kinds the telemetry sampler may see, in report order (Daemon.kind; the sampler's "kind" field).
-DAEMON_KINDS = ("osd", "rgw", "mds", "mon", "mgr", "ganesha", "fuse")
+DAEMON_KINDS = ("osd", "rgw", "mds", "mon", "mgr", "ganesha", "fuse", "rbd_fuse")
 DAEMON_LABELS = {"osd": "OSD", "rgw": "RGW", "mds": "MDS", "mon": "MON", "mgr": "MGR", "ganesha": "NFS-Ganesha",
-                 "fuse": "ceph-fuse"}
+                 "fuse": "ceph-fuse", "rbd_fuse": "rbd-fuse"}
 
 
 def daemon_label(kind: str) -> str:
@@ -96,11 +96,17 @@ METRIC_COLUMNS: dict[str, str] = {
     "fault_min_mib_s": "lowest MiB/s in a second after a fault, until recovery",
     "fault_max_p99_ms": "highest per-second p99 latency after a fault, until recovery, ms",
     "fault_recovery_s": "s from the last fault until IOPS is back to at least 90% of the pre-fault median "
-                        "(3 s in a row); none: not recovered",
+                        "(3 s in a row, no fall below 50% after); none: not recovered",
     "fault_recovered": "IOPS came back to at least 90% of the pre-fault median after the last fault",
     "usr_cpu": "client user CPU, % of the run's wall time as fio reports it",
     "sys_cpu": "client system CPU, % as fio reports it",
     "client_cpu_us_per_op": "client CPU (user+sys) microseconds per operation",
+    "client_ctx_per_op": "client context switches (voluntary + involuntary, the whole load generator) per operation",
+    # points on several engines (client hosts; fathom.engines.clients)
+    "client_hosts": "client hosts the point ran on",
+    "engines": "engine processes the point ran on, over every client host",
+    "start_skew_ms": "how far apart the engines' measured phases began, ms (host clock offsets removed)",
+    "clients_lost": "client hosts lost during the point (their data up to the loss is kept)",
     **{c: d for kind in DAEMON_KINDS for c, d in daemon_columns(kind).items()},
     "host_cpu_pct": "host CPU busy, % of all cores",
     "engine_cpu_pct": "load generator process CPU, % of one core, sampled like the daemons",
@@ -212,4 +218,7 @@ def base_metrics(r: PointResult, merged_percentiles_ns: dict[str, float] | None 
             m["sys_cpu"] = 100.0 * r.client_sys_s / base
         if total_ops:
             m["client_cpu_us_per_op"] = (r.client_user_s + r.client_sys_s) / total_ops * 1e6
+    ctx = (r.extra or {}).get("ctx_per_op") or {}
+    if ctx.get("voluntary") is not None and ctx.get("involuntary") is not None:
+        m["client_ctx_per_op"] = ctx["voluntary"] + ctx["involuntary"]
     return m

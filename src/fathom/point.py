@@ -17,6 +17,7 @@ fault schedule and the steady-state watch are companions too.
 
 from __future__ import annotations
 
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -156,6 +157,13 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
             c.on_child(pid)
 
     ctx.on_interval, ctx.on_child, ctx.on_control = on_interval, on_child, live.attach
+    engine_rows: dict[str, Any] = {}  # a many-engine point's records per engine (and merged, host '')
+
+    def on_event(e: dict[str, Any]) -> None:  # from the engines' side during the point (a client host lost)
+        events.append(e)
+        print(f"  {e['message']}", file=sys.stderr, flush=True)
+
+    ctx.on_event, ctx.on_engines = on_event, engine_rows.update
     started_companions: list[Companion] = []
     try:
         # ---- gate ----
@@ -185,7 +193,8 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
         store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, "interrupted",
                            metrics=metrics, result=partial.to_dict() if partial else None,
                            gate=gate.to_dict() if gate else None, error="interrupted (Ctrl-C or SIGTERM)",
-                           started=started, ended=time.time(), intervals=intervals, histograms=hists,
+                           started=started, ended=time.time(), intervals=engine_rows.get("intervals", intervals),
+                           histograms={**hists, **engine_rows.get("histograms", {})},
                            telemetry=got.samples, perf_counters=got.perf_counters,
                            events=[*events, *got.events,
                                    {"kind": "interrupt", "message": f"point {point.key} interrupted"}])
@@ -215,7 +224,8 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, status,
                        metrics=metrics, result=result.to_dict() if result else None,
                        gate=gate.to_dict() if gate else None, error=error, started=started, ended=ended,
-                       intervals=intervals, histograms=hists, telemetry=got.samples,
+                       intervals=engine_rows.get("intervals", intervals),
+                       histograms={**hists, **engine_rows.get("histograms", {})}, telemetry=got.samples,
                        perf_counters=got.perf_counters, events=events)
     return PointOutcome(status, metrics, error, next_gate, faulted,
                         full_now if status == "failed" and ceph is not None and full_now else None)
@@ -255,6 +265,11 @@ def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any
     if "fio_usr_cpu" in r.extra:
         m["usr_cpu"] = r.extra["fio_usr_cpu"]
         m["sys_cpu"] = r.extra["fio_sys_cpu"]
+    if r.extra.get("engines"):  # a point on several engines (client hosts)
+        m["client_hosts"] = len(r.extra.get("hosts") or [])
+        m["engines"] = len(r.extra["engines"])
+        m["start_skew_ms"] = r.extra.get("start_skew_ms")
+        m["clients_lost"] = len(r.extra.get("clients_lost") or {})
     window_from = started + float(params.get("ramp_time") or 0.0)
     srv = telemetry.summarize(samples, window_from, ended)
     m.update({k: v for k, v in srv.items() if k in METRIC_COLUMNS})

@@ -37,6 +37,7 @@ class Progress:
         self.t_point = 0.0
         self.iops: float | None = None
         self.lat_ms: float | None = None
+        self.slowest: str | None = None  # a many-host point: the host with the fewest ops per engine this second
         self._live = None
         if self.tty:
             from rich.console import Console
@@ -61,6 +62,7 @@ class Progress:
 
     def point_start(self, point: Point, n: int) -> None:
         self.point, self.t_point, self.iops, self.lat_ms = point, time.monotonic(), None, None
+        self.slowest = None
         self.n = n
         if self._live is None:
             self.say(f"[{n}/{self.total}] {point.label()} ... (run ETA {_fmt_s(self.eta_s())})")
@@ -74,6 +76,8 @@ class Progress:
         lats = [(float(o.get("ops") or 0), o.get("lat_mean_ns")) for o in ops.values() if o.get("lat_mean_ns")]
         n = sum(c for c, _ in lats)
         self.lat_ms = sum(c * lat for c, lat in lats) / n / 1e6 if n else None
+        slow = rec.get("slowest")
+        self.slowest = f"{slow['host']} {_fmt_iops(slow['iops'])}" if slow else None
         self._draw()
 
     def point_end(self, point: Point, status: str, metrics: dict[str, Any] | None, error: str | None = None) -> None:
@@ -104,7 +108,9 @@ class Progress:
         el = time.monotonic() - self.t_point
         lat = f"{self.lat_ms:.3f} ms" if self.lat_ms is not None else "-"
         self._live.update(f"[{self.n}/{self.total}] {self.point.label()}  {el:.0f}/{self.point.est_s:.0f} s  "
-                          f"IOPS {_fmt_iops(self.iops)}  lat {lat}  run ETA {_fmt_s(self.eta_s())}")
+                          f"IOPS {_fmt_iops(self.iops)}  lat {lat}"
+                          + (f"  slowest host {self.slowest}" if self.slowest else "")
+                          + f"  run ETA {_fmt_s(self.eta_s())}")
 
     def close(self) -> None:
         if self._live is not None:

@@ -58,6 +58,7 @@ class RunOptions:
     keep_cluster: bool = False
     gate_timeout: float = 300.0
     on_full: str = "stop"  # a point failed on a full cluster: stop the run, or skip (record) every point left
+    bind: str | None = None  # the disposable cluster's address (client hosts other than this one reach it there)
     tty: bool | None = None  # progress style; None = decide from stderr
 
 
@@ -122,7 +123,9 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     todo = [p for p in points if p.key not in done]
     for name in sorted({p.engine for p in todo}):
         engines.get(name).check()  # fail before starting a cluster: e.g. the engine binary is missing
-    needs_cluster = any(interfaces.get(p.params["interface"]).needs_cluster for p in todo)
+    # a posix workload on a mount fathom makes (ceph-fuse, ext4 on RBD) needs the cluster too
+    needs_cluster = any(interfaces.get(p.params["interface"]).needs_cluster or p.params.get("mount") for p in todo)
+    clients_spec = _clients_spec(suite, args, todo)
     target = target_from_args(args) if args is not None else None
     if target is None and suite.cluster.kind == "attached":
         conn = Connection.from_args(suite.cluster.conf, suite.cluster.id, None, suite.cluster.keyring)
@@ -173,6 +176,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     # a shell starts background jobs with SIGINT ignored; fathom run always stops cleanly on it
     signal.signal(signal.SIGINT, signal.default_int_handler)
     cluster: LocalCluster | None = None
+    clients: Any = None
     # Scratch files (engine specs, job files, client conf) stay per attempt: a killed attempt's
     # directory is removed by the next attempt, which must never remove its own files with it.
     workdir = Path(tempfile.mkdtemp(prefix=f"fathom-run{run_id}-"))
@@ -185,6 +189,18 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     tel: point_mod.TelemetryCompanion | None = None
     prepared = _Prepared()
     try:
+        # ---- client hosts: connected and their engines checked before any cluster starts ----
+        if clients_spec is not None:
+            from fathom.engines.clients import Clients
+
+            if clients_spec.remote and target is None and needs_cluster and not opts.bind:
+                raise UsageError("client hosts other than this one cannot reach a disposable cluster bound to "
+                                 "127.0.0.1", hint="pass --bind ADDR (an address of this host they reach), or "
+                                                   "attach to a cluster with --conf")
+            say(f"connecting to {len(clients_spec.remote)} client host(s)" if clients_spec.remote else
+                f"{sum(h.instances for h in clients_spec.hosts)} engines on this host")
+            clients = Clients.open(clients_spec)
+            store.merge_env(run_id, clients=clients.describe())
         # ---- cluster ----
         c = suite.cluster
         cluster, adopted_from = _abandoned_clusters(attempts[:-1], c if target is None and needs_cluster else None,
@@ -204,7 +220,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                 cluster = LocalCluster(cdir, progress=say)
                 say(f"starting a disposable local cluster in {cdir} ({c.osds} OSD(s), {c.objectstore})")
                 t0 = time.monotonic()
-                cluster.up(osds=c.osds, osd_size=c.osd_size, objectstore=c.objectstore)
+                cluster.up(osds=c.osds, osd_size=c.osd_size, objectstore=c.objectstore, bind=opts.bind, mds=c.mds)
                 say(f"cluster HEALTH_OK in {time.monotonic() - t0:.1f} s")
             attempts[-1]["cluster_dir"] = str(cluster.root)  # this attempt's now: it stops it at the end
             store.merge_env(run_id, attempts=attempts)
@@ -274,14 +290,19 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                 conn=target.conn if target else None, pool=pool,
                 images=prepared.images if interfaces.get(params["interface"]).needs_images
                 and pool == prepared.images_pool else [],
-                run_tag=data_tag, workdir=workdir,
+                run_tag=data_tag, workdir=workdir, clients=clients,
                 image_size=suite.prep.images.size if suite.prep.images else None,
                 timeout=float(params["runtime"]) + float(params["ramp_time"]) + CHILD_GRACE_S)
             contexts[f"{point.engine}:{pool}"] = ctx
             return ctx
 
         rewrite_before = {rw.before.key: rw for rw in resume.rewrites(points, done, data_lost, suite)}
+        full_state: dict[str, str] | None = None  # set once a point failed on a full cluster under --on-full skip
         for n, point in enumerate(todo, start=len(points) - len(todo) + 1):
+            if full_state is not None and point.params.get("rw") not in resume.READ_MODES:
+                _skip(store, run_id, point, full_state, prog.say)
+                outcome.failed += 1
+                continue
             rw = rewrite_before.get(point.key)
             if rw is not None and rw.write.key in data_lost:
                 if _rewrite(rw, data_lost[rw.write.key], context(rw.write), store, run_id, prog.say):
@@ -290,7 +311,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
             prog.point_start(point, n)
             schedule = [faults.Fault.model_validate(f) for f in point.params.get("faults") or []]
             extra: list[point_mod.Companion] = [faults.FaultCompanion(schedule, faults.Executor(
-                ceph, target.local if target else None))] if schedule and ceph is not None else []
+                ceph, target.local if target else None), prog.say)] if schedule and ceph is not None else []
             try:
                 crit = steady.Criteria.of(point.params)  # a steady_state watch only for workloads with one
                 watch: list[point_mod.Companion] = [steady.SteadyStateCompanion(crit)] if crit else []
@@ -316,8 +337,8 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                     raise FathomError(f"{', '.join(dead)} stopped during point {point.key}; run {run_id} stopped",
                                       hint=f"resume later with `fathom run --resume {run_id} --db {opts.db}`")
                 if res.full:
-                    _on_full(store, run_id, point, todo[todo.index(point) + 1:], res.full, opts, outcome, prog.say)
-                    break
+                    _on_full(store, run_id, point, res.full, opts)
+                    full_state = res.full
         outcome.status = "done" if outcome.failed == 0 else "failed"
     except KeyboardInterrupt:
         outcome.status = "interrupted"
@@ -338,6 +359,8 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         try:
+            if clients is not None:
+                clients.close()
             if prog is not None:
                 prog.close()
             if tel is not None:
@@ -357,23 +380,42 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     return outcome
 
 
-def _on_full(store: Store, run_id: int, point: plan.Point, rest: list[plan.Point], state: dict[str, str],
-             opts: RunOptions, outcome: Outcome, say: Any) -> None:
-    """A point failed on a full cluster: the points after it would too. Policy `stop` ends the run (the rest
-    stays to do: `--resume` runs it once there is room); `skip` records each of them as skipped, with why."""
+def _clients_spec(suite: spec.Suite, args: argparse.Namespace | None, todo: list[plan.Point]) -> Any:
+    """The run's client hosts: the command line's (--client, --clients-file) over the suite's; None for one
+    engine on this host."""
+    from fathom.hosts import clients_from_args
+
+    g = (lambda k: getattr(args, k, None)) if args is not None else (lambda k: None)
+    cs = clients_from_args(g("client"), g("clients_file"), suite.clients, on_loss=g("on_client_loss"),
+                           known_hosts=g("known_hosts"), accept_new=bool(g("accept_new_host_keys")))
+    if cs is None or cs.only_local:
+        return None
+    other = sorted({p.engine for p in todo if p.engine != "fathom-engine"})
+    if other:
+        raise UsageError(f"client hosts run fathom-engine points only; this run has {', '.join(other)} points",
+                         hint="run those workloads on fathom-engine (--engine fathom-engine), or without clients")
+    return cs
+
+
+def _on_full(store: Store, run_id: int, point: plan.Point, state: dict[str, str], opts: RunOptions) -> None:
+    """A point failed on a full cluster, and every write after it would too. Policy `stop` ends the run (the
+    rest stays to do: `--resume` runs it once there is room); `skip` records the writes left as skipped, each
+    with why, and still runs the reads (a full cluster serves them)."""
     why = f"the cluster is full ({full.describe(state)})"
-    resume_hint = f"free space (or raise the pool's quota), then `fathom run --resume {run_id} --db {opts.db}`"
-    if opts.on_full != "skip" or not rest:
+    if opts.on_full != "skip":
         raise FathomError(f"point {point.key} ended because {why}; run {run_id} stopped, finished points kept",
-                          hint=resume_hint)
-    for p in rest:
-        store.record_point(run_id, p.idx, p.key, p.workload, p.engine, p.params, "skipped",
-                           error=f"skipped: {why} (point {point.key} failed on it)",
-                           events=[{"kind": "skipped", "message": f"skipped: {why}"}])
-    outcome.failed += len(rest)
-    msg = f"{len(rest)} point(s) after {point.key} skipped (--on-full skip): {why}"
-    store.add_event(run_id, "skipped", msg, data={"full": state, "points": [p.key for p in rest]})
-    say(f"{msg}; {resume_hint}")
+                          hint=f"free space (or raise the pool's quota), then "
+                               f"`fathom run --resume {run_id} --db {opts.db}`")
+    store.add_event(run_id, "skipped", f"point {point.key} failed because {why}: the writes after it are "
+                    "skipped, the reads run (--on-full skip)", data={"full": state, "point": point.key})
+
+
+def _skip(store: Store, run_id: int, point: plan.Point, state: dict[str, str], say: Any) -> None:
+    why = f"the cluster is full ({full.describe(state)})"
+    store.record_point(run_id, point.idx, point.key, point.workload, point.engine, point.params, "skipped",
+                       error=f"skipped: {why}; it writes (--on-full skip)",
+                       events=[{"kind": "skipped", "message": f"skipped: {why}"}])
+    say(f"{point.key} skipped: it writes and {why}")
 
 
 def _record_cost(store: Store, run_id: int, sampler: telemetry.Sampler, asok_cpu_s: float) -> float | None:
@@ -499,6 +541,8 @@ def _unusable(lc: LocalCluster, want: spec.ClusterSpec) -> str | None:
     if have != (want.osds, want.objectstore, want.osd_size):
         return f"it has {have[0]} OSD(s), {have[1]}, {have[2]} bytes each; the suite asks for " \
                f"{want.osds}, {want.objectstore}, {want.osd_size}"
+    if want.mds and not st.get("mds"):
+        return "it has no MDS; the suite asks for one"
     verdict = health.gate(lc.ceph(timeout=15), timeout=ADOPT_GATE_S)
     if not verdict.ok:
         return f"not clean after {ADOPT_GATE_S:.0f} s: {verdict.reason}"

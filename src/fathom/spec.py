@@ -11,6 +11,8 @@ Layout:
                  {kind: attached, conf, id, keyring}          an existing one
                  (`target: {kind: local | ceph, ...}`, the former name, is still read)
     prep:        {pools: [...], images: {...}, prefill, hygiene}
+    clients:     {hosts: [local, user@host[:port], {host, user, port, key_file, instances, ...}], on_loss,
+                 known_hosts, accept_new_host_keys}: where the engines run (fathom.hosts); default this host
     defaults:    fields every workload inherits
     workloads:   [{name, engine, rw, bs, ..., on_error, op_timeout, stall_timeout, faults, steady_state, sweep}]
                  faults: [{at_s, action, target}] on the engine's clock (fathom.faults; docs/suites.md)
@@ -37,13 +39,18 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from fathom import interfaces, steady
 from fathom.errors import FathomError, UsageError
 from fathom.faults import Fault, schedule_problems
+from fathom.hosts import ClientsSpec
 from fathom.units import parse_duration, parse_size
 
 RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
+# file interfaces' own fields (fio's names); absent from other workloads' params
+FILE_FIELDS = ("path", "mount", "nrfiles", "filesize", "file_service", "ioengine", "direct", "invalidate", "fsync",
+               "fdatasync", "end_fsync")
 WORKLOAD_FIELDS = ("engine", "interface", "target", "pool", "rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime",
                    "ramp_time", "size", "object_size", "drop_caches", "on_error", "op_timeout", "stall_timeout",
-                   "faults", "steady_state")
-SWEEPABLE = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp_time", "size", "object_size", "engine")
+                   "faults", "steady_state", *FILE_FIELDS)
+SWEEPABLE = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp_time", "size", "object_size", "engine",
+             "nrfiles", "filesize", "ioengine", "direct", "file_service")
 
 
 class SuiteError(FathomError):
@@ -78,6 +85,7 @@ class ClusterSpec(_Model):
     osds: int = Field(1, ge=1, le=16)
     objectstore: Literal["bluestore", "memstore"] = "bluestore"
     osd_size: int = 10 * 1024**3
+    mds: bool = False  # an MDS and a CephFS file system (the cephfs interface, ceph-fuse mounts)
 
     @field_validator("osd_size", mode="before")
     @classmethod
@@ -242,6 +250,18 @@ class Workload(_Model):
     stall_timeout: float = 60.0  # no op completing for this long ends the point (e.g. a full or paused cluster)
     faults: list[Fault] = []  # fathom.faults: actions on the cluster during the point, on the engine's clock
     steady_state: SteadyStateSpec | None = None  # stop each point once settled; its max_s is the runtime
+    # file interfaces (posix): a directory, file or block device, and fio's file-set options (engine/PROTOCOL.md)
+    path: str | None = None
+    mount: Literal["ceph-fuse", "rbd-ext4"] | None = None  # posix on a mount fathom makes on its local cluster
+    nrfiles: int | None = Field(None, ge=1, le=1_000_000)
+    filesize: int | None = None
+    file_service: Literal["job", "shared"] | None = None
+    ioengine: Literal["sync", "io_uring"] | None = None
+    direct: bool | None = None
+    invalidate: bool | None = None
+    fsync: int | None = Field(None, ge=0)
+    fdatasync: int | None = Field(None, ge=0)
+    end_fsync: bool | None = None
     sweep: SweepSpec | None = None
 
     @field_validator("engine")
@@ -264,7 +284,7 @@ class Workload(_Model):
             raise ValueError(f"unknown interface {v!r}; interfaces: {', '.join(names())}")
         return v
 
-    @field_validator("bs", "size", "object_size", mode="before")
+    @field_validator("bs", "size", "object_size", "filesize", mode="before")
     @classmethod
     def _sizes(cls, v: Any, info: Any) -> Any:
         if v is None:
@@ -309,8 +329,24 @@ class Workload(_Model):
             object.__setattr__(self, "runtime", self.steady_state.max_s)
         return self
 
+    @model_validator(mode="after")
+    def _file_fields(self) -> "Workload":
+        from fathom.interfaces import get
+
+        iface = get(self.interface)
+        given = [k for k in FILE_FIELDS if getattr(self, k) is not None]
+        if iface.needs_path and not (self.path or self.mount):
+            raise ValueError(f"interface {self.interface} needs path (a directory, a file or a block device) "
+                             "or mount (ceph-fuse, rbd-ext4)")
+        if self.mount and not iface.needs_path:
+            raise ValueError(f"mount applies to the posix interface, not to {self.interface}")
+        if given and not iface.files:
+            raise ValueError(f"{given[0]} applies to file interfaces (posix, cephfs), not to {self.interface}")
+        return self
+
     def params(self) -> dict[str, Any]:
-        return self.model_dump(exclude={"sweep", "name"})
+        out = self.model_dump(exclude={"sweep", "name"})
+        return {k: v for k, v in out.items() if v is not None or k not in FILE_FIELDS}
 
 
 class Suite(_Model):
@@ -322,6 +358,7 @@ class Suite(_Model):
     workloads: list[Workload] = Field(min_length=1)
     sweep: SweepSpec | None = None
     repetitions: int = Field(1, ge=1, le=1000)
+    clients: ClientsSpec | None = None  # client hosts the points run on (fathom.hosts); None: this host
 
     @field_validator("defaults")
     @classmethod

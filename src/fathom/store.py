@@ -205,8 +205,9 @@ _TEL_COLS = ("ts", "source", "pid", "cpu_pct", "rss_mib", "vctx_s", "nvctx_s", "
 
 
 def _interval_rows(point_id: int, records: Iterable[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    return [(point_id, r["ts"], r.get("t"), int(bool(r.get("ramp"))), _dumps(r), r.get("host") or LOCAL_HOST,
-             int(r.get("instance") or 0)) for r in records if r.get("ts") is not None]
+    return [(point_id, r["ts"], r.get("t"), int(bool(r.get("ramp"))), _dumps(r),
+             LOCAL_HOST if r.get("host") is None else r["host"], int(r.get("instance") or 0))
+            for r in records if r.get("ts") is not None]
 
 
 def _telemetry_rows(point_id: int, samples: Iterable[dict[str, Any]]) -> list[tuple[Any, ...]]:
@@ -527,6 +528,12 @@ class Store:
         if instance is not None:
             sql, args = sql + " AND instance = ?", [*args, instance]
         return [json.loads(r[0]) for r in self._rows(sql + " ORDER BY ts, host, instance", tuple(args))]
+
+    def timeline(self, point_id: int) -> list[dict[str, Any]]:
+        """The point's intervals as one stream: merged over its engines when it had several (host ''),
+        else its one engine's."""
+        merged = self.intervals(point_id, host=MERGED_HOST)
+        return merged or self.intervals(point_id)
 
     def histograms(self, point_id: int) -> dict[str, str]:
         """op -> the point's histogram merged over every engine instance."""

@@ -13,6 +13,8 @@
 //! Nothing here requires async Rust.
 
 pub mod block;
+pub mod fileset;
+pub mod workers;
 
 use crate::errno::ErrKind;
 use crate::io::{OpKind, Phase, Slot};
@@ -64,6 +66,8 @@ targets! {
     Rbd => rbd::Rbd(RbdSpec),
     Null => null::Null(NullSpec),
     S3 => s3::S3(S3Spec),
+    Posix => posix::Posix(PosixSpec),
+    Cephfs => cephfs::Cephfs(CephfsSpec),
 }
 
 /// A failure that ends the run: error record with this kind, exit `code`.
@@ -156,6 +160,8 @@ mod tests {
             (r#"{"kind":"rbd","pool":"p","rw":"read","images":["i"]}"#, "rbd"),
             (r#"{"kind":"null","rw":"read"}"#, "null"),
             (r#"{"kind":"s3","keys_file":"k","buckets":["b"],"op":"put"}"#, "s3"),
+            (r#"{"kind":"posix","path":"/tmp","rw":"read"}"#, "posix"),
+            (r#"{"kind":"cephfs","rw":"read","filesize":4096}"#, "cephfs"),
         ] {
             let t: TargetSpec = serde_json::from_str(j).unwrap();
             assert_eq!(t.kind(), kind);

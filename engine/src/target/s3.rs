@@ -7,6 +7,12 @@
 //! bucket, so a later get, head or delete with the same prefix knows the
 //! set (as the rados target does). Credentials come from a keys file; the
 //! spec names the file only.
+//!
+//! `mixed` (warp's mixed benchmark): the set is put first (prefill, not
+//! measured), then each op is drawn from the weights. Gets and heads read
+//! the prefilled set only; puts write new objects after it; deletes remove
+//! the oldest new object whose put completed. So no op can meet an object
+//! that another op in flight is removing, and a 404 is always an error.
 
 mod http;
 mod sigv4;
@@ -31,6 +37,38 @@ pub enum S3Op {
     Head,
     Delete,
     List,
+    Mixed,
+}
+
+/// Relative weights of a mixed run's ops (warp's `--get-distrib` etc.).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Mix {
+    #[serde(default)]
+    pub get: u32,
+    #[serde(default)]
+    pub head: u32,
+    #[serde(default)]
+    pub put: u32,
+    #[serde(default)]
+    pub delete: u32,
+}
+
+impl Mix {
+    fn total(&self) -> u64 {
+        self.get as u64 + self.head as u64 + self.put as u64 + self.delete as u64
+    }
+
+    /// The op for a draw in 0..total.
+    fn pick(&self, mut x: u64) -> S3Op {
+        for (w, op) in [(self.get, S3Op::Get), (self.head, S3Op::Head), (self.put, S3Op::Put)] {
+            if x < w as u64 {
+                return op;
+            }
+            x -= w as u64;
+        }
+        S3Op::Delete
+    }
 }
 
 /// What `x-amz-content-sha256` carries.
@@ -42,6 +80,120 @@ pub enum Payload {
     Unsigned,
     /// The body's SHA-256, computed per request (client CPU per byte).
     Sha256,
+}
+
+/// Object sizes drawn per object (put, mixed): `{"buckets": [[size, weight], ...]}`
+/// or `{"log_uniform": {"min": a, "max": b}}` (log2 of the size uniform, as warp's
+/// `--obj.randsize`). An object's size is a function of its name, so reads of the set
+/// know it again from the metadata.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub enum SizeDist {
+    Buckets(Vec<(u64, u32)>),
+    LogUniform { min: u64, max: u64 },
+}
+
+impl SizeDist {
+    fn validate(&self) -> Result<(), String> {
+        let (lo, hi) = self.range();
+        match self {
+            SizeDist::Buckets(b) if b.is_empty() || b.iter().all(|&(_, w)| w == 0) => {
+                return Err("target.sizes.buckets needs a positive weight".into());
+            }
+            SizeDist::LogUniform { min, max } if min > max => {
+                return Err(format!("target.sizes.log_uniform: min {min} is above max {max}"));
+            }
+            _ => {}
+        }
+        if lo == 0 || hi > MAX_OBJECT {
+            return Err(format!("target.sizes: sizes must be 1 byte .. 5 GiB, got {lo} .. {hi}"));
+        }
+        Ok(())
+    }
+
+    /// (smallest, largest) size.
+    fn range(&self) -> (u64, u64) {
+        match self {
+            SizeDist::Buckets(b) => {
+                let live = b.iter().filter(|&&(_, w)| w > 0).map(|&(s, _)| s);
+                (live.clone().min().unwrap_or(0), live.max().unwrap_or(0))
+            }
+            SizeDist::LogUniform { min, max } => (*min, *max),
+        }
+    }
+
+    /// The size of the object with this name (job << N_BITS | n).
+    fn size_of(&self, obj: u64) -> u64 {
+        let h = splitmix(obj ^ 0x5eed_5133_c0de_f00d);
+        match self {
+            SizeDist::Buckets(b) => {
+                let total: u64 = b.iter().map(|&(_, w)| w as u64).sum();
+                let mut x = h % total;
+                for &(size, w) in b {
+                    if x < w as u64 {
+                        return size;
+                    }
+                    x -= w as u64;
+                }
+                unreachable!("x < total")
+            }
+            SizeDist::LogUniform { min, max } => {
+                let u = (h >> 11) as f64 / (1u64 << 53) as f64;
+                let (a, b) = ((*min as f64).ln(), (*max as f64).ln());
+                ((a + u * (b - a)).exp().round() as u64).clamp(*min, *max)
+            }
+        }
+    }
+}
+
+fn splitmix(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// PUTs of `threshold` bytes or more go as multipart uploads of `part_size`
+/// parts, `parts_in_flight` of them at a time (each on its own connection of the slot).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct Multipart {
+    pub threshold: u64,
+    pub part_size: u64,
+    #[serde(default = "one")]
+    pub parts_in_flight: u32,
+}
+
+/// S3's smallest part (all but the last), and most parts per upload.
+const MIN_PART: u64 = 5 << 20;
+const MAX_PARTS: u64 = 10_000;
+
+/// An explicit retry policy: a failed request whose kind is in `on` (`"HTTP
+/// 503"` covers every 503, `"HTTP 503 SlowDown"` that code only, or an errno
+/// name) is sent again, at most `max` times, after `backoff_ms` doubling per
+/// retry (at most 10 s). Every retry is counted by kind (`summary.s3.retries`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Retry {
+    pub max: u32,
+    pub on: Vec<String>,
+    #[serde(default = "hundred")]
+    pub backoff_ms: f64,
+}
+
+fn hundred() -> f64 {
+    100.0
+}
+
+impl Retry {
+    pub fn covers(&self, e: &ErrKind) -> bool {
+        let name = e.name();
+        self.on.iter().any(|k| name == *k || name.starts_with(&format!("{k} ")))
+    }
+
+    pub fn backoff(&self, attempt: u32) -> Duration {
+        Duration::from_secs_f64((self.backoff_ms / 1e3 * 2f64.powi(attempt.min(20) as i32)).min(10.0))
+    }
 }
 
 /// A GET of part of each object: `size` bytes at `offset`, or (offset null)
@@ -77,6 +229,17 @@ pub struct S3Spec {
     #[serde(default)]
     pub location_constraint: Option<String>,
     pub op: S3Op,
+    /// mixed: the op weights.
+    #[serde(default)]
+    pub mix: Option<Mix>,
+    /// Sizes per object (put, mixed) instead of one object_size.
+    #[serde(default)]
+    pub sizes: Option<SizeDist>,
+    #[serde(default)]
+    pub multipart: Option<Multipart>,
+    /// None: no request is ever retried.
+    #[serde(default)]
+    pub retry: Option<Retry>,
     #[serde(default)]
     pub pattern: Pattern,
     /// Keys are `<prefix>/<job>/<n>`, metadata `<prefix>.meta`.
@@ -182,14 +345,68 @@ impl S3Spec {
                 return Err("verify checks 512-byte blocks: target.range.size and offset must be multiples of 512".into());
             }
         }
-        if self.prefill && self.op != S3Op::Put {
+        if self.prefill && !matches!(self.op, S3Op::Put | S3Op::Mixed) {
             return Err("target.prefill applies to put only".into());
+        }
+        if let Some(d) = &self.sizes {
+            if !matches!(self.op, S3Op::Put | S3Op::Mixed) {
+                return Err("target.sizes applies to put and mixed (reads take the sizes from the metadata)".into());
+            }
+            if self.object_size.is_some() {
+                return Err("give target.object_size or target.sizes, not both".into());
+            }
+            d.validate()?;
+            if verify && d.range().0 < 512 {
+                return Err("verify needs objects of at least 512 bytes: raise the smallest of target.sizes".into());
+            }
+            self.object_size = Some(d.range().1);
+        }
+        if let Some(m) = &self.multipart {
+            if !matches!(self.op, S3Op::Put | S3Op::Mixed) {
+                return Err("target.multipart applies to put and mixed".into());
+            }
+            if m.part_size < MIN_PART || m.part_size > MAX_OBJECT {
+                return Err(format!("target.multipart.part_size must be 5 MiB .. 5 GiB (S3's limits), got {}", m.part_size));
+            }
+            if m.threshold == 0 {
+                return Err("target.multipart.threshold must be positive".into());
+            }
+            if m.parts_in_flight == 0 || m.parts_in_flight > 64 {
+                return Err(format!("target.multipart.parts_in_flight must be 1..64, got {}", m.parts_in_flight));
+            }
+        }
+        if let Some(r) = &self.retry
+            && (r.max == 0 || r.max > 100 || r.on.is_empty() || !(r.backoff_ms >= 0.0 && r.backoff_ms.is_finite()))
+        {
+            return Err("target.retry needs max 1..100, a list of error kinds in on, and backoff_ms >= 0".into());
+        }
+        if self.mix.is_some() != (self.op == S3Op::Mixed) {
+            return Err("target.mix (the op weights) goes with op mixed, and only with it".into());
         }
         let bounded = load.bounded();
         match self.op {
+            S3Op::Mixed => {
+                let os = *self.object_size.get_or_insert(4 << 20);
+                if os > self.max_object() {
+                    return Err(format!("target.object_size {os} is above S3's 5 GiB single PUT limit"));
+                }
+                if self.mix.is_some_and(|m| m.total() == 0) {
+                    return Err("target.mix needs a positive weight for at least one op".into());
+                }
+                if self.objects.is_none() {
+                    return Err("s3 mixed needs target.objects (objects per job, put before the run)".into());
+                }
+                if !bounded {
+                    return Err("an s3 mixed run needs an end: load.duration_s, load.ops or load.bytes".into());
+                }
+                self.prefill = true;
+                if self.prefix.is_none() {
+                    self.prefix = Some(default_prefix());
+                }
+            }
             S3Op::Put => {
                 let os = *self.object_size.get_or_insert(4 << 20);
-                if os > MAX_OBJECT {
+                if os > self.max_object() {
                     return Err(format!("target.object_size {os} is above S3's 5 GiB single PUT limit"));
                 }
                 if self.pattern == Pattern::Rand && self.objects.is_none() {
@@ -233,6 +450,16 @@ impl S3Spec {
     }
 }
 
+impl S3Spec {
+    /// The largest object a put may write: 5 GiB in one PUT, more in parts.
+    fn max_object(&self) -> u64 {
+        match self.multipart {
+            Some(m) if m.threshold <= MAX_OBJECT => MAX_OBJECT.max(m.part_size * MAX_PARTS),
+            _ => MAX_OBJECT,
+        }
+    }
+}
+
 fn op_name(op: S3Op) -> &'static str {
     match op {
         S3Op::Put => "put",
@@ -240,6 +467,7 @@ fn op_name(op: S3Op) -> &'static str {
         S3Op::Head => "head",
         S3Op::Delete => "delete",
         S3Op::List => "list",
+        S3Op::Mixed => "mixed",
     }
 }
 
@@ -301,6 +529,18 @@ pub struct S3 {
     written: Vec<u64>,
     removed: u64,
     range: Option<RangeSpec>,
+    mix: Option<Mix>,
+    /// Per-object sizes (None: every object is object_size, the largest otherwise).
+    sizes: Option<SizeDist>,
+    multipart: Option<Multipart>,
+    /// mixed, per job: the next new object (after the prefilled set).
+    new_next: Vec<u64>,
+    /// mixed, per job: new objects whose put completed, oldest first (what deletes take).
+    new_done: Vec<std::collections::VecDeque<u64>>,
+    /// mixed: deletes issued (the set has holes when > 0).
+    deletes: u64,
+    /// Buckets the set's put created (from the metadata; delete removes them once empty).
+    meta_created: Vec<String>,
     list_query: String,
     copy_reads: bool,
     meta_timeout: Duration,
@@ -340,7 +580,7 @@ impl S3 {
         );
         let slots = (t.jobs * spec.load.iodepth) as usize;
         let timeout = Duration::from_secs_f64(t.connect_timeout_s);
-        let net = http::Net::new(ep, tls, timeout, signer, t.payload == Payload::Sha256, slots);
+        let net = http::Net::new(ep, tls, timeout, signer, t.payload == Payload::Sha256, t.retry.clone(), slots);
         let io = http::Io::start(net, slots, t.io_threads as usize).map_err(|(kind, msg)| connect_fatal(&url, t, kind, &msg))?;
         let prefix = t.prefix.clone().expect("validated: prefix set");
         let list_query = format!("list-type=2&max-keys={}&prefix={}", t.max_keys, sigv4::encode(&format!("{prefix}/")));
@@ -366,6 +606,13 @@ impl S3 {
             written: vec![0; t.jobs as usize],
             removed: 0,
             range: t.range,
+            mix: t.mix,
+            sizes: t.sizes.clone(),
+            multipart: t.multipart,
+            new_next: vec![t.objects.unwrap_or(0); t.jobs as usize],
+            new_done: vec![std::collections::VecDeque::new(); t.jobs as usize],
+            deletes: 0,
+            meta_created: Vec::new(),
             list_query,
             copy_reads: spec.verify,
             meta_timeout: Duration::from_secs_f64(spec.stall_timeout_s),
@@ -377,16 +624,18 @@ impl S3 {
         let mut unique = t.buckets.clone();
         unique.sort();
         unique.dedup();
-        if t.create_buckets {
-            for b in &unique {
-                s.create_bucket(b, t.location_constraint.as_deref())?;
-            }
-            s.created = unique.clone();
-        }
         for b in &unique {
-            s.probe_bucket(b)?;
+            // Created only when missing, so `buckets_created` names what this run made (and may remove).
+            if let Err(e) = s.probe_bucket(b) {
+                if !(t.create_buckets && e.kind == "HTTP 404 NoSuchBucket") {
+                    return Err(e);
+                }
+                s.create_bucket(b, t.location_constraint.as_deref())?;
+                s.created.push(b.clone());
+                s.probe_bucket(b)?;
+            }
         }
-        if t.op != S3Op::Put && t.op != S3Op::List {
+        if !matches!(t.op, S3Op::Put | S3Op::List | S3Op::Mixed) {
             s.read_meta()?;
         }
         if let Some(r) = s.range {
@@ -487,6 +736,28 @@ impl S3 {
         if let Some(b) = buckets.iter().find(|b| !valid_bucket(b)) {
             return Err(bad(&format!("bucket {b:?}")));
         }
+        if m["holes"].as_bool() == Some(true) && self.op != S3Op::Delete {
+            return Err(Fatal::ceph(
+                libc::EINVAL,
+                format!(
+                    "the objects of prefix {prefix} in bucket {bucket} have holes (a mixed run deleted some): \
+                     only a delete reads that set"
+                ),
+            ));
+        }
+        self.sizes = match m.get("sizes") {
+            None | Some(Value::Null) => None,
+            Some(d) => Some(serde_json::from_value(d.clone()).map_err(|e| bad(&format!("sizes: {e}")))?),
+        };
+        if self.sizes.is_some() && self.range.is_some() {
+            return Err(Fatal::spec(format!(
+                "target.range: the objects of prefix {prefix} have sizes of their own (target.sizes); read them whole"
+            )));
+        }
+        self.meta_created = m["buckets_created"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|b| b.as_str().map(String::from)).filter(|b| valid_bucket(b)).collect())
+            .unwrap_or_default();
         (self.objects, self.object_size, self.set_jobs, self.set_buckets) = (Some(objects), size, jobs, buckets);
         // Reads bounded by time/ops/bytes revisit the set; otherwise one pass. Delete: one pass.
         self.wrap = self.wrap && self.op != S3Op::Delete;
@@ -498,6 +769,34 @@ impl S3 {
         let (wj, n) = (obj >> N_BITS, obj & ((1 << N_BITS) - 1));
         let b = &self.set_buckets[(wj % self.set_buckets.len() as u64) as usize];
         format!("/{b}/{}/{wj}/{n}", self.prefix)
+    }
+
+    /// A mixed run's next op for job `j`: drawn from the weights; a delete
+    /// with no completed new object of the job to take becomes a put.
+    fn next_mixed(&mut self, j: u64, rng: &mut Rng) -> (OpKind, u64, u64, u64) {
+        let m = self.mix.expect("validated: mixed has a mix");
+        let mut op = m.pick(rng.below(m.total()));
+        if op == S3Op::Delete {
+            match self.new_done[j as usize].pop_front() {
+                Some(n) => {
+                    self.deletes += 1;
+                    return (OpKind::Remove, (j << N_BITS) | n, 0, 0);
+                }
+                None => op = S3Op::Put,
+            }
+        }
+        if op == S3Op::Put {
+            let n = self.new_next[j as usize];
+            self.new_next[j as usize] += 1;
+            let obj = (j << N_BITS) | n;
+            return (OpKind::Write, obj, 0, self.size_of(obj));
+        }
+        let obj = self.next_in_set(rng, true, true).expect("validated: mixed has a prefilled set");
+        if op == S3Op::Get { (OpKind::Read, obj, 0, self.size_of(obj)) } else { (OpKind::Stat, obj, 0, 0) }
+    }
+
+    fn size_of(&self, obj: u64) -> u64 {
+        self.sizes.as_ref().map_or(self.object_size, |d| d.size_of(obj))
     }
 
     /// The next object of the whole set (reads, and puts in one pass or prefill):
@@ -546,13 +845,25 @@ fn connect_fatal(url: &str, t: &S3Spec, kind: ErrKind, msg: &str) -> Fatal {
 
 impl Target for S3 {
     fn kinds(&self) -> Vec<OpKind> {
-        vec![match self.op {
-            S3Op::Put => OpKind::Write,
-            S3Op::Get => OpKind::Read,
-            S3Op::Head => OpKind::Stat,
-            S3Op::Delete => OpKind::Remove,
-            S3Op::List => OpKind::List,
-        }]
+        match (self.op, self.mix) {
+            // The prefill puts, so write is always there.
+            (S3Op::Mixed, Some(m)) => {
+                let mut k = vec![OpKind::Write];
+                for (w, kind) in [(m.get, OpKind::Read), (m.head, OpKind::Stat), (m.delete, OpKind::Remove)] {
+                    if w > 0 {
+                        k.push(kind);
+                    }
+                }
+                k
+            }
+            (op, _) => vec![match op {
+                S3Op::Put | S3Op::Mixed => OpKind::Write,
+                S3Op::Get => OpKind::Read,
+                S3Op::Head => OpKind::Stat,
+                S3Op::Delete => OpKind::Remove,
+                S3Op::List => OpKind::List,
+            }],
+        }
     }
 
     fn phases(&self, kind: OpKind) -> &'static [Phase] {
@@ -565,7 +876,7 @@ impl Target for S3 {
 
     fn buf_len(&self) -> usize {
         match self.op {
-            S3Op::Put => self.object_size as usize,
+            S3Op::Put | S3Op::Mixed => self.object_size as usize,
             S3Op::Get => self.range.map_or(self.object_size, |r| r.size) as usize,
             _ => 0,
         }
@@ -576,7 +887,7 @@ impl Target for S3 {
     }
 
     fn begin_prefill(&mut self) -> bool {
-        if self.op == S3Op::Put && self.prefill && self.objects.is_some() {
+        if matches!(self.op, S3Op::Put | S3Op::Mixed) && self.prefill && self.objects.is_some() {
             self.in_prefill = true;
             self.cursors.iter_mut().for_each(|c| *c = 0);
             true
@@ -594,12 +905,12 @@ impl Target for S3 {
         let j = s.job as u64;
         let (kind, obj, offset, len) = if self.in_prefill {
             let Some(obj) = self.next_in_set(rng, false, false) else { return false };
-            (OpKind::Write, obj, 0, self.object_size)
+            (OpKind::Write, obj, 0, self.size_of(obj))
         } else {
             match self.op {
                 S3Op::Put if self.one_pass => {
                     let Some(obj) = self.next_in_set(rng, false, false) else { return false };
-                    (OpKind::Write, obj, 0, self.object_size)
+                    (OpKind::Write, obj, 0, self.size_of(obj))
                 }
                 S3Op::Put => {
                     let n = match (self.pattern, self.objects) {
@@ -611,16 +922,18 @@ impl Target for S3 {
                             n
                         }
                     };
-                    (OpKind::Write, (j << N_BITS) | n, 0, self.object_size)
+                    let obj = (j << N_BITS) | n;
+                    (OpKind::Write, obj, 0, self.size_of(obj))
                 }
                 S3Op::List => (OpKind::List, j, 0, 0),
+                S3Op::Mixed => self.next_mixed(j, rng),
                 op => {
                     let Some(obj) = self.next_in_set(rng, self.pattern == Pattern::Rand, self.wrap) else {
                         return false;
                     };
                     match op {
                         S3Op::Get => match self.range {
-                            None => (OpKind::Read, obj, 0, self.object_size),
+                            None => (OpKind::Read, obj, 0, self.size_of(obj)),
                             Some(r) => {
                                 let off = r.offset.unwrap_or_else(|| rng.below(self.object_size / r.size) * r.size);
                                 (OpKind::Read, obj, off, r.size)
@@ -659,8 +972,13 @@ impl Target for S3 {
             }
         };
         let copy = s.kind == OpKind::Read && self.copy_reads;
+        let multipart = match self.multipart {
+            Some(m) if s.kind == OpKind::Write && s.len as u64 >= m.threshold => Some((m.part_size, m.parts_in_flight)),
+            _ => None,
+        };
         let op = http::Op {
             req: http::Req { method, path, query, range, body },
+            multipart,
             copy_to: if copy { s.buf.as_mut_ptr() } else { std::ptr::null_mut() },
             len: s.buf.len(),
             done: s.done,
@@ -693,6 +1011,9 @@ impl Target for S3 {
                 if let Some(w) = self.written.get_mut(wj) {
                     *w = (*w).max(n + 1);
                 }
+                if self.op == S3Op::Mixed && !self.in_prefill && n >= self.objects.unwrap_or(0) {
+                    self.new_done[wj].push_back(n);
+                }
             }
             OpKind::Remove => self.removed += 1,
             _ => {}
@@ -709,26 +1030,53 @@ impl Target for S3 {
     fn finish(&mut self) -> Result<Vec<(String, Value)>, Fatal> {
         let meta = format!("{}.meta", self.prefix);
         let objects = match self.op {
-            S3Op::Put => {
+            S3Op::Put | S3Op::Mixed => {
                 // A prefilled or fully written set is whole; otherwise what every job has, up to its highest object.
-                let count = if self.prefill { self.objects.unwrap_or(0) } else { self.written.iter().copied().min().unwrap_or(0) };
+                // Mixed: every name any job used (new objects follow the set), holes where deletes were.
+                let count = if self.op == S3Op::Mixed {
+                    self.new_next.iter().copied().max().unwrap_or(0)
+                } else if self.prefill {
+                    self.objects.unwrap_or(0)
+                } else {
+                    self.written.iter().copied().min().unwrap_or(0)
+                };
                 if count > 0 {
-                    let m = json!({"fathom_meta": 1, "objects": count, "object_size": self.object_size,
-                                   "jobs": self.set_jobs, "buckets": self.set_buckets, "prefix": self.prefix});
+                    let mut m = json!({"fathom_meta": 1, "objects": count, "object_size": self.object_size,
+                                   "jobs": self.set_jobs, "buckets": self.set_buckets, "prefix": self.prefix,
+                                   "buckets_created": self.created, "sizes": self.sizes});
+                    if self.deletes > 0 {
+                        m["holes"] = json!(true);
+                    }
                     let r = self.call(Method::PUT, self.meta_path(), String::new(), Bytes::from(m.to_string()))?;
                     if !(200..300).contains(&r.status) {
                         return Err(self.http_fatal(&format!("writing {meta} in bucket {}", self.buckets[0]), &r));
                     }
                 }
-                json!({"prefix": self.prefix, "count": count, "jobs": self.set_jobs, "object_size": self.object_size,
-                       "buckets": self.set_buckets, "meta": meta})
+                let mut o = json!({"prefix": self.prefix, "count": count, "jobs": self.set_jobs,
+                                   "object_size": self.object_size, "buckets": self.set_buckets, "meta": meta});
+                if self.op == S3Op::Mixed {
+                    o["prefilled"] = json!(self.objects.unwrap_or(0));
+                    o["deleted"] = json!(self.deletes);
+                }
+                o
             }
             S3Op::Delete => {
                 let r = self.call(Method::DELETE, self.meta_path(), String::new(), Bytes::new())?;
                 if !(200..300).contains(&r.status) && r.status != 404 {
                     return Err(self.http_fatal(&format!("removing {meta} in bucket {}", self.buckets[0]), &r));
                 }
-                json!({"prefix": self.prefix, "removed": self.removed})
+                // Then the buckets the put created, once empty: another user's object keeps one.
+                let (mut removed, mut kept) = (Vec::new(), Vec::new());
+                for b in std::mem::take(&mut self.meta_created) {
+                    let r = self.call(Method::DELETE, format!("/{b}"), String::new(), Bytes::new())?;
+                    match r.status {
+                        200..300 | 404 => removed.push(b),
+                        409 => kept.push(b),
+                        _ => return Err(self.http_fatal(&format!("removing bucket {b}"), &r)),
+                    }
+                }
+                json!({"prefix": self.prefix, "removed": self.removed, "buckets_removed": removed,
+                       "buckets_kept": kept})
             }
             S3Op::List => json!({"prefix": self.prefix, "buckets": self.buckets}),
             _ => json!({"prefix": self.prefix, "count": self.objects, "jobs": self.set_jobs,
@@ -747,6 +1095,12 @@ impl Target for S3 {
             "connections": self.slots, "io_threads": self.io_threads,
             "reconnects": self.net.reconnects.load(std::sync::atomic::Ordering::Relaxed),
             "tls": tls, "buckets_created": self.created,
+            "retry": self.net.retry, "retries": self.net.retries.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            "multipart": self.multipart.map(|m| json!({"threshold": m.threshold, "part_size": m.part_size,
+                "parts_in_flight": m.parts_in_flight,
+                "uploads": self.net.mp_uploads.load(std::sync::atomic::Ordering::Relaxed),
+                "parts": self.net.mp_parts.load(std::sync::atomic::Ordering::Relaxed),
+                "aborted": self.net.mp_aborted.load(std::sync::atomic::Ordering::Relaxed)})),
         });
         Ok(vec![("objects".into(), objects), ("s3".into(), s3)])
     }
@@ -815,6 +1169,22 @@ mod tests {
             (r#","op":"post""#, D, "post"),
             (r#","op":"put","pool":"p""#, D, "pool"),
             (r#","op":"put","secret_key":"x""#, D, "secret_key"),
+            (r#","op":"put","mix":{"get":1}"#, D, "mix"),
+            (r#","op":"mixed","objects":4"#, D, "mix"),
+            (r#","op":"mixed","mix":{"get":1}"#, D, "objects"),
+            (r#","op":"mixed","objects":4,"mix":{"get":0}"#, D, "positive weight"),
+            (r#","op":"mixed","objects":4,"mix":{"get":1}"#, "", "end"),
+            (r#","op":"mixed","objects":4,"mix":{"post":1}"#, D, "post"),
+            (r#","op":"put","sizes":{"buckets":[]}"#, D, "positive weight"),
+            (r#","op":"put","sizes":{"log_uniform":{"min":10,"max":5}}"#, D, "above max"),
+            (r#","op":"put","sizes":{"log_uniform":{"min":0,"max":5}}"#, D, "1 byte"),
+            (r#","op":"put","object_size":5,"sizes":{"buckets":[[5,1]]}"#, D, "not both"),
+            (r#","op":"get","prefix":"p","sizes":{"buckets":[[5,1]]}"#, D, "metadata"),
+            (r#","op":"put","multipart":{"threshold":1,"part_size":1024}"#, D, "part_size"),
+            (r#","op":"put","multipart":{"threshold":1,"part_size":5242880,"parts_in_flight":0}"#, D, "parts_in_flight"),
+            (r#","op":"put","object_size":6000000000,"multipart":{"threshold":6000000000,"part_size":5242880}"#, D, "5 GiB"),
+            (r#","op":"put","retry":{"max":0,"on":["HTTP 503"]}"#, D, "target.retry"),
+            (r#","op":"put","retry":{"max":3,"on":[]}"#, D, "target.retry"),
         ] {
             let e = spec(target, rest).unwrap_err();
             assert!(e.contains(field), "{target}: {e}");
@@ -824,6 +1194,58 @@ mod tests {
         let e = spec(r#","op":"delete","prefix":"p""#, r#","verify":true"#).unwrap_err();
         assert!(e.contains("verify"), "{e}");
         assert!(spec(r#","op":"get","prefix":"p","range":{"size":4096,"offset":8192}"#, r#","verify":true"#).is_ok());
+    }
+
+    #[test]
+    fn mixed_runs_prefill_and_draw_ops_by_weight() {
+        let s = spec(r#","op":"mixed","objects":4,"mix":{"get":45,"head":30,"put":15,"delete":10}"#, D).unwrap();
+        let t = s3(&s);
+        assert!(t.prefill && t.object_size == Some(4 << 20) && t.prefix.is_some());
+        let m = t.mix.unwrap();
+        assert_eq!(m.total(), 100);
+        let picks: Vec<S3Op> = [0, 44, 45, 74, 75, 89, 90, 99].iter().map(|&x| m.pick(x)).collect();
+        use S3Op::*;
+        assert_eq!(picks, vec![Get, Get, Head, Head, Put, Put, Delete, Delete]);
+        let only_put = Mix { get: 0, head: 0, put: 3, delete: 0 };
+        assert!((0..3).all(|x| only_put.pick(x) == Put));
+    }
+
+    #[test]
+    fn sizes_are_a_function_of_the_object_and_follow_the_weights() {
+        let d = SizeDist::Buckets(vec![(1000, 3), (5000, 1), (7, 0)]);
+        let n = 40_000u64;
+        let big = (0..n).filter(|&o| d.size_of(o) == 5000).count() as f64 / n as f64;
+        assert!((0.23..0.27).contains(&big), "{big}");
+        assert!((0..n).all(|o| matches!(d.size_of(o), 1000 | 5000)) && d.size_of(77) == d.size_of(77));
+        assert_eq!(d.range(), (1000, 5000));
+        let l = SizeDist::LogUniform { min: 1 << 10, max: 1 << 20 };
+        let sizes: Vec<u64> = (0..n).map(|o| l.size_of(o)).collect();
+        assert!(sizes.iter().all(|s| (1 << 10..=1 << 20).contains(s)));
+        // log2 uniform: each of the ten octaves holds about a tenth
+        let low = sizes.iter().filter(|&&s| s < 1 << 11).count() as f64 / n as f64;
+        assert!((0.08..0.12).contains(&low), "{low}");
+        let s = spec(r#","op":"put","sizes":{"log_uniform":{"min":1024,"max":1048576}}"#, D).unwrap();
+        assert_eq!(s3(&s).object_size, Some(1 << 20));
+        assert!(spec(r#","op":"put","sizes":{"buckets":[[100,1]]}"#, r#","verify":true,"load":{"ops":1}"#).is_err());
+        let mp = r#","op":"put","object_size":6000000000,"multipart":{"threshold":5242880,"part_size":16777216}"#;
+        assert!(spec(mp, D).is_ok());
+    }
+
+    #[test]
+    fn retries_cover_the_named_kinds_with_a_doubling_backoff() {
+        let r = Retry { max: 3, on: vec!["HTTP 503".into(), "ECONNRESET".into()], backoff_ms: 100.0 };
+        assert!(r.covers(&ErrKind::Http { status: 503, code: "SlowDown".into() }));
+        assert!(r.covers(&ErrKind::Http { status: 503, code: String::new() }));
+        assert!(r.covers(&ErrKind::Errno(libc::ECONNRESET)));
+        assert!(!r.covers(&ErrKind::Http { status: 5031, code: String::new() }));
+        assert!(!r.covers(&ErrKind::Http { status: 404, code: "NoSuchKey".into() }));
+        let slow = Retry { max: 1, on: vec!["HTTP 503 SlowDown".into()], backoff_ms: 100.0 };
+        assert!(!slow.covers(&ErrKind::Http { status: 503, code: "ServiceUnavailable".into() }));
+        assert_eq!((r.backoff(0), r.backoff(2), r.backoff(30)), (
+            Duration::from_millis(100),
+            Duration::from_millis(400),
+            Duration::from_secs(10)
+        ));
     }
 
     #[test]

@@ -37,6 +37,8 @@ class Point:
     hists: dict[str, str] = field(default_factory=dict)  # op -> base64 HDR V2 ('all' = merged over ops)
     gate: dict[str, Any] = field(default_factory=dict)  # health gate verdict before the point
     intervals: list[dict[str, Any]] = field(default_factory=list)  # engine records, loaded for points with faults
+    # a point on several engines: per-host rows, host clocks, start skew (fathom.engines.clients)
+    clients: dict[str, Any] = field(default_factory=dict)
     level: tuple[Any, ...] = ()
     label: str = ""
 
@@ -90,13 +92,16 @@ def load_run(store: Store, ref: str) -> RunData:
                 stopped_early=bool(res.get("stopped_early")),
                 stop_reason=res.get("stop_reason"), point_id=p["id"], started=p.get("started"),
                 ended=p.get("ended"), published=res.get("published_row") or {}, hists=store.histograms(p["id"]),
-                gate=p.get("gate") or {}))
+                gate=p.get("gate") or {},
+                clients={k: (res.get("extra") or {}).get(k) for k in ("hosts", "clocks", "start_skew_ms",
+                                                                      "clients_lost")}
+                if (res.get("extra") or {}).get("hosts") else {}))
         run_events = store.events(r.id)
         events.extend({**e, "run_id": r.id} for e in run_events)
         faulted = {e["point_id"] for e in run_events if e["kind"] == "fault"}
         for pt in points:
             if pt.run_id == r.id and pt.point_id in faulted:
-                pt.intervals = store.intervals(pt.point_id)  # for the point's timeline
+                pt.intervals = store.timeline(pt.point_id)  # for the point's timeline
     first = runs[0]
     return RunData(name=name, ids=[r.id for r in runs], kind=first.kind,
                    status=",".join(sorted({r.status for r in runs})),

@@ -10,8 +10,10 @@ Per fault (its window runs to the next fault or the end of the point):
                     (until the recovery when there is one)
     recovery_s      from the fault until throughput is back within RECOVERY_BAND (10%) of
                     the pre-fault median (at least 90% of it: more counts as back) and stays
-                    there for RECOVERY_RUN intervals in a row: the start of that run minus
-                    the fault time; None: not recovered
+                    there for RECOVERY_RUN intervals in a row, after the window's last relapse
+                    (an interval below RELAPSE, half the median: a restarted OSD's peering
+                    stalls I/O after a first return): the start of that run minus the fault
+                    time; None: not recovered
 The point's figures (metrics, keys in model.METRIC_COLUMNS) summarise them: the first
 error after the first fault, the deepest dip over all windows, and the recovery after
 the last fault (its final recovery). The pre-fault median is over the measured
@@ -26,6 +28,11 @@ from typing import Any
 
 RECOVERY_BAND = 0.10  # back: at most 10% below the pre-fault median
 RECOVERY_RUN = 3  # consecutive intervals in the band
+RELAPSE = 0.5  # below half the pre-fault median after a return: the fault's effect was not over
+DEFINITION = (f"Recovery: seconds from a fault until IOPS is back to at least {1 - RECOVERY_BAND:.0%} of the "
+              f"pre-fault median for {RECOVERY_RUN} s in a row, with no fall below {RELAPSE:.0%} of it after that "
+              "before the next fault or the point's end. Min IOPS and max p99: in the fault's window, up to its "
+              "recovery.")
 MIN_DT_S = 0.5  # shorter intervals (the engine's last, partial one) are too short to judge a rate by
 
 # Health checks a fault is expected to raise: an intended fault that raises only these is not an
@@ -116,11 +123,11 @@ def _in_band(x: float, base: float) -> bool:
 
 
 def _recovered_at(window: list[Sample], base: float) -> float | None:
-    """Start time of the first run of RECOVERY_RUN intervals in the band, or None."""
+    """Start time of the first run of RECOVERY_RUN intervals in the band after the last relapse, or None."""
+    judged = [s for s in window if s.dt >= MIN_DT_S]
+    last_relapse = max((i for i, s in enumerate(judged) if s.iops < RELAPSE * base), default=-1)
     run: list[Sample] = []
-    for s in window:
-        if s.dt < MIN_DT_S:
-            continue
+    for s in judged[last_relapse + 1:]:
         run = run + [s] if _in_band(s.iops, base) else []
         if len(run) >= RECOVERY_RUN:
             return run[0].t - run[0].dt
@@ -156,6 +163,12 @@ def windows(ss: list[Sample], faults: list[dict[str, Any]]) -> tuple[float | Non
             min((s.iops for s in dip), default=None), min((s.mib_s for s in dip), default=None),
             max(p99s, default=None), round(max(rec_at - t0, 0.0), 3) if rec_at is not None else None))
     return base, out
+
+
+def acted(faults: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The faults that acted while the point ran: timed, carried out, not the put-back at its end."""
+    return [f for f in faults if f.get("t_s") is not None and not f.get("undo") and f.get("outcome") != "not run"
+            and not f.get("error")]
 
 
 def point_metrics(intervals: list[dict[str, Any]], faults: list[dict[str, Any]]) -> tuple[dict[str, Any],

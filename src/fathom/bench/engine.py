@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from fathom.engines.fathom_engine import EngineRun
 
 
-def run_engine(spec: EngineSpec, conn: Connection, timeout: float,
+def run_engine(spec: EngineSpec, conn: Connection | None, timeout: float,
                on_record: Callable[[dict[str, Any]], None] | None = None) -> EngineRun:
     """Run one point to its end through the shared launcher; every record goes to on_record as it arrives."""
     from fathom.engines.fathom_engine import run_point

@@ -83,12 +83,35 @@ RADOS_HEADER = (f"{'sec':>5}{'Cur ops':>8}{'started':>10}{'finished':>10}{'avg M
                 f"{'last lat(s)':>12}{'avg lat(s)':>12}")
 
 
+ALL_KINDS = "*"
+
+
+def combine_kinds(kinds: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """One interval's stats over several op kinds: counts added, mean weighted by ops, max of maxima."""
+    out: dict[str, Any] = {"ops": 0, "bytes": 0, "errors": 0}
+    lat_sum = 0.0
+    for o in kinds:
+        n = int(o.get("ops", 0))
+        out["ops"] += n
+        out["bytes"] += int(o.get("bytes", 0))
+        out["errors"] += int(o.get("errors", 0))
+        if n:
+            lat_sum += float(o.get("lat_mean_ns") or 0.0) * n
+            if o.get("lat_max_ns") is not None:
+                out["lat_max_ns"] = max(out.get("lat_max_ns") or 0, o["lat_max_ns"])
+            if o.get("last_lat_ns") is not None:
+                out["last_lat_ns"] = o["last_lat_ns"]
+    if out["ops"]:
+        out["lat_mean_ns"] = lat_sum / out["ops"]
+    return out
+
+
 class RadosTable:
     """rados bench's per-second table, fed one engine record at a time.
 
-    kind: the engine's op kind ("write" or "read"). Also collects what the
-    summary and the JSON need: the rows (`datas`) and the per-second
-    bandwidth and IOPS samples.
+    kind: the engine's op kind ("write" or "read"), or ALL_KINDS for every
+    kind together (a mixed S3 run). Also collects what the summary and the
+    JSON need: the rows (`datas`) and the per-second bandwidth and IOPS samples.
     """
 
     def __init__(self, kind: str):
@@ -137,7 +160,8 @@ class RadosTable:
     def interval(self, rec: dict[str, Any]) -> list[str]:
         if rec.get("ramp"):
             return []
-        o = (rec.get("ops") or {}).get(self.kind) or {}
+        kinds = rec.get("ops") or {}
+        o = combine_kinds(kinds.values()) if self.kind == ALL_KINDS else kinds.get(self.kind) or {}
         ops = int(o.get("ops", 0))
         nbytes = int(o.get("bytes", 0))
         dt = float(rec.get("dt") or 0.0)
@@ -151,8 +175,7 @@ class RadosTable:
             mx = o.get("lat_max_ns")
             if mx is not None:
                 self.lat_max_ns = mx if self.lat_max_ns is None else max(self.lat_max_ns, mx)
-        if o.get("hist"):
-            self.hists.append(o["hist"])
+        self.hists += [k["hist"] for k in (kinds.values() if self.kind == ALL_KINDS else [o]) if k.get("hist")]
         cur_bw = nbytes / dt / MIB if dt > 0 else 0.0
         if dt >= MIN_SAMPLE_S:
             self.bw_samples.append(cur_bw)
@@ -188,6 +211,16 @@ def rate_stats(samples: list[float], overall: float) -> tuple[float, float, floa
     return stdev(s), max(s), min(s)
 
 
+def summary_rates(t: float, ops: int, nbytes: int, table: RadosTable) -> dict[str, float]:
+    """Bandwidth (MiB/s) and IOPS over the run, with stddev, max and min of the per-second samples."""
+    bw = nbytes / t / MIB if t > 0 else 0.0
+    iops = ops / t if t > 0 else 0.0
+    sd_bw, max_bw, min_bw = rate_stats(table.bw_samples, bw)
+    sd_iops, max_iops, min_iops = rate_stats(table.iops_samples, iops)
+    return {"bandwidth": bw, "stddev_bandwidth": sd_bw, "max_bandwidth": max_bw, "min_bandwidth": min_bw,
+            "average_iops": iops, "stddev_iops": sd_iops, "max_iops": max_iops, "min_iops": min_iops}
+
+
 def rados_summary(mode: str, summary: dict[str, Any], table: RadosTable, op_size: int,
                   object_size: int) -> dict[str, Any]:
     """rados bench's summary fields (JSON names, numbers in s and MiB/s) plus latency percentiles."""
@@ -195,11 +228,7 @@ def rados_summary(mode: str, summary: dict[str, Any], table: RadosTable, op_size
     o = (summary.get("ops") or {}).get(kind) or {}
     t = float(summary.get("measured_s") or 0.0)
     ops = int(o.get("ops", 0))
-    nbytes = int(o.get("bytes", 0))
-    bw = nbytes / t / MIB if t > 0 else 0.0
-    iops = ops / t if t > 0 else 0.0
-    sd_bw, max_bw, min_bw = rate_stats(table.bw_samples, bw)
-    sd_iops, max_iops, min_iops = rate_stats(table.iops_samples, iops)
+    rates = summary_rates(t, ops, int(o.get("bytes", 0)), table)
     lat = o.get("lat_ns") or {}
     made, size = ("total_writes_made", "write_size") if mode == "write" else ("total_reads_made", "read_size")
     has = ops > 0
@@ -208,14 +237,7 @@ def rados_summary(mode: str, summary: dict[str, Any], table: RadosTable, op_size
         made: ops,
         size: op_size,
         "object_size": object_size,
-        "bandwidth": bw,
-        "stddev_bandwidth": sd_bw,
-        "max_bandwidth": max_bw,
-        "min_bandwidth": min_bw,
-        "average_iops": iops,
-        "stddev_iops": sd_iops,
-        "max_iops": max_iops,
-        "min_iops": min_iops,
+        **rates,
         "average_latency": _s(lat.get("mean")) if has else None,
         "stddev_latency": _s(lat.get("stdev")) if has else None,
         "max_latency": _s(lat.get("max")) if has else None,
@@ -245,14 +267,7 @@ def format_rados_summary(mode: str, s: dict[str, Any]) -> list[str]:
         row(made, str(made_v)),
         row(size, str(size_v)),
         row("Object size:", str(s["object_size"])),
-        row("Bandwidth (MB/sec):", cpp_g(s["bandwidth"])),
-        row("Stddev Bandwidth:", cpp_g(s["stddev_bandwidth"])),
-        row("Max bandwidth (MB/sec):", cpp_g(s["max_bandwidth"])),
-        row("Min bandwidth (MB/sec):", cpp_g(s["min_bandwidth"])),
-        row("Average IOPS:", str(int(s["average_iops"]))),
-        row("Stddev IOPS:", cpp_g(s["stddev_iops"])),
-        row("Max IOPS:", str(int(round(s["max_iops"])))),
-        row("Min IOPS:", str(int(round(s["min_iops"])))),
+        *rate_rows(s, row),
         row("Average Latency(s):", num(s["average_latency"])),
         row("Stddev Latency(s):", num(s["stddev_latency"])),
         row("Max latency(s):", num(s["max_latency"])),
@@ -262,6 +277,20 @@ def format_rados_summary(mode: str, s: dict[str, Any]) -> list[str]:
         row("Latency p99(s):", num(p["p99"])),
         row("Latency p99.9(s):", num(p["p99.9"])),
         row("Latency max(s):", num(p["max"])),
+    ]
+
+
+def rate_rows(s: dict[str, Any], row: Any) -> list[str]:
+    """rados bench's bandwidth and IOPS lines of a summary (row: label, value -> line)."""
+    return [
+        row("Bandwidth (MB/sec):", cpp_g(s["bandwidth"])),
+        row("Stddev Bandwidth:", cpp_g(s["stddev_bandwidth"])),
+        row("Max bandwidth (MB/sec):", cpp_g(s["max_bandwidth"])),
+        row("Min bandwidth (MB/sec):", cpp_g(s["min_bandwidth"])),
+        row("Average IOPS:", str(int(s["average_iops"]))),
+        row("Stddev IOPS:", cpp_g(s["stddev_iops"])),
+        row("Max IOPS:", str(int(round(s["max_iops"])))),
+        row("Min IOPS:", str(int(round(s["min_iops"])))),
     ]
 
 
@@ -381,4 +410,69 @@ def format_rbd_summary(s: dict[str, Any], io_type: str) -> list[str]:
                      f"min(s): {cpp_g(lat['min'])}   max(s): {cpp_g(lat['max'])}")
         lines.append(f"{tag} p50(s): {cpp_g(lat['p50'])}   p90(s): {cpp_g(lat['p90'])}   "
                      f"p99(s): {cpp_g(lat['p99'])}   p99.9(s): {cpp_g(lat['p99.9'])}   max(s): {cpp_g(lat['max'])}")
+    return lines
+
+
+# ---- fathom bench s3 -----------------------------------------------------------------
+
+# engine op kind -> S3 request, in report order
+S3_OPS = (("read", "GET"), ("stat", "HEAD"), ("write", "PUT"), ("remove", "DELETE"), ("list", "LIST"))
+
+
+def s3_summary(summary: dict[str, Any], table: RadosTable, object_size: int) -> dict[str, Any]:
+    """rados bench's totals over every request, then per S3 request: rate, latency and its phases
+    (GET: time to first byte; PUT: the server's time after the body), all in seconds and MiB/s."""
+    t = float(summary.get("measured_s") or 0.0)
+    kinds = summary.get("ops") or {}
+    ops = sum(int(o.get("ops", 0)) for o in kinds.values())
+    nbytes = sum(int(o.get("bytes", 0)) for o in kinds.values())
+    out: dict[str, Any] = {"total_time_run": t, "total_ops_made": ops, "object_size": object_size,
+                           **summary_rates(t, ops, nbytes, table), "requests": {}}
+    for kind, name in S3_OPS:
+        o = kinds.get(kind)
+        if not o or not (int(o.get("ops", 0)) or int(o.get("errors", 0))):
+            continue
+        n, b = int(o.get("ops", 0)), int(o.get("bytes", 0))
+        req: dict[str, Any] = {"ops": n, "errors": int(o.get("errors", 0)), "bytes": b,
+                               "ops_per_sec": n / t if t > 0 else 0.0, "bandwidth": b / t / MIB if t > 0 else 0.0,
+                               "latency": _lat_block(o)}
+        for phase in ("ttfb", "server"):
+            ph = (o.get("phases") or {}).get(phase)
+            if ph:
+                req[phase] = _lat_block({"ops": ph.get("count", 0), "lat_ns": ph.get("lat_ns") or {}})
+        out["requests"][name] = req
+    out["errors"] = [{"request": dict(S3_OPS).get(e.get("op", ""), e.get("op")), "kind": e.get("kind"),
+                      "count": e.get("count"), "first": e.get("first")} for e in summary.get("errors") or []]
+    return out
+
+
+def format_s3_summary(s: dict[str, Any]) -> list[str]:
+    """rados bench's summary block over all requests, then a latency block per S3 request."""
+    w = 24
+
+    def row(label: str, value: str) -> str:
+        return f"{label:<{w}}{value}"
+
+    def pct(lat: dict[str, Any]) -> str:
+        return "   ".join(f"{k}: {cpp_g(lat[k] or 0)}" for k in ("p50", "p90", "p99", "p99.9", "max"))
+
+    lines = [
+        row("Total time run:", cpp_g(s["total_time_run"])),
+        row("Total requests made:", str(s["total_ops_made"])),
+        row("Object size:", str(s["object_size"])),
+        *rate_rows(s, row),
+    ]
+    for name, r in s["requests"].items():
+        lat = r["latency"]
+        lines.append(f"{name}: {r['ops']} requests   {cpp_g(r['ops_per_sec'])} req/s   "
+                     f"{cpp_g(r['bandwidth'])} MB/s   {r['errors']} errors")
+        lines.append(f"  latency(s) avg: {cpp_g(lat['mean'] or 0)}   stddev: {cpp_g(lat['stddev'] or 0)}   "
+                     f"min: {cpp_g(lat['min'] or 0)}")
+        lines.append(f"  latency(s) {pct(lat)}")
+        if r.get("ttfb"):
+            lines.append(f"  TTFB(s)    {pct(r['ttfb'])}")
+        if r.get("server"):
+            lines.append(f"  server(s)  {pct(r['server'])}   (after the last body byte was sent)")
+    for e in s["errors"]:
+        lines.append(f"Errors: {e['request']} {e['kind']}: {e['count']} (first: {e['first']})")
     return lines

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from fathom.engines.fathom_engine import EngineRun
 
 
-def bench_env(conn: Connection, outcome: "EngineRun | None", extra: dict[str, Any]) -> dict[str, Any]:
+def bench_env(conn: Connection | None, outcome: "EngineRun | None", extra: dict[str, Any]) -> dict[str, Any]:
     """What a reader needs to trust the numbers later. Paths and names only: no key material."""
     env: dict[str, Any] = {
         "command": ["fathom", *sys.argv[1:]],
@@ -24,7 +24,7 @@ def bench_env(conn: Connection, outcome: "EngineRun | None", extra: dict[str, An
         "os": " ".join(os.uname()[i] for i in (0, 2, 4)),  # not platform.platform(): it runs `uname -p`
         "python": "%d.%d.%d" % sys.version_info[:3],  # platform.python_version(), without importing platform
         "cpus": os.cpu_count(),
-        "connection": conn.describe(),
+        "connection": conn.describe() if conn else None,  # None: not a Ceph client (S3)
     }
     if outcome and outcome.start:
         env["engine"] = {"name": outcome.start.get("engine"), "version": outcome.start.get("version"),
@@ -33,7 +33,7 @@ def bench_env(conn: Connection, outcome: "EngineRun | None", extra: dict[str, An
     return env
 
 
-def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: Connection,
+def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: Connection | None,
                outcome: "EngineRun | None", status: str, error: str | None = None,
                extra_env: dict[str, Any] | None = None, result_extra: dict[str, Any] | None = None) -> int:
     """Store one bench as a run with one point, through the same atomic path as suite points; returns the run id."""
@@ -48,7 +48,7 @@ def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: 
         res.stop_reason = outcome.summary.get("stop_reason") or error
         res.extra.update(result_extra or {})
         hists, merged_pct = hdr.with_merged(
-            {k: o["hist"] for k, o in (outcome.summary.get("ops") or {}).items() if o.get("hist")})
+            {k: o["hist"] for k, o in (outcome.summary.get("ops") or {}).items() if o.get("hist") and o.get("ops")})
         metrics = base_metrics(res, merged_pct or None)
         result = res.to_dict()
     started = outcome.started if outcome and outcome.started else time.time()

@@ -1,4 +1,4 @@
-"""`fathom bench rados`, `fathom bench rbd` and `fathom cleanup`: drop-ins for rados bench / rbd bench.
+"""`fathom bench rados|rbd|s3` and `fathom cleanup`: drop-ins for rados bench / rbd bench, and an S3 check.
 
 The work lives in fathom.bench; this module only declares the arguments (the
 same as the Ceph tools take) and imports the rest when a command runs.
@@ -76,16 +76,66 @@ def register(sub: argparse._SubParsersAction) -> None:
     _common_tail(d)
     d.set_defaults(func=_rbd)
 
+    s = bsub.add_parser(
+        "s3", help="S3 (RGW) put|get|mixed, warp's vocabulary",
+        description="PUT, GET or a GET/HEAD/PUT/DELETE mix against the local cluster's RGW (fathom cluster env) "
+                    "or any S3 endpoint, with rados bench's per-second table and summary, percentiles, time to "
+                    "first byte, JSON and a stored run. get and mixed first put --objects objects (not measured). "
+                    "What a run wrote is removed at its end unless --noclear (then: fathom cleanup --bucket).")
+    s.add_argument("mode", metavar="put|get|mixed", help="what to run")
+    s.add_argument("--obj-size", "--obj.size", dest="obj_size", default="4MiB", metavar="SIZE",
+                   help="object size (default 4MiB)")
+    s.add_argument("--concurrent", default="20", metavar="N", help="requests in flight, one connection each "
+                                                                     "(default 20, as warp)")
+    s.add_argument("--duration", default="30s", metavar="TIME", help="measured time, e.g. 30s or 5m (default 30s)")
+    s.add_argument("--objects", default="100", metavar="N", help="get/mixed: objects put first (default 100)")
+    s.add_argument("--get-distrib", default="45", metavar="W", help="mixed: weight of GET (default 45)")
+    s.add_argument("--stat-distrib", default="30", metavar="W", help="mixed: weight of HEAD (default 30)")
+    s.add_argument("--put-distrib", default="15", metavar="W", help="mixed: weight of PUT (default 15)")
+    s.add_argument("--delete-distrib", default="10", metavar="W",
+                   help="mixed: weight of DELETE, of objects this run put (default 10)")
+    s.add_argument("--noclear", "--no-cleanup", dest="noclear", action="store_true",
+                   help="keep what the run wrote (remove it later with fathom cleanup --bucket)")
+    s.add_argument("--run-name", default=None, metavar="NAME",
+                   help="names this run's objects (fathom_bench.NAME/...); default 'default'")
+    s.add_argument("--on-error", default="continue", choices=("continue", "stop"),
+                   help="a failed request is counted and the run goes on (default), or the run stops")
+    s.add_argument("-f", "--format", default="plain", metavar="plain|json|json-pretty", help="output format")
+    _s3_args(s, bucket_default=None)
+    _common_tail(s)
+    s.set_defaults(func=_s3)
+
     c = sub.add_parser(
-        "cleanup", help="remove the objects a fathom bench rados run left (and nothing else)",
+        "cleanup", help="remove the objects a fathom bench rados or s3 run left (and nothing else)",
         description="Removes fathom_bench.NAME.<n> and fathom_bench.NAME.meta for one run name (or the "
-                    "objects of one fathom bench prefix). Objects of other runs, tools and users stay.")
-    c.add_argument("-p", "--pool", required=True, help="pool")
+                    "objects of one fathom bench prefix) from a pool (-p), or a fathom bench s3 run's objects "
+                    "and the bucket it created (--bucket). Objects of other runs, tools and users stay.")
+    c.add_argument("-p", "--pool", default=None, help="pool (rados)")
     c.add_argument("--run-name", default=None, metavar="NAME", help="the bench's --run-name (default 'default')")
     c.add_argument("--prefix", default=None, metavar="PREFIX", help="the bench's object prefix, as it printed it")
     c.add_argument("-t", "--concurrent-ios", default="16", metavar="N", help="concurrent removes (default 16)")
     _connection_args(c)
+    _s3_args(c, bucket_default=None)
     c.set_defaults(func=_cleanup)
+
+
+def _s3_args(p: argparse.ArgumentParser, bucket_default: str | None) -> None:
+    g = p.add_argument_group("S3 endpoint (default: the local cluster's, from fathom cluster env)")
+    g.add_argument("--endpoint", "--host", dest="endpoint", default=None, metavar="URL",
+                   help="http(s)://HOST:PORT, or HOST:PORT (https with --tls)")
+    g.add_argument("--keys-file", default=None, metavar="PATH",
+                   help="JSON with access_key and secret_key (default: $S3_KEYS_FILE, else the local cluster's "
+                        "s3.json)")
+    g.add_argument("--bucket", default=bucket_default, metavar="NAME",
+                   help="bench: an existing bucket (default fathom-bench, created and removed by fathom); "
+                        "cleanup: the bucket of the run to remove (S3 instead of -p)")
+    g.add_argument("--tls", action="store_true", help="https (the local cluster's TLS endpoint)")
+    g.add_argument("--ca", default=None, metavar="PATH",
+                   help="PEM CA certificate for https (default: the local cluster's CA for its endpoint, "
+                        "else $AWS_CA_BUNDLE, else the system bundle)")
+    if not any(a.dest == "connect_timeout" for a in p._actions):
+        g.add_argument("--connect-timeout", type=float, default=10.0, metavar="SECONDS",
+                       help="give up opening a connection after this long (default 10)")
 
 
 def _rados(args: argparse.Namespace) -> int:
@@ -100,7 +150,23 @@ def _rbd(args: argparse.Namespace) -> int:
     return run_bench(args)
 
 
+def _s3(args: argparse.Namespace) -> int:
+    from fathom.bench.s3 import run_bench
+
+    return run_bench(args)
+
+
 def _cleanup(args: argparse.Namespace) -> int:
+    from fathom.errors import UsageError
+
+    if bool(args.pool) == bool(args.bucket):
+        raise UsageError("name what to clean up: -p POOL (fathom bench rados) or --bucket NAME (fathom bench s3)")
+    if args.bucket:
+        from fathom.bench.s3 import run_cleanup as s3_cleanup
+
+        if args.prefix:
+            raise UsageError("--prefix applies to -p POOL; give --run-name with --bucket")
+        return s3_cleanup(args)
     from fathom.bench.rados import run_cleanup
 
     return run_cleanup(args)

@@ -27,6 +27,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--objectstore", default="bluestore", choices=("bluestore", "memstore"))
     up.add_argument("--rgw", action="store_true", help="also start an RGW (beast) with an S3 user")
     up.add_argument("--mds", action="store_true", help="also start an MDS with a CephFS file system")
+    up.add_argument("--bind", metavar="ADDR", default="127.0.0.1",
+                    help="address the daemons listen on (default 127.0.0.1); an address of this host that "
+                         "client hosts reach, for engines on other hosts")
     up.add_argument("--set", action="append", default=[], metavar="[SECTION.]KEY=VALUE",
                     help="extra ceph.conf setting, repeatable; SECTION is global (default), mon, mgr, osd, mds, "
                          "client, e.g. --set osd.osd_op_num_shards=8")
@@ -35,6 +38,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     down = csub.add_parser("down", help="stop this cluster's daemons by pid and remove its directory")
     _dir(down)
     down.set_defaults(func=cmd_down)
+
+    mount = csub.add_parser("mount", help="mount the cluster's CephFS by ceph-fuse, or ext4 on RBD (rbd-fuse + loop)")
+    _dir(mount)
+    mount.add_argument("what", choices=("ceph-fuse", "rbd-ext4"),
+                       help="ceph-fuse: CephFS (the cluster needs --mds); rbd-ext4: ext4 on an RBD image")
+    mount.add_argument("--size", default="4GiB", help="rbd-ext4: size of the RBD image (default 4GiB)")
+    mount.set_defaults(func=cmd_mount)
+
+    umount = csub.add_parser("umount", help="undo every mount fathom made on this cluster (also after a crash)")
+    _dir(umount)
+    umount.set_defaults(func=cmd_umount)
 
     status = csub.add_parser("status", help="health, daemons, pools, usage")
     _dir(status)
@@ -71,7 +85,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 0
     t0 = time.monotonic()
     if not cluster.up(osds=osds, osd_size=size, objectstore=args.objectstore, rgw=args.rgw, mds=args.mds,
-                      settings=settings):
+                      settings=settings, bind=args.bind):
         print(f"the cluster in {cluster.root} is already up; nothing to do")
         return 0
     took = time.monotonic() - t0
@@ -87,6 +101,29 @@ def cmd_down(args: argparse.Namespace) -> int:
         return 0
     stopped = cluster.down()
     print(f"stopped {', '.join(stopped) if stopped else 'no running daemons'}; removed {cluster.root}")
+    return 0
+
+
+def cmd_mount(args: argparse.Namespace) -> int:
+    from fathom.cluster import mounts
+
+    cluster = LocalCluster(args.dir, progress=_say)
+    if not cluster.exists() or not cluster.is_up():
+        raise ClusterError(f"no running fathom cluster in {cluster.root}",
+                           hint=f"start one with `fathom cluster up --dir {args.dir}`" +
+                                (" --mds" if args.what == "ceph-fuse" else ""))
+    mnt = mounts.ceph_fuse(cluster) if args.what == "ceph-fuse" else mounts.rbd_ext4(
+        cluster, parse_size(args.size, "--size"))
+    print(mnt)
+    return 0
+
+
+def cmd_umount(args: argparse.Namespace) -> int:
+    from fathom.cluster import mounts
+
+    cluster = LocalCluster(args.dir)
+    done = mounts.teardown(cluster) if cluster.exists() else []
+    print("; ".join(done) if done else "no mounts to undo")
     return 0
 
 

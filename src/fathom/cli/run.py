@@ -38,8 +38,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                           "each point (default 300s)")
     p.add_argument("--on-full", choices=("stop", "skip"), default="stop",
                    help="when a point fails because the cluster or its pool is full: stop the run (default; "
-                        "--resume continues it once there is room) or record every point left as skipped")
+                        "--resume continues it once there is room) or skip the points left that write and "
+                        "run those that read")
     add_target_args(p, client_name_flag="--client-name")  # --name is the run's name here
+    add_client_args(p)
+    p.add_argument("--bind", metavar="ADDR", help="the disposable local cluster listens on ADDR instead of "
+                                                  "127.0.0.1 (so that client hosts other than this one reach it)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("ls", help="list the runs in a results store")
@@ -58,6 +62,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("csv", "json", "parquet"), help="default: from the -o suffix, else csv")
     p.add_argument("-o", "--output", help="output file (default: stdout for csv and json)")
     p.set_defaults(func=cmd_export)
+
+
+def add_client_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("client hosts (the engines run there; default: one engine on this host)")
+    g.add_argument("--client", action="append", metavar="USER@HOST[:PORT]",
+                   help="a client host reached over SSH, or `local` for this host; repeatable; replaces the "
+                        "suite's clients")
+    g.add_argument("--clients-file", metavar="FILE", help="client hosts from a file (YAML list, or one per line)")
+    g.add_argument("--on-client-loss", choices=("continue", "fail"),
+                   help="a client host lost mid-point: keep the others' data and flag the point (continue, the "
+                        "default) or fail the point")
+    g.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
+    g.add_argument("--accept-new-host-keys", action="store_true",
+                   help="add the key of a host not yet in known_hosts (a changed key is always refused)")
 
 
 def _engine(p: argparse.ArgumentParser) -> None:
@@ -106,8 +124,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from fathom import interfaces
 
     needs = any(interfaces.get(p.params["interface"]).needs_cluster for p in points)
+    steady_any = any(p.params.get("steady_state") for p in points)  # such points may stop early
+    size = "at most" if steady_any else "about"
     print(f"suite {s.name} ({loaded.source}{', quick' if args.quick else ''}): {len(points)} points, "
-          f"about {_dur(total)} of load" + (" plus cluster start and prep" if needs else "; no cluster needed"))
+          f"{size} {_dur(total)} of load" + (" plus cluster start and prep" if needs else "; no cluster needed"))
     if s.prep.images:
         im = s.prep.images
         print(f"  prep: {im.count} RBD image(s) of {im.size / 2**20:.0f} MiB in pool {im.pool}"
@@ -121,7 +141,23 @@ def cmd_plan(args: argparse.Namespace) -> int:
         rep = f"  rep {p.rep}" if s.repetitions > 1 else ""
         print(f"  {p.idx + 1:>4}  {p.workload:<14} {p.engine:<13} {q['rw']:<9} {format_size(q['bs']):>7} "
               f"{q['iodepth']:>7} {q['numjobs']:>7} {_secs(q['runtime']):>8} {_secs(q['ramp_time']):>6}{rep}")
+        for line in _companions(q):
+            print(f"{'':8}{line}")
     return 0
+
+
+def _companions(q: dict) -> list[str]:
+    """What watches or acts on a point besides its load: its steady-state stop and its fault schedule."""
+    from fathom import faults, steady
+
+    out = []
+    crit = steady.Criteria.of(q)
+    if crit is not None:
+        out.append(f"steady state: stops once {crit.describe()}")
+    schedule = [faults.Fault.model_validate(f) for f in q.get("faults") or []]
+    if schedule:
+        out.append("faults: " + ", ".join(f"{f.describe()} at {f.at_s:g} s" for f in schedule))
+    return out
 
 
 def _secs(s: float) -> str:
@@ -150,7 +186,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         suite_ref=args.suite, quick=args.quick, engine=args.engine, db=Path(args.db), name=args.name,
         resume=args.resume,
         keep_cluster=args.keep_cluster, gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"),
-        on_full=args.on_full,
+        on_full=args.on_full, bind=args.bind,
     )
     outcome = runner.run(opts, args)
     return outcome.exit_code

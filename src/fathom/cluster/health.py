@@ -67,12 +67,26 @@ def assess(status: dict[str, Any]) -> tuple[bool, str, dict[str, int], dict[str,
     return True, f"all {total} PGs active+clean, nothing recovering or scrubbing", states, checks
 
 
+def rgw_idle(ceph: Ceph) -> tuple[bool, str]:
+    """Is RGW's background work done: no bucket queued for resharding, nothing waiting in garbage collection?
+    (Deleted tails stay in GC for rgw_gc_obj_min_wait, 2 h by default, and GC then competes with the load.)"""
+    reshard = ceph.radosgw_admin("reshard", "list", timeout=60) or []
+    if reshard:
+        return False, f"RGW reshard queue: {len(reshard)} bucket(s) queued"
+    gc = ceph.radosgw_admin("gc", "list", "--include-all", timeout=120) or []
+    if gc:
+        return False, (f"RGW garbage collection: {len(gc)} entries waiting "
+                       "(purge with --bypass-gc, or radosgw-admin gc process --include-all)")
+    return True, "RGW reshard queue and GC empty"
+
+
 def gate(ceph: Ceph, timeout: float = 300.0, poll: float = 1.0, require: bool = False,
-         settle: float = 2.0) -> GateVerdict:
+         settle: float = 2.0, rgw: bool = False) -> GateVerdict:
     """Wait until the cluster is clean and has stayed clean for `settle` seconds.
 
     One clean reading is not enough: right after a pool is created or resized the
     mon can still report the previous PG states, so the first reading may be stale.
+    With rgw=True, RGW's reshard queue and GC must be empty too (rgw_idle).
     With require=True, a timeout raises ClusterError.
     """
     t0 = time.monotonic()
@@ -84,6 +98,9 @@ def gate(ceph: Ceph, timeout: float = 300.0, poll: float = 1.0, require: bool = 
             st = ceph.ceph("status", timeout=30)
             health = st.get("health", {}).get("status")
             last = assess(st)
+            if last[0] and rgw:
+                idle, why = rgw_idle(ceph)
+                last = (idle, f"{last[1]}; {why}", last[2], last[3])
         except FathomError as exc:
             last = (False, f"cluster did not answer: {exc.message}", {}, {})
         now = time.monotonic()

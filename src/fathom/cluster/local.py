@@ -7,6 +7,7 @@ Layout of DIR:
   s3.json               the RGW user's keys, when RGW runs (mode 0600)
   mon.a/ mgr.x/ osd.N/ mds.a/ rgw/   daemon data
   run/                  admin sockets and one pid file per daemon (written by fathom)
+  mnt/, mounts.json     mounts fathom made on the cluster and the record of them (cluster.mounts)
   log/                  daemon logs and their stdout/stderr
 
 Daemons run in the foreground (-f) in their own session, so fathom knows each pid
@@ -58,6 +59,9 @@ def pid_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
+
+
+LOOPBACK = "127.0.0.1"
 
 
 def free_port(host: str = "127.0.0.1", avoid: set[int] | None = None) -> int:
@@ -144,11 +148,14 @@ class LocalCluster:
     # ---- up ----------------------------------------------------------------
     def up(self, osds: int = 1, osd_size: int = 10 * 1024**3, objectstore: str = "bluestore",
            rgw: bool = False, mds: bool = False, timeout: float = 120.0,
-           settings: dict[str, dict[str, str]] | None = None) -> bool:
+           settings: dict[str, dict[str, str]] | None = None, bind: str | None = None) -> bool:
         """Start the cluster. Returns False (and changes nothing) if it is already up.
 
         settings: extra ceph.conf options by section ({"osd": {"osd_op_num_shards": "8"}}).
+        bind: the IPv4 address every daemon listens on (default 127.0.0.1): one of this host's that
+        client hosts reach, for engines on other hosts.
         """
+        addr = _bind_address(bind or LOOPBACK)
         if osds < 1:
             raise UsageError(f"--osds: must be at least 1, got {osds}")
         if objectstore not in ("bluestore", "memstore"):
@@ -175,25 +182,25 @@ class LocalCluster:
         for d in (self.root, self.run_dir, self.log_dir):
             d.mkdir(parents=True, exist_ok=True)
         ports: set[int] = set()
-        mon_v2 = free_port(avoid=ports)
+        mon_v2 = free_port(addr, avoid=ports)
         ports.add(mon_v2)
-        mon_v1 = free_port(avoid=ports)
+        mon_v1 = free_port(addr, avoid=ports)
         ports.add(mon_v1)
         rgw_port = rgw_tls_port = None
         if rgw:
-            rgw_port = free_port(avoid=ports)
+            rgw_port = free_port(addr, avoid=ports)
             ports.add(rgw_port)
-            rgw_tls_port = free_port(avoid=ports)
+            rgw_tls_port = free_port(addr, avoid=ports)
             ports.add(rgw_tls_port)
         state: dict[str, Any] = {
-            "fsid": str(uuid.uuid4()), "mon_host": f"[v2:127.0.0.1:{mon_v2},v1:127.0.0.1:{mon_v1}]",
+            "fsid": str(uuid.uuid4()), "mon_host": f"[v2:{addr}:{mon_v2},v1:{addr}:{mon_v1}]", "bind": addr,
             "osds": osds, "osd_size": osd_size, "objectstore": objectstore, "rgw": rgw, "mds": mds,
             "rgw_port": rgw_port, "rgw_tls_port": rgw_tls_port, "daemons": [], "created": time.time(), "ready_s": None,
             "settings": settings or {},
         }
         self._save_state(state)
         if rgw:
-            _make_rgw_certificate(self.root / "rgw")
+            _make_rgw_certificate(self.root / "rgw", addr)
         self._write_conf(state)
         try:
             self._mkfs_mon(state)
@@ -227,7 +234,7 @@ class LocalCluster:
 [global]
 fsid = {st['fsid']}
 mon_host = {st['mon_host']}
-public_network = 127.0.0.0/8
+{_network_lines(st.get("bind") or LOOPBACK)}
 ms_bind_ipv4 = true
 ms_bind_ipv6 = false
 auth_cluster_required = cephx
@@ -279,8 +286,11 @@ mds_data = {r}/$name
 keyring = {r}/$name/keyring
 """
         if st["rgw"]:
+            # tcp_nodelay=1: otherwise a small GET's body waits behind its headers for the client's delayed ACK (~40 ms)
+            frontend = (f"beast endpoint={st.get('bind') or LOOPBACK}:{st['rgw_port']}"
+                        f"{_tls_frontend(st, self.root / 'rgw')} tcp_nodelay=1")
             conf += f"""[{RGW_NAME}]
-rgw_frontends = beast endpoint=127.0.0.1:{st['rgw_port']}{_tls_frontend(st, self.root / "rgw")}
+rgw_frontends = {frontend}
 rgw_data = {r}/rgw
 rgw_dynamic_resharding = false
 """
@@ -396,8 +406,9 @@ rgw_dynamic_resharding = false
         ceph.ceph("auth", "get-or-create", RGW_NAME, "mon", "allow rw", "osd", "allow rwx", "mgr", "allow rw",
                   "-o", str(kr), fmt_json=False)
         self._start(st, RGW_NAME, ["radosgw", "-n", RGW_NAME, "--keyring", str(kr)])
-        endpoint = f"http://127.0.0.1:{st['rgw_port']}"
-        self._wait(lambda: _http_answers("127.0.0.1", st["rgw_port"]), 90, f"RGW did not answer on {endpoint}",
+        addr = st.get("bind") or LOOPBACK
+        endpoint = f"http://{addr}:{st['rgw_port']}"
+        self._wait(lambda: _http_answers(addr, st["rgw_port"]), 90, f"RGW did not answer on {endpoint}",
                    [RGW_NAME])
         alphabet = string.ascii_uppercase + string.digits
         access = "".join(secrets.choice(alphabet) for _ in range(20))
@@ -408,7 +419,7 @@ rgw_dynamic_resharding = false
         keys = {"endpoint": endpoint, "access_key": access, "secret_key": secret, "user": S3_USER,
                 "region": "default"}
         if st.get("rgw_tls_port"):
-            keys.update(tls_endpoint=f"https://127.0.0.1:{st['rgw_tls_port']}", ca_file=str(d / "ca.crt"))
+            keys.update(tls_endpoint=f"https://{addr}:{st['rgw_tls_port']}", ca_file=str(d / "ca.crt"))
         s3.write_text(json.dumps(keys))
         os.chmod(s3, 0o600)
         self.progress(f"RGW answering on {endpoint}, S3 user {S3_USER}")
@@ -448,9 +459,16 @@ rgw_dynamic_resharding = false
         return "\n".join(parts) or f"(no log for {name} in {self.log_dir})"
 
     # ---- down ----------------------------------------------------------------
-    def stop_daemons(self, timeout: float = 30.0) -> list[str]:
-        """SIGTERM exactly our daemons (by pid file, checked against /proc), then SIGKILL stragglers."""
-        ours = [d for d in self.daemons() if d.pid is not None and d.running and self._owns(d)]
+    def stop_daemons(self, timeout: float = 30.0, names: list[str] | None = None) -> list[str]:
+        """Undo fathom's mounts (cluster.mounts) when stopping them all, then SIGTERM exactly our daemons (by pid
+        file, checked against /proc), then SIGKILL stragglers. names: only these (e.g. RGW, to restart it after
+        a zone change); mounts stay."""
+        from fathom.cluster import mounts
+
+        if names is None:
+            mounts.teardown(self)
+        ours = [d for d in self.daemons() if d.pid is not None and d.running and self._owns(d)
+                and (names is None or d.name in names)]
         for d in ours:
             try:
                 os.kill(d.pid, signal.SIGTERM)  # type: ignore[arg-type]
@@ -534,7 +552,8 @@ rgw_dynamic_resharding = false
             lines += [f"export AWS_ENDPOINT_URL={_q(s3['endpoint'])}", f"export S3_ENDPOINT={_q(s3['endpoint'])}",
                       f"export AWS_ACCESS_KEY_ID={_q(s3['access_key'])}",
                       f"export AWS_SECRET_ACCESS_KEY={_q(s3['secret_key'])}",
-                      f"export AWS_DEFAULT_REGION={_q(s3['region'])}"]
+                      f"export AWS_DEFAULT_REGION={_q(s3['region'])}",
+                      f"export S3_KEYS_FILE={_q(str(self.root / 's3.json'))}"]
             if s3.get("tls_endpoint"):
                 lines += [f"export S3_TLS_ENDPOINT={_q(s3['tls_endpoint'])}",
                           f"export AWS_CA_BUNDLE={_q(s3['ca_file'])}"]
@@ -575,24 +594,49 @@ def _tls_frontend(st: dict[str, Any], d: Path) -> str:
     """beast's TLS endpoint beside the plain one (one RGW serves both, so TLS on/off needs no restart)."""
     if not st.get("rgw_tls_port"):
         return ""
-    return (f" ssl_endpoint=127.0.0.1:{st['rgw_tls_port']} ssl_certificate={d}/rgw.crt"
+    return (f" ssl_endpoint={st.get('bind') or LOOPBACK}:{st['rgw_tls_port']} ssl_certificate={d}/rgw.crt"
             f" ssl_private_key={d}/rgw.key")
 
 
-def _make_rgw_certificate(d: Path) -> None:
-    """A throwaway CA and a leaf certificate for 127.0.0.1 signed by it (IP SAN, CA:FALSE).
+def _bind_address(addr: str) -> str:
+    """An IPv4 address of this host that daemons can listen on; UsageError otherwise."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        raise UsageError(f"--bind: {addr!r} is not an IP address") from None
+    if ip.version != 4:
+        raise UsageError(f"--bind: {addr} is IPv6; the local cluster binds IPv4 only")
+    try:
+        free_port(str(ip))
+    except OSError as exc:
+        raise UsageError(f"--bind: cannot listen on {addr}: {exc.strerror or exc}",
+                         hint="give an address of one of this host's interfaces (`ip -br addr`)") from None
+    return str(ip)
+
+
+def _network_lines(addr: str) -> str:
+    """public_network (and public_addr off loopback): every daemon on exactly that address."""
+    if addr == LOOPBACK:
+        return "public_network = 127.0.0.0/8"
+    return f"public_network = {addr}/32\npublic_addr = {addr}"
+
+
+def _make_rgw_certificate(d: Path, addr: str = "127.0.0.1") -> None:
+    """A throwaway CA and a leaf certificate for the cluster's address signed by it (IP SAN, CA:FALSE).
 
     A self-signed certificate would be a CA used as the server's own, which rustls/webpki refuses.
     """
     d.mkdir(parents=True, exist_ok=True)
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    (d / "leaf.cnf").write_text("subjectAltName=IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n"
+    (d / "leaf.cnf").write_text(f"subjectAltName=IP:{addr}\nbasicConstraints=critical,CA:FALSE\n"
                                 "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n")
     steps = [
         ["openssl", "req", "-x509", *ec, "-days", "365", "-subj", "/CN=fathom local cluster CA",
          "-keyout", "ca.key", "-out", "ca.crt", "-addext", "basicConstraints=critical,CA:TRUE",
          "-addext", "keyUsage=critical,keyCertSign"],
-        ["openssl", "req", *ec, "-subj", "/CN=127.0.0.1", "-keyout", "rgw.key", "-out", "rgw.csr"],
+        ["openssl", "req", *ec, "-subj", f"/CN={addr}", "-keyout", "rgw.key", "-out", "rgw.csr"],
         ["openssl", "x509", "-req", "-in", "rgw.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
          "-days", "365", "-out", "rgw.crt", "-extfile", "leaf.cnf"],
     ]

@@ -33,16 +33,20 @@ class Ledger:
     ec_profiles: list[str] = field(default_factory=list)
     images: list[tuple[str, str]] = field(default_factory=list)  # (pool, image)
     fsid: str | None = None  # the cluster these were made on
+    rgw_users: list[str] = field(default_factory=list)  # uids (their buckets go with them); cluster/rgw.py
+    rgw_placements: list[str] = field(default_factory=list)  # placement ids
 
     def to_dict(self) -> dict[str, Any]:
         return {"pools": list(self.pools), "ec_profiles": list(self.ec_profiles),
-                "images": [f"{p}/{i}" for p, i in self.images], "fsid": self.fsid}
+                "images": [f"{p}/{i}" for p, i in self.images], "fsid": self.fsid,
+                "rgw_users": list(self.rgw_users), "rgw_placements": list(self.rgw_placements)}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Ledger":
         return cls(pools=list(d.get("pools") or []), ec_profiles=list(d.get("ec_profiles") or []),
                    images=[tuple(i.split("/", 1)) for i in d.get("images") or []],  # type: ignore[misc]
-                   fsid=d.get("fsid"))
+                   fsid=d.get("fsid"), rgw_users=list(d.get("rgw_users") or []),
+                   rgw_placements=list(d.get("rgw_placements") or []))
 
 
 class Prep:
@@ -239,6 +243,10 @@ class Prep:
         """Remove what this Prep created, newest first. Nothing else. What is already gone is skipped: the
         ledger names things before they are made, and a killed attempt may not have made them."""
         removed: dict[str, list[str]] = {"images": [], "pools": [], "ec_profiles": []}
+        if self.created.rgw_users or self.created.rgw_placements:  # before the pools they use
+            from fathom.cluster import rgw
+
+            removed.update(rgw.cleanup(self))
         dropped = set()
         pools = self._pools()
         for pool, image in reversed(self.created.images):

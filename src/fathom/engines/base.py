@@ -39,6 +39,11 @@ class PointContext:
     on_child: Callable[[int | None], None] = lambda pid: None  # child pid for telemetry (None when it ends)
     # the running engine's control handle (has .stop(reason)), for companions that end a point early
     on_control: Callable[[Any], None] = lambda handle: None
+    # client hosts (fathom.engines.clients.Clients): the point runs on every engine of every host
+    clients: Any = None
+    on_event: Callable[[dict[str, Any]], None] = lambda event: None  # point events (a client host lost)
+    # per-engine records of a many-engine point: {"intervals": [...], "histograms": {(op, host, n): b64}}
+    on_engines: Callable[[dict[str, Any]], None] = lambda records: None
 
 
 class EngineAdapter(Protocol):

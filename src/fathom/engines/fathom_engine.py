@@ -312,9 +312,12 @@ def point_spec(p: dict[str, Any], ctx: PointContext) -> EngineSpec:
     `on_error: continue` and an op timeout shorter than the fault).
     """
     op_timeout = p.get("op_timeout", 30.0)
-    return EngineSpec(target=interfaces.get(p["interface"]).target(p, ctx),
+    iface = interfaces.get(p["interface"])
+    # file interfaces take fio's `size` as each job's amount of I/O too (a pass over its files), runtime the cap
+    per_job = int(p["size"]) if iface.files and p.get("size") else None
+    return EngineSpec(target=iface.target(p, ctx),
                       load=Load(iodepth=int(p["iodepth"]), duration_s=float(p["runtime"]) + float(p["ramp_time"]),
-                                ramp_s=float(p["ramp_time"])),
+                                ramp_s=float(p["ramp_time"]), bytes=per_job),
                       on_error=p.get("on_error") or "stop",
                       op_timeout_s=float(op_timeout) if op_timeout is not None else None,
                       stall_timeout_s=float(p.get("stall_timeout") or 60.0))
@@ -347,7 +350,10 @@ def result_from_summary(summary: dict[str, Any], wall_s: float | None, user_s: f
         stopped_early=bool(summary.get("stopped_early")), stop_reason=summary.get("stop_reason"),
         extra={"engine_cpu": cpu, "max_rss_kib": summary.get("max_rss_kib"), "ramp_s": summary.get("ramp_s"),
                "in_flight_abandoned": summary.get("in_flight_abandoned"), "connect_s": summary.get("connect_s"),
-               "stop": summary.get("stop")},
+               "stop": summary.get("stop"),
+               # context switches per op of the measured phase (whole engine process), for the file study's chart
+               "ctx_per_op": {k: cpu.get(f"{k}_ctx_per_op") for k in ("voluntary", "involuntary")},
+               **{k: summary[k] for k in ("posix",) if summary.get(k) is not None}},
     )
 
 
@@ -362,6 +368,8 @@ class FathomEngineAdapter:
         check_engine()
 
     def run(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
+        if ctx.clients is not None:
+            return ctx.clients.run_point(params, ctx)
         spec = point_spec(params, ctx)
         spec.control = Control(heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S)
         doc = spec.to_json()

@@ -18,6 +18,8 @@ class Interface:
     # planned point (fio-named params) + context -> the engine's target section
     target: Callable[[dict[str, Any], "PointContext"], "engine_spec.Target"]
     needs_images: bool = False  # prep.images must define RBD images
+    files: bool = False  # a file interface: spec.FILE_FIELDS apply
+    needs_path: bool = False  # the workload must name a path (a local directory, file or device)
 
     def unsupported(self, rw: str) -> str | None:
         """Why fathom-engine cannot run this rw mode here, or None."""

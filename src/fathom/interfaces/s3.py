@@ -34,12 +34,25 @@ class Range:
 
 
 @dataclass
+class Mix:
+    """A mixed run's op weights (warp's --get-distrib, --stat-distrib, --put-distrib, --delete-distrib)."""
+
+    get: int = 0
+    head: int = 0
+    put: int = 0
+    delete: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        return {"get": self.get, "head": self.head, "put": self.put, "delete": self.delete}
+
+
+@dataclass
 class S3:
     """S3 objects `<prefix>/<job>/<n>`, job j in buckets[j % len]; metadata in `<prefix>.meta` of the first bucket."""
 
     keys_file: str  # a path; the keys never go into the spec
     buckets: list[str]
-    op: Literal["put", "get", "head", "delete", "list"]
+    op: Literal["put", "get", "head", "delete", "list", "mixed"]
     endpoint: str | None = None  # None: the keys file's endpoint
     region: str | None = None  # None: the keys file's region, else us-east-1
     ca_file: str | None = None
@@ -52,6 +65,11 @@ class S3:
     jobs: int = 1
     prefill: bool = False
     range: Range | None = None  # get only
+    mix: Mix | None = None  # mixed only
+    # {"buckets": [[size, weight], ...]} or {"log_uniform": {"min": a, "max": b}} (put, mixed; not with object_size)
+    sizes: dict[str, Any] | None = None
+    multipart: dict[str, int] | None = None  # {"threshold", "part_size", "parts_in_flight"}
+    retry: dict[str, Any] | None = None  # {"max", "on": [error kinds], "backoff_ms"}; None: never retried
     max_keys: int = 1000
     payload: Literal["unsigned", "sha256"] = "unsigned"
     io_threads: int = 1
@@ -71,6 +89,11 @@ class S3:
                 out[k] = True
         if self.range is not None:
             out["range"] = self.range.to_json()
+        if self.mix is not None:
+            out["mix"] = self.mix.to_json()
+        for k in ("sizes", "multipart", "retry"):
+            if getattr(self, k) is not None:
+                out[k] = getattr(self, k)
         return out
 
 

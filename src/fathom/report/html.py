@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from fathom.report.tables import ReportDoc, Table
+from fathom.report.tables import INTENDED, ReportDoc, Table
 
 CSS = """
 body{font-family:Helvetica,Arial,sans-serif;margin:0 auto;max-width:1180px;padding:16px 20px;color:#222;
@@ -17,10 +17,16 @@ th,td{border:1px solid #ddd;padding:3px 7px;vertical-align:top}th{background:#f4
 td.r{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 .charts{display:grid;grid-template-columns:repeat(auto-fit,minmax(440px,1fr));gap:12px}
 .charts figure{margin:0;border:1px solid #eee;padding:4px}
-.flag{color:#c00000}.note{color:#555;font-size:.85em;margin:.2em 0}
+.flag{color:#c00000}.intended{color:#1f5fa8}.note{color:#555;font-size:.85em;margin:.2em 0}
 details{margin:.4em 0}summary{cursor:pointer;font-weight:bold}
 ul.defs li{margin-bottom:.4em;font-size:.9em}
 """
+
+
+def _flag(text: str) -> str:
+    # an intended fault is what the point measures, not something wrong with it: not in the anomaly colour
+    cls = "intended" if text == INTENDED else "flag"
+    return f'<span class="{cls}">{escape(text)}</span>'
 
 
 def table_html(t: Table, heading: str = "h3") -> str:
@@ -33,7 +39,7 @@ def table_html(t: Table, heading: str = "h3") -> str:
         for i, (cell, al) in enumerate(zip(row, t.align)):
             cls = ' class="r"' if al == "r" else ""
             is_flag = cell and (t.headers[i] == "flags" or (t.title == "Anomalies" and t.headers[i] == "kind"))
-            cell_html = f'<span class="flag">{escape(cell)}</span>' if is_flag else escape(cell)
+            cell_html = ", ".join(_flag(f) for f in cell.split(", ")) if is_flag else escape(cell)
             out.append(f"<td{cls}>{cell_html}</td>")
         out.append("</tr>")
     out.append("</tbody></table></div>")

@@ -15,10 +15,11 @@ from fathom.analysis.data import (Level, Point, RunData, Throughput, assign_leve
                                   throughput_for)
 from fathom.analysis.stats import KNEE_DEFINITION, knee_index, saturation_index
 from fathom.model import daemon_kinds_in, daemon_label
-from fathom.report import svg, timeline
+from fathom.report import clients, svg, timeline
 from fathom.steady import Criteria, outcome_text
 
 NA = "n/a"
+INTENDED = "fault (intended)"  # the flag of a point with a `faults:` schedule
 RING_EXEMPT = {"host_busy"}  # a property of the whole box, listed in tables but not ringed on every point
 
 
@@ -188,7 +189,7 @@ def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = Non
             row.append(outcome_text(p.metrics, p.params) or NA)
         fl = sorted(set(flags.get(p.point_id, [])))
         if anom.fault_data(run, p):
-            fl.insert(0, "fault (intended)")
+            fl.insert(0, INTENDED)
         if p.status != "done" and "failed" not in fl:
             fl.append(p.status)
         row.append(", ".join(fl))
@@ -293,7 +294,10 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
         kinds = server_kinds([p for r in runs for p in r.curve(wl)])
         sections.append(Section(wl, tp.unit, charts(runs, wl, axis) + timeline.charts(runs, wl),
                                 [detail_table(r, wl, axis, kinds) for r in runs if r.curve(wl)]
-                                + timeline.tables(runs, wl), wl_flags))
+                                + timeline.tables(runs, wl) + clients.tables(runs, wl), wl_flags))
+    from fathom.report import files_study  # the 2014 file study's own tables (fs-apps runs)
+
+    sections = files_study.sections(runs) + sections
     summary = Table("Summary", ["workload", "run", "peak throughput", "peak at", "knee at", "90% of peak at",
                                 "clat at peak (ms)", "OSD CPU at peak (% of one core)", "per OSD core at peak",
                                 "anomalies"], srows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],

@@ -14,7 +14,7 @@ from typing import Any
 
 from fathom.analysis.anomalies import fault_data
 from fathom.analysis.data import Point, RunData, Throughput, throughput_for
-from fathom.analysis.recovery import RECOVERY_BAND, Sample, samples
+from fathom.analysis.recovery import DEFINITION, MIN_DT_S, Sample, acted, point_metrics, samples
 from fathom.report import svg
 
 FAULT_COLOR = "#C00000"
@@ -44,6 +44,7 @@ def _rate(s: Sample, tp: Throughput) -> float:
 
 def chart(title: str, ss: list[Sample], faults: list[dict[str, Any]], tp: Throughput, width: int = 640) -> str:
     """Three panels sharing the engine-time axis, fault markers across all of them."""
+    ss = [s for s in ss if s.dt >= MIN_DT_S]  # a last partial interval's rate is noise (its few ops over a sliver)
     ml, mr, mt, gap, ph = 64, 16, 34, 26, 110
     panels = [(f"throughput ({tp.unit})", [_rate(s, tp) for s in ss], svg.PALETTE[0]),
               ("p99 latency (ms)", [s.p99_ms for s in ss], svg.PALETTE[1]),
@@ -137,12 +138,12 @@ def tables(runs: list[RunData], wl: str) -> list[Any]:
         tp = throughput_for(r.curve(wl))
         for p, fs in _faulted(r, wl):
             ss = samples(p.intervals)
-            m = p.metrics
-            rec = m.get("fault_recovery_s")
-            rec_rows.append([r.name, p.label, "; ".join(f"{_label(f)} @ {float(f['t_s']):.1f} s" for f in fs),
-                             _int(m.get("prefault_iops")), _int(m.get("fault_min_iops")),
-                             _fmt(m.get("fault_max_p99_ms")), _fmt(m.get("fault_first_error_s"), 1),
-                             _fmt(rec, 1) if rec is not None else "not recovered", _int(p.m("errors"))])
+            m, ws = point_metrics(p.intervals, acted(fs))  # from the stored records, by today's definition
+            for w in ws:  # a row per fault: its window runs to the next fault or the point's end
+                rec = w.recovery_s
+                rec_rows.append([r.name, p.label, f"{w.describe()} @ {w.t_s:.1f} s", _int(m.get("prefault_iops")),
+                                 _int(w.min_iops), _fmt(w.max_p99_ms), _fmt(w.first_error_s, 1),
+                                 _fmt(rec, 1) if rec is not None else "not recovered", _int(p.m("errors"))])
             out.append(Table(f"{wl} {p.label}: {r.name}: timeline around the faults",
                              ["t (s)", f"throughput ({tp.unit})", "p99 (ms)", "op errors", "fault"],
                              around_rows(ss, fs, tp), ["r", "r", "r", "r", "l"],
@@ -150,10 +151,9 @@ def tables(runs: list[RunData], wl: str) -> list[Any]:
                               f"to {AROUND_AFTER_S} s after each fault. '(at end)': put back when the point ended."]))
     if rec_rows:
         out.insert(0, Table(f"{wl}: recovery from faults",
-                            ["run", "level", "faults (engine time)", "pre-fault IOPS (median)", "min IOPS",
-                             "max p99 (ms)", "first error after (s)", "recovery (s)", "op errors"],
+                            ["run", "level", "fault (engine time)", "pre-fault IOPS (median)", "min IOPS",
+                             "max p99 (ms)", "first error after (s)", "recovery (s)", "op errors (point)"],
                             rec_rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r"],
-                            [f"Recovery: seconds from the last fault until IOPS is back to at least "
-                             f"{1 - RECOVERY_BAND:.0%} of the pre-fault median for 3 s in a row. A point with "
-                             "intended faults is labelled 'fault (intended)', not counted as an anomaly."]))
+                            [f"{DEFINITION} A point with intended faults is labelled 'fault (intended)', "
+                             "not counted as an anomaly."]))
     return out

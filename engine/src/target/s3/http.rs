@@ -6,10 +6,19 @@
 //! outcome, then `Done::complete()` (on the I/O thread, so the engine's fast
 //! path may reissue the slot there without waking anyone).
 //!
-//! No hidden retries: a request that fails is the op's error. Only a
-//! connection that the server closed while idle is reopened before the
-//! next request is sent on it (counted in `reconnects`).
+//! No hidden retries: a request that fails is the op's error, unless the
+//! spec's retry policy names its kind; then it is sent again (after a
+//! backoff), every retry counted by kind, and the op's latency covers all
+//! its attempts. A connection that the server closed while idle is reopened
+//! before the next request is sent on it (counted in `reconnects`).
+//!
+//! Multipart: a PUT with `multipart` set is CreateMultipartUpload, the parts
+//! (`parts_in_flight` at a time, each on a connection of the slot's own:
+//! the first is the slot's, the others are opened the first time they are
+//! needed and kept), then CompleteMultipartUpload; a failure aborts the
+//! upload, so no parts stay behind.
 
+use super::Retry;
 use super::sigv4::{self, Signer};
 use crate::clock::mono_ns;
 use crate::errno::ErrKind;
@@ -24,6 +33,7 @@ use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use std::convert::Infallible;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::pin::Pin;
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -155,6 +165,13 @@ pub struct Net {
     /// Hash every body (`x-amz-content-sha256` = its SHA-256) instead of UNSIGNED-PAYLOAD.
     pub signed_payload: bool,
     pub reconnects: AtomicU64,
+    pub retry: Option<Retry>,
+    /// Retries sent, by the kind of the failure that caused them.
+    pub retries: Mutex<BTreeMap<String, u64>>,
+    /// Multipart uploads completed, parts sent, uploads aborted.
+    pub mp_uploads: AtomicU64,
+    pub mp_parts: AtomicU64,
+    pub mp_aborted: AtomicU64,
     /// Negotiated TLS protocol and cipher suite (of the first connection).
     pub tls_info: Mutex<Option<(String, String)>>,
     /// Per slot.
@@ -169,6 +186,7 @@ impl Net {
         connect_timeout: Duration,
         signer: Signer,
         signed_payload: bool,
+        retry: Option<Retry>,
         slots: usize,
     ) -> &'static Net {
         Box::leak(Box::new(Net {
@@ -178,6 +196,11 @@ impl Net {
             signer,
             signed_payload,
             reconnects: AtomicU64::new(0),
+            retry,
+            retries: Mutex::new(BTreeMap::new()),
+            mp_uploads: AtomicU64::new(0),
+            mp_parts: AtomicU64::new(0),
+            mp_aborted: AtomicU64::new(0),
             tls_info: Mutex::new(None),
             outcomes: (0..slots).map(|_| Mutex::new(Outcome::default())).collect(),
             sent_ns: (0..slots).map(|_| AtomicU64::new(0)).collect(),
@@ -198,6 +221,8 @@ pub struct Req {
 /// An op for a slot's task.
 pub struct Op {
     pub req: Req,
+    /// PUT as a multipart upload: (part size, parts in flight).
+    pub multipart: Option<(u64, u32)>,
     /// GET: copy the body here (verify), at most `len` bytes; null: discard it.
     pub copy_to: *mut u8,
     pub len: usize,
@@ -218,6 +243,8 @@ struct Ctl {
 pub struct Response {
     pub status: u16,
     pub code: String,
+    /// The ETag header (multipart parts).
+    pub etag: Option<String>,
     pub bytes: u64,
     /// The body when kept (control requests, errors), capped.
     pub body: Vec<u8>,
@@ -435,7 +462,7 @@ async fn exec(
     if let Some(r) = &range {
         b = b.header(header::RANGE, r);
     }
-    if req.method == Method::PUT || !req.body.is_empty() {
+    if req.method == Method::PUT || req.method == Method::POST || !req.body.is_empty() {
         b = b.header(header::CONTENT_LENGTH, req.body.len());
     }
     let request =
@@ -449,6 +476,7 @@ async fn exec(
     };
     let hdr_ns = mono_ns();
     let status = resp.status().as_u16();
+    let etag = resp.headers().get(header::ETAG).and_then(|v| v.to_str().ok()).map(String::from);
     let ok = (200..300).contains(&status);
     let cap = if keep { CONTROL_BODY_MAX } else if ok { 0 } else { ERROR_BODY_MAX };
     let mut body = resp.into_body();
@@ -481,7 +509,7 @@ async fn exec(
         n += d.len() as u64;
     }
     let code = if ok { String::new() } else { error_code(&kept) };
-    Ok(Response { status, code, bytes: n, body: kept, hdr_ns, first_ns })
+    Ok(Response { status, code, etag, bytes: n, body: kept, hdr_ns, first_ns })
 }
 
 /// A slot's task: open the connection, report it, then run the slot's ops.
@@ -503,29 +531,180 @@ async fn slot_task(
     };
     drop(ready);
     let mut link = Link { net, conn, signer: net.signer.clone(), reconnects: Some(&net.reconnects) };
+    // Multipart: the slot's further connections (parts in flight beyond the first).
+    let mut extra: Vec<Link> = Vec::new();
     let sent: &'static AtomicU64 = &net.sent_ns[idx];
     while let Some(op) = rx.recv().await {
-        sent.store(0, Ordering::Relaxed);
-        let put = op.req.method == Method::PUT;
-        // SAFETY: see Op: the slot's buffer, untouched by the engine until complete().
-        let copy = (!op.copy_to.is_null()).then(|| unsafe { std::slice::from_raw_parts_mut(op.copy_to, op.len) });
-        let r = exec(&mut link, &op.req, put.then_some(sent), copy, false).await;
-        let out = match r {
-            Ok(r) => Outcome {
-                result: if (200..300).contains(&r.status) {
-                    Ok(r.bytes)
-                } else {
-                    Err(ErrKind::Http { status: r.status, code: r.code })
-                },
-                hdr_ns: r.hdr_ns,
-                first_ns: r.first_ns,
-                sent_ns: sent.load(Ordering::Relaxed),
-            },
-            Err(e) => Outcome { result: Err(e), ..Outcome::default() },
+        let mut attempt = 0u32;
+        let out = loop {
+            sent.store(0, Ordering::Relaxed);
+            let out = match op.multipart {
+                Some((part, inflight)) => multipart_put(&mut link, &mut extra, &op.req, part, inflight).await,
+                None => {
+                    // SAFETY: see Op: the slot's buffer, untouched by the engine until complete().
+                    let copy =
+                        (!op.copy_to.is_null()).then(|| unsafe { std::slice::from_raw_parts_mut(op.copy_to, op.len) });
+                    one_op(&mut link, &op.req, copy, sent).await
+                }
+            };
+            let Err(e) = &out.result else { break out };
+            match &net.retry {
+                Some(r) if attempt < r.max && r.covers(e) => {
+                    *net.retries.lock().unwrap_or_else(|p| p.into_inner()).entry(e.name()).or_insert(0) += 1;
+                    tokio::time::sleep(r.backoff(attempt)).await;
+                    attempt += 1;
+                }
+                _ => break out,
+            }
         };
         *net.outcomes[idx].lock().unwrap_or_else(|p| p.into_inner()) = out;
         op.done.complete();
     }
+}
+
+/// One request for an op, its outcome.
+async fn one_op(link: &mut Link, req: &Req, copy: Option<&mut [u8]>, sent: &'static AtomicU64) -> Outcome {
+    let put = req.method == Method::PUT;
+    match exec(link, req, put.then_some(sent), copy, false).await {
+        Ok(r) => Outcome {
+            result: if (200..300).contains(&r.status) {
+                Ok(r.bytes)
+            } else {
+                Err(ErrKind::Http { status: r.status, code: r.code })
+            },
+            hdr_ns: r.hdr_ns,
+            first_ns: r.first_ns,
+            sent_ns: sent.load(Ordering::Relaxed),
+        },
+        Err(e) => Outcome { result: Err(e), ..Outcome::default() },
+    }
+}
+
+/// A whole response's status as a result: its error kind unless 2xx (and,
+/// for CompleteMultipartUpload, unless a 200 carries an `<Error>` body).
+fn status_result(r: &Response) -> Result<(), ErrKind> {
+    let in_body = r.status == 200 && r.body.windows(7).any(|w| w == b"<Error>");
+    if (200..300).contains(&r.status) && !in_body {
+        return Ok(());
+    }
+    let code = if in_body { error_code(&r.body) } else { r.code.clone() };
+    Err(ErrKind::Http { status: if in_body { 500 } else { r.status }, code })
+}
+
+/// The text between `<tag>` and `</tag>` in an XML body.
+fn xml_value(body: &[u8], tag: &str) -> Option<String> {
+    let text = String::from_utf8_lossy(body);
+    let (_, rest) = text.split_once(&format!("<{tag}>"))?;
+    let (v, _) = rest.split_once(&format!("</{tag}>"))?;
+    Some(v.to_string())
+}
+
+/// A PUT as a multipart upload: create, the parts (`inflight` at a time on
+/// the slot's connections), complete; on any failure abort it.
+async fn multipart_put(link: &mut Link, extra: &mut Vec<Link>, req: &Req, part: u64, inflight: u32) -> Outcome {
+    let net = link.net;
+    let sub = |method: Method, query: String, body: Bytes| Req {
+        method,
+        path: req.path.clone(),
+        query,
+        range: None,
+        body,
+    };
+    let created = match exec(link, &sub(Method::POST, "uploads=".into(), Bytes::new()), None, None, true).await {
+        Ok(r) => status_result(&r).map(|_| xml_value(&r.body, "UploadId")),
+        Err(e) => Err(e),
+    };
+    let id = match created {
+        Ok(Some(id)) => id,
+        Ok(None) => return Outcome { result: Err(ErrKind::Errno(libc::EPROTO)), ..Outcome::default() },
+        Err(e) => return Outcome { result: Err(e), ..Outcome::default() },
+    };
+    let id_q = sigv4::encode(&id);
+    let size = req.body.len() as u64;
+    let parts = size.div_ceil(part).max(1);
+    while extra.len() + 1 < (inflight as usize).min(parts as usize) {
+        extra.push(Link { net, conn: None, signer: net.signer.clone(), reconnects: Some(&net.reconnects) });
+    }
+    // Part i (1-based) goes to worker (i - 1) % workers: each worker one connection, parts in order.
+    let workers = 1 + extra.len().min(parts as usize - 1);
+    let part_req = |i: u64| {
+        let (a, b) = ((i - 1) * part, (i * part).min(size));
+        sub(Method::PUT, format!("partNumber={i}&uploadId={id_q}"), req.body.slice(a as usize..b as usize))
+    };
+    let share =
+        |w: usize| -> Vec<(u64, Req)> { (1..=parts).filter(|i| (i - 1) as usize % workers == w).map(|i| (i, part_req(i))).collect() };
+    let mut futs = vec![part_worker(link, share(0))];
+    for (w, l) in extra.iter_mut().enumerate().take(workers - 1) {
+        futs.push(part_worker(l, share(w + 1)));
+    }
+    let mut tags: Vec<(u64, String)> = Vec::with_capacity(parts as usize);
+    let mut failed = None;
+    for r in join_all(futs).await {
+        match r {
+            Ok(t) => tags.extend(t),
+            Err(e) => failed = failed.or(Some(e)),
+        }
+    }
+    let result = match failed {
+        Some(e) => Err(e),
+        None => {
+            tags.sort();
+            let mut xml = String::from("<CompleteMultipartUpload>");
+            for (i, t) in &tags {
+                xml.push_str(&format!("<Part><PartNumber>{i}</PartNumber><ETag>{t}</ETag></Part>"));
+            }
+            xml.push_str("</CompleteMultipartUpload>");
+            match exec(link, &sub(Method::POST, format!("uploadId={id_q}"), Bytes::from(xml)), None, None, true).await {
+                Ok(r) => status_result(&r).map(|_| r.hdr_ns),
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match result {
+        Ok(hdr_ns) => {
+            net.mp_uploads.fetch_add(1, Ordering::Relaxed);
+            Outcome { result: Ok(0), hdr_ns, first_ns: 0, sent_ns: 0 }
+        }
+        Err(e) => {
+            // Best effort: parts left behind would hold space until the bucket is purged.
+            let _ = exec(link, &sub(Method::DELETE, format!("uploadId={id_q}"), Bytes::new()), None, None, false).await;
+            net.mp_aborted.fetch_add(1, Ordering::Relaxed);
+            Outcome { result: Err(e), ..Outcome::default() }
+        }
+    }
+}
+
+/// One connection's share of a multipart upload's parts, in order: (part number, ETag).
+async fn part_worker(l: &mut Link, reqs: Vec<(u64, Req)>) -> Result<Vec<(u64, String)>, ErrKind> {
+    let mut tags = Vec::with_capacity(reqs.len());
+    for (i, r) in reqs {
+        let resp = exec(l, &r, None, None, false).await?;
+        status_result(&resp)?;
+        tags.push((i, resp.etag.ok_or(ErrKind::Errno(libc::EPROTO))?));
+        l.net.mp_parts.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(tags)
+}
+
+/// Poll futures on this task until all are done (parts in flight on one
+/// current-thread runtime; no spawning, so they may borrow).
+async fn join_all<F: std::future::Future>(futs: Vec<F>) -> Vec<F::Output> {
+    let mut futs: Vec<Pin<Box<F>>> = futs.into_iter().map(Box::pin).collect();
+    let mut out: Vec<Option<F::Output>> = futs.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut pending = false;
+        for (f, o) in futs.iter_mut().zip(out.iter_mut()) {
+            if o.is_none() {
+                match std::future::Future::poll(f.as_mut(), cx) {
+                    Poll::Ready(v) => *o = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending { Poll::Pending } else { Poll::Ready(()) }
+    })
+    .await;
+    out.into_iter().map(|o| o.expect("every future finished")).collect()
 }
 
 async fn ctl_task(net: &'static Net, mut rx: UnboundedReceiver<Ctl>) {

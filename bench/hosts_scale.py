@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""The orchestrator with many engines on client hosts: its CPU, the merge, the start skew (`make bench-hosts`).
+
+    sudo .venv/bin/python bench/hosts_scale.py [--hosts 8] [--per-host 8] [--seconds 300] [--delay-us 1000]
+                                               [--json bench/results/hosts-scale.json] [--docs docs/benchmarks.md]
+
+Client hosts are network namespaces on a bridge, each with its own sshd
+(fathom.netns; needs root). The engines run the null target (no cluster, no I/O;
+each op completes `delay_us` after it was issued, so 64 engines do not saturate
+the 2 cores the orchestrator is measured on), one point of `--seconds`, started
+together over SSH exactly as `fathom run` starts a many-host point
+(fathom.engines.clients / group: upload, barrier, clock offsets, one start time,
+heartbeats, live merge of every interval).
+
+Measured:
+- orchestrator CPU: the fathom process's own CPU (every thread: the SSH
+  connections' crypto, record parsing, the live merge) from the first merged
+  interval to the last, as % of one core, and per engine;
+- merge_s: the exact merge of the whole point after it ran, engines x intervals
+  records aligned by index with their histograms added (fathom.merge);
+- start skew: how far apart the engines' measured phases began (first
+  interval's `ts - t`, host clock offsets removed). The namespaces share one
+  kernel clock, so this is the orchestrator's and sshd's dispatch spread, not
+  a clock error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from docsection import update_docs  # noqa: E402
+
+from fathom import merge, netns  # noqa: E402
+from fathom.engine_spec import Control, EngineSpec, Load  # noqa: E402
+from fathom.engines import group as group_mod  # noqa: E402
+from fathom.engines.clients import Clients, _result  # noqa: E402
+from fathom.engines.fathom_engine import check_engine  # noqa: E402
+from fathom.hosts import ClientsSpec  # noqa: E402
+from fathom.interfaces.null import Null  # noqa: E402
+
+TITLE = "## Many client hosts: what the orchestrator costs"
+TARGETS = {"orchestrator_cpu_pct_of_core": 25.0, "merge_s": 2.0, "start_skew_ms": 5.0}
+
+
+def measure(hosts: int, per_host: int, seconds: float, delay_us: int) -> dict:
+    with netns.Testbed(hosts=hosts, max_sessions=per_host + 10) as tb:
+        spec = ClientsSpec.model_validate({
+            "hosts": [{"host": h.addr, "user": "root", "key_file": tb.key_file, "instances": per_host,
+                       "engine_dir": f"{tb.dir}/engine-{i}"} for i, h in enumerate(tb.hosts)],
+            "known_hosts": tb.known_hosts})
+        t0 = time.monotonic()
+        clients = Clients.open(spec)
+        connect_s = time.monotonic() - t0
+        doc = EngineSpec(target=Null(rw="randread", bs=4096, delay_us=delay_us),
+                         load=Load(iodepth=1, duration_s=seconds),
+                         control=Control(wait=True, heartbeat_timeout_s=group_mod.HEARTBEAT_TIMEOUT_S)).to_json()
+        instances = [group_mod.Instance(host=h.name, index=n, spec=doc, ssh=clients.hosts[h.name])
+                     for h in spec.hosts for n in range(h.instances)]
+        marks: list[tuple[float, float]] = []  # (process CPU, monotonic) at each merged interval
+        events: list[dict] = []
+        g = group_mod.Group(instances, str(check_engine()), 1.0, "continue",
+                            lambda rec: marks.append((time.process_time(), time.monotonic())), events.append)
+        try:
+            group_mod.run_group(g, 120.0, seconds + 180.0)
+        finally:
+            clients.close()
+        if len(marks) < 3 or g.failed or g.lost_hosts:
+            raise SystemExit(f"the point did not run through: {g.failed or g.lost_hosts or 'too few intervals'}")
+        (c0, w0), (c1, w1) = marks[0], marks[-2]  # the last merged interval is the engines' partial one
+        cpu_pct = 100.0 * (c1 - c0) / (w1 - w0)
+        per = [i.run.intervals for i in instances]
+        offsets = [g.clocks[i.host].offset_s if i.host in g.clocks else 0.0 for i in instances]
+        t = time.perf_counter()
+        merged = merge.merge_intervals(per, offsets)
+        merge_s = time.perf_counter() - t
+        t = time.perf_counter()
+        res, _ = _result(g)
+        result_s = time.perf_counter() - t
+        ops = sum(o.ops for o in res.ops.values())
+        # each engine's start after the common start time, on our clock (ms): where the skew comes from
+        late = sorted((float(x[0]["ts"]) - float(x[0]["t"]) - g.start_at) * 1e3 for x in per if x)
+        return {"engines": len(instances), "hosts": hosts, "per_host": per_host, "seconds": seconds,
+                "delay_us": delay_us, "intervals_per_engine": min(len(x) for x in per),
+                "merged_intervals": len(merged), "orchestrator_cpu_pct_of_core": round(cpu_pct, 2),
+                "orchestrator_cpu_pct_per_engine": round(cpu_pct / len(instances), 3),
+                "merge_s": round(merge_s, 3), "point_result_s": round(result_s, 3),
+                "start_skew_ms": round(res.extra["start_skew_ms"], 3),
+                "start_after_go_ms": {"min": round(late[0], 3), "median": round(late[len(late) // 2], 3),
+                                      "p90": round(late[int(len(late) * 0.9)], 3), "max": round(late[-1], 3)},
+                "max_clock_offset_ms": round(max(abs(c.offset_s) for c in g.clocks.values()) * 1e3, 3),
+                "max_rtt_ms": round(max(c.rtt_s for c in g.clocks.values()) * 1e3, 3),
+                "connect_and_install_s": round(connect_s, 2), "ops": ops, "iops": round(ops / res.runtime_s)}
+
+
+def section(r: dict) -> str:
+    ok = {k: r[k] <= v for k, v in TARGETS.items()}
+    late, one = r["start_after_go_ms"], r.get("one_per_host")
+    mark = {True: "met", False: "NOT met"}
+    return "\n".join([
+        TITLE, "",
+        f"`make bench-hosts` (bench/hosts_scale.py), measured on {platform.node()} ({os.cpu_count()} CPUs, Linux "
+        f"{platform.release()}): {r['engines']} engines ({r['hosts']} client hosts x {r['per_host']}, network "
+        f"namespaces with their own sshd on one bridge), the null target with a {r['delay_us']} µs op delay, "
+        f"iodepth 1, one point of {r['seconds']:g} s started together over SSH as `fathom run` starts a many-host "
+        f"point ({r['iops']:,} IOPS merged).", "",
+        "| figure | value | target |", "|---|---|---|",
+        f"| orchestrator CPU, % of one core, every thread (SSH, records, live merge) | "
+        f"{r['orchestrator_cpu_pct_of_core']:.2f} ({r['orchestrator_cpu_pct_per_engine']:.3f} per engine) | "
+        f"under 25 ({mark[ok['orchestrator_cpu_pct_of_core']]}) |",
+        f"| merge of the point, {r['engines']} x {r['intervals_per_engine']} intervals, s | {r['merge_s']:.3f} | "
+        f"under 2 ({mark[ok['merge_s']]}) |",
+        f"| the point's result from every engine's summary, s | {r['point_result_s']:.3f} | |",
+        f"| start skew across engines, ms | {r['start_skew_ms']:.3f} | under 5 ({mark[ok['start_skew_ms']]}) |",
+        f"| each engine's start after the start time: min / median / p90 / max, ms | "
+        f"{late['min']:.3f} / {late['median']:.3f} / {late['p90']:.3f} / {late['max']:.3f} | |",
+        *([f"| the same start with one engine per host ({one['engines']} engines, 10 s): start skew, ms | "
+           f"{one['start_skew_ms']:.3f} | |"] if one else []),
+        f"| largest clock offset measured / round trip, ms | {r['max_clock_offset_ms']:.3f} / {r['max_rtt_ms']:.3f}"
+        " | |",
+        f"| connecting to {r['hosts']} hosts and installing the engine, s | {r['connect_and_install_s']:.2f} | |",
+        "",
+        "The namespaces share one kernel clock, so the offsets are what the NTP-style measurement over SSH reads "
+        "when there is none (its error is half the round trip), and the start skew is the spread of the engines' "
+        "own starts after one start time was sent. Every engine sleeps until that time on CLOCK_REALTIME; here "
+        f"{r['engines']} processes wake at the same instant on {os.cpu_count()} cores and each starts when the "
+        "scheduler gets to it, so the spread grows with engines per core (one engine per host: the row above). "
+        "On real client hosts, with a few engines per host on their own cores, the skew is the clock offsets' "
+        "error plus one wake-up. "
+        "Merge: every interval index of every engine aligned on the common start, its histograms added "
+        "(fathom.hdr decodes each into one scratch array and adds the non-empty range, hdrh's C helpers). The "
+        "live merge during the point does the same work once per second and is inside the CPU figure.", ""])
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--hosts", type=int, default=8)
+    ap.add_argument("--per-host", type=int, default=8)
+    ap.add_argument("--seconds", type=float, default=300.0)
+    ap.add_argument("--delay-us", type=int, default=1000)
+    ap.add_argument("--json", type=Path)
+    ap.add_argument("--docs", type=Path)
+    a = ap.parse_args()
+    why = netns.available()
+    if why:
+        raise SystemExit(f"bench-hosts {why}")
+    r = measure(a.hosts, a.per_host, a.seconds, a.delay_us)
+    if a.per_host > 1:  # the same start with one engine per host: the mechanism without the wake-up storm
+        one = measure(a.hosts, 1, 10.0, a.delay_us)
+        r["one_per_host"] = {k: one[k] for k in ("engines", "start_skew_ms", "start_after_go_ms",
+                                                 "orchestrator_cpu_pct_of_core")}
+    print(json.dumps(r, indent=1))
+    if a.json:
+        a.json.parent.mkdir(parents=True, exist_ok=True)
+        a.json.write_text(json.dumps({k: r[k] for k in ("engines", "orchestrator_cpu_pct_of_core", "merge_s",
+                                                          "start_skew_ms")} | {"detail": r}, indent=1) + "\n")
+    text = section(r)
+    print(text)
+    if a.docs:
+        update_docs(a.docs, TITLE, text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,147 @@
+"""Preparing RGW for a study: a placement target per data-protection scheme, users, pinned index shards, purges.
+
+A scheme's placement target (`<name>-placement`) has its own data pool (replicated
+or erasure-coded) and shares a replicated index pool and data-extra pool (EC pools
+have no omap: the bucket index and incomplete multipart uploads need replicated
+pools). A bucket picks its placement at creation through its LocationConstraint
+(`default:<name>-placement`, see `location()`), so the head and the data of every
+object go to that scheme's pool; a storage class instead would keep heads in the
+STANDARD pool. Placement changes take effect when RGW restarts (`restart`).
+
+Users, placements and buckets fathom makes are written to the Prep's ledger first
+(`rgw_users`, `rgw_placements`) and `cleanup()` removes exactly those; index shards
+and resharding are settings recorded by the Prep's Restorer and put back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from fathom.cluster.prep import Prep
+from fathom.errors import ClusterError
+
+ZONEGROUP, ZONE = "default", "default"
+
+
+def placement_id(scheme: str) -> str:
+    return f"{scheme}-placement"
+
+
+def location(scheme: str) -> str:
+    """The LocationConstraint that puts a new bucket on the scheme's placement target."""
+    return f"{ZONEGROUP}:{placement_id(scheme)}"
+
+
+def add_placement(prep: Prep, scheme: str, data_pool: str, index_pool: str, extra_pool: str) -> str:
+    """Add the placement target `<scheme>-placement` (zonegroup and zone) over existing pools; returns its id."""
+    pid = placement_id(scheme)
+    ceph = prep.ceph
+    zg = ceph.radosgw_admin("zonegroup", "get", "--rgw-zonegroup", ZONEGROUP, timeout=60)
+    if any(t.get("name") == pid for t in zg.get("placement_targets", [])) and pid not in prep.created.rgw_placements:
+        raise ClusterError(f"RGW placement target {pid} exists and fathom did not create it",
+                           hint="choose another scheme name, or remove it with radosgw-admin zonegroup placement rm")
+    prep._note("rgw_placements", pid)
+    ceph.radosgw_admin("zonegroup", "placement", "add", "--rgw-zonegroup", ZONEGROUP, "--placement-id", pid,
+                       timeout=60)
+    ceph.radosgw_admin("zone", "placement", "add", "--rgw-zone", ZONE, "--placement-id", pid,
+                       "--data-pool", data_pool, "--index-pool", index_pool, "--data-extra-pool", extra_pool,
+                       timeout=60)
+    prep.progress(f"RGW placement {pid}: data {data_pool}, index {index_pool}, data-extra {extra_pool}")
+    return pid
+
+
+def restart_local_rgw(cluster: Any, timeout: float = 90.0) -> None:
+    """Restart the local cluster's RGW (by pid) so zone and zonegroup changes take effect; wait until it answers."""
+    import time
+
+    from fathom.cluster.local import LOOPBACK, RGW_NAME, _http_answers
+
+    st = cluster.state() or {}
+    cluster.stop_daemons(names=[RGW_NAME])
+    cluster.start_daemon(RGW_NAME)
+    deadline = time.monotonic() + timeout
+    while not _http_answers(st.get("bind") or LOOPBACK, st["rgw_port"]):
+        if time.monotonic() > deadline:
+            raise ClusterError(f"RGW did not answer on port {st['rgw_port']} within {timeout:.0f} s of a restart",
+                               hint=f"see {cluster.log_dir}/{RGW_NAME}.out")
+        time.sleep(0.5)
+
+
+def placements(prep: Prep) -> dict[str, dict[str, Any]]:
+    """The zone's placement targets as RGW has them: id -> {data_pool, index_pool, data_extra_pool}."""
+    zone = prep.ceph.radosgw_admin("zone", "get", "--rgw-zone", ZONE, timeout=60)
+    out = {}
+    for p in zone.get("placement_pools", []):
+        v = p.get("val", {})
+        data = (v.get("storage_classes", {}).get("STANDARD") or {}).get("data_pool") or v.get("data_pool")
+        out[p["key"]] = {"data_pool": data, "index_pool": v.get("index_pool"),
+                         "data_extra_pool": v.get("data_extra_pool")}
+    return out
+
+
+def pin_index_shards(prep: Prep, shards: int = 11) -> None:
+    """Every new bucket gets `shards` index shards and keeps them: dynamic resharding off (restored at the end)."""
+    prep.restorer.config_set("client", "rgw_override_bucket_index_max_shards", str(shards))
+    prep.restorer.config_set("client", "rgw_dynamic_resharding", "false")
+    prep.settings.update({"client rgw_override_bucket_index_max_shards": str(shards),
+                          "client rgw_dynamic_resharding": "false"})
+
+
+def create_user(prep: Prep, uid: str, keys_path: Path, endpoint: str, region: str = "default") -> Path:
+    """An S3 user of fathom's own, its keys in a 0600 JSON file (the only place they are written)."""
+    if uid in prep.created.rgw_users:
+        return keys_path
+    existing = prep.ceph.radosgw_admin("user", "list", timeout=60) or []
+    if uid in existing:
+        raise ClusterError(f"RGW user {uid} exists and fathom did not create it", hint="choose another user id")
+    prep._note("rgw_users", uid)
+    # RGW makes the keys: they are never on a command line (ps, error messages); only its JSON answer holds them
+    info = prep.ceph.radosgw_admin("user", "create", "--uid", uid, "--display-name", f"fathom {uid}", timeout=60)
+    k = next((k for k in (info or {}).get("keys", []) if k.get("user") == uid), None)
+    if not k:
+        raise ClusterError(f"radosgw-admin user create --uid {uid} returned no S3 keys")
+    access, secret = k["access_key"], k["secret_key"]
+    keys_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(keys_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"endpoint": endpoint, "access_key": access, "secret_key": secret, "user": uid,
+                   "region": region}, f)
+    return keys_path
+
+
+def purge_bucket(prep: Prep, bucket: str) -> None:
+    """Remove a bucket and its objects at once, bypassing GC (deleted tails would otherwise wait there for
+    rgw_gc_obj_min_wait, 2 h by default, and be collected during a later point). Only buckets of fathom's users."""
+    owner = (prep.ceph.radosgw_admin("bucket", "stats", "--bucket", bucket, timeout=60) or {}).get("owner")
+    if owner not in prep.created.rgw_users:
+        raise ClusterError(f"bucket {bucket} belongs to {owner!r}, not to a user fathom created: not removing it")
+    prep.ceph.radosgw_admin("bucket", "rm", "--bucket", bucket, "--purge-objects", "--bypass-gc", fmt_json=False,
+                            timeout=3600)
+
+
+def cleanup(prep: Prep) -> dict[str, list[str]]:
+    """Remove fathom's RGW users (with their buckets and objects, bypassing GC) and placement targets, newest
+    first; nothing else. What is already gone is skipped."""
+    removed: dict[str, list[str]] = {"rgw_users": [], "rgw_placements": []}
+    ceph = prep.ceph
+    users = set(ceph.radosgw_admin("user", "list", timeout=60) or [])
+    for uid in reversed(prep.created.rgw_users):
+        if uid in users:
+            for b in ceph.radosgw_admin("bucket", "list", "--uid", uid, timeout=60) or []:
+                ceph.radosgw_admin("bucket", "rm", "--bucket", b, "--purge-objects", "--bypass-gc",
+                                   fmt_json=False, timeout=3600)
+            ceph.radosgw_admin("user", "rm", "--uid", uid, "--purge-data", fmt_json=False, timeout=600)
+            removed["rgw_users"].append(uid)
+    for pid in reversed(prep.created.rgw_placements):
+        ceph.radosgw_admin("zone", "placement", "rm", "--rgw-zone", ZONE, "--placement-id", pid, fmt_json=False,
+                           check=False, timeout=60)
+        ceph.radosgw_admin("zonegroup", "placement", "rm", "--rgw-zonegroup", ZONEGROUP, "--placement-id", pid,
+                           fmt_json=False, check=False, timeout=60)
+        removed["rgw_placements"].append(pid)
+    prep.created.rgw_users.clear()
+    prep.created.rgw_placements.clear()
+    prep.on_ledger(prep.created)
+    return removed

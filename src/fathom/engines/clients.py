@@ -1,0 +1,139 @@
+"""A run's client hosts, connected once, and a point run on all of them (fathom.engines.group).
+
+`Clients.open(spec)` connects to every remote host at once, uploads and checks the
+engine there (fathom.engines.ssh), and measures nothing yet; `run_point(params,
+ctx)` builds one engine spec per engine instance (each writes under its own
+object-name prefix, `<run tag>.<host>.<n>`, so writers never collide and a later
+read on the same clients finds its own objects), runs them as one group and
+returns the exact merge, with per-host and per-engine figures in `extra`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from fathom import merge
+from fathom.engine_spec import Control
+from fathom.engines import group as group_mod
+from fathom.engines.base import PointContext
+from fathom.engines.fathom_engine import PROTOCOL, check_engine, point_spec
+from fathom.engines.ssh import LOOP, SshHost, connect_all
+from fathom.errors import FathomError
+from fathom.hosts import ClientsSpec
+from fathom.model import PointResult
+
+
+@dataclass
+class Clients:
+    spec: ClientsSpec
+    hosts: dict[str, SshHost] = field(default_factory=dict)  # remote hosts by name, connected
+
+    @classmethod
+    def open(cls, spec: ClientsSpec) -> Clients:
+        binary = check_engine()
+        hosts = LOOP.run(connect_all(spec, binary, PROTOCOL)) if spec.remote else []
+        return cls(spec, {h.name: h for h in hosts})
+
+    def close(self) -> None:
+        hosts, self.hosts = list(self.hosts.values()), {}
+
+        async def close_all() -> None:
+            await asyncio.gather(*(h.aclose() for h in hosts), return_exceptions=True)
+
+        if hosts:
+            LOOP.run(close_all(), timeout=15)
+
+    def describe(self) -> dict[str, Any]:
+        d = self.spec.describe()
+        for h in d["hosts"]:
+            ssh = self.hosts.get(h["name"])
+            if ssh is not None:
+                h["engine_path"] = ssh.engine
+                h.update(ssh.facts)
+        return d
+
+    def run_point(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
+        instances = self._instances(params, ctx)
+        interval_s = float(instances[0].spec.get("interval_s") or 1.0)
+        g = group_mod.Group(instances, str(check_engine()), interval_s, self.spec.on_loss, ctx.on_interval,
+                            ctx.on_event)
+        ctx.on_control(group_mod.GroupHandle(g))
+        conn = instances[0].spec["target"].get("connection") or {}
+        ready = 2 * float(conn.get("timeout_s") or 10.0) + 10 + group_mod.READY_GRACE_S
+        try:
+            group_mod.run_group(g, ready, ctx.timeout + ready)
+        except KeyboardInterrupt as exc:
+            res, rows = _result(g)
+            ctx.on_engines(rows)
+            exc.result = res  # type: ignore[attr-defined]
+            raise
+        finally:
+            ctx.on_child(None)
+        res, rows = _result(g)
+        ctx.on_engines(rows)
+        if g.failed:
+            raise FathomError(g.failed)
+        return res
+
+    def _instances(self, params: dict[str, Any], ctx: PointContext) -> list[group_mod.Instance]:
+        out = []
+        for h in self.spec.hosts:
+            for n in range(h.instances):
+                spec = point_spec(params, ctx)
+                spec.control = Control(wait=True, heartbeat_timeout_s=group_mod.HEARTBEAT_TIMEOUT_S)
+                t = spec.target
+                if getattr(t, "prefix", None):
+                    t.prefix = f"{t.prefix}.{_slug(h.name)}.{n}"  # type: ignore[attr-defined]
+                conn = getattr(t, "connection", None)
+                if conn is not None and (h.ceph_conf or h.keyring):
+                    conn.conf = h.ceph_conf or conn.conf
+                    conn.keyring = h.keyring or conn.keyring
+                out.append(group_mod.Instance(host=h.name, index=n, spec=spec.to_json(),
+                                              ssh=None if h.local else self.hosts[h.name]))
+        return out
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_-]", "_", name)
+
+
+def _result(g: group_mod.Group) -> tuple[PointResult, dict[str, Any]]:
+    """The merged point and what the store keeps per engine (intervals and histograms by host and instance)."""
+    totals, engines, intervals, hists = [], [], [], {}
+    for i in g.instances:
+        t = merge.engine_totals(i.run.summary, i.run.intervals)
+        totals.append(t)
+        ops = t["ops"]
+        merged_h = merge.merge_ops([ops]) if ops else {}
+        for kind, o in merged_h.items():
+            if o.get("hist"):
+                hists[(kind, i.host, i.index)] = o["hist"]
+        all_h = [o["hist"] for o in merged_h.values() if o.get("hist")]
+        engines.append({"host": i.host, "instance": i.index, "pid": i.pid, "ops": sum(int(o.get("ops") or 0)
+                        for o in ops.values()), "bytes": sum(int(o.get("bytes") or 0) for o in ops.values()),
+                        "measured_s": t["measured_s"], "cpu_s": t["user_s"] + t["sys_s"],
+                        "hist": all_h[0] if len(all_h) == 1 else (merge.hdr.encode(merge.hdr.merge(all_h))
+                                                                  if all_h else None),
+                        "lost": i.lost, "exit_code": i.run.exit_code, "complete": t["complete"],
+                        "stop": (i.run.summary or {}).get("stop"), "prefix": i.spec["target"].get("prefix")})
+        intervals += i.run.intervals
+    res = merge.point_result(totals)
+    offsets = [g.clocks[i.host].offset_s if i.host in g.clocks else 0.0 for i in g.instances]
+    raw = [[{**r, "ts": r["ts_host"]} for r in i.run.intervals] for i in g.instances]
+    skew = merge.start_skew_s(raw, offsets)
+    res.stopped_early = bool(g.stop_reason) or any(e["stop"] not in (None, "duration", "ops", "bytes", "done")
+                                                   for e in engines if e["complete"])
+    res.stop_reason = g.stop_reason
+    res.extra.update({
+        "hosts": merge.host_rows(engines),
+        "engines": [{k: v for k, v in e.items() if k != "hist"} for e in engines],
+        "clocks": {h: {"offset_ms": c.offset_s * 1e3, "rtt_ms": c.rtt_s * 1e3} for h, c in g.clocks.items()},
+        "start_at": g.start_at, "start_skew_ms": skew * 1e3 if skew is not None else None,
+        "clients_lost": dict(g.lost_hosts), "left_running": g.left_running, "interrupted": g.interrupted,
+        "ended": time.time()})
+    merged_rows = [{**r, "host": "", "instance": -1} for r in g.merged]
+    return res, {"intervals": intervals + merged_rows, "histograms": hists}

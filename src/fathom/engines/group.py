@@ -1,0 +1,467 @@
+"""One point on many engines: on this host and on client hosts over SSH, started together, merged exactly.
+
+The sequence, for every engine of the point at once:
+    spawn     each engine opens its target (connects to Ceph) and reports `ready` (control.wait)
+    offsets   each host's clock offset, NTP-style over the engine's own channel: 8 `ping` lines, the
+              sample with the shortest round trip (its half is the error bound)
+    go        one start time T0 (a little ahead), sent to each engine on its own host's clock
+    stream    records flow back live; interval k of every engine is merged as soon as all have sent it
+              (the merged record is what progress, steady-state and fault companions see)
+    end       every engine's summary; the point is the exact merge (fathom.merge)
+
+Liveness both ways: heartbeats go to every engine each second and an engine stops itself when they
+stop (control.heartbeat_timeout_s); a host whose SSH keepalives fail, or that sends nothing for
+LOST_AFTER_S once running, is declared lost. Policy `continue` keeps the other hosts running (the point
+is flagged "client lost" and the lost host's intervals up to its last line are kept); `fail` stops them
+and fails the point. Ctrl-C: `stop` on every control channel, the final summaries read, then `kill`
+by pid on a new channel for any engine still there, and a last check by pid that none is left.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import json
+import os
+import signal
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fathom import merge
+from fathom.engines.fathom_engine import EngineRun, _dispatch, _error
+from fathom.engines.ssh import LOOP, HostError, SshHost
+from fathom.errors import FathomError
+
+HEARTBEAT_S = 1.0
+HEARTBEAT_TIMEOUT_S = 4.0  # an engine that hears nothing for this long stops itself (exit 6)
+LOST_AFTER_S = 5.0  # a running host silent this long is lost
+PINGS = 8
+PING_TIMEOUT_S = 5.0
+READY_GRACE_S = 60.0  # beyond the connection's own bound (2 * timeout_s + 10), waiting for `ready`
+DRAIN_S = 15.0  # after a stop, how long to wait for the engines' summaries before killing them
+STREAM_LIMIT = 64 << 20  # longest record line of a local engine (a summary with many histograms)
+
+
+@dataclass
+class Instance:
+    """One engine process of the point."""
+
+    host: str
+    index: int  # instance on that host, from 0
+    spec: dict[str, Any]
+    ssh: SshHost | None = None  # None: this host
+    proc: Any = None
+    run: EngineRun = field(default_factory=EngineRun)
+    pid: int | None = None
+    ready: bool = False
+    done: bool = False
+    lost: str | None = None
+    last_seen: float = 0.0
+    specfile: str | None = None
+
+    @property
+    def label(self) -> str:
+        return f"{self.host}#{self.index}"
+
+    def send(self, line: dict[str, Any]) -> bool:
+        if self.done or self.lost or self.proc is None:
+            return False
+        data = json.dumps(line) + "\n"
+        try:
+            if self.ssh is None:
+                self.proc.stdin.write(data.encode())
+            else:
+                self.proc.stdin.write(data)
+            return True
+        except (OSError, RuntimeError, AttributeError, BrokenPipeError):
+            return False
+
+
+@dataclass
+class HostClock:
+    offset_s: float  # host clock minus the orchestrator's
+    rtt_s: float  # round trip of the sample used (the offset is good to half of it)
+
+
+class Group:
+    def __init__(self, instances: list[Instance], binary: str, interval_s: float, on_loss: str,
+                 on_interval: Callable[[dict[str, Any]], None], on_event: Callable[[dict[str, Any]], None]):
+        self.instances = instances
+        self.binary = binary
+        self.interval_s = interval_s
+        self.on_loss = on_loss
+        self.on_interval = on_interval
+        self.on_event = on_event
+        self.clocks: dict[str, HostClock] = {}
+        self.start_at: float | None = None
+        self.merged: list[dict[str, Any]] = []
+        self.lost_hosts: dict[str, str] = {}
+        self.stop_reason: str | None = None
+        self.failed: str | None = None  # why the point fails (a lost host under `fail`, an engine error)
+        self.interrupted = False
+        self.left_running: list[str] = []
+        self._pongs: dict[int, asyncio.Future] = {}
+        self._ping_id = 0
+        self._changed = asyncio.Event()
+        self._running = False
+
+    # ---- the whole point -------------------------------------------------------------
+    async def run(self, ready_timeout: float) -> None:
+        try:
+            await asyncio.gather(*(self._spawn(i) for i in self.instances))
+            readers = [asyncio.ensure_future(self._read(i)) for i in self.instances if i.proc is not None]
+            beat = asyncio.ensure_future(self._heartbeats())
+            watch = asyncio.ensure_future(self._watchdog())
+            try:
+                await self._barrier(ready_timeout)
+                if self.stop_reason:  # asked before every engine was there to hear it: tell them all again
+                    self.stop_all(self.stop_reason)
+                elif not self.failed:
+                    await self._measure_clocks()
+                    self._go()
+                await asyncio.gather(*readers)
+                self._merge_ready(final=True)
+            finally:
+                beat.cancel()
+                watch.cancel()
+        finally:
+            for i in self.instances:
+                if i.specfile:
+                    try:
+                        os.unlink(i.specfile)
+                    except OSError:
+                        pass
+
+    async def _spawn(self, inst: Instance) -> None:
+        """Start one engine; a failure to start marks it ended with an error record (the barrier fails the
+        point and stops the others), it never raises."""
+        try:
+            await self._start(inst)
+        except Exception as exc:  # noqa: BLE001 - OSError locally, asyncssh's channel errors remotely
+            inst.done = True
+            inst.run.errors.append({"type": "error", "kind": "spawn", "fatal": True,
+                                    "message": f"cannot start the engine on {inst.host}: {exc or type(exc).__name__}"
+                                               + (" (sshd's MaxSessions may be lower than the instances there)"
+                                                  if inst.ssh is not None else "")})
+            self._changed.set()
+
+    async def _start(self, inst: Instance) -> None:
+        doc = json.dumps(inst.spec)
+        inst.last_seen = time.monotonic()
+        if inst.ssh is None:
+            with tempfile.NamedTemporaryFile("w", prefix="fathom-spec-", suffix=".json", delete=False) as f:
+                f.write(doc)
+            inst.specfile = f.name
+            env = dict(os.environ)
+            env.pop("CEPH_ARGS", None)
+            inst.proc = await asyncio.create_subprocess_exec(
+                self.binary, f.name, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True, limit=STREAM_LIMIT)
+            inst.pid = inst.proc.pid
+        else:
+            assert inst.ssh.engine is not None
+            inst.proc = await inst.ssh.spawn([inst.ssh.engine], doc)
+
+    async def _read(self, inst: Instance) -> None:
+        """Every record of one engine until it exits (or its host is lost), then its exit status."""
+        stderr = asyncio.ensure_future(self._stderr(inst))
+        try:
+            while True:
+                try:
+                    line = await inst.proc.stdout.readline()
+                except Exception as exc:  # the connection went: asyncssh raises its own errors here
+                    self._lose(inst.host, f"reading its records failed: {exc or type(exc).__name__}")
+                    break
+                if not line:
+                    break
+                inst.last_seen = time.monotonic()
+                self._record(inst, line if isinstance(line, str) else line.decode(errors="replace"))
+        finally:
+            if inst.ssh is None:
+                inst.run.exit_code = await inst.proc.wait()
+            elif inst.lost is None:
+                try:
+                    await asyncio.wait_for(inst.proc.wait_closed(), 10)
+                except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - a dead channel ends the same way
+                    pass
+                sig = inst.proc.exit_signal
+                inst.run.exit_code = inst.proc.exit_status if inst.proc.exit_status is not None else (
+                    128 + _signum(sig[0]) if sig else None)
+            stderr.cancel()
+            inst.done = True
+            self._changed.set()
+            self._merge_ready()
+
+    async def _stderr(self, inst: Instance) -> None:
+        try:
+            data = await inst.proc.stderr.read()
+            inst.run.stderr = data if isinstance(data, str) else data.decode(errors="replace")
+        except Exception:  # noqa: BLE001 - stderr is for messages only
+            pass
+
+    def _record(self, inst: Instance, line: str) -> None:
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            inst.run.other.append(line.strip())
+            return
+        if not isinstance(rec, dict):
+            return
+        kind = rec.get("type")
+        if kind == "pong":
+            fut = self._pongs.pop(rec.get("id"), None)  # type: ignore[arg-type]
+            if fut is not None and not fut.done():
+                fut.set_result((time.time(), float(rec["ts"])))
+            return
+        if kind == "interval":
+            clock = self.clocks.get(inst.host)
+            rec["host"], rec["instance"] = inst.host, inst.index
+            rec["ts_host"] = rec["ts"]
+            rec["ts"] = float(rec["ts"]) - (clock.offset_s if clock else 0.0)
+        if kind == "interval":
+            inst.run.intervals.append(rec)
+            self._merge_ready()
+            return
+        _dispatch(inst.run, line, None)
+        if kind == "start":
+            inst.pid = int(rec.get("pid") or 0) or inst.pid
+        elif kind == "ready":
+            inst.ready = True
+            self._changed.set()
+
+    # ---- barrier, clocks, go -----------------------------------------------------------
+    async def _barrier(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            waiting = [i for i in self.instances if not i.ready and not i.done and not i.lost]
+            ended = [i for i in self.instances if i.done and not i.ready and not i.lost]
+            if ended and not self.failed:
+                self.failed = self._engine_failed(ended[0])
+                self.stop_all(f"another engine failed before the start ({ended[0].label})")
+            lost = [i for i in self.instances if i.lost and not i.ready]
+            if lost and not self.failed and (self.on_loss == "fail" or len(lost) == len(self.instances)):
+                self.failed = f"client lost before the start: {lost[0].host}: {lost[0].lost}"
+                self.stop_all(f"client lost: {lost[0].host}")
+            if not waiting or self.stop_reason:
+                return
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.failed = (f"engines not ready within {timeout:.0f} s: "
+                               f"{', '.join(i.label for i in waiting)}")
+                self.stop_all("not ready in time")
+                return
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), min(left, 1.0))
+            except asyncio.TimeoutError:
+                pass
+
+    def _engine_failed(self, inst: Instance) -> str:
+        return f"engine {inst.label}: {_error(inst.run).message}"
+
+    async def _measure_clocks(self) -> None:
+        firsts: dict[str, Instance] = {}
+        for i in self.instances:
+            if i.ready and not i.lost and not i.done:
+                firsts.setdefault(i.host, i)
+        await asyncio.gather(*(self._clock(h, i) for h, i in firsts.items()))
+
+    async def _clock(self, host: str, inst: Instance) -> None:
+        best: HostClock | None = None
+        loop = asyncio.get_running_loop()
+        for _ in range(PINGS):
+            self._ping_id += 1
+            fut = loop.create_future()
+            self._pongs[self._ping_id] = fut
+            t0 = time.time()
+            if not inst.send({"type": "ping", "id": self._ping_id}):
+                return
+            try:
+                t2, remote = await asyncio.wait_for(fut, PING_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                continue
+            c = HostClock(remote - (t0 + t2) / 2, t2 - t0)
+            if best is None or c.rtt_s < best.rtt_s:
+                best = c
+        if best is not None:
+            self.clocks[host] = best
+
+    def _go(self) -> None:
+        rtt = max((c.rtt_s for c in self.clocks.values()), default=0.0)
+        # far enough ahead that every go line is in before the time: sending is microseconds per engine
+        self.start_at = time.time() + max(0.5, 5 * rtt) + 0.002 * len(self.instances)
+        for i in self.instances:
+            c = self.clocks.get(i.host)
+            i.send({"type": "go", "at": self.start_at + (c.offset_s if c else 0.0)})
+        self._running = True
+        for i in self.instances:
+            i.last_seen = time.monotonic() + (self.start_at - time.time())
+
+    # ---- liveness -------------------------------------------------------------------
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(HEARTBEAT_S)
+            for i in self.instances:
+                i.send({"type": "heartbeat"})
+
+    async def _watchdog(self) -> None:
+        while True:
+            await asyncio.sleep(0.25)
+            now = time.monotonic()
+            for i in self.instances:
+                if i.done or i.lost:
+                    continue
+                if i.ssh is not None and i.ssh.lost:
+                    self._lose(i.host, i.ssh.lost)
+                elif self._running and i.ssh is not None and now - i.last_seen > LOST_AFTER_S:
+                    self._lose(i.host, f"no record for {now - i.last_seen:.1f} s")
+
+    def _lose(self, host: str, why: str) -> None:
+        if host in self.lost_hosts:
+            return
+        self.lost_hosts[host] = why
+        for i in self.instances:
+            if i.host == host and not i.done:
+                i.lost = why
+        self.on_event({"kind": "client_lost", "ts": time.time(),
+                       "message": f"client host {host} lost: {why}; its engine stops itself when heartbeats stop "
+                                  f"({HEARTBEAT_TIMEOUT_S:g} s)",
+                       "data": {"host": host, "why": why, "policy": self.on_loss}})
+        ssh = next((i.ssh for i in self.instances if i.host == host and i.ssh is not None), None)
+        if ssh is not None:
+            ssh.close()  # its channels end: the readers finish, nothing waits on the dead host
+        if self.on_loss == "fail" and not self.failed:
+            self.failed = f"client lost: {host} ({why})"
+            self.stop_all(f"client lost: {host}")
+        self._changed.set()
+        self._merge_ready()
+
+    # ---- live merge ----------------------------------------------------------------
+    def _merge_ready(self, final: bool = False) -> None:
+        """Merge every interval index that all engines still running have sent (all that exist at the end)."""
+        while True:
+            k = len(self.merged)
+            have = [i for i in self.instances if len(i.run.intervals) > k]
+            if not have:
+                return
+            waiting = [i for i in self.instances if len(i.run.intervals) <= k and not i.done and not i.lost]
+            if waiting and not final:
+                return
+            recs = [i.run.intervals[k] for i in have]
+            rec = merge.merge_interval(recs, k, max(float(r["ts"]) for r in recs))
+            rec["slowest"] = merge.slowest_host(recs)
+            self.merged.append(rec)
+            try:
+                self.on_interval(rec)
+            except Exception as exc:  # noqa: BLE001 - a companion's failure must not stop the engines
+                self.on_event({"kind": "warning", "ts": time.time(),
+                               "message": f"a companion failed on interval {k}: {exc}"})
+
+    # ---- stopping ------------------------------------------------------------------
+    def stop_all(self, reason: str) -> None:
+        if self.stop_reason is None:
+            self.stop_reason = reason
+        for i in self.instances:
+            i.send({"type": "stop", "reason": reason})
+        self._changed.set()
+
+    async def interrupt(self, drain_s: float = DRAIN_S) -> None:
+        """Ctrl-C: stop lines, the summaries read for up to drain_s, then kill by pid; check by pid."""
+        self.interrupted = True
+        self.stop_all("interrupted (Ctrl-C or SIGTERM)")
+        await self._wait_done(drain_s)
+        await self.kill_left()
+
+    async def _wait_done(self, limit: float) -> None:
+        deadline = time.monotonic() + limit
+        while any(not i.done and not i.lost for i in self.instances) and time.monotonic() < deadline:
+            self._changed.clear()
+            try:
+                await asyncio.wait_for(self._changed.wait(), 0.2)
+            except asyncio.TimeoutError:
+                pass
+
+    async def kill_left(self) -> None:
+        """Every engine that has not exited: SIGTERM by pid, SIGKILL after 3 s; then `kill -0` by pid to
+        confirm none is left (remote ones over a new channel). Unreachable hosts are named."""
+        for sig in ("TERM", "KILL"):
+            left = [i for i in self.instances if not i.done and i.pid]
+            if not left:
+                break
+            for i in left:
+                try:
+                    if i.ssh is None:
+                        os.kill(i.pid, getattr(signal, f"SIG{sig}"))  # type: ignore[arg-type]
+                    else:
+                        await i.ssh.kill(i.pid, sig)  # type: ignore[arg-type]
+                except (ProcessLookupError, HostError):
+                    pass
+            await self._wait_done(3.0)
+        self.left_running = []
+        for i in self.instances:
+            if not i.pid:
+                continue
+            try:
+                alive = (i.ssh is None and _local_alive(i.pid)) or (i.ssh is not None and i.ssh.conn is not None
+                                                                    and await i.ssh.pid_alive(i.pid))
+            except HostError:
+                alive = False
+            if alive:
+                self.left_running.append(f"{i.label} (pid {i.pid})")
+
+
+def _local_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie is not running
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _signum(name: str) -> int:
+    return int(getattr(signal, f"SIG{name}", 0)) if name else 0
+
+
+class GroupHandle:
+    """The running group as companions see it (Live.attach): stop() from any thread."""
+
+    def __init__(self, group: Group):
+        self.group = group
+
+    def stop(self, reason: str) -> bool:
+        LOOP.call(self.group.stop_all, reason)
+        return True
+
+
+def run_group(group: Group, ready_timeout: float, timeout: float | None) -> None:
+    """Run the group to its end from the calling (main) thread; Ctrl-C there stops every engine
+    (Group.interrupt) before the KeyboardInterrupt goes on."""
+    fut = LOOP.submit(group.run(ready_timeout))
+    deadline = None if timeout is None else time.monotonic() + timeout
+    try:
+        while True:
+            try:
+                fut.result(0.25)
+                return
+            except concurrent.futures.TimeoutError:
+                if deadline is not None and time.monotonic() > deadline:
+                    LOOP.run(group.interrupt(5.0))
+                    fut.result(30)
+                    raise FathomError(f"the point's engines did not finish within {timeout:.0f} s; "
+                                      "stopped them") from None
+    except KeyboardInterrupt:
+        try:
+            LOOP.run(group.interrupt())
+            fut.result(30)
+        except (KeyboardInterrupt, concurrent.futures.TimeoutError):
+            pass  # a second Ctrl-C: what was read so far is kept
+        raise
+

@@ -1,0 +1,206 @@
+"""Client hosts: where a point's engines run. "local" is this host; any other is reached over OpenSSH.
+
+A suite names them under `clients:`; `fathom run --client user@host[:port]`
+(repeatable) and `--clients-file FILE` name them on the command line and
+replace the suite's list. Each host runs `instances` engines (default 1); a
+point's load is the sum over every engine of every host.
+
+    clients:
+      hosts:
+        - local
+        - root@10.0.0.12                     # user@host[:port], port 22 by default
+        - {host: 10.0.0.13, user: ceph, port: 2222, key_file: ~/.ssh/bench_ed25519,
+           instances: 2, engine_dir: /var/tmp/fathom}
+      on_loss: continue          # a host lost mid-point: keep the others' data (continue) or fail the point
+      known_hosts: ~/.ssh/known_hosts
+      accept_new_host_keys: false
+
+`clients: [local, root@10.0.0.12]` is the short form (the defaults for the rest).
+A clients file holds either form (YAML), or one host per line.
+
+Keys come from ssh-agent ($SSH_AUTH_SOCK) or key_file; fathom never stores one
+(a host's record names the key file, never its content). Host keys are checked
+against known_hosts; a host not in it is refused unless accept_new_host_keys
+(then its key is added, as OpenSSH's StrictHostKeyChecking=accept-new does); a
+host whose key changed is always refused.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from fathom.errors import UsageError
+
+LOCAL = "local"
+DEFAULT_ENGINE_DIR = ".cache/fathom"  # relative: under the remote user's home
+_ADDR = re.compile(r"^(?:(?P<user>[^@\s:]+)@)?(?P<host>\[[0-9a-fA-F:.]+\]|[^@\s:\[\]]+)(?::(?P<port>\d+))?$")
+
+
+class ClientHost(BaseModel):
+    """One client host and what runs there."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    host: str = Field(min_length=1)  # "local", a name or an address
+    user: str | None = None  # default: the SSH default (the local user name)
+    port: int = Field(22, ge=1, le=65535)
+    key_file: str | None = None  # private key; default: ssh-agent, then ~/.ssh/id_*
+    instances: int = Field(1, ge=1, le=256)  # engine processes on this host
+    engine_dir: str = DEFAULT_ENGINE_DIR  # where the engine is uploaded (a versioned subdirectory)
+    engine: str | None = None  # an engine already installed there: used as it is, never uploaded
+    ceph_conf: str | None = None  # ceph.conf path on that host (default: the same path as here)
+    keyring: str | None = None  # keyring path on that host (default: the same path as here)
+
+    @field_validator("host")
+    @classmethod
+    def _host(cls, v: str) -> str:
+        return v.strip("[]") if v.startswith("[") else v
+
+    @field_validator("engine_dir")
+    @classmethod
+    def _home(cls, v: str) -> str:
+        # relative paths are under the remote user's home already (exec and SFTP start there)
+        return v[2:] or "." if v.startswith("~/") else v
+
+    @property
+    def local(self) -> bool:
+        return self.host == LOCAL
+
+    @property
+    def name(self) -> str:
+        """How records, the store and reports name the host: `local`, `host` or `host:port`."""
+        if self.local:
+            return LOCAL
+        h = f"[{self.host}]" if ":" in self.host else self.host
+        return h if self.port == 22 else f"{h}:{self.port}"
+
+    def describe(self) -> dict[str, Any]:
+        """What a run records of the host (no key material: the key file's path at most)."""
+        return {"name": self.name, "user": self.user, "port": self.port, "key_file": self.key_file,
+                "instances": self.instances, "engine": self.engine}
+
+
+class ClientsSpec(BaseModel):
+    """The `clients:` section of a suite."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    hosts: list[ClientHost] = Field(default_factory=lambda: [ClientHost(host=LOCAL)], min_length=1)
+    on_loss: Literal["continue", "fail"] = "continue"
+    known_hosts: str | None = None  # default ~/.ssh/known_hosts
+    accept_new_host_keys: bool = False
+    connect_timeout_s: float = Field(10.0, gt=0, le=300)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _short(cls, v: Any) -> Any:
+        if isinstance(v, list):
+            v = {"hosts": v}
+        if isinstance(v, dict) and isinstance(v.get("hosts"), list):
+            v = {**v, "hosts": [parse_client(h) if isinstance(h, str) else h for h in v["hosts"]]}
+        return v
+
+    @model_validator(mode="after")
+    def _unique(self) -> ClientsSpec:
+        names = [h.name for h in self.hosts]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ValueError(f"host {dup[0]} is named twice; give it `instances: N` for several engines there")
+        return self
+
+    @property
+    def remote(self) -> list[ClientHost]:
+        return [h for h in self.hosts if not h.local]
+
+    @property
+    def only_local(self) -> bool:
+        """Nothing beyond the single local engine of a run without clients."""
+        return not self.remote and sum(h.instances for h in self.hosts) == 1
+
+    def describe(self) -> dict[str, Any]:
+        return {"hosts": [h.describe() for h in self.hosts], "on_loss": self.on_loss,
+                "engines": sum(h.instances for h in self.hosts)}
+
+
+def parse_client(text: str) -> dict[str, Any]:
+    """`local`, `host`, `user@host`, `user@host:port` or `user@[v6addr]:port` as ClientHost fields."""
+    s = text.strip()
+    if s == LOCAL:
+        return {"host": LOCAL}
+    m = _ADDR.match(s)
+    if not m:
+        raise ValueError(f"{text!r} is not a client host: write user@host[:port] (or local)")
+    out: dict[str, Any] = {"host": m.group("host")}
+    if m.group("user"):
+        out["user"] = m.group("user")
+    if m.group("port"):
+        out["port"] = int(m.group("port"))
+    return out
+
+
+def clients_from_args(clients: list[str] | None, clients_file: str | None, base: ClientsSpec | None,
+                      on_loss: str | None = None, known_hosts: str | None = None,
+                      accept_new: bool = False) -> ClientsSpec | None:
+    """The run's clients: --client/--clients-file replace the suite's hosts; the other flags override its options.
+
+    None when nothing names clients (one engine on this host, as always)."""
+    hosts: list[Any] = []
+    for c in clients or []:
+        try:
+            hosts.append(parse_client(c))
+        except ValueError as exc:
+            raise UsageError(f"--client: {exc}") from None
+    file_opts: dict[str, Any] = {}
+    if clients_file:
+        more, file_opts = _read_clients_file(clients_file)
+        hosts += more
+    if not hosts and base is None and not (on_loss or known_hosts or accept_new):
+        return None
+    data: dict[str, Any] = base.model_dump() if base is not None else {}
+    data.update(file_opts)
+    if hosts:
+        data["hosts"] = hosts
+    if on_loss:
+        data["on_loss"] = on_loss
+    if known_hosts:
+        data["known_hosts"] = known_hosts
+    if accept_new:
+        data["accept_new_host_keys"] = True
+    try:
+        return ClientsSpec.model_validate(data)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = ".".join(str(p) for p in e["loc"])
+        raise UsageError(f"clients: {where}: {e['msg'].removeprefix('Value error, ')}") from None
+
+
+def _read_clients_file(path: str) -> tuple[list[Any], dict[str, Any]]:
+    """(hosts, the other options) of a clients file: a `clients:` section, its list, or one host per line."""
+    p = Path(path).expanduser()
+    try:
+        text = p.read_text()
+    except OSError as exc:
+        raise UsageError(f"--clients-file {path}: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise UsageError(f"--clients-file {path}: not YAML: {exc}") from None
+    if isinstance(data, str) or data is None:  # one host per line
+        data = [ln.split("#", 1)[0].strip() for ln in text.splitlines()]
+        data = [d for d in data if d]
+    opts: dict[str, Any] = {}
+    if isinstance(data, dict):
+        opts = {k: v for k, v in data.items() if k != "hosts"}
+        data = data.get("hosts", [])
+    if not isinstance(data, list) or not data:
+        raise UsageError(f"--clients-file {path}: expected a list of hosts (user@host[:port] or mappings)")
+    out = []
+    for h in data:
+        try:
+            out.append(parse_client(h) if isinstance(h, str) else h)
+        except ValueError as exc:
+            raise UsageError(f"--clients-file {path}: {exc}") from None
+    return out, opts

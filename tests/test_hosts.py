@@ -1,0 +1,242 @@
+"""Client hosts for real: network namespaces on a bridge, each with its own sshd, and one local cluster bound
+to the bridge address (fathom.netns). Nothing is mocked: engines are uploaded over SFTP, run over SSH,
+cut off by taking a link down, stopped by Ctrl-C, refused for a wrong host key or missing Ceph libraries.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FATHOM, run_fathom
+
+from fathom import hdr, netns
+from fathom.cluster.local import LocalCluster
+from fathom.store import Store
+
+pytestmark = pytest.mark.skipif(netns.available() is not None, reason=f"client hosts: {netns.available()}")
+
+RADOS_SUITE = """\
+name: hosts
+cluster: {{kind: attached, conf: {conf}, keyring: {keyring}}}
+prep: {{pools: [{{name: hosts, application: rados, pg_num: 8}}]}}
+defaults: {{engine: fathom-engine, interface: rados, pool: hosts, bs: 4k, iodepth: 4, runtime: {runtime}}}
+workloads: [{{name: w, rw: write}}]
+"""
+NULL_SUITE = """\
+name: hosts-null
+defaults: {engine: fathom-engine, interface: "null", bs: 4k, iodepth: 1, runtime: 2s}
+workloads: [{name: n, rw: randread}]
+"""
+
+
+@pytest.fixture(scope="module")
+def bed():
+    with netns.Testbed(hosts=3, no_ceph_libs=(2,)) as tb:
+        yield tb
+
+
+@pytest.fixture(scope="module")
+def bound_cluster(bed, tmp_path_factory):
+    c = LocalCluster(tmp_path_factory.mktemp("hosts") / "cluster", progress=lambda m: print(m, file=sys.stderr))
+    c.up(osds=1, osd_size=4 * 1024**3, objectstore="memstore", bind=bed.bridge_addr)
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+def _clients_file(bed, tmp: Path, hosts: list[int], local: bool = True) -> Path:
+    doc = {"hosts": (["local"] if local else []) + [
+        {"host": bed.hosts[i].addr, "user": "root", "key_file": bed.key_file,
+         "engine_dir": f"{bed.dir}/engine-{i}"} for i in hosts], "known_hosts": bed.known_hosts}
+    f = tmp / "clients.yaml"
+    f.write_text(json.dumps(doc))
+    return f
+
+
+def _suite(tmp: Path, cluster: LocalCluster, runtime: str) -> Path:
+    s = tmp / "suite.yaml"
+    s.write_text(RADOS_SUITE.format(conf=cluster.conf_path, keyring=cluster.keyring_path, runtime=runtime))
+    return s
+
+
+def _engine_pids(bed, i: int) -> list[int]:
+    """fathom-engine processes running a point in host i's namespace (its pids are pids here too; the
+    spec comes on fd 3, which tells a point from the `--version` check)."""
+    out = subprocess.run(["ip", "netns", "pids", bed.hosts[i].name], capture_output=True, text=True).stdout
+    pids = []
+    for p in out.split():
+        try:
+            if os.readlink(f"/proc/{p}/exe").endswith("/fathom-engine") and \
+                    b"/dev/fd/3" in Path(f"/proc/{p}/cmdline").read_bytes():
+                pids.append(int(p))
+        except OSError:
+            pass
+    return pids
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _wait(cond, limit: float) -> float | None:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if cond():
+            return time.monotonic() - t0
+        time.sleep(0.1)
+    return None
+
+
+def test_two_hosts_and_local_merge_exactly(bed, bound_cluster, tmp_path):
+    db = tmp_path / "r.db"
+    p = run_fathom("run", str(_suite(tmp_path, bound_cluster, "3s")), "--db", str(db),
+                   "--clients-file", str(_clients_file(bed, tmp_path, [0, 1])), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with Store(db) as st:
+        run = st.run("latest")
+        (pt,) = st.points(run.id)
+        assert pt["status"] == "done"
+        res, m = pt["result"], pt["metrics"]
+        names = ["local", bed.hosts[0].addr, bed.hosts[1].addr]
+        assert [e["host"] for e in res["extra"]["engines"]] == names
+        assert m["engines"] == 3 and m["client_hosts"] == 3 and m["clients_lost"] == 0
+        # one start time: the skew is recorded, and offsets per host with their round trip
+        assert m["start_skew_ms"] is not None and 0 <= m["start_skew_ms"] < 1000
+        assert set(res["extra"]["clocks"]) == set(names)
+        # the merged histogram is the histogram of every op of every engine
+        per = st.histograms_by_instance(pt["id"])
+        assert sorted(k[1] for k in per) == sorted(names)
+        merged = st.histograms(pt["id"])["write"]
+        assert hdr.encode(hdr.merge(per.values())) == merged
+        assert hdr.count(merged) == m["total_ios"] == sum(e["ops"] for e in res["extra"]["engines"]) > 0
+        # every engine's intervals are kept by host, and the merged stream beside them
+        rows = {h: st.intervals(pt["id"], host=h) for h in names}
+        assert all(rows.values())
+        assert sum(r["ops"]["write"]["ops"] for rs in rows.values() for r in rs if not r.get("ramp")) == m["total_ios"]
+        timeline = st.timeline(pt["id"])
+        assert [r["index"] for r in timeline] == list(range(len(timeline)))
+        assert run.env["clients"]["engines"] == 3
+    # writers never collide: each engine wrote under its own object-name prefix, naming its host
+    prefixes = [e["prefix"] for e in res["extra"]["engines"]]
+    assert len(set(prefixes)) == 3 and all(n.replace(".", "_") in p for n, p in zip(names, prefixes))
+    assert not any(_alive(e["pid"]) for e in res["extra"]["engines"])
+
+
+def test_a_host_cut_mid_point_is_lost_and_stops_itself(bed, bound_cluster, tmp_path):
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([FATHOM, "run", str(_suite(tmp_path, bound_cluster, "15s")), "--db", str(db),
+                             "--clients-file", str(_clients_file(bed, tmp_path, [0, 1]))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        assert _wait(lambda: _engine_pids(bed, 1), 120) is not None, "no engine started on host 1"
+        (remote,) = _engine_pids(bed, 1)
+        time.sleep(4)  # the point is running
+        t_cut = time.time()
+        bed.cut(1)
+        took = _wait(lambda: not _alive(remote), 20)
+        assert took is not None and took <= 10, f"the cut-off engine ran on {took} s after the cut"
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        subprocess.run(["ip", "link", "set", bed.hosts[1].veth, "up"], capture_output=True)
+    assert proc.returncode == 0, out + err
+    with Store(db) as st:
+        run = st.run("latest")
+        (pt,) = st.points(run.id)
+        lost = [e for e in st.events(run.id) if e["kind"] == "client_lost"]
+        assert [e["data"]["host"] for e in lost] == [bed.hosts[1].addr]
+        assert lost[0]["ts"] - t_cut <= 10
+        assert pt["status"] == "done" and pt["metrics"]["clients_lost"] == 1
+        assert pt["result"]["extra"]["clients_lost"].keys() == {bed.hosts[1].addr}
+        # the others ran the whole point; the lost host's intervals up to the cut are kept
+        kept = {h: len([r for r in st.intervals(pt["id"], host=h) if not r.get("ramp")])
+                for h in ("local", bed.hosts[0].addr, bed.hosts[1].addr)}
+        assert kept["local"] >= 14 and kept[bed.hosts[0].addr] >= 14 and 1 <= kept[bed.hosts[1].addr] < 12
+        rows = {r["host"]: r for r in pt["result"]["extra"]["hosts"]}
+        assert rows[bed.hosts[1].addr]["lost"] and not rows["local"]["lost"]
+
+
+def test_ctrl_c_leaves_no_engine_on_any_host(bed, bound_cluster, tmp_path):
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([FATHOM, "run", str(_suite(tmp_path, bound_cluster, "60s")), "--db", str(db),
+                             "--clients-file", str(_clients_file(bed, tmp_path, [0, 1]))],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, stdin=subprocess.DEVNULL)
+    try:
+        assert _wait(lambda: _engine_pids(bed, 0) and _engine_pids(bed, 1), 120) is not None
+        pids = _engine_pids(bed, 0) + _engine_pids(bed, 1)
+        time.sleep(3)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130, out + err
+    assert not any(_alive(p) for p in pids)
+    assert not _engine_pids(bed, 0) and not _engine_pids(bed, 1)
+    with Store(db) as st:
+        (pt,) = st.points(st.run("latest").id)
+        assert pt["status"] == "interrupted"
+        extra = pt["result"]["extra"]
+        assert extra["interrupted"] and extra["left_running"] == []
+        engines = extra["engines"]
+        assert len(engines) == 3 and all(e["stop"] == "control" for e in engines)
+        assert not any(_alive(e["pid"]) for e in engines)
+
+
+def _null_run(tmp: Path, *args: str) -> tuple[subprocess.CompletedProcess, float]:
+    suite = tmp / "null.yaml"
+    suite.write_text(NULL_SUITE)
+    t0 = time.monotonic()
+    p = run_fathom("run", str(suite), "--db", str(tmp / "r.db"), *args, timeout=120)
+    return p, time.monotonic() - t0
+
+
+def test_a_host_without_the_ceph_libraries_is_named(bed, tmp_path):
+    p, _ = _null_run(tmp_path, "--clients-file", str(_clients_file(bed, tmp_path, [2], local=False)),
+                     "--known-hosts", bed.known_hosts)
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert f"client host {bed.hosts[2].addr}" in p.stderr and "librados.so.2" in p.stderr
+    assert "librados2" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_wrong_host_key_and_new_host_keys(bed, tmp_path):
+    other = tmp_path / "other"
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+    wrong = tmp_path / "known_wrong"
+    wrong.write_text(f"{bed.hosts[0].addr} {' '.join(Path(f'{other}.pub').read_text().split()[:2])}\n")
+    cf = str(_clients_file(bed, tmp_path, [0], local=False))
+    p, _ = _null_run(tmp_path, "--clients-file", cf, "--known-hosts", str(wrong))
+    assert p.returncode == 4 and "host key does not match" in p.stderr, p.stderr
+    # a host that is not in known_hosts: refused, unless new keys are accepted (then it is added)
+    empty = tmp_path / "known_empty"
+    p, _ = _null_run(tmp_path, "--clients-file", cf, "--known-hosts", str(empty))
+    assert p.returncode == 4 and "new host keys are not accepted" in p.stderr, p.stderr
+    p, _ = _null_run(tmp_path, "--clients-file", cf, "--known-hosts", str(empty), "--accept-new-host-keys")
+    assert p.returncode == 0, p.stderr
+    assert empty.read_text().split()[0] == bed.hosts[0].addr
+    # accepting new keys never accepts a changed one
+    p, _ = _null_run(tmp_path, "--clients-file", cf, "--known-hosts", str(wrong), "--accept-new-host-keys")
+    assert p.returncode == 4 and "host key does not match" in p.stderr, p.stderr
+
+
+def test_an_unreachable_host_fails_in_bounded_time(bed, tmp_path):
+    f = tmp_path / "clients.yaml"
+    f.write_text(json.dumps({"hosts": [f"root@{bed.prefix}.99"], "connect_timeout_s": 3}))
+    p, took = _null_run(tmp_path, "--clients-file", str(f), "--known-hosts", bed.known_hosts)
+    assert p.returncode == 4 and f"client host {bed.prefix}.99 is unreachable" in p.stderr, p.stderr
+    assert took < 60
