@@ -18,11 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-import secrets
 import shutil
 import signal
 import socket
-import string
 import subprocess
 import time
 import uuid
@@ -410,18 +408,20 @@ rgw_dynamic_resharding = false
         endpoint = f"http://{addr}:{st['rgw_port']}"
         self._wait(lambda: _http_answers(addr, st["rgw_port"]), 90, f"RGW did not answer on {endpoint}",
                    [RGW_NAME])
-        alphabet = string.ascii_uppercase + string.digits
-        access = "".join(secrets.choice(alphabet) for _ in range(20))
-        secret = secrets.token_urlsafe(30)[:40]
-        ceph.radosgw_admin("user", "create", "--uid", S3_USER, "--display-name", "fathom benchmark user",
-                           "--access-key", access, "--secret-key", secret, timeout=60)
-        s3 = self.root / "s3.json"
-        keys = {"endpoint": endpoint, "access_key": access, "secret_key": secret, "user": S3_USER,
-                "region": "default"}
+        # RGW makes the keys: they are never on a command line (ps, error messages); only its JSON answer holds them
+        info = ceph.radosgw_admin("user", "create", "--uid", S3_USER, "--display-name", "fathom benchmark user",
+                                  timeout=60)
+        k = next((k for k in (info or {}).get("keys", []) if k.get("user") == S3_USER), None)
+        if not k:
+            raise ClusterError(f"radosgw-admin user create --uid {S3_USER} returned no S3 keys",
+                               hint=f"see {self.log_dir} for RGW's log")
+        keys = {"endpoint": endpoint, "access_key": k["access_key"], "secret_key": k["secret_key"],
+                "user": S3_USER, "region": "default"}
         if st.get("rgw_tls_port"):
             keys.update(tls_endpoint=f"https://{addr}:{st['rgw_tls_port']}", ca_file=str(d / "ca.crt"))
-        s3.write_text(json.dumps(keys))
-        os.chmod(s3, 0o600)
+        fd = os.open(self.root / "s3.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(keys, f)
         self.progress(f"RGW answering on {endpoint}, S3 user {S3_USER}")
 
     def _wait(self, cond: Callable[[], bool], timeout: float, what: str, names: list[str]) -> None:
