@@ -346,3 +346,49 @@ def test_rgw_counters_reconcile_within_the_requests_in_flight():
     bad = reconcile.reconcile({"write": {"ops": 50, "bytes": 50 * 4096}}, d, slots=4, max_object=4096)
     assert not bad["ok"] and not bad["rows"][0]["ok"] and bad["rows"][0]["allowed"] == 12
     assert not reconcile.reconcile({}, d, slots=1)["ok"]
+
+
+# ---- benches on client hosts ----------------------------------------------------------------
+
+def test_client_object_names_and_cleanup_pattern():
+    from fathom.bench.rados import client_meta_prefixes
+    from fathom.engines.clients import client_prefix
+
+    base = object_prefix("a")
+    p0 = client_prefix(base, "10.0.0.12:2222", 0)
+    assert p0 == "fathom_bench.a.10_0_0_12_2222.0" and client_prefix(base, "local", 1) == "fathom_bench.a.local.1"
+    pc = object_pattern(base, clients=True)
+    for name in (f"{p0}.7", f"{p0}.meta", "fathom_bench.a.3", "fathom_bench.a.meta"):
+        assert pc.match(name), name
+    # never another run's objects, nor names fathom does not write
+    for other in ("fathom_bench.ab.local.0.1", "fathom_bench.a.local.0", "fathom_bench.a.local.x.1",
+                  "fathom_bench.a.h.0.1.2", "fathom_bench.a.1.2"):
+        assert not pc.match(other), other
+    assert not object_pattern(base).match(f"{p0}.7")
+    names = [f"{p0}.1", f"{p0}.meta", "fathom_bench.a.local.0.meta", "fathom_bench.a.meta", "fathom_bench.ab.h.0.meta"]
+    assert client_meta_prefixes(names, base) == ["fathom_bench.a.10_0_0_12_2222.0", "fathom_bench.a.local.0"]
+
+
+def test_the_table_names_the_slowest_host():
+    t = fmt.RadosTable("write")
+    rec = {"type": "interval", "t": 1.0, "dt": 1.0, "ts": 1.7e9, "in_flight": 4, "started": 10, "finished": 8,
+           "ops": {"write": {"ops": 8, "bytes": 8 * 4096, "lat_mean_ns": 1e6, "last_lat_ns": 1e6}}}
+    plain = t.interval(rec)
+    assert "slowest" not in plain[-1] and "slowest" not in t.datas[-1]
+    lines = t.interval({**rec, "t": 2.0, "slowest": {"host": "10.0.0.12", "iops": 2.0}})
+    assert lines[-1].endswith("slowest: 10.0.0.12 2 op/s per engine")
+    assert t.datas[-1]["slowest"] == {"host": "10.0.0.12", "iops": 2.0}
+
+
+def test_per_host_lines_flag_a_slow_and_a_lost_host():
+    from fathom.bench.clients import host_lines
+
+    row = {"engines": 1, "ops": 100, "iops": 100.0, "mib_s": 0.4, "p99_ms": 2.0, "client_cpu_pct": 5.0,
+           "lost": False, "slow": False}
+    c = {"hosts": [{**row, "host": "local"}, {**row, "host": "h1", "iops": 20.0, "slow": True},
+                   {**row, "host": "h2", "lost": True}],
+         "clocks": {"h1": {"offset_ms": 0.25, "rtt_ms": 0.5}}, "start_skew_ms": 1.5, "clients_lost": {"h2": "cut"}}
+    out = "\n".join(host_lines(c))
+    assert "MUCH SLOWER" in out and "LOST" in out and "+0.250" in out and "Start skew: 1.500 ms" in out
+    assert "Warning: h1 much slower" in out and "client host h2 lost mid-run (cut)" in out
+    assert host_lines({}) == []

@@ -240,3 +240,68 @@ def test_an_unreachable_host_fails_in_bounded_time(bed, tmp_path):
     p, took = _null_run(tmp_path, "--clients-file", str(f), "--known-hosts", bed.known_hosts)
     assert p.returncode == 4 and f"client host {bed.prefix}.99 is unreachable" in p.stderr, p.stderr
     assert took < 60
+
+
+# ---- fathom bench on client hosts --------------------------------------------------------
+
+def _bench_pool(cluster: LocalCluster) -> str:
+    ceph = cluster.ceph()
+    ceph.ceph("osd", "pool", "create", "benchc", "8", fmt_json=False)
+    ceph.ceph("osd", "pool", "application", "enable", "benchc", "rados", fmt_json=False)
+    return "benchc"
+
+
+def _fathom_objects(cluster: LocalCluster, pool: str) -> list[str]:
+    out = cluster.ceph().call("rados", "-p", pool, "ls", fmt_json=False).stdout
+    return [n for n in out.splitlines() if n.startswith("fathom_bench.")]
+
+
+def test_bench_rados_on_two_hosts_and_local(bed, bound_cluster, tmp_path):
+    pool = _bench_pool(bound_cluster)
+    db = tmp_path / "b.db"
+    conn = ["-c", str(bound_cluster.conf_path), "-k", str(bound_cluster.keyring_path), "--db", str(db)]
+    cf = str(_clients_file(bed, tmp_path, [0, 1]))
+    p = run_fathom("bench", "rados", "-p", pool, "3", "write", "-b", "4K", "-t", "4", "--no-cleanup",
+                   "--run-name", "mh", "-f", "json", "--clients-file", cf, *conn, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads(p.stdout)
+    names = ["local", bed.hosts[0].addr, bed.hosts[1].addr]
+    hosts = doc["fathom"]["clients"]["hosts"]
+    assert [h["host"] for h in hosts] == names and all(h["ops"] > 0 and h["p99_ms"] for h in hosts)
+    # the merged result is the sum of the hosts' (counts add; nothing is averaged)
+    assert doc["total_writes_made"] == sum(h["ops"] for h in hosts)
+    assert doc["fathom"]["clients"]["start_skew_ms"] is not None
+    with Store(db) as st:
+        (pt,) = st.points(st.run("latest").id)
+        assert [h["host"] for h in pt["result"]["extra"]["hosts"]] == names
+        assert pt["metrics"]["total_ios"] == doc["total_writes_made"]
+        per = st.histograms_by_instance(pt["id"])
+        assert sorted(k[1] for k in per) == sorted(names)
+        assert hdr.count(st.histograms(pt["id"])["write"]) == doc["total_writes_made"]
+        assert all(st.intervals(pt["id"], host=h) for h in names)
+    # each engine wrote under its own prefix; fathom cleanup removes every client's objects
+    left = _fathom_objects(bound_cluster, pool)
+    assert {n.rsplit(".", 1)[0] for n in left} == {f"fathom_bench.mh.{h.replace('.', '_')}.0" for h in names}
+    assert len(left) == doc["total_writes_made"] + 3  # every object, and one metadata object per engine
+    p = run_fathom("cleanup", "-p", pool, "--run-name", "mh", "-c", str(bound_cluster.conf_path),
+                   "-k", str(bound_cluster.keyring_path), timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert _fathom_objects(bound_cluster, pool) == []
+    # plain output: the per-second rows name the slowest host, the summary has the per-host table; the
+    # bench's own cleanup removes every client's objects
+    p = run_fathom("bench", "rados", "-p", pool, "2", "write", "-b", "4K", "-t", "2", "--clients-file", cf,
+                   *conn, timeout=180)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "slowest: " in p.stdout and "Client hosts (the figures above" in p.stdout, p.stdout
+    assert all(n in p.stdout for n in names)
+    assert _fathom_objects(bound_cluster, pool) == []
+
+
+def test_bench_with_an_unreachable_client_fails_in_bounded_time(bed, bound_cluster, tmp_path):
+    t0 = time.monotonic()
+    p = run_fathom("bench", "rados", "-p", "nopool", "2", "write", "--client", f"root@{bed.prefix}.99",
+                   "--known-hosts", bed.known_hosts, "-c", str(bound_cluster.conf_path),
+                   "-k", str(bound_cluster.keyring_path), "--db", str(tmp_path / "b.db"), timeout=120)
+    took = time.monotonic() - t0
+    assert p.returncode == 4 and f"client host {bed.prefix}.99 is unreachable" in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr and took < 30

@@ -350,6 +350,10 @@ impl<'a> Engine<'a> {
     }
 
     fn emit_interval(&mut self, now: u64, prev: u64) {
+        // `ts` is the wall time of `now` (the interval's end), read before the histograms are encoded and
+        // the CPU read: so `ts - t` is the phase's start on the wall clock, however late this record is
+        // written (many engines on few cores are preempted here; the skew across hosts is read from it).
+        let ts = wall_s() - mono_ns().saturating_sub(now) as f64 / NS;
         let mut ops = Map::new();
         for (k, st) in self.kinds.iter().zip(self.interval.iter_mut()) {
             ops.insert(k.name().to_string(), st.interval_json());
@@ -358,7 +362,7 @@ impl<'a> Engine<'a> {
         let (user, sys, _) = crate::clock::rusage();
         let (u0, s0) = std::mem::replace(&mut self.cpu_mark, (user, sys));
         out::emit(&json!({
-            "type": "interval", "ts": wall_s(),
+            "type": "interval", "ts": ts,
             "t": (now - self.phase_start) as f64 / NS, "dt": (now - prev) as f64 / NS,
             // An interval belongs to the ramp when most of it lies inside the ramp.
             "ramp": prev / 2 + now / 2 < self.ramp_end,

@@ -36,6 +36,8 @@ def _merge_op(os_: list[dict[str, Any]]) -> dict[str, Any]:
     mean = sum(float(o.get("lat_mean_ns") or 0.0) * int(o.get("ops") or o.get("count") or 0) for o in os_)
     out["lat_mean_ns"] = mean / n if n else 0.0
     out["lat_max_ns"] = max((int(o.get("lat_max_ns") or 0) for o in os_), default=0)
+    if any(o.get("last_lat_ns") is not None for o in os_):  # a per-second table's "last lat": the slowest engine's
+        out["last_lat_ns"] = max(int(o.get("last_lat_ns") or 0) for o in os_)
     hists = [o["hist"] for o in os_ if o.get("hist")]
     if len(hists) == 1:
         out["hist"] = hists[0]

@@ -383,11 +383,9 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
 def _clients_spec(suite: spec.Suite, args: argparse.Namespace | None, todo: list[plan.Point]) -> Any:
     """The run's client hosts: the command line's (--client, --clients-file) over the suite's; None for one
     engine on this host."""
-    from fathom.hosts import clients_from_args
+    from fathom.cli.clientargs import clients_spec
 
-    g = (lambda k: getattr(args, k, None)) if args is not None else (lambda k: None)
-    cs = clients_from_args(g("client"), g("clients_file"), suite.clients, on_loss=g("on_client_loss"),
-                           known_hosts=g("known_hosts"), accept_new=bool(g("accept_new_host_keys")))
+    cs = clients_spec(args if args is not None else argparse.Namespace(), suite.clients)
     if cs is None or cs.only_local:
         return None
     other = sorted({p.engine for p in todo if p.engine != "fathom-engine"})

@@ -190,7 +190,7 @@ class RadosTable:
             # the drain after the last whole second: counted, kept in the JSON, not printed (as rados bench)
             self.datas.append(self._data(*row))
             return []
-        return self._emit(*row, float(rec.get("ts") or time.time()))
+        return with_slowest(self._emit(*row, float(rec.get("ts") or time.time())), rec, self.datas)
 
     def min_lat_s(self) -> float:
         """Smallest latency so far, from the interval histograms (0 when none could be read)."""
@@ -203,6 +203,16 @@ class RadosTable:
         except (ValueError, zlib.error):  # a decoration line must never stop a bench
             return 0.0
         return hdr.min_ns(m) / NS if hdr.count(m) else 0.0
+
+
+def with_slowest(lines: list[str], rec: dict[str, Any], datas: list[dict[str, Any]]) -> list[str]:
+    """A merged interval of several client hosts: the slowest host (fewest ops/s per engine) after the row,
+    and in the row's JSON."""
+    slow = rec.get("slowest")
+    if not slow or not lines:
+        return lines
+    datas[-1]["slowest"] = slow
+    return lines[:-1] + [f"{lines[-1]}   slowest: {slow['host']} {cpp_g(round(slow['iops'], 1))} op/s per engine"]
 
 
 def rate_stats(samples: list[float], overall: float) -> tuple[float, float, float]:
@@ -351,7 +361,8 @@ class RbdTable:
         if dt < MIN_SAMPLE_S:  # rbd bench prints a row per whole second only
             return []
         self.datas.append({"sec": sec, "ops": self.cum_ops, "ops_per_sec": ops_s, "bytes_per_sec": bytes_s})
-        return [f"{sec:>5}{self.cum_ops:>10}{cpp_g(ops_s):>10}{byte_u(bytes_s):>10}/s"]
+        return with_slowest([f"{sec:>5}{self.cum_ops:>10}{cpp_g(ops_s):>10}{byte_u(bytes_s):>10}/s"], rec,
+                            self.datas)
 
 
 def _lat_block(o: dict[str, Any]) -> dict[str, Any]:

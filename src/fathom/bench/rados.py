@@ -55,9 +55,18 @@ def object_prefix(run_name: str) -> str:
     return f"{PREFIX_ROOT}.{run_name}"
 
 
-def object_pattern(prefix: str) -> re.Pattern[str]:
-    """Exactly the names a fathom bench with this prefix writes: <prefix>.<n> and <prefix>.meta."""
-    return re.compile(rf"^{re.escape(prefix)}\.(?:\d+|meta)$")
+def object_pattern(prefix: str, clients: bool = False) -> re.Pattern[str]:
+    """Exactly the names a fathom bench with this prefix writes: <prefix>.<n> and <prefix>.meta; with
+    clients also those of its client engines, <prefix>.<host>.<i>.<n> and <prefix>.<host>.<i>.meta
+    (fathom.engines.clients.client_prefix: the host part holds no '.')."""
+    sub = r"(?:\.[A-Za-z0-9_-]+\.\d+)?" if clients else ""
+    return re.compile(rf"^{re.escape(prefix)}{sub}\.(?:\d+|meta)$")
+
+
+def client_meta_prefixes(names: list[str], prefix: str) -> list[str]:
+    """The client engines' prefixes under prefix that left a metadata object, from a pool listing."""
+    pat = re.compile(rf"^({re.escape(prefix)}\.[A-Za-z0-9_-]+\.\d+)\.meta$")
+    return sorted({m.group(1) for m in map(pat.match, names) if m})
 
 
 # ---- output ------------------------------------------------------------------------------
@@ -227,11 +236,14 @@ def build_spec(r: RadosArgs, conn: Connection, prefix: str) -> EngineSpec:
 
 
 def run_bench(a: Any) -> int:
+    from fathom.bench import clients as bench_clients
+
     r = parse_args(a)
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
     prefix = object_prefix(r.run_name)
     out = Out(json_mode=r.format != "plain")
     _check_db(r.db)
+    cs = bench_clients.from_args(a)
     spec = build_spec(r, conn, prefix)
     kind = "write" if r.mode == "write" else "read"
 
@@ -242,7 +254,10 @@ def run_bench(a: Any) -> int:
         object_size = r.object_size or r.op_size
         head = {"concurrent_ios": r.concurrent, "object_size": object_size, "op_size": r.op_size,
                 "seconds_to_run": r.seconds, "max_objects": r.max_objects, "object_prefix": prefix}
-        preamble += fmt.rados_write_preamble(r.concurrent, r.op_size, object_size, r.seconds, r.max_objects, prefix)
+        preamble += fmt.rados_write_preamble(r.concurrent, r.op_size, object_size, r.seconds, r.max_objects,
+                                             prefix if cs is None else f"{prefix}.<host>.<n> (one per client engine)")
+    if cs is not None:
+        preamble.append(bench_clients.preamble(cs))
     table = fmt.RadosTable(kind)
 
     def on_record(rec: dict[str, Any]) -> None:
@@ -254,7 +269,7 @@ def run_bench(a: Any) -> int:
 
     timeout = (r.seconds or 3600) + r.stall_timeout + 3 * r.connect_timeout + 120
     try:
-        outcome = run_engine(spec, conn, timeout=timeout, on_record=on_record)
+        outcome = run_engine(spec, conn, timeout=timeout, on_record=on_record, clients=cs)
     except KeyboardInterrupt:
         if r.mode == "write":
             sys.stderr.write(f"fathom: the objects written so far stay in pool {r.pool}; remove them with "
@@ -296,12 +311,23 @@ def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.Rad
     summary_rec = outcome.summary or _partial_summary(outcome, table.kind)
     summary = fmt.rados_summary(r.mode, summary_rec, table, op_size, object_size)
     out.result(fmt.format_rados_summary(r.mode, summary))
+    clients = getattr(outcome, "clients", None)
+    if clients:
+        from fathom.bench.clients import host_lines
+
+        out.result(host_lines(clients))
 
     cleanup_info = None
     if r.mode == "write" and not r.no_cleanup and status == "done":
-        written = int(((outcome.summary or {}).get("objects") or {}).get("count") or 0)
-        cleanup_info = cleanup_run(conn, r.pool, prefix, r.concurrent, out, r.connect_timeout, r.stall_timeout,
-                                   meta_present=True if written else None)
+        if clients:  # every engine's own objects, each set through its own metadata
+            infos = [cleanup_run(conn, r.pool, p, r.concurrent, out, r.connect_timeout, r.stall_timeout,
+                                 meta_present=True if int(o.get("count") or 0) else None)
+                     for p, o in zip(outcome.prefixes, outcome.objects)]  # type: ignore[attr-defined]
+            cleanup_info = {"removed": sum(i["removed"] for i in infos), "seconds": sum(i["seconds"] for i in infos)}
+        else:
+            written = int(((outcome.summary or {}).get("objects") or {}).get("count") or 0)
+            cleanup_info = cleanup_run(conn, r.pool, prefix, r.concurrent, out, r.connect_timeout,
+                                       r.stall_timeout, meta_present=True if written else None)
 
     workload = f"rados-{r.mode}"
     params = {"interface": "rados", "rw": {"write": "write", "seq": "read", "rand": "randread"}[r.mode],
@@ -325,6 +351,10 @@ def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.Rad
                  "stop_reason": (outcome.summary or {}).get("stop_reason") or (error.message if error else None),
                  "engine_cpu_s": {"user": outcome.user_s, "sys": outcome.sys_s},
                  "cleanup": cleanup_info}
+        if clients:
+            from fathom.bench.clients import json_part
+
+            extra["clients"] = json_part(clients)
         if error:
             extra["error"] = {"kind": (fatal or {}).get("kind", "engine"), "message": error.message,
                               "health": health}
@@ -402,17 +432,23 @@ def cleanup_run(conn: Connection, pool: str, prefix: str, concurrent: int, out: 
     return {"removed": removed, "seconds": took}
 
 
-def _remove_listed(conn: Connection, pool: str, prefix: str, timeout: float) -> int:
-    """List the pool and remove the names of exactly fathom's pattern for prefix (nothing else)."""
-    ceph = Ceph(conn, timeout=max(timeout, 60))
-    proc = ceph.call("rados", "-p", pool, "ls", fmt_json=False, check=False, timeout=max(timeout, 300))
+def _list_pool(conn: Connection, pool: str, timeout: float) -> list[str]:
+    proc = Ceph(conn, timeout=max(timeout, 60)).call("rados", "-p", pool, "ls", fmt_json=False, check=False,
+                                                     timeout=max(timeout, 300))
     if proc.returncode != 0:
         err = (proc.stderr or "").strip()
         if "error opening pool" in err:
             raise pool_missing(pool)
         raise ClusterError(f"cannot list pool {pool}: {err.splitlines()[-1] if err else proc.returncode}")
-    pat = object_pattern(prefix)
-    names = [n for n in proc.stdout.splitlines() if pat.match(n)]
+    return proc.stdout.splitlines()
+
+
+def _remove_listed(conn: Connection, pool: str, prefix: str, timeout: float) -> int:
+    """List the pool and remove the names of exactly fathom's pattern for prefix and its client engines'
+    prefixes (nothing else)."""
+    ceph = Ceph(conn, timeout=max(timeout, 60))
+    pat = object_pattern(prefix, clients=True)
+    names = [n for n in _list_pool(conn, pool, timeout) if pat.match(n)]
     removed = 0
     for i in range(0, len(names), 200):
         batch = names[i:i + 200]
@@ -441,8 +477,11 @@ def run_cleanup(a: Any) -> int:
         raise FathomError(f"{prefix!r} is not the prefix of a fathom bench (no {prefix}.meta in pool {a.pool} and "
                           f"it does not start with {PREFIX_ROOT}.); fathom removes only what its benches wrote",
                           hint="use the prefix fathom printed as 'Object prefix:', or --run-name NAME")
-    info = cleanup_run(conn, a.pool, prefix, positive_int(a.concurrent_ios, "-t"), out, timeout, listing=True,
-                       meta_present=meta is not None)
-    if info["removed"] == 0:
+    concurrent = positive_int(a.concurrent_ios, "-t")
+    # a bench on client hosts wrote one set per engine, each with its own metadata: remove each set first
+    subs = client_meta_prefixes(_list_pool(conn, a.pool, timeout), prefix)
+    removed = sum(cleanup_run(conn, a.pool, p, concurrent, out, timeout, meta_present=True)["removed"] for p in subs)
+    info = cleanup_run(conn, a.pool, prefix, concurrent, out, timeout, listing=True, meta_present=meta is not None)
+    if info["removed"] + removed == 0:
         sys.stderr.write(f"fathom: nothing to clean up for {prefix}.* in pool {a.pool}\n")
     return 0

@@ -95,19 +95,24 @@ def run_bench(a: Any) -> int:
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
     _check_db(a.db)
     out = Out(json_mode=out_fmt != "plain")
-    spec = build_spec(conn, pool, image, io_type, pattern, io_size, threads, total, mix, stall, a.connect_timeout,
-                      rbd_cache=a.rbd_cache)
+    from fathom.bench import clients as bench_clients
+
+    cs = bench_clients.from_args(a)
+    engines = sum(h.instances for h in cs.hosts) if cs is not None else 1
+    # --io-total stays the whole bench's: every client engine moves its share
+    spec = build_spec(conn, pool, image, io_type, pattern, io_size, threads, -(-total // engines), mix, stall,
+                      a.connect_timeout, rbd_cache=a.rbd_cache)
     table = fmt.RbdTable()
     pre = fmt.rbd_preamble(io_type, io_size, threads, total, pattern, mix)
 
     def on_record(rec: dict[str, Any]) -> None:
         t = rec.get("type")
         if t == "start":
-            out.table([pre] + table.header())
+            out.table([pre] + ([bench_clients.preamble(cs)] if cs is not None else []) + table.header())
         elif t == "interval":
             out.table(table.interval(rec))
 
-    outcome = run_engine(spec, conn, timeout=7 * 86400.0, on_record=on_record)
+    outcome = run_engine(spec, conn, timeout=7 * 86400.0, on_record=on_record, clients=cs)
     return finish(outcome, conn, out, table, spec, a, pool, image, io_type, pattern, io_size, threads, total, mix,
                   out_fmt)
 
@@ -143,6 +148,11 @@ def finish(outcome: "EngineRun", conn: Connection, out: Out, table: fmt.RbdTable
                                       "ops": {}}
     summary = fmt.rbd_summary(summary_rec, _merged_pct(summary_rec))
     out.result(fmt.format_rbd_summary(summary, io_type))
+    clients = getattr(outcome, "clients", None)
+    if clients:
+        from fathom.bench.clients import host_lines
+
+        out.result(host_lines(clients))
 
     t = spec.target
     assert isinstance(t, Rbd)
@@ -166,6 +176,10 @@ def finish(outcome: "EngineRun", conn: Connection, out: Out, table: fmt.RbdTable
         doc["fathom"] = {"run_id": run_id, "db": a.db, "status": status,
                          "errors": (outcome.summary or {}).get("errors", []),
                          "engine_cpu_s": {"user": outcome.user_s, "sys": outcome.sys_s}}
+        if clients:
+            from fathom.bench.clients import json_part
+
+            doc["fathom"]["clients"] = json_part(clients)
         if error:
             doc["fathom"]["error"] = {"kind": (fatal or {}).get("kind", "engine"), "message": error.message,
                                       "health": health}

@@ -26,6 +26,9 @@ def bench_env(conn: Connection | None, outcome: "EngineRun | None", extra: dict[
         "cpus": os.cpu_count(),
         "connection": conn.describe() if conn else None,  # None: not a Ceph client (S3)
     }
+    clients = getattr(outcome, "clients", None)
+    if clients:
+        env["clients"] = clients.get("setup")
     if outcome and outcome.start:
         env["engine"] = {"name": outcome.start.get("engine"), "version": outcome.start.get("version"),
                          "protocol": outcome.start.get("protocol"), "spec": outcome.start.get("spec")}
@@ -41,24 +44,30 @@ def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: 
     from fathom.model import base_metrics
 
     metrics = result = None
-    hists: dict[str, str] = {}
+    hists: dict[Any, str] = {}
     if outcome and outcome.summary:
         res = result_from_summary(outcome.summary, outcome.wall_s, outcome.user_s, outcome.sys_s)
         res.stopped_early = bool(outcome.summary.get("stopped_early")) or status != "done"
         res.stop_reason = outcome.summary.get("stop_reason") or error
         res.extra.update(result_extra or {})
+        clients = getattr(outcome, "clients", None)
+        if clients:  # per-host rows, clocks, start skew: what reports' client-host tables read
+            res.extra.update({k: v for k, v in clients.items() if k != "setup"})
         hists, merged_pct = hdr.with_merged(
             {k: o["hist"] for k, o in (outcome.summary.get("ops") or {}).items() if o.get("hist") and o.get("ops")})
         metrics = base_metrics(res, merged_pct or None)
         result = res.to_dict()
     started = outcome.started if outcome and outcome.started else time.time()
+    rows = getattr(outcome, "rows", None) or {}  # several engines: per-engine records beside the merged ones
+    hists.update(rows.get("histograms") or {})
     events = [{"kind": "error", "message": e.get("message", ""), "data": e, "ts": e.get("ts")}
               for e in (outcome.errors if outcome else [])]
     with Store(db) as store:
         run_id = store.create_run(name, kind="bench", env=bench_env(conn, outcome, extra_env or {}))
         store.record_point(run_id, 0, workload, workload, "fathom-engine", params, status, metrics=metrics,
                            result=result, error=error, started=started, ended=time.time(),
-                           intervals=[r for r in outcome.intervals if "ts" in r] if outcome else [],
+                           intervals=rows.get("intervals") or ([r for r in outcome.intervals if "ts" in r]
+                                                               if outcome else []),
                            histograms=hists, events=events)
         store.finish_run(run_id, status)
     return run_id

@@ -200,6 +200,7 @@ class S3Args:
     connect_timeout: float
     stall_timeout: float
     db: str
+    clients_args: str = ""  # the bench's --client/--clients-file options, for the cleanup command it prints
 
 
 def parse_args(a: Any) -> S3Args:
@@ -263,18 +264,43 @@ def preamble(r: S3Args) -> list[str]:
     return lines
 
 
+def claim_bucket(r: S3Args) -> None:
+    """Before a bench on client hosts: one small object under the run's own prefix, put by a local engine
+    that creates the bucket when missing, so the client engines do not race to create it; its metadata
+    names the bucket as this run's, and the cleanup of the run's own prefix (last) removes it once empty."""
+    spec = EngineSpec(target=_target(r, op="put", object_size=4096, objects=1, create_buckets=True),
+                      load=Load(iodepth=1), stall_timeout_s=r.stall_timeout, op_timeout_s=None)
+    oc = run_engine(spec, None, timeout=3 * r.connect_timeout + r.stall_timeout + 60)
+    if oc.start is None or oc.fatal or oc.exit_code != 0:
+        raise early_error(oc.fatal, oc, r.ep, r.bucket, r.connect_timeout)
+
+
+def client_prefixes(cs: Any, run_name: str) -> list[str]:
+    """The object prefixes of a bench's client engines (fathom.engines.clients.client_prefix), in order."""
+    from fathom.engines.clients import client_prefix
+
+    return [client_prefix(object_prefix(run_name), h.name, n) for h in cs.hosts for n in range(h.instances)]
+
+
 def run_bench(a: Any) -> int:
+    from fathom.bench import clients as bench_clients
+
     r = parse_args(a)
     _check_db(r.db)
     out = Out(json_mode=r.format != "plain")
+    cs = bench_clients.from_args(a)
+    r.clients_args = _clients_args(a) if cs is not None else ""
     spec = build_spec(r)
+    if cs is not None and r.create_bucket:
+        claim_bucket(r)
+        spec.target.create_buckets = False  # type: ignore[attr-defined]
     table = fmt.RadosTable(fmt.ALL_KINDS)
     started = [False]
 
     def on_record(rec: dict[str, Any]) -> None:
         t = rec.get("type")
         if t == "start":
-            out.table(preamble(r))
+            out.table(preamble(r) + ([bench_clients.preamble(cs)] if cs is not None else []))
         elif t == "interval":
             lines = [] if started[0] else table.start(rec.get("ts"))
             started[0] = True
@@ -284,7 +310,7 @@ def run_bench(a: Any) -> int:
     asok = local_rgw_asok(r.ep)
     before = rgw_dump(asok)
     try:
-        outcome = run_engine(spec, None, timeout=timeout, on_record=on_record)
+        outcome = run_engine(spec, None, timeout=timeout, on_record=on_record, clients=cs)
     except KeyboardInterrupt:
         sys.stderr.write(f"fathom: what was written so far stays in bucket {r.bucket}; remove it with "
                          f"`{cleanup_command(r)}`\n")
@@ -295,7 +321,16 @@ def run_bench(a: Any) -> int:
 
 def cleanup_command(r: S3Args) -> str:
     ep = f" --endpoint {r.ep.url}" + (f" --ca {r.ep.ca_file}" if r.ep.ca_file else "")
-    return f"fathom cleanup --bucket {r.bucket} --run-name {r.run_name} --keys-file {r.ep.keys_file}{ep}"
+    return (f"fathom cleanup --bucket {r.bucket} --run-name {r.run_name} --keys-file {r.ep.keys_file}{ep}"
+            + r.clients_args)
+
+
+def _clients_args(a: Any) -> str:
+    """The --client/--clients-file options as given (cleanup derives the client engines' prefixes from them)."""
+    import shlex
+
+    return "".join(f" --client {shlex.quote(c)}" for c in a.client or []) + (
+        f" --clients-file {shlex.quote(a.clients_file)}" if a.clients_file else "")
 
 
 def early_error(fatal: dict[str, Any] | None, outcome: "EngineRun", ep: Endpoint, bucket: str,
@@ -349,10 +384,19 @@ def finish(r: S3Args, out: Out, table: fmt.RadosTable, outcome: "EngineRun", spe
                                       "ops": {}}
     summary = fmt.s3_summary(summary_rec, table, r.obj_size)
     out.result(fmt.format_s3_summary(summary) + counters_lines(counters))
+    clients = getattr(outcome, "clients", None)
+    if clients:
+        from fathom.bench.clients import host_lines
+
+        out.result(host_lines(clients))
 
     written = (outcome.summary or {}).get("objects") or {}
     cleanup_info = None
-    if r.cleanup and written.get("count"):
+    if r.cleanup and clients:  # every engine's set, then the run's own prefix (the bucket, once empty)
+        infos = [cleanup_run(r.ep, r.bucket, p, r.concurrent, out, r.connect_timeout, r.stall_timeout)
+                 for p in [*outcome.prefixes, object_prefix(r.run_name)]]  # type: ignore[attr-defined]
+        cleanup_info = _sum_cleanups(infos)
+    elif r.cleanup and written.get("count"):
         cleanup_info = cleanup_run(r.ep, r.bucket, object_prefix(r.run_name), r.concurrent, out,
                                    r.connect_timeout, r.stall_timeout)
     elif written.get("count"):
@@ -384,6 +428,10 @@ def finish(r: S3Args, out: Out, table: fmt.RadosTable, outcome: "EngineRun", spe
                          "prefill": (outcome.summary or {}).get("prefill"),
                          "engine_cpu_s": {"user": outcome.user_s, "sys": outcome.sys_s}, "cleanup": cleanup_info,
                          "rgw_counters": counters}
+        if clients:
+            from fathom.bench.clients import json_part
+
+            doc["fathom"]["clients"] = json_part(clients)
         if error:
             doc["fathom"]["error"] = {"kind": (fatal or {}).get("kind", "engine"), "message": error.message}
         dump_json(doc, r.format == "json-pretty")
@@ -428,11 +476,25 @@ def cleanup_run(ep: Endpoint, bucket: str, prefix: str, concurrent: int, out: Ou
     return info
 
 
+def _sum_cleanups(infos: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"removed": sum(i["removed"] for i in infos), "errors": sum(int(i.get("errors") or 0) for i in infos),
+            "buckets_removed": [b for i in infos for b in i.get("buckets_removed") or []],
+            "buckets_kept": [b for i in infos for b in i.get("buckets_kept") or []],
+            "seconds": sum(i["seconds"] for i in infos), "nothing": all(i.get("nothing") for i in infos)}
+
+
 def run_cleanup(a: Any) -> int:
-    prefix = object_prefix(check_run_name(a.run_name or DEFAULT_RUN))
+    from fathom.hosts import clients_from_args
+
+    run_name = check_run_name(a.run_name or DEFAULT_RUN)
+    prefix = object_prefix(run_name)
     ep = resolve_endpoint(a.endpoint, a.keys_file, a.tls, a.ca)
-    info = cleanup_run(ep, a.bucket, prefix, positive_int(a.concurrent_ios, "-t"), Out(json_mode=False),
-                       float(a.connect_timeout))
+    cs = clients_from_args(getattr(a, "client", None), getattr(a, "clients_file", None), None)
+    # a bench on client hosts: each engine's set first, the run's own prefix (and the bucket) last
+    prefixes = [*(client_prefixes(cs, run_name) if cs is not None and not cs.only_local else []), prefix]
+    infos = [cleanup_run(ep, a.bucket, p, positive_int(a.concurrent_ios, "-t"), Out(json_mode=False),
+                         float(a.connect_timeout)) for p in prefixes]
+    info = _sum_cleanups(infos)
     if info.get("nothing"):
         sys.stderr.write(f"fathom: nothing to clean up for {prefix} in bucket {a.bucket} "
                          f"(no {prefix}.meta there)\n")

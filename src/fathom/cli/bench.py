@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from fathom.cli.clientargs import add_client_args
+
 DEFAULT_DB = "fathom-results.db"  # fathom.store.DEFAULT_DB, without importing sqlite3 for every command
 
 
@@ -53,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "with each write")
     _connection_args(r)
     _common_tail(r)
+    add_client_args(r, "the bench's engines")
     r.set_defaults(func=_rados)
 
     d = bsub.add_parser(
@@ -74,6 +77,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(default: off, so the cluster is measured rather than the client's memory)")
     _connection_args(d)
     _common_tail(d)
+    add_client_args(d, "the bench's engines")
     d.set_defaults(func=_rbd)
 
     s = bsub.add_parser(
@@ -103,6 +107,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     s.add_argument("-f", "--format", default="plain", metavar="plain|json|json-pretty", help="output format")
     _s3_args(s, bucket_default=None)
     _common_tail(s)
+    add_client_args(s, "the bench's engines")
     s.set_defaults(func=_s3)
 
     c = sub.add_parser(
@@ -114,6 +119,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--run-name", default=None, metavar="NAME", help="the bench's --run-name (default 'default')")
     c.add_argument("--prefix", default=None, metavar="PREFIX", help="the bench's object prefix, as it printed it")
     c.add_argument("-t", "--concurrent-ios", default="16", metavar="N", help="concurrent removes (default 16)")
+    g = c.add_argument_group("client hosts of the bench (S3: they name its engines' object prefixes; a pool "
+                             "is listed, so -p finds every client's objects without them)")
+    g.add_argument("--client", action="append", metavar="USER@HOST[:PORT]", help="as the bench had it; repeatable")
+    g.add_argument("--clients-file", metavar="FILE", help="as the bench had it")
     _connection_args(c)
     _s3_args(c, bucket_default=None)
     c.set_defaults(func=_cleanup)

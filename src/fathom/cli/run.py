@@ -11,6 +11,7 @@ from pathlib import Path
 from fathom.errors import FathomError, UsageError
 from fathom.store import DEFAULT_DB, Store
 from fathom.cluster.target import add_target_args
+from fathom.cli.clientargs import add_client_args
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -62,20 +63,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("csv", "json", "parquet"), help="default: from the -o suffix, else csv")
     p.add_argument("-o", "--output", help="output file (default: stdout for csv and json)")
     p.set_defaults(func=cmd_export)
-
-
-def add_client_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("client hosts (the engines run there; default: one engine on this host)")
-    g.add_argument("--client", action="append", metavar="USER@HOST[:PORT]",
-                   help="a client host reached over SSH, or `local` for this host; repeatable; replaces the "
-                        "suite's clients")
-    g.add_argument("--clients-file", metavar="FILE", help="client hosts from a file (YAML list, or one per line)")
-    g.add_argument("--on-client-loss", choices=("continue", "fail"),
-                   help="a client host lost mid-point: keep the others' data and flag the point (continue, the "
-                        "default) or fail the point")
-    g.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
-    g.add_argument("--accept-new-host-keys", action="store_true",
-                   help="add the key of a host not yet in known_hosts (a changed key is always refused)")
 
 
 def _engine(p: argparse.ArgumentParser) -> None:

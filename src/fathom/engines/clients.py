@@ -6,6 +6,7 @@ ctx)` builds one engine spec per engine instance (each writes under its own
 object-name prefix, `<run tag>.<host>.<n>`, so writers never collide and a later
 read on the same clients finds its own objects), runs them as one group and
 returns the exact merge, with per-host and per-engine figures in `extra`.
+`run_specs(make_spec, ...)` is the same for any engine spec (fathom bench).
 """
 
 from __future__ import annotations
@@ -14,10 +15,10 @@ import asyncio
 import re
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from fathom import merge
-from fathom.engine_spec import Control
+from fathom.engine_spec import Control, EngineSpec
 from fathom.engines import group as group_mod
 from fathom.engines.base import PointContext
 from fathom.engines.fathom_engine import PROTOCOL, check_engine, point_spec
@@ -57,37 +58,50 @@ class Clients:
         return d
 
     def run_point(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
-        instances = self._instances(params, ctx)
-        interval_s = float(instances[0].spec.get("interval_s") or 1.0)
-        g = group_mod.Group(instances, str(check_engine()), interval_s, self.spec.on_loss, ctx.on_interval,
-                            ctx.on_event)
-        ctx.on_control(group_mod.GroupHandle(g))
-        conn = instances[0].spec["target"].get("connection") or {}
-        ready = 2 * float(conn.get("timeout_s") or 10.0) + 10 + group_mod.READY_GRACE_S
-        try:
-            group_mod.run_group(g, ready, ctx.timeout + ready)
-        except KeyboardInterrupt as exc:
-            res, rows = _result(g)
-            ctx.on_engines(rows)
-            exc.result = res  # type: ignore[attr-defined]
-            raise
-        finally:
-            ctx.on_child(None)
-        res, rows = _result(g)
-        ctx.on_engines(rows)
+        g, res, _ = self.run_specs(lambda: point_spec(params, ctx), ctx.timeout, ctx.on_interval, ctx.on_event,
+                                   ctx.on_control, on_engines=ctx.on_engines, on_end=lambda: ctx.on_child(None))
         if g.failed:
             raise FathomError(g.failed)
         return res
 
-    def _instances(self, params: dict[str, Any], ctx: PointContext) -> list[group_mod.Instance]:
+    def run_specs(self, make_spec: Callable[[], EngineSpec], timeout: float,
+                  on_interval: Callable[[dict[str, Any]], None], on_event: Callable[[dict[str, Any]], None],
+                  on_control: Callable[[Any], None] = lambda handle: None,
+                  on_engines: Callable[[dict[str, Any]], None] = lambda rows: None,
+                  on_end: Callable[[], None] = lambda: None,
+                  ) -> tuple[group_mod.Group, PointResult, dict[str, Any]]:
+        """One point on every engine of every host, each from a fresh make_spec() (its own object prefix):
+        the finished group (a failure is in its `failed`), the merged point and the per-engine rows.
+        on_engines gets the rows also when a Ctrl-C ends the point (the KeyboardInterrupt then carries the
+        merged `.result`)."""
+        instances = self._instances(make_spec)
+        interval_s = float(instances[0].spec.get("interval_s") or 1.0)
+        g = group_mod.Group(instances, str(check_engine()), interval_s, self.spec.on_loss, on_interval, on_event)
+        on_control(group_mod.GroupHandle(g))
+        conn = instances[0].spec["target"].get("connection") or {}
+        ready = 2 * float(conn.get("timeout_s") or 10.0) + 10 + group_mod.READY_GRACE_S
+        try:
+            group_mod.run_group(g, ready, timeout + ready)
+        except KeyboardInterrupt as exc:
+            res, rows = _result(g)
+            on_engines(rows)
+            exc.result = res  # type: ignore[attr-defined]
+            raise
+        finally:
+            on_end()
+        res, rows = _result(g)
+        on_engines(rows)
+        return g, res, rows
+
+    def _instances(self, make_spec: Callable[[], EngineSpec]) -> list[group_mod.Instance]:
         out = []
         for h in self.spec.hosts:
             for n in range(h.instances):
-                spec = point_spec(params, ctx)
+                spec = make_spec()
                 spec.control = Control(wait=True, heartbeat_timeout_s=group_mod.HEARTBEAT_TIMEOUT_S)
                 t = spec.target
                 if getattr(t, "prefix", None):
-                    t.prefix = f"{t.prefix}.{_slug(h.name)}.{n}"  # type: ignore[attr-defined]
+                    t.prefix = client_prefix(t.prefix, h.name, n)  # type: ignore[attr-defined]
                 conn = getattr(t, "connection", None)
                 if conn is not None and (h.ceph_conf or h.keyring):
                     conn.conf = h.ceph_conf or conn.conf
@@ -95,6 +109,12 @@ class Clients:
                 out.append(group_mod.Instance(host=h.name, index=n, spec=spec.to_json(),
                                               ssh=None if h.local else self.hosts[h.name]))
         return out
+
+
+def client_prefix(prefix: str, host: str, instance: int) -> str:
+    """The object-name prefix of one engine of a many-engine point: `<prefix>.<host>.<n>` (host with every
+    character other than letters, digits, '_' and '-' as '_', so the part holds no '.')."""
+    return f"{prefix}.{_slug(host)}.{instance}"
 
 
 def _slug(name: str) -> str:
