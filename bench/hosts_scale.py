@@ -19,9 +19,9 @@ Measured:
 - merge_s: the exact merge of the whole point after it ran, engines x intervals
   records aligned by index with their histograms added (fathom.merge);
 - start skew: how far apart the engines' measured phases began (first
-  interval's `ts - t`, host clock offsets removed). The namespaces share one
-  kernel clock, so this is the orchestrator's and sshd's dispatch spread, not
-  a clock error.
+  interval's `ts - t`, both read at the interval's end; host clock offsets
+  removed). The namespaces share one kernel clock, so this is the spread of
+  the engines' wake-ups after one start time, not a clock error.
 """
 
 from __future__ import annotations
@@ -128,7 +128,9 @@ def section(r: dict) -> str:
         "",
         "The namespaces share one kernel clock, so the offsets are what the NTP-style measurement over SSH reads "
         "when there is none (its error is half the round trip), and the start skew is the spread of the engines' "
-        "own starts after one start time was sent. Every engine sleeps until that time on CLOCK_REALTIME; here "
+        "own starts after one start time was sent. An engine's start is its first interval's `ts - t`, both read "
+        "at the interval's end, so a record written late (every engine encodes its histograms at the same tick) "
+        "does not move it. Every engine sleeps until the start time on CLOCK_REALTIME; here "
         f"{r['engines']} processes wake at the same instant on {os.cpu_count()} cores and each starts when the "
         "scheduler gets to it, so the spread grows with engines per core (one engine per host: the row above). "
         "On real client hosts, with a few engines per host on their own cores, the skew is the clock offsets' "

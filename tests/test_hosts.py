@@ -252,7 +252,7 @@ def _bench_pool(cluster: LocalCluster) -> str:
 
 
 def _fathom_objects(cluster: LocalCluster, pool: str) -> list[str]:
-    out = cluster.ceph().call("rados", "-p", pool, "ls", fmt_json=False).stdout
+    out = cluster.ceph().call("rados", "-p", pool, "ls", fmt_json=False)
     return [n for n in out.splitlines() if n.startswith("fathom_bench.")]
 
 

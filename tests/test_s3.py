@@ -523,3 +523,24 @@ def test_bench_s3_errors_name_the_cause_and_the_fix(rgw, engine_ready, tmp_path)
     # No run was stored for a bench that could not start.
     assert not (tmp_path / "fathom-results.db").exists() or "bench-s3" not in \
         bench(rgw, tmp_path, "ls").stdout
+
+
+def test_bench_s3_on_several_engines_merges_them_and_removes_every_engines_objects(rgw, engine_ready, tmp_path):
+    # two engines on this host through the client-host path (no SSH needed for `local`): the same
+    # start, merge, per-engine prefixes and cleanup as on remote hosts (tests/test_hosts.py)
+    cf = tmp_path / "clients.yaml"
+    cf.write_text(json.dumps({"hosts": [{"host": "local", "instances": 2}]}))
+    p = bench(rgw, tmp_path, "bench", "s3", "put", "--duration", "2s", "--concurrent", "2", "--obj-size", "16KiB",
+              "--run-name", "mc", "--noclear", "-f", "json", "--clients-file", str(cf), "--db", str(tmp_path / "r.db"))
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads(p.stdout)
+    engines = doc["fathom"]["clients"]["engines"]
+    assert [e["prefix"] for e in engines] == ["fathom_bench.mc.local.0", "fathom_bench.mc.local.1"]
+    put = doc["requests"]["PUT"]
+    assert put["ops"] == sum(e["ops"] for e in engines) == doc["fathom"]["clients"]["hosts"][0]["ops"] > 0
+    keys = bucket_keys(rgw, "fathom-bench")
+    assert {k.split("/")[0] for k in keys} >= {"fathom_bench.mc.local.0", "fathom_bench.mc.local.1"}
+    assert f"--clients-file {cf}" in p.stderr, p.stderr  # the cleanup command names the clients
+    p = bench(rgw, tmp_path, "cleanup", "--bucket", "fathom-bench", "--run-name", "mc", "--clients-file", str(cf))
+    assert p.returncode == 0 and "removed bucket fathom-bench" in p.stdout, p.stdout + p.stderr
+    assert bucket_keys(rgw, "fathom-bench") is None
