@@ -60,7 +60,13 @@ def test_every_builtin_point_is_a_valid_engine_spec(name, engine_ready, tmp_path
                 continue  # a mount is made on a running local cluster (tests/test_mounts.py)
             # a posix path is the suite's; its run directory is made here instead
             params = {**pt.params, "path": str(tmp_path)} if pt.params.get("path") else pt.params
-            doc = point_spec(params, ctx(tmp_path)).to_json()
+            c = ctx(tmp_path)
+            if loaded.suite.prep.rgw is not None:  # what fathom.cluster.rgw.prepare hands the s3 interface
+                c.s3 = {"keys_file": str(tmp_path / "keys.json"), "bucket_tag": "fathom-1-abc",
+                        "placements": {n: f"default:{n}-placement" for n in loaded.suite.prep.rgw.placements},
+                        "endpoint": "http://127.0.0.1:7480", "tls_endpoint": "https://127.0.0.1:7443",
+                        "ca_file": str(tmp_path / "ca.crt")}
+            doc = point_spec(params, c).to_json()
             p = check(engine_ready, doc, tmp_path)
             assert p.returncode == 0, f"{name} {pt.key}: {p.stdout}{p.stderr}"
             checked += 1

@@ -310,16 +310,19 @@ def import_table(store: Store, file: str, split_by: str | None = None, name: str
     if not rows:
         raise FathomError(f"{path} has no rows", hint="expected a CSV with a header line")
     cols = list(rows[0].keys())
+    if {"object_size", *GAIN_COLUMNS} <= set(cols) and split_by is None:
+        return [_import_gains(store, path, data, rows, name)]
     is2014 = {"scenario", "direction", "kib_s"} <= set(cols)
     split = split_by or next((c for c in ("backend", "target", "run", "config") if c in cols), None)
-    if split is None or split not in cols:
-        raise FathomError(f"{path}: no column {split_by or 'to split runs by'!r}",
-                          hint=f"pass --split-by with one of: {', '.join(cols)}")
+    if split_by is not None and split_by not in cols:
+        raise FathomError(f"{path}: no column {split_by!r}", hint=f"pass --split-by with one of: {', '.join(cols)}")
+    if split is None:  # nothing to split by: the whole table is one run, named after the file
+        split = ""
     if not is2014 and "workload" not in cols:
         raise FathomError(f"{path}: no 'workload' column", hint=f"columns are: {', '.join(cols)}")
     groups: dict[str, list[dict[str, str]]] = {}
     for r in rows:
-        groups.setdefault(r[split], []).append(r)
+        groups.setdefault(r[split] if split else path.stem, []).append(r)
     desc = _describe_file(path, data)
     ids = []
     for value, grp in groups.items():
@@ -329,11 +332,11 @@ def import_table(store: Store, file: str, split_by: str | None = None, name: str
             missing.append(OSD_MEM_NOTE)
         if is2014:
             missing.append("only throughput (KiB/s) was published: no latency, no CPU")
-        source = (f"published table {desc}, rows where {split} = {value} ({len(grp)} rows). Missing: "
-                  + "; ".join(missing) + ".")
-        run_name = f"{name}-{value}" if name else value
+        which = f"rows where {split} = {value}" if split else "all rows"
+        source = f"published table {desc}, {which} ({len(grp)} rows). Missing: " + "; ".join(missing) + "."
+        run_name = (f"{name}-{value}" if split else name) if name else value
         run_id = store.create_run(run_name, kind="import", suite=f"table:{path.name}", source=source, status="done",
-                                  env={"published_table": path.name, split: value})
+                                  env={"published_table": path.name, **({split: value} if split else {})})
         for idx, r in enumerate(grp):
             wl, params, m, pub = (_row_2014 if is2014 else _row_table)(r, split)
             key = f"{wl}-" + "-".join(f"{k}{params[k]}" for k in _PARAM_COLS if params.get(k) is not None
@@ -342,6 +345,37 @@ def import_table(store: Store, file: str, split_by: str | None = None, name: str
             store.save_point(run_id, idx, f"{key}-{idx}", wl, "published", params, "done", metrics=m, result=res)
         ids.append(run_id)
     return ids
+
+
+GAIN_COLUMNS = ("put_throughput_gain_pct", "get_throughput_gain_pct", "put_latency_gain_pct", "get_latency_gain_pct")
+GAINS_SOURCE = ("relative differences replica 3 vs EC 2+2 per object size, positive = replica 3 better (ceph.io "
+                "2025, IBM, part 2: 4 nodes, SSL at the gateway, 512 threads, elbencho); how the latency gain was "
+                "computed is not published, and the rows do not satisfy Little's law")
+
+
+def _import_gains(store: Store, path: Path, data: bytes, rows: list[dict[str, str]], name: str | None) -> int:
+    """The RGW study's gains table: one run, a point per object size, workload rep3-vs-ec22 (the rgw suite's)."""
+    bad = [r.get("object_size") for r in rows if not _size_or_none(r.get("object_size"))]
+    if bad:
+        raise FathomError(f"{path}: object_size {bad[0]!r} is not a size", hint="sizes such as 64KiB or 4MiB")
+    source = (f"published table {_describe_file(path, data)}: {GAINS_SOURCE}. Missing: absolute throughput and "
+              "latency, percentiles, time to first byte, RGW CPU and memory, errors: only the four gains per size.")
+    run_id = store.create_run(name or path.stem, kind="import", suite=f"table:{path.name}", source=source,
+                              status="done", env={"published_table": path.name, "gains": "replica 3 vs EC 2+2"})
+    for idx, r in enumerate(rows):
+        size = _size_or_none(r["object_size"])
+        params = {"interface": "s3", "object_size": size, "placement": "rep3 vs ec22"}
+        pub = {k: _num(v) for k, v in r.items()}
+        store.save_point(run_id, idx, f"rep3-vs-ec22/object_size={size}", "rep3-vs-ec22", "published", params,
+                         "done", metrics=_empty_metrics(), result={"engine": "published", "published_row": pub})
+    return run_id
+
+
+def _size_or_none(v: str | None) -> int | None:
+    try:
+        return parse_size(str(v).strip()) if v else None
+    except FathomError:
+        return None
 
 
 def _row_table(r: dict[str, str], split: str) -> tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]:

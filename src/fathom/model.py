@@ -107,6 +107,14 @@ METRIC_COLUMNS: dict[str, str] = {
     "engines": "engine processes the point ran on, over every client host",
     "start_skew_ms": "how far apart the engines' measured phases began, ms (host clock offsets removed)",
     "clients_lost": "client hosts lost during the point (their data up to the loss is kept)",
+    # s3 points (GET): time to first body byte, from the engine's ttfb histogram
+    "ttfb_ms": "GET time to first body byte, mean, ms",
+    "ttfb_p50_ms": "GET time to first body byte, median, ms",
+    "ttfb_p99_ms": "GET time to first body byte, 99th percentile, ms",
+    # s3 points on an RGW fathom can read: client counts against RGW's perf counters (fathom.analysis.reconcile)
+    "rgw_reconciled": "'ok': the client's ops and bytes match RGW's counters over the point (within the requests "
+                      "in flight at the edges); 'mismatch' otherwise",
+    "rgw_failed_req": "RGW failed_req counter delta over the point",
     **{c: d for kind in DAEMON_KINDS for c, d in daemon_columns(kind).items()},
     "host_cpu_pct": "host CPU busy, % of all cores",
     "engine_cpu_pct": "load generator process CPU, % of one core, sampled like the daemons",

@@ -70,6 +70,7 @@ def expand(suite: Suite) -> list[Point]:
                 # swept values were validated by spec; re-validating normalizes units (e.g. "4k" -> 4096)
                 params = Workload.model_validate({**base, **combo, "name": w.name, "sweep": None}).params() \
                     if combo else dict(base)
+                _cap_inflight(params)
                 swept = {k: params[k] for k in combo}
                 key = w.name + "".join(f"/{k}={_fmt(v)}" for k, v in swept.items())
                 if suite.repetitions > 1:
@@ -77,6 +78,18 @@ def expand(suite: Suite) -> list[Point]:
                 points.append(Point(idx=len(points), key=key, workload=w.name, engine=params["engine"], rep=rep,
                                     params=params, swept=swept))
     return points
+
+
+def _cap_inflight(params: dict[str, Any]) -> None:
+    """s3 `max_inflight`: lower iodepth so jobs x iodepth x object size fits (never below 1); the asked
+    iodepth stays in `iodepth_asked`. The same cap for every placement, so large objects compare fairly."""
+    cap, size = params.get("max_inflight"), params.get("object_size") or params.get("bs")
+    if not cap or not size:
+        return
+    fit = max(1, int(cap) // (int(params["numjobs"]) * int(size)))
+    if fit < int(params["iodepth"]):
+        params["iodepth_asked"] = params["iodepth"]
+        params["iodepth"] = fit
 
 
 def total_estimate_s(points: list[Point]) -> float:

@@ -168,7 +168,11 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     try:
         # ---- gate ----
         if ceph is not None:
-            gate = gate or health.gate(ceph, timeout=gate_timeout)
+            rgw = params.get("interface") == "s3"  # RGW's reshard queue and GC must be empty too
+            if gate is not None and rgw:
+                idle, why = health.rgw_idle(ceph)
+                gate = gate if idle else None
+            gate = gate or health.gate(ceph, timeout=gate_timeout, rgw=rgw)
             if not gate.ok:
                 events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
                                                           f"{gate.reason}; measured anyway", "data": gate.to_dict()})
@@ -217,6 +221,8 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     if result is not None:
         metrics, hists = _metrics(result, params, got.samples, started, ended)
         metrics.update({k: v for k, v in got.metrics.items() if k in METRIC_COLUMNS})
+        if params.get("interface") == "s3":
+            _s3_metrics(metrics, result, params, intervals, got.perf_counters, events)
         if metrics.get("total_ios", 0) == 0:
             status, error = "failed", "the engine completed no I/O in the measured window"
     if error:
@@ -229,6 +235,29 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
                        perf_counters=got.perf_counters, events=events)
     return PointOutcome(status, metrics, error, next_gate, faulted,
                         full_now if status == "failed" and ceph is not None and full_now else None)
+
+
+def _s3_metrics(m: dict[str, Any], r: PointResult, params: dict[str, Any], intervals: list[dict[str, Any]],
+                perf: dict[str, dict[str, Any]], events: list[dict[str, Any]]) -> None:
+    """GET time to first byte (the engine's ttfb phase) and the check against RGW's own counters."""
+    from fathom.analysis import reconcile
+
+    ttfb = ((r.extra.get("phases") or {}).get("read") or {}).get("ttfb") or {}
+    lat = ttfb.get("lat_ns") or {}
+    for key, col in (("mean", "ttfb_ms"), ("p50", "ttfb_p50_ms"), ("p99", "ttfb_p99_ms")):
+        if lat.get(key) is not None:
+            m[col] = float(lat[key]) / 1e6
+    slots = int(params.get("numjobs") or 1) * int(params.get("iodepth") or 1)
+    check = reconcile.point_check(r, intervals, perf, slots, int(params.get("object_size") or params.get("bs") or 0))
+    if check is None:
+        return
+    m["rgw_reconciled"] = "ok" if check["ok"] else "mismatch"
+    m["rgw_failed_req"] = check.get("failed_req")
+    r.extra["rgw_reconcile"] = check
+    rows = "; ".join(f"{x['counter']} {x['rgw']:g} vs client {x['client']:g}" for x in check["rows"])
+    if not check["ok"]:
+        events.append({"kind": "reconcile", "message": f"client and RGW counters disagree beyond the requests in "
+                                                      f"flight at the edges: {rows}", "data": check})
 
 
 def _stop_all(companions: list[Companion]) -> Contribution:

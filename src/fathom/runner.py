@@ -33,6 +33,7 @@ from typing import Any
 from fathom import engines, envinfo, faults, interfaces, plan, resume, spec, steady
 from fathom import point as point_mod
 from fathom.cluster import full, health
+from fathom.cluster import rgw as rgw_prep
 from fathom.cluster.ceph import Connection
 from fathom.cluster.local import LocalCluster
 from fathom.cluster.prep import Ledger, Prep
@@ -188,6 +189,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     prog: Progress | None = None
     tel: point_mod.TelemetryCompanion | None = None
     prepared = _Prepared()
+    s3_ctx: dict[str, Any] | None = None  # prep.rgw: what the s3 interface needs per point (no key material)
     try:
         # ---- client hosts: connected and their engines checked before any cluster starts ----
         if clients_spec is not None:
@@ -220,7 +222,8 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                 cluster = LocalCluster(cdir, progress=say)
                 say(f"starting a disposable local cluster in {cdir} ({c.osds} OSD(s), {c.objectstore})")
                 t0 = time.monotonic()
-                cluster.up(osds=c.osds, osd_size=c.osd_size, objectstore=c.objectstore, bind=opts.bind, mds=c.mds)
+                cluster.up(osds=c.osds, osd_size=c.osd_size, objectstore=c.objectstore, bind=opts.bind, mds=c.mds,
+                           rgw=c.rgw, settings=c.settings or None)
                 say(f"cluster HEALTH_OK in {time.monotonic() - t0:.1f} s")
             attempts[-1]["cluster_dir"] = str(cluster.root)  # this attempt's now: it stops it at the end
             store.merge_env(run_id, attempts=attempts)
@@ -266,6 +269,11 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                                       suite.prep.images.size)
                     pf.update(fsid=fsid, pool_id=(prep.pool_info(prepared.images_pool) or {}).get("pool_id"))
                 store.merge_env(run_id, prefill=pf)
+            if suite.prep.rgw is not None:
+                s3_ctx = rgw_prep.prepare(prep, suite.prep.rgw, prepared.pools, target.local if target else None,
+                                          data_tag, attached, workdir)
+                store.merge_env(run_id, prep_created=prep.created.to_dict(),
+                                rgw={k: v for k, v in s3_ctx.items() if k != "keys_file"})
             if suite.prep.hygiene.enabled:
                 hy = prep.hygiene(list(prepared.pools.values()), rbd_cache=suite.prep.hygiene.rbd_cache,
                                   rbd_io_scheduler=suite.prep.hygiene.rbd_io_scheduler)
@@ -292,7 +300,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                 and pool == prepared.images_pool else [],
                 run_tag=data_tag, workdir=workdir, clients=clients,
                 image_size=suite.prep.images.size if suite.prep.images else None,
-                timeout=float(params["runtime"]) + float(params["ramp_time"]) + CHILD_GRACE_S)
+                timeout=float(params["runtime"]) + float(params["ramp_time"]) + CHILD_GRACE_S, s3=s3_ctx)
             contexts[f"{point.engine}:{pool}"] = ctx
             return ctx
 
@@ -308,6 +316,12 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                 if _rewrite(rw, data_lost[rw.write.key], context(rw.write), store, run_id, prog.say):
                     found(rw.write.key)
             ctx = context(point)
+            if s3_ctx is not None and prep is not None and point.params.get("interface") == "s3" \
+                    and point.params.get("rw") == "write":
+                # a PUT starts on empty buckets: what earlier points wrote goes first, bypassing GC
+                gone = rgw_prep.purge_user_buckets(prep, s3_ctx["user"])
+                if gone:
+                    prog.say(f"purged {len(gone)} bucket(s) of user {s3_ctx['user']} before {point.key}")
             prog.point_start(point, n)
             schedule = [faults.Fault.model_validate(f) for f in point.params.get("faults") or []]
             extra: list[point_mod.Companion] = [faults.FaultCompanion(schedule, faults.Executor(
@@ -463,7 +477,8 @@ def _prepare(suite: spec.Suite, prep: Prep, attached: bool, data_tag: str, earli
                  f"({'; '.join(diff)}) and holds no finished point's data: removed and made anew",
                  pool=actual, pool_id=int(info["pool_id"]), differences=diff)
             prep.remove_pool(actual)
-        out.pools[p.name] = prep.pool(actual, ec_profile=ec, allow_ec_overwrites=bool(ec),
+        # RGW writes whole RADOS objects: its EC pools need no overwrites (erasure-code.rst)
+        out.pools[p.name] = prep.pool(actual, ec_profile=ec, allow_ec_overwrites=bool(ec) and p.application != "rgw",
                                       **shape)  # type: ignore[arg-type]
     # pools an earlier attempt made that this one does not use (named otherwise, by an older fathom)
     for name in [n for n in prep.created.pools if n not in out.pools.values()]:
@@ -541,6 +556,8 @@ def _unusable(lc: LocalCluster, want: spec.ClusterSpec) -> str | None:
                f"{want.osds}, {want.objectstore}, {want.osd_size}"
     if want.mds and not st.get("mds"):
         return "it has no MDS; the suite asks for one"
+    if want.rgw and not st.get("rgw"):
+        return "it has no RGW; the suite asks for one"
     verdict = health.gate(lc.ceph(timeout=15), timeout=ADOPT_GATE_S)
     if not verdict.ok:
         return f"not clean after {ADOPT_GATE_S:.0f} s: {verdict.reason}"

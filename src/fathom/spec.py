@@ -46,11 +46,13 @@ RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw
 # file interfaces' own fields (fio's names); absent from other workloads' params
 FILE_FIELDS = ("path", "mount", "nrfiles", "filesize", "file_service", "ioengine", "direct", "invalidate", "fsync",
                "fdatasync", "end_fsync")
+# the s3 interface's own fields (RGW placement, TLS, a cap on bytes in flight); absent from other workloads' params
+S3_FIELDS = ("placement", "tls", "max_inflight")
 WORKLOAD_FIELDS = ("engine", "interface", "target", "pool", "rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime",
                    "ramp_time", "size", "object_size", "drop_caches", "on_error", "op_timeout", "stall_timeout",
-                   "faults", "steady_state", *FILE_FIELDS)
+                   "faults", "steady_state", *FILE_FIELDS, *S3_FIELDS)
 SWEEPABLE = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp_time", "size", "object_size", "engine",
-             "nrfiles", "filesize", "ioengine", "direct", "file_service")
+             "nrfiles", "filesize", "ioengine", "direct", "file_service", "placement", "tls")
 
 
 class SuiteError(FathomError):
@@ -86,6 +88,16 @@ class ClusterSpec(_Model):
     objectstore: Literal["bluestore", "memstore"] = "bluestore"
     osd_size: int = 10 * 1024**3
     mds: bool = False  # an MDS and a CephFS file system (the cephfs interface, ceph-fuse mounts)
+    rgw: bool = False  # an RGW (beast, a plain and a TLS endpoint) for the s3 interface
+    # extra ceph.conf options by section, e.g. {osd: {osd_memory_target: "939524096"}} (local only)
+    settings: dict[str, dict[str, str]] = {}
+
+    @field_validator("settings", mode="before")
+    @classmethod
+    def _settings(cls, v: Any) -> Any:
+        if not isinstance(v, dict) or not all(isinstance(x, dict) for x in v.values()):
+            raise ValueError("expected sections of options, e.g. {osd: {osd_memory_target: 939524096}}")
+        return {str(k): {str(o): str(x) for o, x in sec.items()} for k, sec in v.items()}
 
     @field_validator("osd_size", mode="before")
     @classmethod
@@ -130,11 +142,38 @@ class HygieneSpec(_Model):
     rbd_io_scheduler: Literal["none", "simple"] = "none"
 
 
+class PlacementSpec(_Model):
+    """An RGW placement target over pools of prep.pools: the data pool decides the data-protection scheme."""
+
+    data_pool: str = Field(min_length=1)
+    index_pool: str = Field(min_length=1)  # replicated (EC pools have no omap)
+    data_extra_pool: str = Field(min_length=1)  # replicated: incomplete multipart uploads
+
+
+class RgwPrepSpec(_Model):
+    """RGW preparation (fathom.cluster.rgw): a placement target per scheme, pinned index shards, a user of
+    fathom's own; buckets are made per point with the placement's LocationConstraint and purged between."""
+
+    placements: dict[str, PlacementSpec] = Field(min_length=1)
+    index_shards: int = Field(11, ge=1, le=65521)  # rgw_override_bucket_index_max_shards; resharding off
+
+    @field_validator("placements")
+    @classmethod
+    def _names(cls, v: dict[str, PlacementSpec]) -> dict[str, PlacementSpec]:
+        import re
+
+        bad = [k for k in v if not re.match(r"^[a-z0-9][a-z0-9-]{0,30}$", k)]
+        if bad:
+            raise ValueError(f"placement name {bad[0]!r}: lowercase letters, digits and '-', at most 31")
+        return v
+
+
 class PrepSpec(_Model):
     pools: list[PoolSpec] = []
     images: ImagesSpec | None = None
     prefill: bool = False
     hygiene: HygieneSpec = HygieneSpec(enabled=False)
+    rgw: RgwPrepSpec | None = None
 
     @field_validator("hygiene", mode="before")
     @classmethod
@@ -262,6 +301,11 @@ class Workload(_Model):
     fsync: int | None = Field(None, ge=0)
     fdatasync: int | None = Field(None, ge=0)
     end_fsync: bool | None = None
+    # s3: the RGW placement of prep.rgw the buckets are made on, TLS at RGW, and a cap on the bytes in flight
+    # (jobs x iodepth x object size; iodepth is lowered to fit, never below 1)
+    placement: str | None = None
+    tls: bool | None = None
+    max_inflight: int | None = None
     sweep: SweepSpec | None = None
 
     @field_validator("engine")
@@ -283,6 +327,11 @@ class Workload(_Model):
         if v not in names():
             raise ValueError(f"unknown interface {v!r}; interfaces: {', '.join(names())}")
         return v
+
+    @field_validator("max_inflight", mode="before")
+    @classmethod
+    def _inflight(cls, v: Any) -> Any:
+        return None if v is None else _size(v, "max_inflight")
 
     @field_validator("bs", "size", "object_size", "filesize", mode="before")
     @classmethod
@@ -342,11 +391,14 @@ class Workload(_Model):
             raise ValueError(f"mount applies to the posix interface, not to {self.interface}")
         if given and not iface.files:
             raise ValueError(f"{given[0]} applies to file interfaces (posix, cephfs), not to {self.interface}")
+        s3 = [k for k in S3_FIELDS if getattr(self, k) is not None]
+        if s3 and self.interface != "s3":
+            raise ValueError(f"{s3[0]} applies to the s3 interface, not to {self.interface}")
         return self
 
     def params(self) -> dict[str, Any]:
         out = self.model_dump(exclude={"sweep", "name"})
-        return {k: v for k, v in out.items() if v is not None or k not in FILE_FIELDS}
+        return {k: v for k, v in out.items() if v is not None or k not in (*FILE_FIELDS, *S3_FIELDS)}
 
 
 class Suite(_Model):
@@ -593,6 +645,13 @@ def _cross_checks(parts: _Parts, lines: dict[tuple, int], problems: _Problems) -
     if prep and im and im.pool not in pools:
         problems.add(("prep", "images", "pool"), f"prep.images.pool: {im.pool!r} is not one of prep.pools (defined: "
                                                  f"{', '.join(sorted(pools)) or 'none'})")
+    if prep and prep.rgw:
+        for pid, pl in prep.rgw.placements.items():
+            for role in ("data_pool", "index_pool", "data_extra_pool"):
+                if getattr(pl, role) not in pools:
+                    problems.add(("prep", "rgw", "placements", pid, role),
+                                 f"prep.rgw.placements.{pid}.{role}: {getattr(pl, role)!r} is not one of prep.pools "
+                                 f"(defined: {', '.join(sorted(pools)) or 'none'})")
     if prep and prep.prefill and not im:
         problems.add(("prep", "prefill"), "prep.prefill: prefill: true needs prep.images")
     seen: set[str] = set()
@@ -607,6 +666,18 @@ def _cross_checks(parts: _Parts, lines: dict[tuple, int], problems: _Problems) -
             where = ("workloads", i, "pool") if ("workloads", i, "pool") in lines else ("defaults", "pool")
             problems.add(where, f"{_path(where)}: workload {w.name!r}: pool {w.pool!r} is not created by prep.pools "
                                 f"(defined: {', '.join(sorted(pools)) or 'none'})")
+        swept = list(w.sweep.axes().get("placement") or []) if w.sweep else []
+        for value in ([w.placement] if w.placement is not None else []) + swept:
+            if prep is None:
+                break
+            names = sorted(prep.rgw.placements) if prep.rgw else []
+            if value not in names:
+                where = ("workloads", i, "placement") if ("workloads", i, "placement") in lines else \
+                    ("defaults", "placement")
+                problems.add(where, f"{_path(where)}: workload {w.name!r}: placement {value!r} is not one of "
+                                    f"prep.rgw.placements (defined: {', '.join(names) or 'none'})")
+        if w.interface == "s3" and parts.cluster and parts.cluster.kind == "local" and not parts.cluster.rgw:
+            problems.add(("cluster",), f"cluster: workload {w.name!r} drives s3: the local cluster needs rgw: true")
         if prep and interfaces.get(w.interface).needs_images and not im:
             problems.add(("workloads", i),
                          f"workloads[{i}]: workload {w.name!r} drives {w.interface} but prep.images defines no images")

@@ -251,14 +251,18 @@ def _recv(s: socket.socket, n: int) -> bytes:
 
 def asok_path(daemon: Daemon, run_dir: Path | None) -> Path:
     base = run_dir or Path("/var/run/ceph")
-    return base / f"ceph-{daemon.name}.asok"
+    with_pid = base / f"ceph-{daemon.name}.{daemon.pid}.asok"  # client daemons (RGW): $cluster-$name.$pid.asok
+    return with_pid if daemon.pid and with_pid.exists() else base / f"ceph-{daemon.name}.asok"
+
+
+PERF_KINDS = ("osd", "rgw")  # daemons whose counters are read per point
 
 
 def perf_dump(daemons: list[Daemon], run_dir: Path | None) -> dict[str, dict[str, Any]]:
-    """{daemon: perf dump (selected sections)} for the OSDs; unreadable sockets are skipped."""
+    """{daemon: perf dump (selected sections)} for the OSDs and RGWs; unreadable sockets are skipped."""
     out = {}
     for d in daemons:
-        if d.kind != "osd":
+        if d.kind not in PERF_KINDS:
             continue
         try:
             dump = asok_command(asok_path(d, run_dir), "perf dump")

@@ -14,7 +14,7 @@ from typing import Any
 from fathom.store import Store
 
 # Parameters that may be swept; the ones that vary within a workload make the level.
-SWEEP_KEYS = ("numjobs", "iodepth", "clients", "threads", "files", "rate")
+SWEEP_KEYS = ("numjobs", "iodepth", "clients", "threads", "files", "rate", "placement", "object_size", "tls", "rw")
 LARGE_BLOCK = 64 * 1024  # from this size up, throughput is reported in MiB/s (as the OSD study does)
 
 
@@ -167,7 +167,7 @@ BW = Throughput("bw_mib_s", "MiB/s", "bw")
 def throughput_for(points: list[Point]) -> Throughput:
     """IOPS for small blocks, MiB/s from 64 KiB up (or when a source has no IOPS at all)."""
     for p in points:
-        bs = p.params.get("bs")
+        bs = p.params.get("object_size") if p.params.get("interface") == "s3" else p.params.get("bs")
         if isinstance(bs, (int, float)) and bs >= LARGE_BLOCK:
             return BW
     if points and all(p.m("iops") is None for p in points) and any(p.m("bw_mib_s") is not None for p in points):

@@ -62,3 +62,40 @@ def reconcile(client: dict[str, dict[str, Any]], rgw: dict[str, float], slots: i
     ok = all(r["ok"] for r in rows) and bool(rows)
     return {"ok": ok, "rows": rows, "failed_req": failed, "client_errors": client_errors,
             "note": None if rows else "no RGW counters to compare"}
+
+
+def from_perf_deltas(perf: dict[str, dict[str, Any]]) -> dict[str, float] | None:
+    """RGW's counters over a point from the stored per-daemon deltas (fathom.telemetry.perf_deltas), summed over
+    RGW daemons; None when no RGW was read. Zero deltas are stored as absent: they count as 0."""
+    rgws = [d for name, d in perf.items() if name.startswith("client.rgw") or name.startswith("rgw")]
+    if not rgws:
+        return None
+    out: dict[str, float] = {k: 0.0 for k in COUNTERS if k not in ("qlen", "qactive")}
+    for d in rgws:
+        for k in out:
+            v = d.get(f"rgw.{k}")
+            out[k] += float(v.get("count", 0) if isinstance(v, dict) else (v or 0))
+    return out
+
+
+def point_check(result: Any, intervals: list[dict[str, Any]], perf: dict[str, dict[str, Any]],
+                slots: int, object_size: int) -> dict[str, Any] | None:
+    """A suite point's reconciliation: the engine's ops and bytes (the ramp's included: RGW counts them too)
+    against RGW's deltas over the same point. None without RGW counters."""
+    rgw = from_perf_deltas(perf)
+    if rgw is None:
+        return None
+    client: dict[str, dict[str, Any]] = {}
+    for kind, o in result.ops.items():
+        client[kind] = {"ops": int(o.ops), "bytes": int(o.bytes), "errors": int(o.errors)}
+    for rec in intervals:
+        if not rec.get("ramp"):
+            continue
+        for kind, o in (rec.get("ops") or {}).items():
+            c = client.setdefault(kind, {"ops": 0, "bytes": 0, "errors": 0})
+            c["ops"] += int(o.get("ops", 0))
+            c["bytes"] += int(o.get("bytes", 0))
+            c["errors"] += int(o.get("errors", 0))
+    out = reconcile(client, rgw, slots=slots, max_object=object_size)
+    out["rgw"] = rgw
+    return out

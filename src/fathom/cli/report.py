@@ -72,6 +72,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     with _store(args) as store:
         base = load_run(store, args.base)
         news = [load_run(store, r) for r in [args.new, *args.more]]
+    from fathom.analysis import rgw_gains
+
+    if any(rgw_gains.is_gains_table(r) for r in [base, *news]):
+        return _compare_gains(args, base, news)
     c = compare(base, news, tol, gate)
     if not c.workloads:
         raise FathomError(f"nothing to compare: {base.name} and {', '.join(n.name for n in news)} share no "
@@ -87,6 +91,51 @@ def cmd_compare(args: argparse.Namespace) -> int:
         print("fathom: regression: " + ", ".join(f"{w.workload} ({w.new}: {w.ratio:.3f}x of {w.base})"
                                                  for w in c.regressed), file=sys.stderr)
         return EXIT_REGRESSION
+    return 0
+
+
+def _compare_gains(args: argparse.Namespace, base: object, news: list) -> int:
+    """A run of the rgw suite against the RGW study's published gains table (or two such): shapes, not magnitudes."""
+    from fathom.analysis import rgw_gains
+    from fathom.report import compare_text
+    from fathom.report.tables import fmt
+
+    runs = [base, *news]
+    gains = {r.name: (rgw_gains.published_gains(r) if rgw_gains.is_gains_table(r)  # type: ignore[attr-defined]
+                      else rgw_gains.measured_gains([r])) for r in runs}  # type: ignore[list-item]
+    empty = [n for n, g in gains.items() if not g]
+    if empty:
+        raise FathomError(f"nothing to compare: {', '.join(empty)} has no replica 3 vs EC 2+2 gains (workload "
+                          f"{rgw_gains.STUDY_WORKLOAD}, points done on both placements rep3 and ec22)",
+                          hint="compare the published table with a run of the rgw suite (`fathom run rgw`)")
+    b = base.name  # type: ignore[attr-defined]
+    results = [{"base": b, "new": n.name, **rgw_gains.shape(gains[b], gains[n.name])} for n in news]
+    if args.format == "json":
+        json.dump({"kind": "rgw replica 3 vs EC 2+2 gains", "results": results}, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0
+    o = [f"fathom compare: replica 3 vs EC 2+2 gains per object size, BASE {b} vs NEW "
+         + ", ".join(n.name for n in news), ""]
+    for r in runs:
+        if r.source:  # type: ignore[attr-defined]
+            o.append(f"source of {r.name}: {r.source}")  # type: ignore[attr-defined]
+    o += [""] + [f"  {d}" for d in rgw_gains.DEFINITIONS] + [""]
+    names = {"put_throughput_gain_pct": "PUT throughput", "get_throughput_gain_pct": "GET throughput",
+             "put_latency_gain_pct": "PUT latency", "get_latency_gain_pct": "GET latency"}
+    for res in results:
+        o.append(f"{res['new']} against {res['base']}, at the sizes both have ({', '.join(res['sizes']) or 'none'})")
+        o += compare_text.columns(["size", "gain", "BASE", "NEW", "sign"],
+                                  [[r["size"], names[r["gain"]], fmt(r["study_pct"], "pct"),
+                                    fmt(r["fathom_pct"], "pct"),
+                                    {True: "same", False: "DIFFERS", None: "n/a"}[r["sign_agrees"]]]
+                                   for r in res["rows"]], {2, 3})
+        o.append(f"signs agree in {res['signs_agree']} of {res['signs_compared']} cells (within "
+                 f"±{res['tolerance_pct_points']:g} points counts as no difference)")
+        for col, t in res["trends"].items():
+            o.append(f"  {names[col]} with object size: BASE {t['study']}, NEW {t['fathom']}"
+                     + ("" if t["study"] == t["fathom"] else "  (differs)"))
+        o += [f"note: {res['note']}", ""]
+    sys.stdout.write("\n".join(o))
     return 0
 
 
@@ -155,8 +204,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=cmd_import)
     q = isub.add_parser("table", help="a published table (CSV) such as crimson-vs-classic-2025.csv")
     q.add_argument("file", metavar="FILE.csv")
-    q.add_argument("--split-by", metavar="COLUMN", help="column whose values become runs "
-                                                        "(default: backend, target, run or config)")
+    q.add_argument("--split-by", metavar="COLUMN", help="column whose values become runs (default: backend, "
+                                                        "target, run or config; none of them: one run of every row)")
     q.add_argument("--name", help="prefix for the run names (NAME-value)")
     db(q)
     q.set_defaults(func=cmd_import)

@@ -145,3 +145,78 @@ def cleanup(prep: Prep) -> dict[str, list[str]]:
     prep.created.rgw_placements.clear()
     prep.on_ledger(prep.created)
     return removed
+
+
+# ---- a suite's RGW preparation (prep.rgw) and the purge between points ---------------------
+
+def write_keys(prep: Prep, uid: str, keys_path: Path, endpoint: str, region: str = "default") -> Path:
+    """The keys file of a user fathom made earlier (a resumed run's new scratch directory has none yet)."""
+    info = prep.ceph.radosgw_admin("user", "info", "--uid", uid, timeout=60) or {}
+    k = next((k for k in info.get("keys", []) if k.get("user") == uid), None)
+    if not k:
+        raise ClusterError(f"RGW user {uid} has no S3 keys", hint="start a new run of the suite")
+    keys_path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(keys_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"endpoint": endpoint, "access_key": k["access_key"], "secret_key": k["secret_key"], "user": uid,
+                   "region": region}, f)
+    return keys_path
+
+
+def prepare(prep: Prep, spec: Any, pools: dict[str, str], local: Any, tag: str, attached: bool,
+            workdir: Path) -> dict[str, Any]:
+    """A suite's prep.rgw on fathom's local cluster: a placement target per scheme over the prepared pools,
+    index shards pinned (resharding off), RGW restarted so they take effect, and a user of the run's own.
+    Returns what the s3 interface needs per point (paths and names only, no key material)."""
+    if local is None:
+        raise ClusterError("prep.rgw needs fathom's local cluster (its RGW is restarted so new placement targets "
+                           "take effect, and its endpoints are known)",
+                           hint="run on a disposable cluster (cluster: {kind: local, rgw: true}) or attach to one "
+                                "from `fathom cluster up --rgw` with --conf")
+    s3 = local.s3()
+    if not s3:
+        raise ClusterError(f"the local cluster in {local.root} has no RGW",
+                           hint="start it with `fathom cluster up --rgw`, or let the run start one (rgw: true)")
+    schemes: dict[str, str] = {}
+    have = placements(prep)
+    for name, pl in spec.placements.items():
+        scheme = f"{tag}-{name}" if attached else name  # on a shared cluster every name carries the run's tag
+        pid = placement_id(scheme)
+        if pid in have and pid in prep.created.rgw_placements:
+            schemes[name] = location(scheme)
+            continue
+        add_placement(prep, scheme, pools[pl.data_pool], pools[pl.index_pool], pools[pl.data_extra_pool])
+        schemes[name] = location(scheme)
+    pin_index_shards(prep, spec.index_shards)
+    restart_local_rgw(local)
+    got = placements(prep)
+    for name, loc in schemes.items():
+        pl = spec.placements[name]
+        want = {"data_pool": pools[pl.data_pool], "index_pool": pools[pl.index_pool],
+                "data_extra_pool": pools[pl.data_extra_pool]}
+        pid = loc.split(":", 1)[1]
+        if got.get(pid) != want:
+            raise ClusterError(f"RGW placement {pid} is {got.get(pid)}, not {want}",
+                               hint="check `radosgw-admin zone get`; another process may have changed the zone")
+    uid = tag
+    keys = workdir / "s3-keys.json"
+    if uid in prep.created.rgw_users and uid in (prep.ceph.radosgw_admin("user", "list", timeout=60) or []):
+        write_keys(prep, uid, keys, s3["endpoint"])
+    else:
+        create_user(prep, uid, keys, s3["endpoint"])
+    prep.progress(f"RGW ready: placements {', '.join(f'{n} ({loc})' for n, loc in schemes.items())}, "
+                  f"{spec.index_shards} index shards, user {uid}")
+    return {"keys_file": str(keys), "user": uid, "placements": schemes, "endpoint": s3["endpoint"],
+            "tls_endpoint": s3.get("tls_endpoint"), "ca_file": s3.get("ca_file"), "bucket_tag": tag}
+
+
+def purge_user_buckets(prep: Prep, uid: str) -> list[str]:
+    """Remove every bucket of a user fathom made, objects included, bypassing GC: a PUT point then starts on
+    empty buckets, never overwriting (overwritten tails would go to GC) and never short of space."""
+    if uid not in prep.created.rgw_users:
+        raise ClusterError(f"user {uid} was not made by fathom: not purging its buckets")
+    buckets = prep.ceph.radosgw_admin("bucket", "list", "--uid", uid, timeout=60) or []
+    for b in buckets:
+        prep.ceph.radosgw_admin("bucket", "rm", "--bucket", b, "--purge-objects", "--bypass-gc", fmt_json=False,
+                                timeout=3600)
+    return list(buckets)

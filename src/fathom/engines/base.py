@@ -44,6 +44,9 @@ class PointContext:
     on_event: Callable[[dict[str, Any]], None] = lambda event: None  # point events (a client host lost)
     # per-engine records of a many-engine point: {"intervals": [...], "histograms": {(op, host, n): b64}}
     on_engines: Callable[[dict[str, Any]], None] = lambda records: None
+    # s3 with prep.rgw (fathom.cluster.rgw.prepare): keys file path, placements -> LocationConstraint,
+    # endpoints, CA file; paths and names only
+    s3: dict[str, Any] | None = None
 
 
 class EngineAdapter(Protocol):

@@ -314,7 +314,9 @@ def point_spec(p: dict[str, Any], ctx: PointContext) -> EngineSpec:
     op_timeout = p.get("op_timeout", 30.0)
     iface = interfaces.get(p["interface"])
     # file interfaces take fio's `size` as each job's amount of I/O too (a pass over its files), runtime the cap
-    per_job = int(p["size"]) if iface.files and p.get("size") else None
+    # s3 puts: `size` is the bytes each job (client) puts at most, new objects only (PUT then GET of what was put)
+    per_job = int(p["size"]) if (iface.files or (p["interface"] == "s3" and p["rw"] == "write")) and p.get("size") \
+        else None
     return EngineSpec(target=iface.target(p, ctx),
                       load=Load(iodepth=int(p["iodepth"]), duration_s=float(p["runtime"]) + float(p["ramp_time"]),
                                 ramp_s=float(p["ramp_time"]), bytes=per_job),
@@ -337,6 +339,7 @@ def result_from_summary(summary: dict[str, Any], wall_s: float | None, user_s: f
             lat_max_ns=lat.get("max"), percentiles_ns={k: float(lat[k]) for k in PERCENTILES if lat.get(k) is not None},
             hist=o.get("hist"), errors=int(errs if isinstance(errs, int) else sum((errs or {}).values())),
         )
+    phases = {kind: o["phases"] for kind, o in (summary.get("ops") or {}).items() if o.get("phases")}
     errors = summary.get("errors") or []
     if isinstance(errors, dict):
         errors = [{"op": k, "kind": kk, "count": v} for k, d in errors.items() for kk, v in
@@ -353,7 +356,9 @@ def result_from_summary(summary: dict[str, Any], wall_s: float | None, user_s: f
                "stop": summary.get("stop"),
                # context switches per op of the measured phase (whole engine process), for the file study's chart
                "ctx_per_op": {k: cpu.get(f"{k}_ctx_per_op") for k in ("voluntary", "involuntary")},
-               **{k: summary[k] for k in ("posix",) if summary.get(k) is not None}},
+               **{k: summary[k] for k in ("posix", "s3", "objects") if summary.get(k) is not None},
+               # s3 latency phases (ttfb, hdr, server) per op kind: totals and percentiles, histograms merged exactly
+               **({"phases": phases} if phases else {})},
     )
 
 

@@ -104,19 +104,51 @@ def bucket_name(tag: str, job: int) -> str:
     return base[: 63 - len(suffix)].rstrip("-") + suffix
 
 
+def set_prefix(tag: str, p: dict[str, Any]) -> str:
+    """The object set of a point with a placement: what tells its PUT and the GET after it from other sets."""
+    size = int(p.get("object_size") or p["bs"])
+    return f"{tag}/{p.get('placement') or 'default'}/{size}/j{int(p.get('numjobs') or 1)}/tls{int(bool(p.get('tls')))}"
+
+
 def target(p: dict[str, Any], ctx: Any) -> S3:
     if ctx.conn is None or not getattr(ctx.conn, "conf", None):
         raise FathomError("s3 needs an S3 endpoint: run on a local cluster with RGW (cluster rgw: true), "
                           "whose keys file is s3.json beside its ceph.conf")
     op, pattern = MODES[p["rw"]]
     jobs = int(p.get("numjobs") or 1)
-    t = S3(keys_file=str(Path(ctx.conn.conf).parent / KEYS_FILE),
-           buckets=[bucket_name(ctx.run_tag, j) for j in range(jobs)], op=op,  # type: ignore[arg-type]
-           pattern=pattern, prefix=ctx.run_tag, jobs=jobs)  # type: ignore[arg-type]
+    rgw = getattr(ctx, "s3", None)
+    placement = p.get("placement")
+    if placement is not None and (not rgw or placement not in rgw.get("placements", {})):
+        raise FathomError(f"placement {placement!r} is not prepared: the suite's prep.rgw must define it")
+    if rgw and placement is not None:
+        tag = f"{rgw['bucket_tag']}-{placement}"
+        t = S3(keys_file=rgw["keys_file"], buckets=[bucket_name(tag, j) for j in range(jobs)],
+               op=op, pattern=pattern, prefix=set_prefix(rgw["bucket_tag"], p), jobs=jobs)  # type: ignore[arg-type]
+        if op == "put":  # buckets are made by the PUT, on the placement's pools
+            t.location_constraint = rgw["placements"][placement]
+    else:
+        t = S3(keys_file=rgw["keys_file"] if rgw else str(Path(ctx.conn.conf).parent / KEYS_FILE),
+               buckets=[bucket_name(ctx.run_tag, j) for j in range(jobs)], op=op,  # type: ignore[arg-type]
+               pattern=pattern, prefix=ctx.run_tag, jobs=jobs)  # type: ignore[arg-type]
+    if p.get("tls"):
+        local = _local_s3(ctx) if not rgw else rgw
+        if not local or not local.get("tls_endpoint"):
+            raise FathomError("tls: true needs RGW's TLS endpoint; this cluster has none",
+                              hint="a local cluster with rgw: true has one (`fathom cluster up --rgw`)")
+        t.endpoint, t.ca_file = local["tls_endpoint"], local.get("ca_file")
     if op == "put":
         t.object_size = int(p.get("object_size") or p["bs"])
         t.create_buckets = True
     return t
+
+
+def _local_s3(ctx: Any) -> dict[str, Any] | None:
+    import json
+
+    try:
+        return json.loads((Path(ctx.conn.conf).parent / KEYS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 INTERFACE = Interface(name="s3", needs_cluster=True, rw_modes=tuple(MODES), target=target)

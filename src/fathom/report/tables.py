@@ -295,9 +295,9 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
         sections.append(Section(wl, tp.unit, charts(runs, wl, axis) + timeline.charts(runs, wl),
                                 [detail_table(r, wl, axis, kinds) for r in runs if r.curve(wl)]
                                 + timeline.tables(runs, wl) + clients.tables(runs, wl), wl_flags))
-    from fathom.report import files_study  # the 2014 file study's own tables (fs-apps runs)
+    from fathom.report import files_study, rgw_study  # the studies' own tables (fs-apps, rgw runs)
 
-    sections = files_study.sections(runs) + sections
+    sections = files_study.sections(runs) + rgw_study.sections(runs) + sections
     summary = Table("Summary", ["workload", "run", "peak throughput", "peak at", "knee at", "90% of peak at",
                                 "clat at peak (ms)", "OSD CPU at peak (% of one core)", "per OSD core at peak",
                                 "anomalies"], srows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],
