@@ -115,6 +115,8 @@ METRIC_COLUMNS: dict[str, str] = {
     "rgw_reconciled": "'ok': the client's ops and bytes match RGW's counters over the point (within the requests "
                       "in flight at the edges); 'mismatch' otherwise",
     "rgw_failed_req": "RGW failed_req counter delta over the point",
+    "rgw_initial_lat_ms": "RGW's own mean time to the first byte of its answer (perf counter get_initial_lat for "
+                          "GETs, put_initial_lat for PUTs) over the point, ms",
     **{c: d for kind in DAEMON_KINDS for c, d in daemon_columns(kind).items()},
     "host_cpu_pct": "host CPU busy, % of all cores",
     "engine_cpu_pct": "load generator process CPU, % of one core, sampled like the daemons",

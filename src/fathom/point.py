@@ -247,6 +247,12 @@ def _s3_metrics(m: dict[str, Any], r: PointResult, params: dict[str, Any], inter
     for key, col in (("mean", "ttfb_ms"), ("p50", "ttfb_p50_ms"), ("p99", "ttfb_p99_ms")):
         if lat.get(key) is not None:
             m[col] = float(lat[key]) / 1e6
+    # RGW's own time to its first byte out (get_initial_lat / put_initial_lat): the client's TTFB less the wire
+    lat_key = "rgw.get_initial_lat" if params.get("rw") != "write" else "rgw.put_initial_lat"
+    lats = [d[lat_key] for name, d in perf.items() if name.startswith("client.rgw") and isinstance(d.get(lat_key),
+                                                                                                   dict)]
+    if lats and sum(x["count"] for x in lats):
+        m["rgw_initial_lat_ms"] = sum(x["sum"] for x in lats) / sum(x["count"] for x in lats) * 1e3
     slots = int(params.get("numjobs") or 1) * int(params.get("iodepth") or 1)
     check = reconcile.point_check(r, intervals, perf, slots, int(params.get("object_size") or params.get("bs") or 0))
     if check is None:

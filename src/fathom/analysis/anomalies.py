@@ -1,7 +1,8 @@
 """Points that should not be read at face value, with the rule that caught each one.
 
 Rules (thresholds are deliberately loose: a clean sweep must pass untouched):
-- collapse: a point's throughput is below 1/3 of what its neighbours say it should reach.
+- collapse: a point's throughput is below 1/3 of what its neighbours (the points that differ from it in
+  concurrency only: same rw, block and object size, placement, TLS) say it should reach.
   In a closed loop more outstanding ops never legitimately cut throughput by 3x, and fewer
   ops cut it at most in proportion (Little's law: X = N / R, R does not fall as N grows).
   So the bound for a point at concurrency N is the largest of: throughput of any point at
@@ -71,6 +72,18 @@ def _concurrency(p: Point) -> float | None:
 
 def _fmt(x: float) -> str:
     return f"{x:,.0f}" if abs(x) >= 100 else f"{x:,.3g}"
+
+
+FAMILY_KEYS = ("rw", "bs", "object_size", "placement", "tls")  # a sweep over these is not a concurrency curve
+
+
+def _families(curve: list[Point]) -> list[list[int]]:
+    """Indexes of the curve's points grouped by what is not concurrency (a PUT and a GET, two object sizes
+    or two placements of one workload do not bound each other's throughput)."""
+    out: dict[tuple, list[int]] = {}
+    for i, p in enumerate(curve):
+        out.setdefault(tuple(repr(p.params.get(k)) for k in FAMILY_KEYS), []).append(i)
+    return list(out.values())
 
 
 def collapse(curve: list[Point], tp: Throughput, factor: float = COLLAPSE_FACTOR) -> dict[int, str]:
@@ -196,7 +209,10 @@ def find(run: RunData, workload: str, curve: list[Point] | None = None,
         out.append(Anomaly(run.name, workload, p.iodepth, p.label, kind, msg, p.point_id))
 
     faulted = {id(p): fault_data(run, p) for p in curve}
-    collapsed = collapse(curve, tp)
+    collapsed = {}
+    for idxs in _families(curve):  # only points that differ in concurrency bound each other
+        for j, msg in collapse([curve[i] for i in idxs], tp).items():
+            collapsed[idxs[j]] = msg
     for i, msg in collapsed.items():
         if not faulted[id(curve[i])]:  # an intended fault's dip is the measurement
             add(curve[i], "collapse", msg)

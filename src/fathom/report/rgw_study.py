@@ -96,16 +96,17 @@ def _detail_table(runs: list[RunData]) -> Table | None:
         rows.append([rgw_gains.size_label(s), op, pl, str(len(ps)), fmt(c.mean("bw_mib_s"), "bw"),
                      fmt(c.mean("iops"), "int"), fmt(c.mean("clat_ms")), fmt(c.mean("p50_ms")), fmt(c.mean("p99_ms")),
                      fmt(c.mean("p999_ms")), fmt(c.mean("ttfb_p50_ms")) if op == "GET" else "",
-                     fmt(c.mean("ttfb_p99_ms")) if op == "GET" else "", fmt(c.mean("errors"), "int"),
-                     _reconciled(ps)])
+                     fmt(c.mean("ttfb_p99_ms")) if op == "GET" else "", fmt(c.mean("rgw_initial_lat_ms")),
+                     fmt(c.mean("errors"), "int"), _reconciled(ps)])
     return Table("Per object size, operation and placement: throughput, latency percentiles, TTFB",
                  ["size", "op", "placement", "reps", "MiB/s", "IOPS", "mean (ms)", "p50 (ms)", "p99 (ms)",
-                  "p99.9 (ms)", "TTFB p50 (ms)", "TTFB p99 (ms)", "errors", "RGW counters"], rows,
-                 ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "r", "l"],
+                  "p99.9 (ms)", "TTFB p50 (ms)", "TTFB p99 (ms)", "RGW initial (ms)", "errors", "RGW counters"], rows,
+                 ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "r", "r", "l"],
                  ["Percentiles from the merged latency histograms (the study published averages only). TTFB: "
                   "time to the first body byte of a GET. RGW counters: the client's requests and bytes against "
                   "RGW's perf counters over the same point (ramp included); 'ok' within the requests in flight at "
-                  "the window's edges."])
+                  "the window's edges. RGW initial: RGW's own mean time to its first byte out (perf counters "
+                  "get_initial_lat, put_initial_lat); a client TTFB below it would be wrong."])
 
 
 def _headline_table(points: list[Point]) -> Table | None:
@@ -212,7 +213,9 @@ def _cpu_table(points: list[Point]) -> Table | None:
                   "OSD cores (all 4)", "client CPU %", "host CPU %", "RGW failed_req"], rows,
                  ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],
                  ["One RGW daemon, so cores per daemon = RGW cores. Client CPU: the engine process, % of one core. "
-                  "Host CPU: % of all cores (2 here)."])
+                  "Host CPU: % of all cores (2 here). RGW failed_req on a PUT point counts the engine's probe of "
+                  "each client's bucket before making it (404 NoSuchBucket, one per client): expected, not an "
+                  "error of the load; the load's own errors are in the table above."])
 
 
 def _shape_table(runs: list[RunData]) -> Table | None:
