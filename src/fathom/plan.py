@@ -39,7 +39,9 @@ class Point:
 
     def label(self) -> str:
         p = self.params
-        parts = [self.workload, p["rw"], format_size(p["bs"]), f"iodepth={p['iodepth']}", f"numjobs={p['numjobs']}"]
+        size = p["object_size"] if p.get("interface") == "s3" and p.get("object_size") else p["bs"]
+        parts = [self.workload, p["rw"], format_size(size), f"iodepth={p['iodepth']}", f"numjobs={p['numjobs']}"]
+        parts += [f"{k}={p[k]}" for k in ("placement", "tls") if p.get(k) is not None]
         if self.engine != "fathom-engine":
             parts.append(f"engine={self.engine}")
         if self.rep > 1 or self.params.get("_reps", 1) > 1:
