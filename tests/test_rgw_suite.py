@@ -58,10 +58,13 @@ def test_quick_plan_fits_ten_minutes():
     from fathom import plan
 
     pts = plan.expand(spec.load("rgw", quick=True).suite)
-    assert plan.total_estimate_s(pts) < 360  # points only; the cluster start and prep come on top
-    big = [p for p in pts if p.params["object_size"] == 64 * 2**20]
+    assert plan.total_estimate_s(pts) < 420  # points only; the cluster start and prep come on top
+    big = [p for p in pts if p.params["object_size"] == 256 * 2**20]
     # in-flight bytes capped the same for both placements
-    assert {(p.params["placement"], p.params["iodepth"]) for p in big} == {("rep3", 2), ("ec22", 2)}
+    assert {(p.params["placement"], p.params["iodepth"]) for p in big} == {("rep3", 1), ("ec22", 1)}
+    # the published table's sizes, so a quick run compares with all of it
+    assert {p.params["object_size"] for p in pts if p.workload == "rep3-vs-ec22"} == {
+        64 * 1024, 4 * 2**20, 64 * 2**20, 256 * 2**20}
 
 
 def test_rgw_suite_report_import_compare_cleanup(rgw_cluster, engine_ready, tmp_path):
