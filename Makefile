@@ -18,7 +18,7 @@ ENGINE := engine/target/release/fathom-engine
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
 .PHONY: help install deps venv engine demo test test-unit bench-engine bench-rados bench-null bench-steady bench-hosts \
-	bench-s3 bench-files clean
+	bench-s3 bench-s3-memory bench-files clean
 
 help:
 	@echo "make demo   install if needed, run the main job on a disposable local cluster, leave a report"
@@ -84,6 +84,10 @@ bench-hosts: install
 bench-s3: install
 	GO=$$(bash bench/go-toolchain.sh) && \
 	  $(VENV)/bin/python bench/s3_vs_clients.py --go "$$GO" --docs docs/benchmarks.md
+
+# fathom-engine's RSS over 10 minutes of GETs and PUTs of 256 MiB objects against a bound (~12 min)
+bench-s3-memory: install
+	$(VENV)/bin/python bench/s3_memory.py --docs docs/benchmarks.md
 
 # fathom's posix target vs fio (psync, io_uring) on a local directory, then on a ceph-fuse mount (~10 min)
 bench-files: install
