@@ -117,6 +117,11 @@ class Sampler:
         with self._lock:
             self.engine_pid = pid
 
+    def set_daemons(self, daemons: list[Daemon]) -> None:
+        """Sample these daemons from the next sample on (a point started one: ceph-fuse, ganesha)."""
+        with self._lock:
+            self.daemons = [d for d in daemons if d.pid]
+
     def start(self) -> None:
         self._stop.clear()
         self.samples = []
