@@ -19,11 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import run_fathom
 from fathom.cluster import ganesha, mounts
 from fathom.cluster.local import LocalCluster, pid_alive
 from fathom.errors import ClusterError
+from fathom.report import files_study
 from fathom.store import Store
 
 SRC = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
@@ -102,7 +104,7 @@ def test_ganesha_serves_both_exports_and_the_nfs_target_round_trips(nfs_cluster,
     assert ganesha.ganesha(c) == srv and ganesha_pid(c) == pid  # idempotent: the running one is kept
     for export, where in (("local", "/t-local"), ("cephfs", "/t-cephfs")):
         s = round_trip(engine_ready, srv, export, where)
-        assert s["verify"]["checked"] == 4 * 2 * 40 and s["verify"]["mismatches"] == 0, s["verify"]
+        assert s["verify"]["checked"] == 4 * 40 * (8192 // 512) and s["verify"]["mismatches"] == 0, s["verify"]
         assert s["nfs"]["connections"] == 2 and s["nfs"]["page_cache"] is False
         assert s["nfs"]["write_rpc_bytes"] == 3072
     # the local export is a directory of the cluster's: the files are there, whole
@@ -148,9 +150,36 @@ def test_ganesha_that_cannot_start_shows_its_log(nfs_cluster):
             ganesha.ganesha(c, port=port)
     msg = str(e.value)
     assert "exited during start-up" in msg and "Address already in use" in msg and ":FATAL :" in msg, msg
-    assert ganesha_pid(c) is None
-    mounts.teardown(c)
-    assert ganesha.GANESHA not in (c.state() or {})["daemons"]
+    assert ganesha.GANESHA not in (c.state() or {})["daemons"] and not (c.root / mounts.RECORD).exists()
+
+
+def test_quick_fs_apps_nfs_workloads_end_to_end_with_the_report(nfs_cluster, engine_ready, tmp_path):
+    """The built-in suite's NFS workloads, --quick (10 jobs on 10 files), on the module's cluster."""
+    from importlib import resources
+
+    c, pids = nfs_cluster
+    doc = yaml.safe_load((resources.files("fathom.suites") / "fs-apps.yaml").read_text())
+    doc["workloads"] = [w for w in doc["workloads"] if w["interface"] == "nfs"]
+    assert sorted(w["name"].split("-")[1] for w in doc["workloads"]) == ["nfscephfs"] * 4 + ["nfslocal"] * 4
+    suite = tmp_path / "fs-nfs.yaml"
+    suite.write_text(yaml.safe_dump(doc))
+    db = tmp_path / "fs.db"
+    p = run_fathom("run", str(suite), "--quick", "--db", str(db), "--conf", str(c.conf_path), env=SRC,
+                   cwd=tmp_path, timeout=600)
+    pids += [d for d in [ganesha_pid(c)] if d]
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    store = Store(db)
+    pts = {q["workload"]: q for q in store.points(store.run("latest").id)}
+    assert len(pts) == 8 and all(q["status"] == "done" for q in pts.values())
+    for name, q in pts.items():
+        m = q["metrics"]
+        for d in files_study.DIRECTIONS[name.split("-")[0]]:
+            assert m[f"{d}_bw_mib_s"] > 0, (name, m)
+        assert m.get("ganesha_cpu") is not None, (name, sorted(m))  # sampled, though the run itself started it
+    md = tmp_path / "r.md"
+    run_fathom("report", "latest", "--db", str(db), "-o", str(md), env=SRC, check=True)
+    text = md.read_text()
+    assert "2014 file study" in text and "nfscephfs" in text and "nfslocal" in text and "no page cache" in text
 
 
 SUITE = """

@@ -195,7 +195,6 @@ struct Lib {
     open2: unsafe extern "C" fn(Ctx, *const c_char, c_int, c_int, *mut Fh) -> c_int,
     close: unsafe extern "C" fn(Ctx, Fh) -> c_int,
     stat64: unsafe extern "C" fn(Ctx, *const c_char, *mut [u64; 17]) -> c_int,
-    pwrite: unsafe extern "C" fn(Ctx, Fh, u64, u64, *const c_void) -> c_int,
     fsync: unsafe extern "C" fn(Ctx, Fh) -> c_int,
     get_fd: unsafe extern "C" fn(Ctx) -> c_int,
     which_events: unsafe extern "C" fn(Ctx) -> c_int,
@@ -245,7 +244,6 @@ impl Lib {
                 open2: std::mem::transmute::<*mut c_void, _>(sym("nfs_open2")?),
                 close: std::mem::transmute::<*mut c_void, _>(sym("nfs_close")?),
                 stat64: std::mem::transmute::<*mut c_void, _>(sym("nfs_stat64")?),
-                pwrite: std::mem::transmute::<*mut c_void, _>(sym("nfs_pwrite")?),
                 fsync: std::mem::transmute::<*mut c_void, _>(sym("nfs_fsync")?),
                 get_fd: std::mem::transmute::<*mut c_void, _>(sym("nfs_get_fd")?),
                 which_events: std::mem::transmute::<*mut c_void, _>(sym("nfs_which_events")?),
@@ -268,25 +266,30 @@ impl Lib {
         unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
     }
 
-    /// Open (creating it if asked and missing) with the sync API. libnfs 4.0's NFSv4 OPEN with O_CREAT is
-    /// an exclusive create (EEXIST on an existing file), so an existing file is opened without it.
+    /// Open (creating it if asked and missing) with the sync API. Whether the file exists is asked first
+    /// (GETATTR), for two faults of libnfs 4.0's NFSv4 OPEN: with O_CREAT it is an exclusive create (EEXIST
+    /// on an existing file), and after an OPEN that failed (NFS4ERR_NOENT) every later OPEN on the context
+    /// fails too (the open-owner's sequence id goes out of step with the server's).
     fn open_fh(&self, ctx: Ctx, path: &str, flags: i32) -> Result<Fh, i32> {
         let p = CString::new(path).map_err(|_| libc::EINVAL)?;
-        let create = flags & libc::O_CREAT != 0;
-        let base = flags & (libc::O_ACCMODE | libc::O_SYNC | libc::O_TRUNC);
-        for attempt in 0..3 {
-            let mut fh: Fh = std::ptr::null_mut();
-            let f = if create && attempt % 2 == 1 { base | libc::O_CREAT } else { base };
-            // SAFETY: live context, NUL-terminated path, out-pointer.
-            let r = unsafe { (self.open2)(ctx, p.as_ptr(), f, 0o644, &mut fh) };
-            match -r {
-                0 => return Ok(fh),
-                libc::ENOENT if create && attempt % 2 == 0 => continue,
-                libc::EEXIST if attempt % 2 == 1 => continue, // made by someone else in between
-                e => return Err(e),
-            }
+        let mut st = [0u64; 17];
+        // SAFETY: live context; st has struct nfs_stat_64's 17 u64 fields.
+        let exists = match -unsafe { (self.stat64)(ctx, p.as_ptr(), &mut st) } {
+            0 => true,
+            libc::ENOENT => false,
+            e => return Err(e),
+        };
+        if !exists && flags & libc::O_CREAT == 0 {
+            return Err(libc::ENOENT);
         }
-        Err(libc::EEXIST)
+        let mut f = flags & (libc::O_ACCMODE | libc::O_SYNC | libc::O_TRUNC);
+        if !exists {
+            f |= libc::O_CREAT;
+        }
+        let mut fh: Fh = std::ptr::null_mut();
+        // SAFETY: live context, NUL-terminated path, out-pointer.
+        let r = unsafe { (self.open2)(ctx, p.as_ptr(), f, 0o644, &mut fh) };
+        if r < 0 { Err(-r) } else { Ok(fh) }
     }
 }
 
@@ -315,23 +318,44 @@ impl Fs for Setup {
         if r < 0 { Err(-r) } else { Ok(st[7]) }
     }
 
+    /// The layout's writes: every WRITE RPC of the buffer in flight at once (one at a time, a 10 MiB file
+    /// would take 3414 round trips), then a service loop on this thread until the last is answered.
     fn pwrite(&self, fd: i32, buf: &[u8], off: u64) -> Result<usize, i32> {
         let fh = self.table.borrow()[fd as usize].2;
-        let mut done = 0;
-        while done < buf.len() {
-            let n = WRITE_RPC.min(buf.len() - done);
-            // SAFETY: open handle; the range lies inside buf.
-            let w =
-                unsafe { (self.lib.pwrite)(self.ctx, fh, off + done as u64, n as u64, buf[done..].as_ptr().cast()) };
-            if w < 0 {
-                return Err(-w);
+        let n = buf.len().div_ceil(WRITE_RPC);
+        let state = Box::new(Batch { left: Cell::new(n), bytes: Cell::new(0), err: Cell::new(0) });
+        let pr = &*state as *const Batch as *mut c_void;
+        for k in 0..n {
+            let at = k * WRITE_RPC;
+            let l = WRITE_RPC.min(buf.len() - at);
+            // SAFETY: open handle; the range lies inside buf, which outlives the loop below; `state` too.
+            let r = unsafe {
+                (self.lib.pwrite_async)(self.ctx, fh, off + at as u64, l as u64, buf[at..].as_ptr().cast(), batch_cb, pr)
+            };
+            if r < 0 {
+                state.err.set(libc::EIO);
+                state.left.set(state.left.get() - (n - k));
+                break;
             }
-            if w == 0 {
-                return Err(libc::EIO);
-            }
-            done += w as usize;
         }
-        Ok(done)
+        while state.left.get() > 0 {
+            // SAFETY: this thread owns the context (no service thread runs yet).
+            let mut pfd = unsafe {
+                libc::pollfd { fd: (self.lib.get_fd)(self.ctx), events: (self.lib.which_events)(self.ctx) as i16, revents: 0 }
+            };
+            // SAFETY: one valid pollfd.
+            if unsafe { libc::poll(&mut pfd, 1, 1000) } > 0
+                && unsafe { (self.lib.service)(self.ctx, pfd.revents as c_int) } < 0
+            {
+                std::mem::forget(state); // RPCs still queued may yet call back into it
+                return Err(libc::ENOTCONN);
+            }
+        }
+        match state.err.get() {
+            0 if state.bytes.get() == buf.len() => Ok(buf.len()),
+            0 => Err(libc::EIO),
+            e => Err(e),
+        }
     }
 
     fn fdatasync(&self, fd: i32) -> Result<(), i32> {
@@ -348,6 +372,26 @@ impl Fs for Setup {
             unsafe { (self.lib.close)(self.ctx, fh) };
         }
     }
+}
+
+/// The layout's WRITE RPCs of one buffer (on the setup thread).
+struct Batch {
+    left: Cell<usize>,
+    bytes: Cell<usize>,
+    err: Cell<i32>,
+}
+
+unsafe extern "C" fn batch_cb(err: c_int, _ctx: Ctx, _data: *mut c_void, pr: *mut c_void) {
+    // SAFETY: pr is the setup thread's Batch, alive until its last RPC is answered (leaked if that never comes).
+    let b = unsafe { &*(pr as *const Batch) };
+    if err < 0 {
+        if b.err.get() == 0 {
+            b.err.set(-err);
+        }
+    } else {
+        b.bytes.set(b.bytes.get() + err as usize);
+    }
+    b.left.set(b.left.get() - 1);
 }
 
 const READ: u8 = 0;
@@ -560,7 +604,6 @@ pub struct Nfs {
     names: Vec<String>,
     file_fds: Vec<i32>,
     slot_fd: Vec<i32>,
-    datasync: bool,
     end_fsync: bool,
     extras: Value,
 }
@@ -586,6 +629,9 @@ impl Nfs {
         for part in t.path.split('/').filter(|p| !p.is_empty()) {
             made.push('/');
             made.push_str(part);
+            if setup.size(&made).is_ok() {
+                continue;
+            }
             let p = CString::new(made.as_str()).map_err(|_| Fatal::spec("path contains NUL"))?;
             // SAFETY: mounted context, NUL-terminated path.
             let r = unsafe { (lib.mkdir)(setup.ctx, p.as_ptr()) };
@@ -697,7 +743,6 @@ impl Nfs {
             names: opened.names,
             file_fds: opened.file_fds,
             slot_fd: vec![-1; slots],
-            datasync: t.fdatasync > 0,
             end_fsync: t.end_fsync,
             extras,
         })

@@ -154,7 +154,9 @@ def ganesha(cluster: LocalCluster, need_cephfs: bool = False, port: int | None =
         from fathom.cluster.local import pid_alive
 
         if not pid_alive(pid):
-            raise ClusterError(f"nfs-ganesha exited during start-up\n{log_tail(cluster)}",
+            tail = log_tail(cluster)
+            mounts.teardown(cluster, only=GANESHA)  # the cluster's state lists no dead daemon
+            raise ClusterError(f"nfs-ganesha exited during start-up\n{tail}",
                                hint=f"its config is {conf_path(cluster)}; logs are in {cluster.log_dir}")
         if _initialized(log) and _listens("127.0.0.1", port):
             cluster.progress(f"nfs-ganesha serving {', '.join(EXPORTS[e] for e in EXPORTS if cephfs or e != 'cephfs')}"
