@@ -71,6 +71,10 @@ def test_nfs_workload_fields():
         assert said in str(e.value), str(e.value)
 
 
+def attach(c: LocalCluster) -> list[str]:
+    return ["--conf", str(c.conf_path), "--keyring", str(c.keyring_path)]
+
+
 def ganesha_pid(c: LocalCluster) -> int | None:
     return next((d.pid for d in c.daemons() if d.name == ganesha.GANESHA and d.running), None)
 
@@ -133,7 +137,7 @@ def test_a_corrupted_file_is_caught(nfs_cluster, engine_ready):
         fh.write(b"\xff" * 16)
     rc, recs = engine(engine_ready, {"target": {**base, "rw": "read"}, "load": {"iodepth": 1, "ops": 8},
                                      "verify": True})
-    assert rc == 0, recs[-2:]
+    assert rc == 5 and recs[-1]["type"] == "error" and recs[-1]["kind"] == "verify", recs[-2:]
     v = next(r for r in recs if r["type"] == "summary")["verify"]
     assert v["mismatches"] == 1 and v["checked"] == 8 * 8, v
     assert v["first_mismatch"]["object"] == "/t-bad/fathom.0.0" and v["first_mismatch"]["offset"] == 3 * 4096
@@ -164,8 +168,7 @@ def test_quick_fs_apps_nfs_workloads_end_to_end_with_the_report(nfs_cluster, eng
     suite = tmp_path / "fs-nfs.yaml"
     suite.write_text(yaml.safe_dump(doc))
     db = tmp_path / "fs.db"
-    p = run_fathom("run", str(suite), "--quick", "--db", str(db), "--conf", str(c.conf_path), env=SRC,
-                   cwd=tmp_path, timeout=600)
+    p = run_fathom("run", str(suite), "--quick", "--db", str(db), *attach(c), env=SRC, cwd=tmp_path, timeout=600)
     pids += [d for d in [ganesha_pid(c)] if d]
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     store = Store(db)
@@ -193,10 +196,11 @@ workloads:
 
 def children(pid: int) -> list[int]:
     out = []
-    for t in Path(f"/proc/{pid}/task").iterdir():
+    for d in Path("/proc").iterdir():
         try:
-            out += [int(x) for x in (t / "children").read_text().split()]
-        except OSError:
+            if d.name.isdigit() and int((d / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                out.append(int(d.name))
+        except (OSError, IndexError, ValueError):
             pass
     return out
 
@@ -209,8 +213,8 @@ def test_a_sigkilled_fathom_leaves_ganesha_that_umount_stops_by_pid(nfs_cluster,
     env = dict(os.environ, **SRC)
     env.pop("CEPH_CONF", None)
     proc = subprocess.Popen([sys.executable, "-m", "fathom", "run", str(suite), "--db", str(tmp_path / "k.db"),
-                             "--conf", str(c.conf_path)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True)
+                             *attach(c)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     engine_pids: list[int] = []
     try:
         deadline = time.monotonic() + 120
