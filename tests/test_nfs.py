@@ -139,7 +139,7 @@ def test_a_corrupted_file_is_caught(nfs_cluster, engine_ready):
                                      "verify": True})
     assert rc == 5 and recs[-1]["type"] == "error" and recs[-1]["kind"] == "verify", recs[-2:]
     v = next(r for r in recs if r["type"] == "summary")["verify"]
-    assert v["mismatches"] == 1 and v["checked"] == 8 * 8, v
+    assert v["mismatches"] == 1 and v["checked"] >= 7 * 8, v  # the other 7 blocks, and the bad one up to its fault
     assert v["first_mismatch"]["object"] == "/t-bad/fathom.0.0" and v["first_mismatch"]["offset"] == 3 * 4096
 
 
