@@ -20,6 +20,7 @@ from fathom import interfaces, plan, spec
 from fathom.cluster.ceph import Connection
 from fathom.engines import PointContext
 from fathom.engines.fathom_engine import point_spec
+from fathom.interfaces.nfs import Nfs
 from fathom.interfaces.null import Null
 from fathom.interfaces.rados import Rados
 from fathom.interfaces.rbd import Rbd
@@ -56,8 +57,9 @@ def test_every_builtin_point_is_a_valid_engine_spec(name, engine_ready, tmp_path
     checked = 0
     for loaded in suites:
         for pt in plan.expand(loaded.suite):
-            if pt.engine != "fathom-engine" or pt.params.get("mount"):
-                continue  # a mount is made on a running local cluster (tests/test_mounts.py)
+            own_nfs = pt.params["interface"] == "nfs" and not pt.params.get("server")
+            if pt.engine != "fathom-engine" or pt.params.get("mount") or own_nfs:
+                continue  # a mount (ganesha) is made on a running local cluster (tests/test_mounts.py, test_nfs.py)
             # a posix path is the suite's; its run directory is made here instead
             params = {**pt.params, "path": str(tmp_path)} if pt.params.get("path") else pt.params
             c = ctx(tmp_path)
@@ -79,6 +81,7 @@ def minimal_targets(tmp_path: Path) -> list[es.Target]:
         Rados(connection=conn, pool="p", op="write", prefix="x", object_size=4096, op_size=4096),
         Rbd(connection=conn, pool="p", rw="randwrite", images=["i"]),
         Null(),
+        Nfs(export="/export", rw="randread", filesize=65536),
         S3(keys_file=str(tmp_path / "s3.json"), buckets=["b-0"], op="put", object_size=4096, objects=8),
         S3(keys_file=str(tmp_path / "s3.json"), buckets=["b-0", "b-1"], op="get", prefix="x", jobs=2,
            range=Range(size=4096), payload="sha256", endpoint="https://127.0.0.1:7443", ca_file="/ca.crt"),
@@ -125,6 +128,8 @@ def test_every_interface_builds_a_spec_the_engine_takes(engine_ready, tmp_path):
         iface = interfaces.get(name)
         rw = "randread" if "randread" in iface.rw_modes else iface.rw_modes[0]
         path = {"path": str(tmp_path)} if iface.needs_path else {}
+        if name == "nfs":  # a server of one's own (fathom's ganesha needs a running local cluster)
+            path = {"server": "127.0.0.1:2049", "export": "/export"}
         doc = point_spec({**params, **path, "interface": name, "rw": rw}, ctx(tmp_path)).to_json()
         assert doc["target"]["kind"] == name
         assert check(engine_ready, doc, tmp_path).returncode == 0, name

@@ -41,3 +41,16 @@ def test_throughput_in_kib_s_and_ranking_against_2014():
 
 def test_no_fs_apps_points_no_section():
     assert files_study.sections([run("x", [measured("randread4k", 1, 1, 1.0, None)])]) == []
+
+
+def test_nfs_targets_the_local_one_stands_in_for_2014_nfs_and_the_notes_say_no_page_cache():
+    ours = run("fs", [measured("db-local", 10, 10, 2.0, 1.0), measured("db-nfslocal", 10, 10, 1.0, 0.5),
+                      measured("db-nfscephfs", 10, 10, 0.5, 0.25)])
+    pub = [run("local", [published("local", "db", "read", 10, 10, 1478)], {"target": "local"}),
+           run("nfs", [published("nfs", "db", "read", 10, 10, 2162)], {"target": "nfs"})]
+    (sec,) = files_study.sections([ours, *pub])
+    tp, _, rank = sec.tables
+    assert tp.headers[3:] == ["local", "nfslocal", "nfscephfs"]
+    assert any("no page cache" in n for n in tp.notes)
+    (row,) = rank.rows
+    assert row[3] == "local > nfslocal" and row[4] == "nfslocal > local" and row[5] == "differs"

@@ -223,10 +223,11 @@ def test_fs_apps_suite_plans_the_2014_grid():
     from fathom import plan, spec
 
     full = plan.expand(spec.load("fs-apps").suite)
-    assert len(full) == 4 * 4 * 5
+    assert len(full) == 4 * 6 * 5
     grid = sorted({(p.params["numjobs"], p.params["nrfiles"]) for p in full})
     assert grid == [(10, 10), (100, 10), (100, 100), (300, 300), (1000, 100)]
     db = next(p.params for p in full if p.workload == "db-cephfs")
     assert (db["rw"], db["bs"], db["filesize"], db["size"], db["rwmixread"]) == ("randrw", 8192, 65536, 65536, 67)
     assert {p.params.get("mount") for p in full} == {None, "ceph-fuse", "rbd-ext4"}
-    assert len(plan.expand(spec.load("fs-apps", quick=True).suite)) == 16
+    assert {p.params.get("export") for p in full if p.params["interface"] == "nfs"} == {"cephfs", "local"}
+    assert len(plan.expand(spec.load("fs-apps", quick=True).suite)) == 24

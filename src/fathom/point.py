@@ -21,7 +21,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from fathom import engines, faults, telemetry
 from fathom.cluster import full, health
@@ -79,8 +79,11 @@ class Companion(Protocol):
 class TelemetryCompanion:
     """Per-daemon CPU, memory and context switches on the engine's clock, and perf counter deltas over the point."""
 
-    def __init__(self, sampler: telemetry.Sampler, daemons: list[Daemon], run_dir: Path | None):
+    def __init__(self, sampler: telemetry.Sampler, daemons: list[Daemon], run_dir: Path | None,
+                 refresh: Callable[[], list[Daemon]] | None = None):
         self.sampler, self.daemons, self.run_dir = sampler, daemons, run_dir
+        # the daemons running now: a point's engine spec may start some (a FUSE mount, nfs-ganesha)
+        self.refresh = refresh
         self.asok_cpu_s = 0.0  # admin-socket reads run on this thread: their cost is counted apart
         self._before: dict[str, dict[str, Any]] = {}
 
@@ -94,6 +97,8 @@ class TelemetryCompanion:
         pass
 
     def on_child(self, pid: int | None) -> None:
+        if pid is not None and self.refresh is not None:
+            self.sampler.set_daemons(self.refresh())
         self.sampler.set_engine_pid(pid)
 
     def stop(self) -> Contribution:

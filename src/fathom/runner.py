@@ -282,7 +282,8 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         # ---- points ----
         daemons = target.local_daemons() if target else []
         sampler = telemetry.Sampler(daemons)
-        tel = point_mod.TelemetryCompanion(sampler, daemons, target.local.run_dir if target and target.local else None)
+        tel = point_mod.TelemetryCompanion(sampler, daemons, target.local.run_dir if target and target.local else None,
+                                           refresh=target.local_daemons if target and target.local else None)
         next_gate: health.GateVerdict | None = None
         gate_timeout = opts.gate_timeout
         prog = Progress(len(points), todo, tty=opts.tty)

@@ -48,9 +48,11 @@ FILE_FIELDS = ("path", "mount", "nrfiles", "filesize", "file_service", "ioengine
                "fdatasync", "end_fsync")
 # the s3 interface's own fields (RGW placement, TLS, a cap on bytes in flight); absent from other workloads' params
 S3_FIELDS = ("placement", "tls", "max_inflight")
+# the nfs interface's own fields (which export, on which server); absent from other workloads' params
+NFS_FIELDS = ("server", "export")
 WORKLOAD_FIELDS = ("engine", "interface", "target", "pool", "rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime",
                    "ramp_time", "size", "object_size", "drop_caches", "on_error", "op_timeout", "stall_timeout",
-                   "faults", "steady_state", *FILE_FIELDS, *S3_FIELDS)
+                   "faults", "steady_state", *FILE_FIELDS, *S3_FIELDS, *NFS_FIELDS)
 SWEEPABLE = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp_time", "size", "object_size", "engine",
              "nrfiles", "filesize", "ioengine", "direct", "file_service", "placement", "tls")
 
@@ -306,6 +308,10 @@ class Workload(_Model):
     placement: str | None = None
     tls: bool | None = None
     max_inflight: int | None = None
+    # nfs: `export: cephfs | local` (nfs-ganesha fathom runs on its local cluster), or server HOST[:PORT] with
+    # the export's pseudo path
+    server: str | None = None
+    export: str | None = None
     sweep: SweepSpec | None = None
 
     @field_validator("engine")
@@ -390,15 +396,26 @@ class Workload(_Model):
         if self.mount and not iface.needs_path:
             raise ValueError(f"mount applies to the posix interface, not to {self.interface}")
         if given and not iface.files:
-            raise ValueError(f"{given[0]} applies to file interfaces (posix, cephfs), not to {self.interface}")
+            raise ValueError(f"{given[0]} applies to file interfaces (posix, cephfs, nfs), not to {self.interface}")
         s3 = [k for k in S3_FIELDS if getattr(self, k) is not None]
         if s3 and self.interface != "s3":
             raise ValueError(f"{s3[0]} applies to the s3 interface, not to {self.interface}")
+        nfs_given = [k for k in NFS_FIELDS if getattr(self, k) is not None]
+        if nfs_given and self.interface != "nfs":
+            raise ValueError(f"{nfs_given[0]} applies to the nfs interface, not to {self.interface}")
+        if self.interface == "nfs":
+            from fathom.interfaces.nfs import OWN_EXPORTS
+
+            if self.server and not (self.export or "").startswith("/"):
+                raise ValueError("with server, export is the export's pseudo path (e.g. /export)")
+            if not self.server and (self.export or "local") not in OWN_EXPORTS:
+                raise ValueError(f"export is {' or '.join(OWN_EXPORTS)} (nfs-ganesha on fathom's local cluster), "
+                                 "or a pseudo path with server: HOST[:PORT]")
         return self
 
     def params(self) -> dict[str, Any]:
         out = self.model_dump(exclude={"sweep", "name"})
-        return {k: v for k, v in out.items() if v is not None or k not in (*FILE_FIELDS, *S3_FIELDS)}
+        return {k: v for k, v in out.items() if v is not None or k not in (*FILE_FIELDS, *S3_FIELDS, *NFS_FIELDS)}
 
 
 class Suite(_Model):

@@ -117,6 +117,16 @@ class Sampler:
         with self._lock:
             self.engine_pid = pid
 
+    def set_daemons(self, daemons: list[Daemon]) -> None:
+        """Sample these daemons from now on (a point started one: ceph-fuse, ganesha). A new one's baseline is
+        taken at once, so even a point shorter than the sampling interval gets its share from the last sample."""
+        now = time.time()
+        with self._lock:
+            self.daemons = [d for d in daemons if d.pid]
+            for d in self.daemons:
+                if (d.name, d.pid) not in self._prev and (s := proc_sample(d.pid)) is not None:  # type: ignore[arg-type]
+                    self._prev[(d.name, d.pid)] = (now, s)  # type: ignore[index]
+
     def start(self) -> None:
         self._stop.clear()
         self.samples = []

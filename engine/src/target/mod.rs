@@ -68,6 +68,7 @@ targets! {
     S3 => s3::S3(S3Spec),
     Posix => posix::Posix(PosixSpec),
     Cephfs => cephfs::Cephfs(CephfsSpec),
+    Nfs => nfs::Nfs(NfsSpec),
 }
 
 /// A failure that ends the run: error record with this kind, exit `code`.
@@ -162,6 +163,7 @@ mod tests {
             (r#"{"kind":"s3","keys_file":"k","buckets":["b"],"op":"put"}"#, "s3"),
             (r#"{"kind":"posix","path":"/tmp","rw":"read"}"#, "posix"),
             (r#"{"kind":"cephfs","rw":"read","filesize":4096}"#, "cephfs"),
+            (r#"{"kind":"nfs","export":"/e","rw":"read","filesize":4096}"#, "nfs"),
         ] {
             let t: TargetSpec = serde_json::from_str(j).unwrap();
             assert_eq!(t.kind(), kind);
@@ -174,8 +176,8 @@ mod tests {
         // A field of another target is unknown too.
         let e = serde_json::from_str::<TargetSpec>(r#"{"kind":"null","rw":"read","pool":"p"}"#).unwrap_err();
         assert!(e.to_string().contains("pool"), "{e}");
-        let e = serde_json::from_str::<TargetSpec>(r#"{"kind":"nfs"}"#).unwrap_err();
-        assert!(e.to_string().contains("nfs"), "{e}");
+        let e = serde_json::from_str::<TargetSpec>(r#"{"kind":"smb"}"#).unwrap_err();
+        assert!(e.to_string().contains("smb"), "{e}");
     }
 
     #[test]

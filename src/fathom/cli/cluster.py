@@ -39,10 +39,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     _dir(down)
     down.set_defaults(func=cmd_down)
 
-    mount = csub.add_parser("mount", help="mount the cluster's CephFS by ceph-fuse, or ext4 on RBD (rbd-fuse + loop)")
+    mount = csub.add_parser("mount", help="mount the cluster's CephFS by ceph-fuse, or ext4 on RBD (rbd-fuse + loop), "
+                                          "or serve NFS (nfs-ganesha on loopback)")
     _dir(mount)
-    mount.add_argument("what", choices=("ceph-fuse", "rbd-ext4"),
-                       help="ceph-fuse: CephFS (the cluster needs --mds); rbd-ext4: ext4 on an RBD image")
+    mount.add_argument("what", choices=("ceph-fuse", "rbd-ext4", "nfs"),
+                       help="ceph-fuse: CephFS (the cluster needs --mds); rbd-ext4: ext4 on an RBD image; nfs: "
+                            "nfs-ganesha serving CephFS (with --mds) and a local directory over NFSv4")
     mount.add_argument("--size", default="4GiB", help="rbd-ext4: size of the RBD image (default 4GiB)")
     mount.set_defaults(func=cmd_mount)
 
@@ -112,6 +114,14 @@ def cmd_mount(args: argparse.Namespace) -> int:
         raise ClusterError(f"no running fathom cluster in {cluster.root}",
                            hint=f"start one with `fathom cluster up --dir {args.dir}`" +
                                 (" --mds" if args.what == "ceph-fuse" else ""))
+    if args.what == "nfs":
+        from fathom.cluster import ganesha
+
+        srv = ganesha.ganesha(cluster)
+        for which in ganesha.EXPORTS:
+            if which != "cephfs" or (cluster.state() or {}).get("ganesha_cephfs"):
+                print(f"nfs://{srv.host}:{srv.port}{srv.export(which)}")
+        return 0
     mnt = mounts.ceph_fuse(cluster) if args.what == "ceph-fuse" else mounts.rbd_ext4(
         cluster, parse_size(args.size, "--size"))
     print(mnt)

@@ -121,7 +121,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
               f"{', prefilled' if s.prep.prefill else ''}{', hygiene on' if s.prep.hygiene.enabled else ''}")
     from fathom.units import format_size
 
-    print(f"  {'#':>4}  {'workload':<14} {'engine':<13} {'rw':<9} {'bs':>7} {'iodepth':>7} {'numjobs':>7} "
+    w = max([14, *(len(p.workload) for p in points)])
+    print(f"  {'#':>4}  {'workload':<{w}} {'engine':<13} {'rw':<9} {'bs':>7} {'iodepth':>7} {'numjobs':>7} "
           f"{'runtime':>8} {'ramp':>6}")
     for p in points:
         q = p.params
@@ -129,7 +130,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         # s3: the object size is the op's size; placement and TLS say where it goes
         bs = q.get("object_size") if q["interface"] == "s3" and q.get("object_size") else q["bs"]
         s3 = "".join(f"  {k} {q[k]}" for k in ("placement", "tls") if q.get(k) is not None)
-        print(f"  {p.idx + 1:>4}  {p.workload:<14} {p.engine:<13} {q['rw']:<9} {format_size(bs):>7} "
+        print(f"  {p.idx + 1:>4}  {p.workload:<{w}} {p.engine:<13} {q['rw']:<9} {format_size(bs):>7} "
               f"{q['iodepth']:>7} {q['numjobs']:>7} {_secs(q['runtime']):>8} {_secs(q['ramp_time']):>6}{rep}{s3}")
         for line in _companions(q):
             print(f"{'':8}{line}")

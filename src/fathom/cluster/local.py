@@ -8,6 +8,7 @@ Layout of DIR:
   mon.a/ mgr.x/ osd.N/ mds.a/ rgw/   daemon data
   run/                  admin sockets and one pid file per daemon (written by fathom)
   mnt/, mounts.json     mounts fathom made on the cluster and the record of them (cluster.mounts)
+  ganesha/, nfs-local/  nfs-ganesha's config and recovery directory, and its local export (cluster.ganesha)
   log/                  daemon logs and their stdout/stderr
 
 Daemons run in the foreground (-f) in their own session, so fathom knows each pid
@@ -492,12 +493,13 @@ rgw_dynamic_resharding = false
         return [d.name for d in ours]
 
     def _owns(self, d: Daemon) -> bool:
-        """Guard against a recycled pid: the process must be a ceph daemon using our conf."""
+        """Guard against a recycled pid: the process must be a ceph daemon using our conf (or ganesha using the
+        config fathom wrote for this cluster)."""
         try:
             cmd = Path(f"/proc/{d.pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             return False
-        return str(self.conf_path).encode() in cmd
+        return str(self.conf_path).encode() in cmd or str(self.root / "ganesha" / "ganesha.conf").encode() in cmd
 
     def down(self) -> list[str]:
         """Stop our daemons, then remove the directory. Refuses a directory fathom did not create."""

@@ -1,4 +1,6 @@
 """Mounts fathom makes on its local cluster: CephFS through ceph-fuse, and ext4 on an RBD image without krbd.
+(nfs-ganesha, which serves CephFS and a local directory over NFS, is in cluster.ganesha; it is
+recorded and torn down here like the FUSE daemons.)
 
 - `ceph_fuse(cluster)`: the cluster's file system (it needs `mds`) mounted by
   ceph-fuse at DIR/mnt/cephfs.
@@ -13,7 +15,8 @@ DIR/mounts.json *before* it is taken, so whatever a crash or a SIGKILL of
 fathom leaves behind is known: `teardown` (run by `fathom cluster down`, and by
 the next mount or run on that cluster) lazily unmounts each mount point,
 detaches each loop device and stops each FUSE daemon, in the reverse order,
-touching nothing that is not in the record.
+touching nothing that is not in the record. A `daemon` step (ganesha) is a daemon
+with no mount of its own, stopped by pid the same way.
 """
 
 from __future__ import annotations
@@ -185,7 +188,7 @@ def teardown(cluster: LocalCluster, only: str | None = None) -> list[str]:
             for dev in _loops_of(s["file"]):
                 subprocess.run(["losetup", "-d", dev], capture_output=True, timeout=60)
                 done.append(f"detached {dev}")
-        if s["kind"] == "fuse":
+        if s["kind"] in ("fuse", "daemon"):
             if _stop(cluster, s["name"]):
                 done.append(f"stopped {s['name']}")
     _save(cluster, keep)
@@ -213,6 +216,9 @@ def _stop(cluster: LocalCluster, name: str) -> bool:
     st = cluster.state()
     if st is not None and name in st.get("daemons", []):
         st["daemons"].remove(name)
+        if name.startswith("ganesha."):
+            st.pop("ganesha_port", None)
+            st.pop("ganesha_cephfs", None)
         cluster._save_state(st)
     (cluster.run_dir / f"{name}.pid").unlink(missing_ok=True)
     return stopped

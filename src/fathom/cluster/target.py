@@ -16,7 +16,7 @@ from fathom.cluster.ceph import Ceph, Connection
 from fathom.cluster.local import Daemon, LocalCluster, pid_alive
 
 DAEMON_PROGRAMS = {"ceph-osd": "osd", "ceph-mon": "mon", "ceph-mgr": "mgr", "ceph-mds": "mds", "radosgw": "rgw",
-                   "ceph-fuse": "fuse", "rbd-fuse": "rbd_fuse"}
+                   "ceph-fuse": "fuse", "rbd-fuse": "rbd_fuse", "ganesha.nfsd": "ganesha"}
 
 
 def add_target_args(parser: argparse.ArgumentParser, client_name_flag: str = "--name") -> None:

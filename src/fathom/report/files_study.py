@@ -17,13 +17,20 @@ from fathom.report.tables import Section, Table, fmt
 
 SCENARIOS = ("db", "logs", "office", "blob")
 DIRECTIONS = {"db": ("read", "write"), "logs": ("write",), "office": ("read", "write"), "blob": ("read",)}
-# fathom's targets and the 2014 target each stands in for (none: no kernel clients here)
-STAND_IN = {"local": "local", "fuse": "cephfs_fuse", "rbdext4": "rbd", "cephfs": "cephfs_kernel"}
+# fathom's targets and the 2014 target each stands in for (none: no kernel clients here). 2014's NFS v4
+# server exported its local disk: nfslocal (ganesha over a local directory) stands in for it; nfscephfs
+# (ganesha over CephFS) had no 2014 counterpart.
+STAND_IN = {"local": "local", "fuse": "cephfs_fuse", "rbdext4": "rbd", "cephfs": "cephfs_kernel", "nfslocal": "nfs"}
+DAEMONS = ("mds", "fuse", "rbd_fuse", "ganesha", "osd")  # daemon kinds whose CPU the latency table shows
 NOTES = [
     "Differences from 2014: no kernel CephFS, RBD or NFS client on this machine; CephFS through libcephfs "
     "(no mount) stands in for the kernel client and ext4 on rbd-fuse + a loop device for krbd; one 2-core VM "
     "runs the cluster and the client (2014: three servers on 1 GbE, SATA disks, the client in a VM); fio's "
     "options are inferred from the published figures (size-bound, one pass per job, jobs sharing the files).",
+    "NFS: nfs-ganesha on loopback (NFSv4.0) over CephFS (nfscephfs) or over a local directory (nfslocal), "
+    "reached through libnfs, a user-space client with no page cache: every read and write is an RPC (the 2014 "
+    "kernel NFS client cached pages and read ahead). libnfs 4.0 also sends a write as WRITE RPCs of at most "
+    "3 KiB each, all in flight at once (its NFSv4 encode buffer is 4 KiB), where a kernel client sends one.",
 ]
 
 
@@ -101,7 +108,7 @@ def sections(runs: list[RunData]) -> list[Section]:
     rows = []
     for (si, jobs, files, target), ps in sorted(by_point.items()):
         p = ps[0]
-        daemons = ", ".join(f"{k} {fmt(p.m(k + '_cpu'), 'int')}" for k in ("mds", "fuse", "rbd_fuse", "osd")
+        daemons = ", ".join(f"{k} {fmt(p.m(k + '_cpu'), 'int')}" for k in DAEMONS
                             if p.m(k + "_cpu") is not None)
         rows.append([SCENARIOS[si], f"{jobs}/{files}", target, fmt(p.m("client_ctx_per_op")),
                      fmt(p.m("p50_ms")), fmt(p.m("p99_ms")), fmt(p.m("client_cpu_us_per_op")),
