@@ -3,8 +3,10 @@
 Issue 13's bound: engine RSS <= slots x largest object + 64 MiB for a 10-minute run
 at 256 MiB objects (body buffers reused, no per-request growth). Starts a fresh
 local cluster with RGW (one BlueStore OSD on a sparse file), puts a set of
-objects (the engine's prefill), then runs GETs and PUTs of that set, half and
-half, for the duration: both the receive and the send path. The engine's RSS is
+objects (the engine's prefill), then runs GETs and PUTs of that set, nine to
+one, for the duration: both the receive and the send path (overwritten data waits in
+RGW's garbage collection for 2 h, so PUTs fill the disk: 10 minutes of PUTs alone
+would write more than this machine's free space). The engine's RSS is
 read from /proc/PID/status every few seconds while it runs; its peak (VmHWM) comes
 from its own summary.
 
@@ -54,11 +56,11 @@ def rss_mib(pid: int) -> float | None:
 
 
 def run(keys_file: str, slots: int, seconds: int) -> tuple[dict, list[list[float]]]:
-    target = S3(keys_file=keys_file, buckets=["s3memory"], create_buckets=True, op="mixed", mix=Mix(get=1, put=1),
+    target = S3(keys_file=keys_file, buckets=["s3memory"], create_buckets=True, op="mixed", mix=Mix(get=9, put=1),
                 prefix="memory", object_size=OBJECT, objects=OBJECTS)
     spec = EngineSpec(target=target, load=Load(iodepth=slots, duration_s=seconds)).to_json()
-    with tempfile.TemporaryFile() as out:
-        p = subprocess.Popen([str(fe.engine_path())], stdin=subprocess.PIPE, stdout=out, stderr=subprocess.DEVNULL)
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen([str(fe.engine_path())], stdin=subprocess.PIPE, stdout=out, stderr=err)
         assert p.stdin is not None
         p.stdin.write(json.dumps(spec).encode())
         p.stdin.close()
@@ -69,10 +71,12 @@ def run(keys_file: str, slots: int, seconds: int) -> tuple[dict, list[list[float
                 samples.append([round(time.monotonic() - t0, 1), round(r, 1)])
             time.sleep(SAMPLE_S)
         out.seek(0)
-        lines = out.read().decode().splitlines()
+        err.seek(0)
+        lines, stderr = out.read().decode().splitlines(), err.read().decode(errors="replace")
     summaries = [json.loads(ln) for ln in lines if ln.startswith('{"type":"summary"')]
     if p.returncode != 0 or not summaries:
-        raise SystemExit(f"fathom-engine exited {p.returncode}: {lines[-3:]}")
+        errors = [ln[:2000] for ln in lines if ln.startswith('{"type":"error"')]
+        raise SystemExit(f"fathom-engine exited {p.returncode}: {errors} {stderr[-2000:]}")
     return summaries[-1], samples
 
 
@@ -87,7 +91,7 @@ def main() -> int:
         cluster = LocalCluster(Path(tmp) / "cluster", progress=lambda m: print(m, file=sys.stderr))
         cluster.up(osds=1, osd_size=OSD_SIZE, rgw=True)
         try:
-            print(f"{args.concurrent} slots, {OBJECTS} objects of {OBJECT // MIB} MiB, GET/PUT half and half, "
+            print(f"{args.concurrent} slots, {OBJECTS} objects of {OBJECT // MIB} MiB, GET/PUT 9:1, "
                   f"{seconds} s", file=sys.stderr)
             summary, samples = run(str(cluster.root / "s3.json"), args.concurrent, seconds)
         finally:
@@ -112,7 +116,7 @@ def main() -> int:
             SECTION, "",
             f"`bench/s3_memory.py --minutes {args.minutes:g} --concurrent {args.concurrent}`: a fresh local cluster "
             f"(one BlueStore OSD on a sparse file, one RGW), {OBJECTS} objects of {OBJECT // MIB} MiB put first, "
-            f"then GETs and PUTs of them, half and half, for {seconds} s with {args.concurrent} requests in flight. "
+            f"then GETs and PUTs of them, nine to one, for {seconds} s with {args.concurrent} requests in flight. "
             f"RSS read from /proc every {SAMPLE_S:g} s; peak = the engine's VmHWM.", "",
             "| figure | value |", "|---|---:|",
             f"| requests (GET / PUT) | {res['requests'].get('read', 0)} / {res['requests'].get('write', 0)} |",
