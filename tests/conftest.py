@@ -10,15 +10,18 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
 from fathom.cluster.ceph import Ceph
-from fathom.cluster.local import LocalCluster
+from fathom.cluster.local import LocalCluster, pid_alive
 
 REPO = Path(__file__).resolve().parents[1]
 FATHOM = str(REPO / ".venv" / "bin" / "fathom")
+SRC = {"PYTHONPATH": str(REPO / "src")}
 
 
 def run_fathom(*args: str, check: bool = False, timeout: float = 600, env: dict | None = None,
@@ -30,6 +33,38 @@ def run_fathom(*args: str, check: bool = False, timeout: float = 600, env: dict 
     if check and proc.returncode != 0:
         raise AssertionError(f"fathom {' '.join(args)} exited {proc.returncode}\n{proc.stdout}\n{proc.stderr}")
     return proc
+
+
+@contextmanager
+def mds_cluster(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[LocalCluster, list[int]]]:
+    """A one-OSD cluster with an MDS for a module, and a list the tests add the pids they start to. At the end
+    `fathom cluster down` stops it, and no daemon of it (nor pid of the list) and no mount of it is left."""
+    from fathom.cluster import mounts
+
+    root = tmp_path_factory.mktemp(name) / "cluster"
+    c = LocalCluster(root)
+    c.up(osds=1, osd_size=10 * 1024**3, mds=True)
+    pids: list[int] = []
+    try:
+        yield c, pids
+    finally:
+        pids += [d.pid for d in c.daemons() if d.pid]
+        run_fathom("cluster", "down", "--dir", str(root), env=SRC, timeout=300)
+        assert not [p for p in pids if pid_alive(p)], "a daemon is left running"
+        assert not mounts.leftovers(c), mounts.leftovers(c)
+
+
+@contextmanager
+def rgw_cluster4(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[LocalCluster]:
+    """A 4-OSD cluster with RGW for a module, stopped at the end."""
+    root = tmp_path_factory.mktemp(name) / "cluster"
+    c = LocalCluster(root, progress=lambda m: print(m, file=sys.stderr))
+    # four OSDs on a shared 2-core box: small caches keep the memory in bounds
+    c.up(osds=4, osd_size=6 * 1024**3, rgw=True, settings={"osd": {"osd_memory_target": "939524096"}})
+    try:
+        yield c
+    finally:
+        c.down()
 
 
 @pytest.fixture(scope="session")

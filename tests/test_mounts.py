@@ -18,27 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_fathom
+from conftest import SRC, mds_cluster, run_fathom
 from fathom.cluster import mounts
-from fathom.cluster.local import LocalCluster, pid_alive
+from fathom.cluster.local import pid_alive
 from fathom.errors import ClusterError
-
-SRC = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-
 
 @pytest.fixture(scope="module")
 def fs_cluster(tmp_path_factory):
-    root = tmp_path_factory.mktemp("mounts") / "cluster"
-    c = LocalCluster(root)
-    c.up(osds=1, osd_size=10 * 1024**3, mds=True)
-    pids: list[int] = []
-    try:
-        yield c, pids
-    finally:
-        pids += [d.pid for d in c.daemons() if d.pid]
-        run_fathom("cluster", "down", "--dir", str(root), env=SRC, timeout=300)
-        assert not [p for p in pids if pid_alive(p)], "a daemon is left running"
-        assert not mounts.leftovers(c), mounts.leftovers(c)
+    with mds_cluster(tmp_path_factory, "mounts") as cp:
+        yield cp
 
 
 def posix_round_trip(engine: Path, d: Path, direct: bool) -> dict:

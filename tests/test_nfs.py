@@ -21,29 +21,17 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import run_fathom
+from conftest import SRC, mds_cluster, run_fathom
 from fathom.cluster import ganesha, mounts
 from fathom.cluster.local import LocalCluster, pid_alive
 from fathom.errors import ClusterError
 from fathom.report import files_study
 from fathom.store import Store
 
-SRC = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-
-
 @pytest.fixture(scope="module")
 def nfs_cluster(tmp_path_factory):
-    root = tmp_path_factory.mktemp("nfs") / "cluster"
-    c = LocalCluster(root)
-    c.up(osds=1, osd_size=10 * 1024**3, mds=True)
-    pids: list[int] = []
-    try:
-        yield c, pids
-    finally:
-        pids += [d.pid for d in c.daemons() if d.pid]
-        run_fathom("cluster", "down", "--dir", str(root), env=SRC, timeout=300)
-        assert not [p for p in pids if pid_alive(p)], "a daemon is left running"
-        assert not mounts.leftovers(c), mounts.leftovers(c)
+    with mds_cluster(tmp_path_factory, "nfs") as cp:
+        yield cp
 
 
 def test_ganesha_config_is_nfsv4_only_on_loopback(tmp_path):

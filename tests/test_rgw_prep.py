@@ -10,22 +10,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import rgw_cluster4
 
 from fathom.cluster import health, rgw
-from fathom.cluster.local import LocalCluster
 from fathom.cluster.prep import Prep
 
 
 @pytest.fixture(scope="module")
 def four_osds(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("ceph-rgw4") / "cluster"
-    c = LocalCluster(root, progress=lambda m: print(m, file=sys.stderr))
-    # four OSDs on a shared 2-core box: small caches keep the memory in bounds
-    c.up(osds=4, osd_size=6 * 1024**3, rgw=True, settings={"osd": {"osd_memory_target": "939524096"}})
-    try:
+    with rgw_cluster4(tmp_path_factory, "ceph-rgw4") as c:
         yield c
-    finally:
-        c.down()
 
 
 def engine_put(engine: Path, tmp_path: Path, keys: Path, bucket: str, placement: str) -> dict:

@@ -11,29 +11,22 @@ from __future__ import annotations
 import json
 import re
 import sqlite3
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import run_fathom
+from conftest import rgw_cluster4, run_fathom
 from test_report import _check_renders
 
 from fathom import spec
-from fathom.cluster.local import LocalCluster
 
 STUDY_CSV = Path(__file__).resolve().parents[1] / "tests" / "data" / "rgw-replica3-vs-ec22-2025.csv"
 
 
 @pytest.fixture(scope="module")
 def rgw_cluster(tmp_path_factory: pytest.TempPathFactory):
-    root = tmp_path_factory.mktemp("ceph-rgw-suite") / "cluster"
-    c = LocalCluster(root, progress=lambda m: print(m, file=sys.stderr))
-    c.up(osds=4, osd_size=6 * 1024**3, rgw=True, settings={"osd": {"osd_memory_target": "939524096"}})
-    try:
+    with rgw_cluster4(tmp_path_factory, "ceph-rgw-suite") as c:
         yield c
-    finally:
-        c.down()
 
 
 def small_suite(tmp_path: Path) -> Path:

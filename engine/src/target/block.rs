@@ -26,6 +26,16 @@ impl Rw {
         matches!(self, Rw::Randread | Rw::Randwrite | Rw::Randrw)
     }
 
+    /// The mode issues writes.
+    pub fn writes(self) -> bool {
+        !matches!(self, Rw::Read | Rw::Randread)
+    }
+
+    /// The mode issues reads.
+    pub fn reads(self) -> bool {
+        !matches!(self, Rw::Write | Rw::Randwrite)
+    }
+
     /// The op kinds this mode issues, in report order.
     pub fn kinds(self) -> Vec<OpKind> {
         match self {

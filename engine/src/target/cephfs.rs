@@ -11,7 +11,7 @@
 //! worker threads, the path every supported release has.
 
 use super::block::{self, Rw};
-use super::fileset::{self, FileService, Fs, Walker, path_error};
+use super::fileset::{self, FileService, Files, Fs, path_error};
 use super::workers::{self, Cell, Exec, Op, Workers};
 use super::{Fatal, Target};
 use crate::ceph::{Connection, option_text};
@@ -57,15 +57,12 @@ pub struct CephfsSpec {
     pub end_fsync: bool,
     #[serde(default)]
     pub prefill: Option<bool>,
-    #[serde(default = "prefix")]
+    #[serde(default = "fileset::prefix")]
     pub prefix: String,
 }
 
 fn root() -> String {
     "/fathom".into()
-}
-fn prefix() -> String {
-    "fathom".into()
 }
 
 impl CephfsSpec {
@@ -78,22 +75,7 @@ impl CephfsSpec {
             return Err(format!("target.bs must be 1 byte .. 64 MiB, got {}", self.bs));
         }
         block::validate(self.rwmixread, self.numjobs)?;
-        if self.nrfiles == 0 || self.nrfiles > 1_000_000 {
-            return Err(format!("target.nrfiles must be 1..1000000, got {}", self.nrfiles));
-        }
-        if self.filesize < self.bs {
-            return Err(format!(
-                "target.filesize ({}) must hold at least one block of target.bs ({})",
-                self.filesize, self.bs
-            ));
-        }
-        if self.fsync > 0 && self.fdatasync > 0 {
-            return Err("give target.fsync or target.fdatasync, not both".into());
-        }
-        let ok = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
-        if self.prefix.is_empty() || self.prefix.len() > 64 || !self.prefix.chars().all(ok) {
-            return Err(format!("target.prefix must be 1..64 of A-Z a-z 0-9 . _ -, got {:?}", self.prefix));
-        }
+        fileset::validate(self.nrfiles, Some(self.filesize), self.bs, self.fsync, self.fdatasync, &self.prefix)?;
         let slots = self.numjobs as u64 * load.iodepth as u64;
         if slots > 16384 {
             return Err(format!("cephfs runs a thread per slot: numjobs x iodepth = {slots} is over 16384"));
@@ -102,14 +84,6 @@ impl CephfsSpec {
             return Err("a cephfs run needs an end: load.duration_s, load.ops or load.bytes".into());
         }
         Ok(())
-    }
-
-    fn writes(&self) -> bool {
-        !matches!(self.rw, Rw::Read | Rw::Randread)
-    }
-
-    fn reads(&self) -> bool {
-        !matches!(self.rw, Rw::Write | Rw::Randwrite)
     }
 }
 
@@ -246,11 +220,7 @@ impl Exec for Mount {
 
 pub struct Cephfs {
     mount: &'static Mount,
-    walk: Walker,
-    names: Vec<String>,
-    file_fds: Vec<i32>,
-    all_fds: Vec<i32>,
-    slot_fd: Vec<i32>,
+    files: Files,
     cells: &'static [Cell],
     workers: Workers,
     datasync: bool,
@@ -348,7 +318,7 @@ impl Cephfs {
         if r < 0 && r != -libc::EEXIST {
             return Err(path_error(-r, "creating", &t.path));
         }
-        let mut flags = if t.writes() || t.fsync.max(t.fdatasync) > 0 { libc::O_RDWR } else { libc::O_RDONLY };
+        let mut flags = if t.rw.writes() || t.fsync.max(t.fdatasync) > 0 { libc::O_RDWR } else { libc::O_RDONLY };
         if t.direct {
             flags |= libc::O_DIRECT;
         }
@@ -362,7 +332,7 @@ impl Cephfs {
                 nrfiles: t.nrfiles,
                 filesize: t.filesize,
                 bs: t.bs,
-                reads: t.reads(),
+                reads: t.rw.reads(),
                 prefill: t.prefill,
                 verify: spec.verify,
                 flags: flags | libc::O_CREAT,
@@ -374,7 +344,7 @@ impl Cephfs {
         let slots = t.numjobs as usize * spec.load.iodepth as usize;
         let cells = workers::cells(slots);
         let workers = Workers::start(cells, mount, "cephfs").map_err(|m| Fatal::ceph(libc::EAGAIN, m))?;
-        let sync_every = if t.writes() { t.fsync.max(t.fdatasync) } else { 0 };
+        let sync_every = if t.rw.writes() { t.fsync.max(t.fdatasync) } else { 0 };
         let extras = json!({
             "path": t.path, "fs": t.fs, "files": opened.names.len(), "filesize": t.filesize, "direct": t.direct,
             "laid_out": opened.laid_out, "layout_s": opened.layout_s, "library": SONAME,
@@ -382,11 +352,7 @@ impl Cephfs {
         });
         Ok(Cephfs {
             mount,
-            walk: Walker { jobs: opened.jobs, bs: t.bs, rw: t.rw, mix: t.rwmixread, sync_every },
-            names: opened.names,
-            file_fds: opened.file_fds,
-            all_fds: opened.all_fds,
-            slot_fd: vec![-1; slots],
+            files: Files::new(opened, t.bs, t.rw, t.rwmixread, sync_every, slots),
             cells,
             workers,
             datasync: t.fdatasync > 0,
@@ -398,62 +364,53 @@ impl Cephfs {
 
 impl Target for Cephfs {
     fn kinds(&self) -> Vec<OpKind> {
-        self.walk.kinds()
+        self.files.walk.kinds()
     }
 
     fn buf_len(&self) -> usize {
-        self.walk.bs as usize
+        self.files.buf_len()
     }
 
     fn jobs(&self) -> u32 {
-        self.walk.jobs.len() as u32
+        self.files.jobs()
     }
 
     fn next_op(&mut self, s: &mut Slot, rng: &mut Rng) -> bool {
-        self.slot_fd[s.done.index as usize] = self.walk.next(s, rng);
-        true
+        self.files.next_op(s, rng)
     }
 
     fn submit(&mut self, s: &mut Slot) -> Result<(), ErrKind> {
         let idx = s.done.index as usize;
-        let op = match s.kind {
-            OpKind::Read => Op::Read,
-            OpKind::Write => Op::Write,
-            _ if self.datasync => Op::Fdatasync,
-            _ => Op::Fsync,
-        };
-        self.cells[idx].set(s.done, op, self.slot_fd[idx], s.buf.as_mut_ptr(), s.len, s.offset);
+        let op = Op::of(s.kind, self.datasync);
+        self.cells[idx].set(s.done, op, self.files.slot_fd[idx], s.buf.as_mut_ptr(), s.len, s.offset);
         self.workers.post(idx);
         Ok(())
     }
 
     fn reap(&mut self, s: &mut Slot) -> Result<u64, ErrKind> {
-        let r = self.cells[s.done.index as usize].res.load(std::sync::atomic::Ordering::Relaxed);
-        if r < 0 { Err(ErrKind::errno(r as i32)) } else { Ok(r as u64) }
+        self.cells[s.done.index as usize].result()
     }
 
     fn describe(&self, s: &Slot) -> String {
-        self.names.get(s.obj as usize).cloned().unwrap_or_default()
+        self.files.describe(s)
     }
 
     fn finish(&mut self) -> Result<Vec<(String, Value)>, Fatal> {
         let mut x = self.extras.clone();
         if self.end_fsync {
-            let t = crate::clock::mono_ns();
-            for (i, &fd) in self.file_fds.iter().enumerate().filter(|(_, fd)| **fd >= 0) {
-                // SAFETY: open fd.
-                let r = unsafe { (self.mount.lib.fsync)(self.mount.cm, fd, 0) };
-                if r < 0 {
-                    return Err(path_error(-r, "syncing", &self.names[i]));
-                }
-            }
-            x["end_fsync_s"] = json!((crate::clock::mono_ns() - t) as f64 / 1e9);
+            let m = self.mount;
+            // SAFETY: open fds.
+            let took = self.files.end_fsync(|fd| match unsafe { (m.lib.fsync)(m.cm, fd, 0) } {
+                r if r < 0 => Err(-r),
+                _ => Ok(()),
+            })?;
+            x["end_fsync_s"] = json!(took);
         }
         Ok(vec![("cephfs".into(), x)])
     }
 
     fn close(&mut self) {
-        for &fd in &self.all_fds {
+        for &fd in &self.files.all_fds {
             self.mount.close(fd);
         }
         // SAFETY: nothing in flight, descriptors closed; the mount is not used after this.

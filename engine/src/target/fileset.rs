@@ -22,6 +22,11 @@ pub enum FileService {
     Shared,
 }
 
+/// The default file-name prefix.
+pub fn prefix() -> String {
+    "fathom".into()
+}
+
 /// Files in the set.
 pub fn count(service: FileService, numjobs: u32, nrfiles: u32) -> u64 {
     match service {
@@ -46,6 +51,34 @@ pub fn of_job(service: FileService, numjobs: u32, nrfiles: u32, j: u32) -> Vec<u
         FileService::Shared if p >= f => vec![j % f],
         FileService::Shared => (j..f).step_by(p as usize).collect(),
     }
+}
+
+/// The rules the file-set targets share (`bs`'s bounds are each target's own): `filesize` None is a
+/// single file or device's own size.
+pub fn validate(
+    nrfiles: u32,
+    filesize: Option<u64>,
+    bs: u64,
+    fsync: u32,
+    fdatasync: u32,
+    prefix: &str,
+) -> Result<(), String> {
+    if nrfiles == 0 || nrfiles > 1_000_000 {
+        return Err(format!("target.nrfiles must be 1..1000000, got {nrfiles}"));
+    }
+    if let Some(f) = filesize
+        && f < bs
+    {
+        return Err(format!("target.filesize ({f}) must hold at least one block of target.bs ({bs})"));
+    }
+    if fsync > 0 && fdatasync > 0 {
+        return Err("give target.fsync or target.fdatasync, not both".into());
+    }
+    let ok = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
+    if prefix.is_empty() || prefix.len() > 64 || !prefix.chars().all(ok) {
+        return Err(format!("target.prefix must be 1..64 of A-Z a-z 0-9 . _ -, got {prefix:?}"));
+    }
+    Ok(())
 }
 
 /// How descriptors are held: one per (job, file) as fio does, or one per
@@ -381,6 +414,60 @@ impl Walker {
             j.last = e;
         }
         *fd
+    }
+}
+
+/// A file target's run over its opened set: the walker, the files' names and descriptors, and the
+/// descriptor of each slot's current op (set by `next_op`, used by the target's submit).
+pub struct Files {
+    pub walk: Walker,
+    /// Full path of each file of the set.
+    pub names: Vec<String>,
+    /// One descriptor per file (for invalidate and end_fsync).
+    pub file_fds: Vec<i32>,
+    pub all_fds: Vec<i32>,
+    pub slot_fd: Vec<i32>,
+}
+
+impl Files {
+    /// `sync_every`: a sync op after every that many writes of a job (0: never).
+    pub fn new(set: OpenSet, bs: u64, rw: Rw, mix: u32, sync_every: u32, slots: usize) -> Self {
+        Files {
+            walk: Walker { jobs: set.jobs, bs, rw, mix, sync_every },
+            names: set.names,
+            file_fds: set.file_fds,
+            all_fds: set.all_fds,
+            slot_fd: vec![-1; slots],
+        }
+    }
+
+    pub fn buf_len(&self) -> usize {
+        self.walk.bs as usize
+    }
+
+    pub fn jobs(&self) -> u32 {
+        self.walk.jobs.len() as u32
+    }
+
+    /// Choose the slot's next op and keep its descriptor for the submit.
+    #[inline]
+    pub fn next_op(&mut self, s: &mut Slot, rng: &mut Rng) -> bool {
+        self.slot_fd[s.done.index as usize] = self.walk.next(s, rng);
+        true
+    }
+
+    /// The file the op touched.
+    pub fn describe(&self, s: &Slot) -> String {
+        self.names.get(s.obj as usize).cloned().unwrap_or_default()
+    }
+
+    /// Sync every file with `sync` (an errno on failure); returns the seconds it took.
+    pub fn end_fsync(&self, sync: impl Fn(i32) -> Result<(), i32>) -> Result<f64, Fatal> {
+        let t = crate::clock::mono_ns();
+        for (i, &fd) in self.file_fds.iter().enumerate().filter(|(_, fd)| **fd >= 0) {
+            sync(fd).map_err(|e| path_error(e, "syncing", &self.names[i]))?;
+        }
+        Ok((crate::clock::mono_ns() - t) as f64 / 1e9)
     }
 }
 

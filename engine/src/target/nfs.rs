@@ -26,7 +26,7 @@
 //! (reported as `nfs.write_rpc_bytes`). Reads have no such limit.
 
 use super::block::{self, Rw};
-use super::fileset::{self, FileService, Fs, Walker, path_error};
+use super::fileset::{self, FileService, Files, Fs, path_error};
 use super::{Fatal, Target};
 use crate::errno::ErrKind;
 use crate::io::{Done, OpKind, Slot};
@@ -72,7 +72,7 @@ pub struct NfsSpec {
     pub end_fsync: bool,
     #[serde(default)]
     pub prefill: Option<bool>,
-    #[serde(default = "prefix")]
+    #[serde(default = "fileset::prefix")]
     pub prefix: String,
     /// TCP connections (libnfs contexts, one service thread each); null: one per 8 slots.
     #[serde(default)]
@@ -90,9 +90,6 @@ fn nfs_port() -> u16 {
 }
 fn root() -> String {
     "/fathom".into()
-}
-fn prefix() -> String {
-    "fathom".into()
 }
 fn ten() -> f64 {
     10.0
@@ -123,22 +120,7 @@ impl NfsSpec {
             return Err(format!("target.bs must be 1 byte .. 1 MiB (the server's usual maximum), got {}", self.bs));
         }
         block::validate(self.rwmixread, self.numjobs)?;
-        if self.nrfiles == 0 || self.nrfiles > 1_000_000 {
-            return Err(format!("target.nrfiles must be 1..1000000, got {}", self.nrfiles));
-        }
-        if self.filesize < self.bs {
-            return Err(format!(
-                "target.filesize ({}) must hold at least one block of target.bs ({})",
-                self.filesize, self.bs
-            ));
-        }
-        if self.fsync > 0 && self.fdatasync > 0 {
-            return Err("give target.fsync or target.fdatasync, not both".into());
-        }
-        let ok = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
-        if self.prefix.is_empty() || self.prefix.len() > 64 || !self.prefix.chars().all(ok) {
-            return Err(format!("target.prefix must be 1..64 of A-Z a-z 0-9 . _ -, got {:?}", self.prefix));
-        }
+        fileset::validate(self.nrfiles, Some(self.filesize), self.bs, self.fsync, self.fdatasync, &self.prefix)?;
         let slots = self.numjobs as u64 * load.iodepth as u64;
         if let Some(c) = self.connections
             && (c == 0 || c > MAX_CONNECTIONS || c as u64 > slots)
@@ -155,14 +137,6 @@ impl NfsSpec {
             return Err("an nfs run needs an end: load.duration_s, load.ops or load.bytes".into());
         }
         Ok(())
-    }
-
-    fn writes(&self) -> bool {
-        !matches!(self.rw, Rw::Read | Rw::Randread)
-    }
-
-    fn reads(&self) -> bool {
-        !matches!(self.rw, Rw::Write | Rw::Randwrite)
     }
 
     fn connections(&self, slots: u32) -> u32 {
@@ -600,10 +574,7 @@ pub struct Nfs {
     conns: &'static [Conn],
     threads: Vec<std::thread::JoinHandle<()>>,
     ops: &'static [Op],
-    walk: Walker,
-    names: Vec<String>,
-    file_fds: Vec<i32>,
-    slot_fd: Vec<i32>,
+    files: Files,
     end_fsync: bool,
     extras: Value,
 }
@@ -639,7 +610,7 @@ impl Nfs {
                 return Err(path_error(-r, "creating", &format!("{where_}{made}")));
             }
         }
-        let flags = if t.writes() || t.fsync.max(t.fdatasync) > 0 { libc::O_RDWR } else { libc::O_RDONLY };
+        let flags = if t.rw.writes() || t.fsync.max(t.fdatasync) > 0 { libc::O_RDWR } else { libc::O_RDONLY };
         let files = fileset::count(t.file_service, t.numjobs, t.nrfiles);
         let opened = fileset::open_set(
             &setup,
@@ -651,7 +622,7 @@ impl Nfs {
                 nrfiles: t.nrfiles,
                 filesize: t.filesize,
                 bs: t.bs,
-                reads: t.reads(),
+                reads: t.rw.reads(),
                 prefill: t.prefill,
                 verify: spec.verify,
                 flags: flags | libc::O_CREAT,
@@ -727,7 +698,7 @@ impl Nfs {
                     .map_err(|e| Fatal::ceph(libc::EAGAIN, format!("cannot start NFS service thread: {e}")))?,
             );
         }
-        let sync_every = if t.writes() { t.fsync.max(t.fdatasync) } else { 0 };
+        let sync_every = if t.rw.writes() { t.fsync.max(t.fdatasync) } else { 0 };
         let extras = json!({
             "server": t.server, "port": t.port, "export": t.export, "path": t.path, "version": "4.0",
             "files": opened.names.len(), "filesize": t.filesize, "connections": nconn,
@@ -739,10 +710,7 @@ impl Nfs {
             conns,
             threads,
             ops,
-            walk: Walker { jobs: opened.jobs, bs: t.bs, rw: t.rw, mix: t.rwmixread, sync_every },
-            names: opened.names,
-            file_fds: opened.file_fds,
-            slot_fd: vec![-1; slots],
+            files: Files::new(opened, t.bs, t.rw, t.rwmixread, sync_every, slots),
             end_fsync: t.end_fsync,
             extras,
         })
@@ -802,20 +770,19 @@ fn mount(lib: &'static Lib, t: &NfsSpec, c: usize, where_: &str) -> Result<Ctx, 
 
 impl Target for Nfs {
     fn kinds(&self) -> Vec<OpKind> {
-        self.walk.kinds()
+        self.files.walk.kinds()
     }
 
     fn buf_len(&self) -> usize {
-        self.walk.bs as usize
+        self.files.buf_len()
     }
 
     fn jobs(&self) -> u32 {
-        self.walk.jobs.len() as u32
+        self.files.jobs()
     }
 
     fn next_op(&mut self, s: &mut Slot, rng: &mut Rng) -> bool {
-        self.slot_fd[s.done.index as usize] = self.walk.next(s, rng);
-        true
+        self.files.next_op(s, rng)
     }
 
     fn submit(&mut self, s: &mut Slot) -> Result<(), ErrKind> {
@@ -831,7 +798,7 @@ impl Target for Nfs {
             },
             Ordering::Relaxed,
         );
-        op.fd.store(self.slot_fd[idx] as usize, Ordering::Relaxed);
+        op.fd.store(self.files.slot_fd[idx] as usize, Ordering::Relaxed);
         op.buf.store(s.buf.as_mut_ptr(), Ordering::Relaxed);
         op.len.store(s.len, Ordering::Relaxed);
         op.off.store(s.offset, Ordering::Relaxed);
@@ -852,23 +819,20 @@ impl Target for Nfs {
     }
 
     fn describe(&self, s: &Slot) -> String {
-        self.names.get(s.obj as usize).cloned().unwrap_or_default()
+        self.files.describe(s)
     }
 
     fn finish(&mut self) -> Result<Vec<(String, Value)>, Fatal> {
         self.stop();
         let mut x = self.extras.clone();
         if self.end_fsync {
-            let t = crate::clock::mono_ns();
-            let c = &self.conns[0];
-            for (i, &fd) in self.file_fds.iter().enumerate().filter(|(_, fd)| **fd >= 0) {
-                // SAFETY: the service threads are stopped; open handle (COMMIT syncs the file on the server).
-                let r = unsafe { (self.lib.fsync)(c.ctx, c.handles[fd as usize]) };
-                if r < 0 {
-                    return Err(path_error(-r, "syncing", &self.names[i]));
-                }
-            }
-            x["end_fsync_s"] = json!((crate::clock::mono_ns() - t) as f64 / 1e9);
+            let (lib, c) = (self.lib, &self.conns[0]);
+            // SAFETY: the service threads are stopped; open handles (COMMIT syncs the file on the server).
+            let took = self.files.end_fsync(|fd| match unsafe { (lib.fsync)(c.ctx, c.handles[fd as usize]) } {
+                r if r < 0 => Err(-r),
+                _ => Ok(()),
+            })?;
+            x["end_fsync_s"] = json!(took);
         }
         Ok(vec![("nfs".into(), x)])
     }

@@ -18,7 +18,7 @@
 //! of each file that is shorter than `filesize`, synced), as fio does.
 
 use super::block::{self, Job, Rw};
-use super::fileset::{self, FileService, Fs, JobFiles, Walker, lay_out, lay_out_error, path_error};
+use super::fileset::{self, FileService, Files, Fs, JobFiles, lay_out, lay_out_error, path_error};
 use super::workers::{self, Cell, Exec, Op, Workers};
 use super::{Fatal, Target};
 use crate::errno::ErrKind;
@@ -78,15 +78,12 @@ pub struct PosixSpec {
     #[serde(default)]
     pub prefill: Option<bool>,
     /// File names in a directory: `<prefix>.<job>.<n>` or `<prefix>.<n>`.
-    #[serde(default = "prefix")]
+    #[serde(default = "fileset::prefix")]
     pub prefix: String,
 }
 
 fn yes() -> bool {
     true
-}
-fn prefix() -> String {
-    "fathom".into()
 }
 
 /// Threads the sync engine may start (one per slot).
@@ -104,21 +101,7 @@ impl PosixSpec {
             return Err(format!("target.bs must be a multiple of 512 with direct I/O, got {}", self.bs));
         }
         block::validate(self.rwmixread, self.numjobs)?;
-        if self.nrfiles == 0 || self.nrfiles > 1_000_000 {
-            return Err(format!("target.nrfiles must be 1..1000000, got {}", self.nrfiles));
-        }
-        if let Some(f) = self.filesize
-            && f < self.bs
-        {
-            return Err(format!("target.filesize ({f}) must hold at least one block of target.bs ({})", self.bs));
-        }
-        if self.fsync > 0 && self.fdatasync > 0 {
-            return Err("give target.fsync or target.fdatasync, not both".into());
-        }
-        let ok = |c: char| c.is_ascii_alphanumeric() || "._-".contains(c);
-        if self.prefix.is_empty() || self.prefix.len() > 64 || !self.prefix.chars().all(ok) {
-            return Err(format!("target.prefix must be 1..64 of A-Z a-z 0-9 . _ -, got {:?}", self.prefix));
-        }
+        fileset::validate(self.nrfiles, self.filesize, self.bs, self.fsync, self.fdatasync, &self.prefix)?;
         let slots = self.numjobs as u64 * load.iodepth as u64;
         if self.ioengine == IoEngine::Sync && slots > MAX_THREADS {
             return Err(format!(
@@ -132,16 +115,8 @@ impl PosixSpec {
         Ok(())
     }
 
-    fn writes(&self) -> bool {
-        !matches!(self.rw, Rw::Read | Rw::Randread)
-    }
-
-    fn reads(&self) -> bool {
-        !matches!(self.rw, Rw::Write | Rw::Randwrite)
-    }
-
     fn sync_every(&self) -> u32 {
-        if self.writes() { self.fsync.max(self.fdatasync) } else { 0 }
+        if self.rw.writes() { self.fsync.max(self.fdatasync) } else { 0 }
     }
 }
 
@@ -151,13 +126,8 @@ enum Issuer {
 }
 
 pub struct Posix {
-    walk: Walker,
-    /// Full path of each file of the set (one entry for a file or device).
-    names: Vec<String>,
-    /// One descriptor per file, for invalidate and end_fsync.
-    file_fds: Vec<i32>,
-    all_fds: Vec<i32>,
-    slot_fd: Vec<i32>,
+    /// The file set (one file for a file or device).
+    files: Files,
     cells: &'static [Cell],
     issuer: Issuer,
     datasync: bool,
@@ -232,7 +202,7 @@ impl Posix {
                 if ft.is_file() { "file" } else { "block device" }
             )));
         }
-        let mut flags = if t.writes() || t.sync_every() > 0 { libc::O_RDWR } else { libc::O_RDONLY };
+        let mut flags = if t.rw.writes() || t.sync_every() > 0 { libc::O_RDWR } else { libc::O_RDONLY };
         if t.direct {
             flags |= libc::O_DIRECT;
         }
@@ -249,7 +219,7 @@ impl Posix {
                     nrfiles: t.nrfiles,
                     filesize,
                     bs: t.bs,
-                    reads: t.reads(),
+                    reads: t.rw.reads(),
                     prefill: t.prefill,
                     verify: spec.verify,
                     flags: flags | libc::O_CREAT,
@@ -280,11 +250,7 @@ impl Posix {
             "fd_note": set.fd_note, "laid_out": set.laid_out, "layout_s": set.layout_s,
         });
         Ok(Posix {
-            walk: Walker { jobs: set.jobs, bs: t.bs, rw: t.rw, mix: t.rwmixread, sync_every: t.sync_every() },
-            names: set.names,
-            file_fds: set.file_fds,
-            all_fds: set.all_fds,
-            slot_fd: vec![-1; slots],
+            files: Files::new(set, t.bs, t.rw, t.rwmixread, t.sync_every(), slots),
             cells,
             issuer,
             datasync: t.fdatasync > 0,
@@ -314,7 +280,7 @@ impl Posix {
             )));
         }
         let mut laid_out = 0;
-        if t.prefill.unwrap_or(!device && t.reads() && size < used) {
+        if t.prefill.unwrap_or(!device && t.rw.reads() && size < used) {
             let mut buf = fileset::layout_buffer(t.bs);
             lay_out(&Kernel, &t.path, 0, used / t.bs, t.bs, verify, &mut buf)
                 .map_err(|e| lay_out_error(e, &t.path, 1, used))?;
@@ -449,31 +415,25 @@ impl Uring {
 
 impl Target for Posix {
     fn kinds(&self) -> Vec<OpKind> {
-        self.walk.kinds()
+        self.files.walk.kinds()
     }
 
     fn buf_len(&self) -> usize {
-        self.walk.bs as usize
+        self.files.buf_len()
     }
 
     fn jobs(&self) -> u32 {
-        self.walk.jobs.len() as u32
+        self.files.jobs()
     }
 
     fn next_op(&mut self, s: &mut Slot, rng: &mut Rng) -> bool {
-        self.slot_fd[s.done.index as usize] = self.walk.next(s, rng);
-        true
+        self.files.next_op(s, rng)
     }
 
     fn submit(&mut self, s: &mut Slot) -> Result<(), ErrKind> {
         let idx = s.done.index as usize;
-        let fd = self.slot_fd[idx];
-        let op = match s.kind {
-            OpKind::Read => Op::Read,
-            OpKind::Write => Op::Write,
-            _ if self.datasync => Op::Fdatasync,
-            _ => Op::Fsync,
-        };
+        let fd = self.files.slot_fd[idx];
+        let op = Op::of(s.kind, self.datasync);
         let buf = s.buf.as_mut_ptr();
         self.cells[idx].set(s.done, op, fd, buf, s.len, s.offset);
         match &self.issuer {
@@ -486,17 +446,16 @@ impl Target for Posix {
     }
 
     fn reap(&mut self, s: &mut Slot) -> Result<u64, ErrKind> {
-        let r = self.cells[s.done.index as usize].res.load(std::sync::atomic::Ordering::Relaxed);
-        if r < 0 { Err(ErrKind::errno(r as i32)) } else { Ok(r as u64) }
+        self.cells[s.done.index as usize].result()
     }
 
     fn describe(&self, s: &Slot) -> String {
-        self.names.get(s.obj as usize).cloned().unwrap_or_default()
+        self.files.describe(s)
     }
 
     fn begin_main(&mut self) {
         if self.invalidate {
-            for &fd in self.file_fds.iter().filter(|&&fd| fd >= 0) {
+            for &fd in self.files.file_fds.iter().filter(|&&fd| fd >= 0) {
                 // SAFETY: open fd; advice only.
                 unsafe { libc::posix_fadvise(fd, 0, 0, libc::POSIX_FADV_DONTNEED) };
             }
@@ -506,20 +465,15 @@ impl Target for Posix {
     fn finish(&mut self) -> Result<Vec<(String, Value)>, Fatal> {
         let mut x = self.extras.clone();
         if self.end_fsync {
-            let t = crate::clock::mono_ns();
-            for (i, &fd) in self.file_fds.iter().enumerate().filter(|(_, fd)| **fd >= 0) {
-                // SAFETY: open fd.
-                if unsafe { libc::fsync(fd) } != 0 {
-                    return Err(path_error(errno(), "syncing", &self.names[i]));
-                }
-            }
-            x["end_fsync_s"] = json!((crate::clock::mono_ns() - t) as f64 / 1e9);
+            // SAFETY: open fds.
+            let took = self.files.end_fsync(|fd| if unsafe { libc::fsync(fd) } != 0 { Err(errno()) } else { Ok(()) })?;
+            x["end_fsync_s"] = json!(took);
         }
         Ok(vec![("posix".into(), x)])
     }
 
     fn close(&mut self) {
-        for &fd in &self.all_fds {
+        for &fd in &self.files.all_fds {
             // SAFETY: nothing in flight; each descriptor closed once.
             unsafe { libc::close(fd) };
         }

@@ -5,7 +5,8 @@
 //! the same slot: the worker finds its next op pending and runs it without
 //! sleeping, so a closed loop costs no wake-up per op.
 
-use crate::io::Done;
+use crate::errno::ErrKind;
+use crate::io::{Done, OpKind};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicI64, AtomicPtr, AtomicU8, AtomicU64, AtomicUsize, Ordering};
 use std::thread::Thread;
@@ -21,6 +22,16 @@ pub enum Op {
 }
 
 impl Op {
+    /// The op for a slot's kind: a sync is an fdatasync when `datasync`, else an fsync.
+    pub fn of(kind: OpKind, datasync: bool) -> Op {
+        match kind {
+            OpKind::Read => Op::Read,
+            OpKind::Write => Op::Write,
+            _ if datasync => Op::Fdatasync,
+            _ => Op::Fsync,
+        }
+    }
+
     fn from_u8(v: u8) -> Op {
         match v {
             0 => Op::Read,
@@ -61,6 +72,12 @@ impl Cell {
         self.buf.store(buf, Ordering::Relaxed);
         self.len.store(len, Ordering::Relaxed);
         self.off.store(off, Ordering::Relaxed);
+    }
+
+    /// The completed op's result: bytes transferred, or its errno.
+    pub fn result(&self) -> Result<u64, ErrKind> {
+        let r = self.res.load(Ordering::Relaxed);
+        if r < 0 { Err(ErrKind::errno(r as i32)) } else { Ok(r as u64) }
     }
 
     /// Store the result and complete the op (end timestamp, fast path).

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from fathom import engine_spec
 from fathom.errors import FathomError
 from fathom.interfaces.base import Interface, engine_rw
-from fathom.interfaces.posix import DEFAULT_FILESIZE, run_dir
+from fathom.interfaces.posix import DEFAULT_FILESIZE, fileset_fields, run_dir
 
 RW = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
 
@@ -43,15 +43,10 @@ class Cephfs:
     kind: str = field(default="cephfs", init=False)
 
     def fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"connection": self.connection.to_json(), "path": self.path, "rw": self.rw,
-                               "rwmixread": self.rwmixread, "bs": self.bs, "numjobs": self.numjobs,
-                               "nrfiles": self.nrfiles, "filesize": self.filesize,
-                               "file_service": self.file_service, "direct": self.direct, "fsync": self.fsync,
-                               "fdatasync": self.fdatasync, "end_fsync": self.end_fsync, "prefix": self.prefix}
+        out: dict[str, Any] = {"connection": self.connection.to_json(), "path": self.path, **fileset_fields(self),
+                               "direct": self.direct}
         if self.fs is not None:
             out["fs"] = self.fs
-        if self.prefill is not None:
-            out["prefill"] = self.prefill
         return out
 
     @property

@@ -20,7 +20,7 @@ from typing import Any, Literal
 from fathom import engine_spec
 from fathom.errors import FathomError
 from fathom.interfaces.base import Interface, engine_rw
-from fathom.interfaces.posix import DEFAULT_FILESIZE, run_dir
+from fathom.interfaces.posix import DEFAULT_FILESIZE, fileset_fields, run_dir
 
 RW = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
 OWN_EXPORTS = ("cephfs", "local")  # exports of the ganesha fathom runs on its local cluster
@@ -52,12 +52,7 @@ class Nfs:
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"server": self.server, "port": self.port, "export": self.export, "path": self.path,
-                               "rw": self.rw, "rwmixread": self.rwmixread, "bs": self.bs, "numjobs": self.numjobs,
-                               "nrfiles": self.nrfiles, "filesize": self.filesize,
-                               "file_service": self.file_service, "fsync": self.fsync, "fdatasync": self.fdatasync,
-                               "end_fsync": self.end_fsync, "prefix": self.prefix, "timeout_s": self.timeout_s}
-        if self.prefill is not None:
-            out["prefill"] = self.prefill
+                               **fileset_fields(self), "timeout_s": self.timeout_s}
         if self.connections is not None:
             out["connections"] = self.connections
         return out

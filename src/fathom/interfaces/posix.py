@@ -50,20 +50,24 @@ class Posix:
     kind: str = field(default="posix", init=False)
 
     def fields(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"path": self.path, "rw": self.rw, "rwmixread": self.rwmixread, "bs": self.bs,
-                               "numjobs": self.numjobs, "nrfiles": self.nrfiles, "file_service": self.file_service,
-                               "ioengine": self.ioengine, "direct": self.direct, "invalidate": self.invalidate,
-                               "fsync": self.fsync, "fdatasync": self.fdatasync, "end_fsync": self.end_fsync,
-                               "prefix": self.prefix}
-        if self.filesize is not None:
-            out["filesize"] = self.filesize
-        if self.prefill is not None:
-            out["prefill"] = self.prefill
-        return out
+        return {"path": self.path, **fileset_fields(self), "ioengine": self.ioengine, "direct": self.direct,
+                "invalidate": self.invalidate}
 
     @property
     def jobs(self) -> int:
         return self.numjobs
+
+
+def fileset_fields(t: Any) -> dict[str, Any]:
+    """The file-set fields the posix, cephfs and nfs targets share (fileset.rs); unset optional ones left out."""
+    out: dict[str, Any] = {"rw": t.rw, "rwmixread": t.rwmixread, "bs": t.bs, "numjobs": t.numjobs,
+                           "nrfiles": t.nrfiles, "file_service": t.file_service, "fsync": t.fsync,
+                           "fdatasync": t.fdatasync, "end_fsync": t.end_fsync, "prefix": t.prefix}
+    if t.filesize is not None:
+        out["filesize"] = t.filesize
+    if t.prefill is not None:
+        out["prefill"] = t.prefill
+    return out
 
 
 def run_dir(path: str, run_tag: str) -> Path:
