@@ -1,6 +1,8 @@
 //! File sets shared by the file targets (posix; cephfs and nfs use the same
 //! layout): which files exist, which job uses which, and how many file
-//! descriptors that takes.
+//! descriptors that takes; the rules on their options that the targets share
+//! (`validate`), and a run's walk over its opened set (`Files`). Each target
+//! keeps its own options and I/O.
 //!
 //! `file_service: job` (fio's default): every job has its own `nrfiles`
 //! files, `<prefix>.<job>.<n>`. `shared`: one set of `nrfiles` files,
