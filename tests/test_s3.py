@@ -660,6 +660,7 @@ def test_full_rgw_pool_is_named_by_run_and_bench_in_bounded_time(rgw, rgw_cluste
         assert p.returncode == 3 and time.monotonic() - t0 < 45, p.stdout + p.stderr
         assert "the bench stopped because the cluster is full (POOL_FULL: " in p.stderr, p.stderr
         assert f"pool '{DATA_POOL}' is full (running out of quota)" in p.stderr and "set-quota" in p.stderr
+        assert "objects kept (the cluster is full" in p.stdout and "fathom cleanup --bucket fathom-bench" in p.stdout
     finally:
         ceph.ceph("osd", "pool", "set-quota", DATA_POOL, "max_bytes", "0", fmt_json=False)
         assert wait_for(lambda: not pool_full(ceph), 60)

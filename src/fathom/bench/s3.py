@@ -170,8 +170,8 @@ def stop_error(r: S3Args, fatal: dict[str, Any]) -> S3BenchError:
     state = full.full_state(ceph) if ceph is not None else {}
     if state:
         return FullError(f"the bench stopped because the cluster is full ({full.describe(state)}): {msg}",
-                            hint="free space (delete objects: `" + cleanup_command(r) + "`) or raise the pool's "
-                                 "quota (ceph osd pool set-quota POOL max_bytes 0), then run again")
+                         hint="free space (delete objects: `" + cleanup_command(r) + "`) or raise the pool's "
+                              "quota (ceph osd pool set-quota POOL max_bytes 0), then run again")
     if kind == "stall":
         return S3BenchError(f"the bench stopped: {msg}; stopped after --stall-timeout {r.stall_timeout:g} s",
                             hint="check the cluster (ceph health detail: full, paused or OSDs down) and RGW")
@@ -431,7 +431,7 @@ def finish(r: S3Args, out: Out, table: fmt.RadosTable, outcome: "EngineRun", spe
 
     written = (outcome.summary or {}).get("objects") or {}
     cleanup_info = None
-    if isinstance(error, FullError) and written.get("count"):
+    if isinstance(error, FullError):  # the PUTs RGW holds land once there is room: their objects too
         out.note(f"objects kept (the cluster is full: deletes would wait for room too); once there is room, "
                  f"remove them with `{cleanup_command(r)}`")
     elif r.cleanup and clients:  # every engine's set, then the run's own prefix (the bucket, once empty)
