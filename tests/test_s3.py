@@ -544,3 +544,128 @@ def test_bench_s3_on_several_engines_merges_them_and_removes_every_engines_objec
     p = bench(rgw, tmp_path, "cleanup", "--bucket", "fathom-bench", "--run-name", "mc", "--clients-file", str(cf))
     assert p.returncode == 0 and "removed bucket fathom-bench" in p.stdout, p.stdout + p.stderr
     assert bucket_keys(rgw, "fathom-bench") is None
+
+
+# ---- RGW overloaded (503 SlowDown) and a full cluster, through the user's commands ---------------------------
+
+def rgw_option(rgw_cluster: LocalCluster, name: str, value: str | None = None) -> str:
+    """Get (and with value, set) one of the running RGW's options through its admin socket: at once, and gone
+    with the process (the module's other tests see the setting only while a test holds it)."""
+    from fathom.cluster.local import RGW_NAME
+
+    (asok,) = rgw_cluster.run_dir.glob(f"ceph-{RGW_NAME}.*.asok")
+    if value is not None:
+        subprocess.run(["ceph", "--admin-daemon", str(asok), "config", "set", name, value], check=True,
+                       capture_output=True, timeout=30)
+    p = subprocess.run(["ceph", "--admin-daemon", str(asok), "config", "get", name], check=True,
+                       capture_output=True, timeout=30, text=True)
+    return json.loads(p.stdout)[name]
+
+
+def test_bench_s3_counts_rgw_503s_by_code_and_stops_on_them_by_policy(rgw, rgw_cluster, engine_ready, tmp_path):
+    db = str(tmp_path / "r.db")
+    old = rgw_option(rgw_cluster, "rgw_max_concurrent_requests")
+    try:
+        # RGW's throttler answers 503 SlowDown beyond this many requests in progress
+        assert rgw_option(rgw_cluster, "rgw_max_concurrent_requests", "2") == "2"
+        p = bench(rgw, tmp_path, "bench", "s3", "put", "--duration", "2s", "--concurrent", "16", "--obj-size",
+                  "64KiB", "--run-name", "slow1", "--noclear", "-f", "json", "--db", db)
+        assert p.returncode == 0, p.stderr  # --on-error continue (the default): counted, the run goes on
+        doc = json.loads(p.stdout)
+        put = doc["requests"]["PUT"]
+        slow = [e for e in doc["errors"] if e["kind"] == "HTTP 503 SlowDown"]
+        assert len(slow) == 1 and slow[0]["request"] == "PUT" and slow[0]["count"] > 0, doc["errors"]
+        assert put["errors"] == sum(e["count"] for e in doc["errors"]) and put["ops"] > 0, put
+        p = bench(rgw, tmp_path, "bench", "s3", "put", "--duration", "2s", "--concurrent", "16", "--obj-size",
+                  "64KiB", "--run-name", "slow2", "--noclear", "--on-error", "stop", "--db", db)
+        assert p.returncode == 3, p.stdout + p.stderr
+        assert "RGW refused a request as overloaded (HTTP 503 SlowDown)" in p.stderr, p.stderr
+        assert "rgw_max_concurrent_requests" in p.stderr and "Errors: PUT HTTP 503 SlowDown: " in p.stdout
+    finally:
+        rgw_option(rgw_cluster, "rgw_max_concurrent_requests", old)
+    for name in ("slow2", "slow1"):  # slow1 made the bucket: its cleanup removes it, once empty
+        p = bench(rgw, tmp_path, "cleanup", "--bucket", "fathom-bench", "--run-name", name)
+        assert p.returncode == 0, p.stdout + p.stderr
+    assert bucket_keys(rgw, "fathom-bench") is None
+
+
+
+FULL_SUITE = """\
+name: s3-full
+cluster: {kind: attached}
+workloads:
+  - {name: first, interface: null, rw: randread, runtime: 1s}
+  - {name: fill, interface: s3, rw: write, object_size: 64KiB, iodepth: 4, runtime: 120s, stall_timeout: 6s,
+     op_timeout: null}
+  - {name: after, interface: s3, rw: write, object_size: 4KiB, runtime: 1s}
+"""
+DATA_POOL = "default.rgw.buckets.data"
+
+
+def pool_full(ceph: Any) -> bool:
+    return "POOL_FULL" in ((ceph.ceph("health", "detail") or {}).get("checks") or {})
+
+
+def wait_for(what: Any, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while not what():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def test_full_rgw_pool_is_named_by_run_and_bench_in_bounded_time(rgw, rgw_cluster, engine_ready, tmp_path):
+    from conftest import run_fathom
+
+    from fathom.cluster.local import RGW_NAME
+    from fathom.store import Store
+    from fathom.telemetry import asok_command
+
+    ceph = rgw_cluster.ceph()
+    (asok,) = rgw_cluster.run_dir.glob(f"ceph-{RGW_NAME}.*.asok")
+    suite = tmp_path / "full.yaml"
+    suite.write_text(FULL_SUITE)
+    db = tmp_path / "full.db"
+    buckets0 = set(ceph.radosgw_admin("bucket", "list", timeout=60))
+
+    def active() -> int:  # requests RGW is working on
+        return int(asok_command(asok, "perf dump")["rgw"]["qactive"])
+
+    active0 = active()
+    # one object in RGW's data pool, then a quota below it: the pool is full (POOL_FULL) and RGW's writes wait
+    assert sigv4_request(rgw, "PUT", "/full-seed")[0] == 200
+    assert sigv4_request(rgw, "PUT", "/full-seed/o", body=b"x" * (64 * KIB))[0] == 200
+    ceph.ceph("osd", "pool", "set-quota", DATA_POOL, "max_bytes", "1", fmt_json=False)
+    try:
+        assert wait_for(lambda: pool_full(ceph), 60), "the quota did not make the pool full"
+        t0 = time.monotonic()
+        p = run_fathom("run", str(suite), "--db", str(db), "--name", "full", "--gate-timeout", "3s",
+                       "--conf", str(rgw_cluster.conf_path), "--keyring", str(rgw_cluster.keyring_path),
+                       timeout=300)
+        assert p.returncode != 0 and "Traceback" not in p.stderr, p.stderr[-3000:]
+        assert rgw["secret_key"] not in p.stdout + p.stderr
+        assert "POOL_FULL" in p.stderr and DATA_POOL in p.stderr, p.stderr[-3000:]
+        assert "finished points kept" in p.stderr and "--resume" in p.stderr, p.stderr[-3000:]
+        assert time.monotonic() - t0 < 100  # the stall timeout ends it, well before the fill's 120 s
+        with Store(db) as store:
+            pts = {q["workload"]: q for q in store.points(store.run("full").id)}
+        assert pts["first"]["status"] == "done"  # finished points are kept
+        assert pts["fill"]["status"] == "failed" and "the cluster is full" in pts["fill"]["error"], pts["fill"]
+        assert "POOL_FULL" in pts["fill"]["error"] and "after" not in pts
+        # the bench: the same full state named, with the fix, in bounded time
+        t0 = time.monotonic()
+        p = bench(rgw, tmp_path, "bench", "s3", "put", "--duration", "60s", "--concurrent", "2", "--obj-size",
+                  "64KiB", "--stall-timeout", "5", "--db", str(db))
+        assert p.returncode == 3 and time.monotonic() - t0 < 45, p.stdout + p.stderr
+        assert "the bench stopped because the cluster is full (POOL_FULL: " in p.stderr, p.stderr
+        assert f"pool '{DATA_POOL}' is full (running out of quota)" in p.stderr and "set-quota" in p.stderr
+        assert "objects kept (the cluster is full" in p.stdout and "fathom cleanup --bucket fathom-bench" in p.stdout
+    finally:
+        ceph.ceph("osd", "pool", "set-quota", DATA_POOL, "max_bytes", "0", fmt_json=False)
+        assert wait_for(lambda: not pool_full(ceph), 60)
+        # the PUTs that waited at RGW complete now: let them land before their buckets go
+        assert wait_for(lambda: active() <= active0, 60), (active(), active0)
+        for b in set(ceph.radosgw_admin("bucket", "list", timeout=60)) - buckets0:
+            ceph.radosgw_admin("bucket", "rm", "--bucket", b, "--purge-objects", "--bypass-gc", fmt_json=False,
+                               timeout=120)

@@ -45,6 +45,10 @@ class S3BenchError(FathomError):
     exit_code = 3
 
 
+class FullError(S3BenchError):
+    """The bench stopped on a full cluster: deletes would hang too, so its objects stay for a later cleanup."""
+
+
 @dataclass
 class Endpoint:
     """Where to send requests, and with what: paths only, never key material."""
@@ -141,6 +145,41 @@ def local_rgw_asok(ep: Endpoint) -> Path | None:
         return None
     return next((p for p in (c.run_dir / f"ceph-{RGW_NAME}.{d.pid}.asok", c.run_dir / f"ceph-{RGW_NAME}.asok")
                  if p.exists()), None)
+
+
+def local_cluster_ceph(ep: Endpoint) -> Any:
+    """A `ceph` handle on the local cluster whose RGW the endpoint is (keys file in the cluster's dir), else None."""
+    from urllib.parse import urlparse
+
+    from fathom.cluster.local import LocalCluster
+
+    c = LocalCluster(Path(ep.keys_file).parent)
+    st = c.state() or {}
+    if not st.get("rgw") or urlparse(ep.url).port not in (st.get("rgw_port"), st.get("rgw_tls_port")):
+        return None
+    return c.ceph(timeout=30)
+
+
+def stop_error(r: S3Args, fatal: dict[str, Any]) -> S3BenchError:
+    """The error of a bench that stopped: a full cluster named as such (its writes hang at RGW until the stall
+    timeout), RGW's 503s named as overload; otherwise the engine's own words."""
+    from fathom.cluster import full
+
+    kind, msg = fatal.get("kind", ""), fatal.get("message", "")
+    ceph = local_cluster_ceph(r.ep) if kind == "stall" or kind.startswith("HTTP 5") else None
+    state = full.full_state(ceph) if ceph is not None else {}
+    if state:
+        return FullError(f"the bench stopped because the cluster is full ({full.describe(state)}): {msg}",
+                         hint="free space (delete objects: `" + cleanup_command(r) + "`) or raise the pool's "
+                              "quota (ceph osd pool set-quota POOL max_bytes 0), then run again")
+    if kind == "stall":
+        return S3BenchError(f"the bench stopped: {msg}; stopped after --stall-timeout {r.stall_timeout:g} s",
+                            hint="check the cluster (ceph health detail: full, paused or OSDs down) and RGW")
+    if kind == "HTTP 503 SlowDown":
+        return S3BenchError(f"the bench stopped: RGW refused a request as overloaded ({kind}): {msg}",
+                            hint="lower --concurrent, raise RGW's rgw_max_concurrent_requests, or count the "
+                                 "503s and go on with --on-error continue")
+    return S3BenchError(f"the bench stopped: {msg}")
 
 
 def rgw_dump(asok: Path | None) -> dict[str, Any] | None:
@@ -375,7 +414,7 @@ def finish(r: S3Args, out: Out, table: fmt.RadosTable, outcome: "EngineRun", spe
     status, error = "done", None
     if fatal:
         status = "failed"
-        error = S3BenchError(f"the bench stopped: {fatal.get('message')}")
+        error = stop_error(r, fatal)
     elif outcome.exit_code != 0 or outcome.summary is None:
         status = "failed"
         error = S3BenchError(f"fathom-engine ended with exit code {outcome.exit_code} and no summary: "
@@ -392,7 +431,10 @@ def finish(r: S3Args, out: Out, table: fmt.RadosTable, outcome: "EngineRun", spe
 
     written = (outcome.summary or {}).get("objects") or {}
     cleanup_info = None
-    if r.cleanup and clients:  # every engine's set, then the run's own prefix (the bucket, once empty)
+    if isinstance(error, FullError):  # the PUTs RGW holds land once there is room: their objects too
+        out.note(f"objects kept (the cluster is full: deletes would wait for room too); once there is room, "
+                 f"remove them with `{cleanup_command(r)}`")
+    elif r.cleanup and clients:  # every engine's set, then the run's own prefix (the bucket, once empty)
         infos = [cleanup_run(r.ep, r.bucket, p, r.concurrent, out, r.connect_timeout, r.stall_timeout)
                  for p in [*outcome.prefixes, object_prefix(r.run_name)]]  # type: ignore[attr-defined]
         cleanup_info = _sum_cleanups(infos)
