@@ -34,6 +34,7 @@ from fathom.cluster.local import LocalCluster  # noqa: E402
 from fathom.engine_spec import EngineSpec, Load  # noqa: E402
 from fathom.engines import fathom_engine as fe  # noqa: E402
 from fathom.interfaces.s3 import S3, Mix  # noqa: E402
+from fathom.telemetry import proc_sample  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "s3-memory.json"
 SECTION = "## fathom-engine memory over a long S3 run"
@@ -46,13 +47,8 @@ SAMPLE_S = 5.0
 
 
 def rss_mib(pid: int) -> float | None:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
+    s = proc_sample(pid)
+    return s["rss"] / MIB if s else None
 
 
 def run(keys_file: str, slots: int, seconds: int) -> tuple[dict, list[list[float]]]:
