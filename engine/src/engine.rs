@@ -709,6 +709,8 @@ impl<'a> Engine<'a> {
     /// waiting for `go`, or during the prefill): note why, for a summary of zero ops.
     pub fn skip_main(&mut self) {
         self.note_external_stop();
+        let now = mono_ns();
+        (self.phase_start, self.ramp_end, self.measured_end) = (now, now, now);
     }
 
     pub fn target(&mut self) -> &mut dyn Target {

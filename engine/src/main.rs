@@ -165,11 +165,13 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         go = complete;
         prefill = json!({"ops": e.finished, "seconds": (mono_ns() - t) as f64 / 1e9, "complete": complete});
     }
+    // Reset before waiting: clearing the histograms touches all their pages, and with many engines
+    // per core that work, done after the start time, would spread the engines' starts.
+    sh.lock().begin_main();
     if go && spec.control.as_ref().is_some_and(|c| c.wait) {
         out::emit(&json!({"type": "ready", "ts": wall_s()}));
         go = control::wait_go().is_ok();
     }
-    sh.lock().begin_main();
     let ctx0 = clock::ctx_switches();
     let ended = if go {
         sh.run(true)
