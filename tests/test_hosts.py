@@ -297,6 +297,53 @@ def test_bench_rados_on_two_hosts_and_local(bed, bound_cluster, tmp_path):
     assert _fathom_objects(bound_cluster, pool) == []
 
 
+def test_bench_reads_and_rbd_on_client_hosts(bed, bound_cluster, tmp_path):
+    pool = _bench_pool(bound_cluster)
+    db = tmp_path / "r.db"
+    conn = ["-c", str(bound_cluster.conf_path), "-k", str(bound_cluster.keyring_path), "--db", str(db)]
+    cf = str(_clients_file(bed, tmp_path, [0, 1]))
+    w = run_fathom("bench", "rados", "-p", pool, "2", "write", "-b", "4K", "-t", "2", "--no-cleanup",
+                   "--run-name", "rd", "-f", "json", "--clients-file", cf, *conn, timeout=180)
+    assert w.returncode == 0, w.stdout + w.stderr
+    written = {h["host"]: h["ops"] for h in json.loads(w.stdout)["fathom"]["clients"]["hosts"]}
+    # seq reads each engine's own objects (found through its metadata object), rand reads among them
+    for mode in ("seq", "rand"):
+        r = run_fathom("bench", "rados", "-p", pool, "2", mode, "-t", "2", "--run-name", "rd", "-f", "json",
+                       "--clients-file", cf, *conn, timeout=180)
+        assert r.returncode == 0, r.stdout + r.stderr
+        doc = json.loads(r.stdout)
+        hosts = doc["fathom"]["clients"]["hosts"]
+        assert sorted(h["host"] for h in hosts) == sorted(written) and all(h["ops"] > 0 for h in hosts)
+        assert doc["total_reads_made"] == sum(h["ops"] for h in hosts)
+        if mode == "seq":  # a sequential pass reads no more than the engine wrote
+            assert all(h["ops"] <= written[h["host"]] for h in hosts), (hosts, written)
+    p = run_fathom("cleanup", "-p", pool, "--run-name", "rd", "-c", str(bound_cluster.conf_path),
+                   "-k", str(bound_cluster.keyring_path), timeout=120)
+    assert p.returncode == 0 and _fathom_objects(bound_cluster, pool) == [], p.stdout + p.stderr
+    # rbd bench: every engine writes and reads its share of --io-total on one image
+    ceph = bound_cluster.ceph()
+    ceph.ceph("osd", "pool", "application", "enable", pool, "rbd", "--yes-i-really-mean-it", fmt_json=False)
+    ceph.rbd("create", f"{pool}/mh", "--size", "32M", fmt_json=False)
+    try:
+        for io_type in ("write", "read"):
+            r = run_fathom("bench", "rbd", f"{pool}/mh", "--io-type", io_type, "--io-size", "4K", "--io-threads",
+                           "2", "--io-total", "3M", "--io-pattern", "rand", "-f", "json", "--clients-file", cf,
+                           *conn, timeout=180)
+            assert r.returncode == 0, r.stdout + r.stderr
+            doc = json.loads(r.stdout)
+            hosts = doc["fathom"]["clients"]["hosts"]
+            assert sorted(h["host"] for h in hosts) == sorted(written)
+            # 3 MiB over three engines: 256 ops of 4 KiB each, summed exactly
+            assert [h["ops"] for h in hosts] == [256] * 3 and doc["ops"] == 768, hosts
+            assert doc[io_type]["ops"] == 768 and doc[io_type]["latency"]["p99"] > 0
+        with Store(db) as st:
+            (pt,) = st.points(st.run("latest").id)
+            assert hdr.count(st.histograms(pt["id"])["read"]) == 768
+            assert sorted(k[1] for k in st.histograms_by_instance(pt["id"])) == sorted(written)
+    finally:
+        ceph.rbd("rm", f"{pool}/mh", fmt_json=False)
+
+
 def test_bench_with_an_unreachable_client_fails_in_bounded_time(bed, bound_cluster, tmp_path):
     t0 = time.monotonic()
     p = run_fathom("bench", "rados", "-p", "nopool", "2", "write", "--client", f"root@{bed.prefix}.99",
