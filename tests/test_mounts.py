@@ -20,7 +20,7 @@ import pytest
 
 from conftest import SRC, mds_cluster, run_fathom
 from fathom.cluster import mounts
-from fathom.cluster.local import pid_alive
+from fathom.cluster.local import FS_NAME, pid_alive
 from fathom.errors import ClusterError
 
 @pytest.fixture(scope="module")
@@ -123,3 +123,27 @@ def test_a_fuse_daemon_that_cannot_mount_shows_its_log(fs_cluster):
     mounts.teardown(c)
     assert not mounts.leftovers(c) and "fuse.bad" not in (c.state() or {})["daemons"]
 
+
+
+def test_no_active_mds_is_named_in_bounded_time(fs_cluster, engine_ready):
+    c, pids = fs_cluster
+    assert c.stop_daemons(names=["mds.a"]) == ["mds.a"]
+    try:
+        conn = {"conf": str(c.conf_path), "name": "client.admin", "keyring": str(c.keyring_path), "timeout_s": 5}
+        spec = {"target": {"kind": "cephfs", "connection": conn, "path": "/fathom-nomds", "rw": "write",
+                           "filesize": 8192}, "load": {"ops": 1}}
+        t0 = time.monotonic()
+        p = subprocess.run([str(engine_ready), "-"], input=json.dumps(spec), capture_output=True, text=True,
+                           timeout=120)
+        took = time.monotonic() - t0
+        errs = [json.loads(x) for x in p.stdout.splitlines() if x.startswith('{"type":"error"')]
+        assert p.returncode == 3 and errs and "active MDS" in errs[0]["message"], (p.returncode, p.stdout[-2000:])
+        assert took < 2 * 5 + 10 + 5, took  # the mount timeout, bounded by the engine's watchdog
+    finally:
+        pids.append(c.start_daemon("mds.a"))
+        ceph = c.ceph()
+        deadline = time.monotonic() + 90
+        # any test after this one mounts CephFS again: wait for the MDS to be active
+        while not any(m.get("state") == "active" for m in (ceph.ceph("fs", "status", FS_NAME, timeout=10) or {}).get(
+                "mdsmap", [])) and time.monotonic() < deadline:
+            time.sleep(1)

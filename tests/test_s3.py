@@ -364,6 +364,36 @@ def test_sizes_from_weighted_buckets_are_known_again_by_the_reads(rgw, engine_re
     assert sizes == {4 * KIB, 64 * KIB}, sizes
 
 
+def _splitmix_bytes(seed: int, words: int) -> bytes:
+    """The engine's incompressible fill (rng.rs, splitmix64), little-endian words."""
+    m, x, out = (1 << 64) - 1, seed ^ 0x9E3779B97F4A7C15, b""
+    for _ in range(words):
+        x = (x + 0x9E3779B97F4A7C15) & m
+        z = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & m
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & m
+        out += (z ^ (z >> 31)).to_bytes(8, "little")
+    return out
+
+
+def test_puts_without_verify_send_the_shared_body_intact_by_sendfile(rgw, engine_ready, tmp_path):
+    secret = rgw["secret_key"]
+    put = {**base(rgw, "shared"), "create_buckets": True, "op": "put", "prefix": "sb", "objects": 8,
+           "sizes": {"buckets": [[4 * KIB, 1], [1024 * KIB, 1]]}}
+    code, recs, text = run(engine_ready, tmp_path, secret, put, load={"iodepth": 4})
+    assert code == 0, text
+    assert summary(recs)["s3"]["put_body"] == "sendfile", summary(recs)["s3"]
+    status, listing = sigv4_request(rgw, "GET", "/shared", query="list-type=2&prefix=sb%2F")
+    objs = {}  # size -> one key of that size
+    for c in listing.decode().split("<Contents>")[1:]:
+        objs[int(c.split("<Size>")[1].split("</Size>")[0])] = c.split("<Key>")[1].split("</Key>")[0]
+    assert status == 200 and set(objs) == {4 * KIB, 1024 * KIB}, objs
+    small = sigv4_request(rgw, "GET", f"/shared/{objs[4 * KIB]}")[1]
+    large = sigv4_request(rgw, "GET", f"/shared/{objs[1024 * KIB]}")[1]
+    # every object is the start of the one body: the engine's fill, byte for byte, at every offset sent
+    expect = _splitmix_bytes(0x5EED, 1024 * KIB // 8)
+    assert len(large) == 1024 * KIB and large == expect and small == expect[:4 * KIB]
+
+
 def test_retries_are_explicit_and_counted(rgw, engine_ready, tmp_path):
     secret = rgw["secret_key"]
     put = {**base(rgw, "retry"), "create_buckets": True, "op": "put", "prefix": "rt", "object_size": 4 * KIB,
@@ -588,6 +618,49 @@ def test_bench_s3_counts_rgw_503s_by_code_and_stops_on_them_by_policy(rgw, rgw_c
         assert p.returncode == 0, p.stdout + p.stderr
     assert bucket_keys(rgw, "fathom-bench") is None
 
+
+
+SLOW_SUITE = """\
+name: s3-slow
+cluster: {kind: attached}
+workloads:
+  - {name: first, interface: null, rw: randread, runtime: 1s}
+  - {name: counted, interface: s3, rw: write, object_size: 64KiB, iodepth: 16, runtime: 2s, on_error: continue}
+  - {name: stops, interface: s3, rw: write, object_size: 64KiB, iodepth: 16, runtime: 30s}
+"""
+
+
+def test_run_counts_rgw_503s_or_fails_the_point_on_them_by_policy(rgw, rgw_cluster, engine_ready, tmp_path):
+    from conftest import run_fathom
+
+    from fathom.store import Store
+
+    suite = tmp_path / "slow.yaml"
+    suite.write_text(SLOW_SUITE)
+    db = tmp_path / "slow.db"
+    old = rgw_option(rgw_cluster, "rgw_max_concurrent_requests")
+    try:
+        assert rgw_option(rgw_cluster, "rgw_max_concurrent_requests", "2") == "2"
+        t0 = time.monotonic()
+        p = run_fathom("run", str(suite), "--db", str(db), "--name", "slow", "--conf", str(rgw_cluster.conf_path),
+                       "--keyring", str(rgw_cluster.keyring_path), timeout=300)
+        took = time.monotonic() - t0
+    finally:
+        rgw_option(rgw_cluster, "rgw_max_concurrent_requests", old)
+    assert p.returncode != 0 and "Traceback" not in p.stderr, p.stdout + p.stderr
+    assert rgw["secret_key"] not in p.stdout + p.stderr
+    with Store(db) as store:
+        pts = {q["workload"]: q for q in store.points(store.run("slow").id)}
+    assert pts["first"]["status"] == "done"
+    # on_error continue: the point is done, every refused PUT counted under its status and code
+    c = pts["counted"]
+    assert c["status"] == "done", c
+    slow = [e for e in c["result"]["errors"] if e["kind"] == "HTTP 503 SlowDown"]
+    assert slow and slow[0]["count"] > 0 and c["result"]["ops"]["write"]["ops"] > 0, c["result"]["errors"]
+    # on_error stop (the default): the first 503 fails the point, well before its 30 s
+    s = pts["stops"]
+    assert s["status"] == "failed" and "HTTP 503 SlowDown" in s["error"], s
+    assert "503 SlowDown" in p.stderr and took < 120, (took, p.stderr[-3000:])
 
 
 FULL_SUITE = """\

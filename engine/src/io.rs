@@ -311,6 +311,22 @@ fn alloc_buf(len: usize) -> &'static mut [u8] {
 }
 
 /// Allocate `n` slots for the life of the process.
+/// Incompressible, non-zero data.
+pub fn fill_random(buf: &mut [u8], rng: &mut crate::rng::Rng) {
+    for c in buf.chunks_mut(8) {
+        let w = rng.next_u64().to_le_bytes();
+        c.copy_from_slice(&w[..c.len()]);
+    }
+}
+
+/// One buffer of incompressible data for the process's life: the body every
+/// slot sends when no slot writes its own (writes without verify headers).
+pub fn shared_random(len: usize) -> &'static [u8] {
+    let buf = alloc_buf(len);
+    fill_random(buf, &mut crate::rng::Rng::new(0x5eed));
+    buf
+}
+
 pub fn alloc_slots(n: usize, buf_len: usize, queue: &'static CompletionQueue) -> &'static mut [Slot] {
     let mut v = Vec::with_capacity(n);
     let mut fill = crate::rng::Rng::new(0x5eed);
@@ -318,10 +334,7 @@ pub fn alloc_slots(n: usize, buf_len: usize, queue: &'static CompletionQueue) ->
         let done: &'static Done = Box::leak(Box::new(Done { index: i as u32, end_ns: AtomicU64::new(0), queue }));
         // Incompressible, non-zero data so compression or zero detection does not flatter writes.
         let buf = alloc_buf(buf_len);
-        for c in buf.chunks_mut(8) {
-            let w = fill.next_u64().to_le_bytes();
-            c.copy_from_slice(&w[..c.len()]);
-        }
+        fill_random(buf, &mut fill);
         v.push(Slot {
             done,
             buf,

@@ -15,6 +15,7 @@
 //! that another op in flight is removing, and a 404 is always an error.
 
 mod http;
+mod sendfile;
 mod sigv4;
 
 use super::rados::Pattern;
@@ -543,6 +544,13 @@ pub struct S3 {
     meta_created: Vec<String>,
     list_query: String,
     copy_reads: bool,
+    /// Without verify, every PUT sends from this one buffer and slots hold
+    /// none: nothing writes into a body then, and 64 slots of 256 MiB objects
+    /// would cost 16 GiB of memory, and the time to fill it, for one body's worth.
+    body: Option<&'static [u8]>,
+    /// How PUT bodies went out, for the summary: "slot" (each slot's own buffer, verify
+    /// headers), "shared" (the one buffer, written), "sendfile" (the one buffer, from its memfd).
+    put_body: &'static str,
     meta_timeout: Duration,
     region: String,
     payload: Payload,
@@ -615,6 +623,8 @@ impl S3 {
             meta_created: Vec::new(),
             list_query,
             copy_reads: spec.verify,
+            body: None,
+            put_body: "slot",
             meta_timeout: Duration::from_secs_f64(spec.stall_timeout_s),
             region,
             payload: t.payload,
@@ -649,6 +659,20 @@ impl S3 {
                     s.object_size
                 )));
             }
+        }
+        if !s.copy_reads && matches!(s.op, S3Op::Put | S3Op::Mixed) {
+            let len = s.object_size as usize;
+            let fill = |b: &mut [u8]| crate::io::fill_random(b, &mut crate::rng::Rng::new(0x5eed));
+            s.body = match sendfile::body(len, fill) {
+                Some(b) => {
+                    s.put_body = if s.net.tls.is_none() { "sendfile" } else { "shared" };
+                    Some(b)
+                }
+                None => {
+                    s.put_body = "shared";
+                    Some(crate::io::shared_random(len))
+                }
+            };
         }
         Ok(s)
     }
@@ -875,6 +899,10 @@ impl Target for S3 {
     }
 
     fn buf_len(&self) -> usize {
+        // Slots need buffers only to write verify headers into and to check the bodies read.
+        if !self.copy_reads {
+            return 0;
+        }
         match self.op {
             S3Op::Put | S3Op::Mixed => self.object_size as usize,
             S3Op::Get => self.range.map_or(self.object_size, |r| r.size) as usize,
@@ -957,7 +985,10 @@ impl Target for S3 {
             OpKind::Write => {
                 // SAFETY: the slot's buffer lives for the process (leaked) and the engine does not
                 // touch it until the op completes, so hyper may send from it without a copy.
-                let data: &'static [u8] = unsafe { std::slice::from_raw_parts(s.buf.as_ptr(), s.len) };
+                let data: &'static [u8] = match self.body {
+                    Some(b) => &b[..s.len],
+                    None => unsafe { std::slice::from_raw_parts(s.buf.as_ptr(), s.len) },
+                };
                 (Method::PUT, self.object_path(s.obj), String::new(), None, Bytes::from_static(data))
             }
             OpKind::Read => {
@@ -1092,7 +1123,7 @@ impl Target for S3 {
         let s3 = json!({
             "endpoint": self.net.ep.url, "region": self.region,
             "payload": match self.payload { Payload::Unsigned => sigv4::UNSIGNED, Payload::Sha256 => "sha256" },
-            "connections": self.slots, "io_threads": self.io_threads,
+            "connections": self.slots, "io_threads": self.io_threads, "put_body": self.put_body,
             "reconnects": self.net.reconnects.load(std::sync::atomic::Ordering::Relaxed),
             "tls": tls, "buckets_created": self.created,
             "retry": self.net.retry, "retries": self.net.retries.lock().unwrap_or_else(|p| p.into_inner()).clone(),

@@ -371,6 +371,7 @@ async fn connect(net: &'static Net) -> Result<Conn, (ErrKind, String)> {
     let handshake_err = |e: hyper::Error| (hyper_kind(&e), e.to_string());
     match &net.tls {
         None => {
+            let tcp = super::sendfile::Stream(tcp);
             let (send, conn) = http1::Builder::new().handshake(TokioIo::new(tcp)).await.map_err(handshake_err)?;
             tokio::spawn(async move {
                 let _ = conn.await;
