@@ -85,7 +85,9 @@ def main() -> int:
     seconds = int(args.minutes * 60)
     with tempfile.TemporaryDirectory(prefix="fathom-s3mem-") as tmp:
         cluster = LocalCluster(Path(tmp) / "cluster", progress=lambda m: print(m, file=sys.stderr))
-        cluster.up(osds=1, osd_size=OSD_SIZE, rgw=True)
+        # overwritten objects wait for RGW's GC (2 h by default): collected after 30 s, the OSD reuses the space
+        cluster.up(osds=1, osd_size=OSD_SIZE, rgw=True,
+                   settings={"client": {"rgw_gc_obj_min_wait": "30", "rgw_gc_processor_period": "30"}})
         try:
             print(f"{args.concurrent} slots, {OBJECTS} objects of {OBJECT // MIB} MiB, GET/PUT 9:1, "
                   f"{seconds} s", file=sys.stderr)

@@ -251,16 +251,20 @@ def _bench_pool(cluster: LocalCluster) -> str:
     return "benchc"
 
 
+def _bench_setup(bed, cluster: LocalCluster, tmp: Path, db_name: str) -> tuple[str, Path, list[str], str]:
+    """The bench pool, a results store, the connection options with it, and a clients file of two hosts + local."""
+    db = tmp / db_name
+    conn = ["-c", str(cluster.conf_path), "-k", str(cluster.keyring_path), "--db", str(db)]
+    return _bench_pool(cluster), db, conn, str(_clients_file(bed, tmp, [0, 1]))
+
+
 def _fathom_objects(cluster: LocalCluster, pool: str) -> list[str]:
     out = cluster.ceph().call("rados", "-p", pool, "ls", fmt_json=False)
     return [n for n in out.splitlines() if n.startswith("fathom_bench.")]
 
 
 def test_bench_rados_on_two_hosts_and_local(bed, bound_cluster, tmp_path):
-    pool = _bench_pool(bound_cluster)
-    db = tmp_path / "b.db"
-    conn = ["-c", str(bound_cluster.conf_path), "-k", str(bound_cluster.keyring_path), "--db", str(db)]
-    cf = str(_clients_file(bed, tmp_path, [0, 1]))
+    pool, db, conn, cf = _bench_setup(bed, bound_cluster, tmp_path, "b.db")
     p = run_fathom("bench", "rados", "-p", pool, "3", "write", "-b", "4K", "-t", "4", "--no-cleanup",
                    "--run-name", "mh", "-f", "json", "--clients-file", cf, *conn, timeout=180)
     assert p.returncode == 0, p.stdout + p.stderr
@@ -298,10 +302,7 @@ def test_bench_rados_on_two_hosts_and_local(bed, bound_cluster, tmp_path):
 
 
 def test_bench_reads_and_rbd_on_client_hosts(bed, bound_cluster, tmp_path):
-    pool = _bench_pool(bound_cluster)
-    db = tmp_path / "r.db"
-    conn = ["-c", str(bound_cluster.conf_path), "-k", str(bound_cluster.keyring_path), "--db", str(db)]
-    cf = str(_clients_file(bed, tmp_path, [0, 1]))
+    pool, db, conn, cf = _bench_setup(bed, bound_cluster, tmp_path, "r.db")
     w = run_fathom("bench", "rados", "-p", pool, "2", "write", "-b", "4K", "-t", "2", "--no-cleanup",
                    "--run-name", "rd", "-f", "json", "--clients-file", cf, *conn, timeout=180)
     assert w.returncode == 0, w.stdout + w.stderr
