@@ -28,6 +28,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -48,16 +49,25 @@ IMAGE_SIZE = 1 << 30
 OSD_SIZE = 200 * 1024**3
 
 
-def wait4(argv: list[str], env: dict[str, str], stdin: bytes | None = None) -> tuple[str, str, float, float]:
-    """Run to completion; (stdout, stderr, CPU s of the whole process, wall s)."""
+def wait4(argv: list[str], env: dict[str, str], stdin: bytes | None = None,
+          timeout: float | None = None) -> tuple[str, str, float, float]:
+    """Run to completion; (stdout, stderr, CPU s of the whole process, wall s). timeout: kill it after that many
+    seconds and raise (a peer waiting on a stuck server would otherwise hold the bench, and its clean-up, forever)."""
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         p = subprocess.Popen(argv, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                              stdout=out, stderr=err, env=env)
+        timer = threading.Timer(timeout, p.kill) if timeout else None
+        if timer:
+            timer.start()
         if stdin is not None:
             p.stdin.write(stdin)
             p.stdin.close()
         _, status, ru = os.wait4(p.pid, 0)
+        if timer:
+            timer.cancel()
+            if time.monotonic() - t0 >= timeout:  # type: ignore[operator]
+                raise RuntimeError(f"{argv[0]} did not finish within {timeout:.0f} s; killed")
         wall = time.monotonic() - t0
         out.seek(0)
         err.seek(0)

@@ -80,9 +80,14 @@ class Bench:
         self.env = dict(os.environ)
         self.engine = str(fe.engine_path())
 
+    @staticmethod
+    def limit(duration: int | None) -> float:
+        """How long one run may take before it is killed: the set-up puts (no duration), or the run's time."""
+        return 900.0 if duration is None else duration * 3 + 120.0
+
     def engine_run(self, target: S3, conc: int, duration: int | None) -> tuple[dict, float]:
         spec = EngineSpec(target=target, load=Load(iodepth=conc, duration_s=duration)).to_json()
-        out, _, cpu, _ = wait4([self.engine], self.env, json.dumps(spec).encode())
+        out, _, cpu, _ = wait4([self.engine], self.env, json.dumps(spec).encode(), timeout=self.limit(duration))
         summary = [json.loads(ln) for ln in out.splitlines() if ln.startswith('{"type":"summary"')][-1]
         if summary["errors"]:
             raise RuntimeError(f"fathom-engine errors: {summary['errors']}")
@@ -107,7 +112,8 @@ class Bench:
         prefix = f"{client}-{label}" if op == "put" else f"set-{label}"
         out, _, cpu, _ = wait4([self.peer, "-client", client, "-op", op, "-keys-file", self.keys_file,
                                 "-bucket", BUCKET, "-prefix", prefix, "-size", str(size), "-objects", str(n),
-                                "-concurrent", str(conc), "-duration", f"{self.duration}s"], self.env)
+                                "-concurrent", str(conc), "-duration", f"{self.duration}s"], self.env,
+                               timeout=self.limit(self.duration))
         r = json.loads(out.strip().splitlines()[-1])
         if r["errors"]:
             raise RuntimeError(f"{client} errors: {r['errors']} ({r['first_error']})")
