@@ -310,7 +310,6 @@ fn alloc_buf(len: usize) -> &'static mut [u8] {
     }
 }
 
-/// Allocate `n` slots for the life of the process.
 /// Incompressible, non-zero data.
 pub fn fill_random(buf: &mut [u8], rng: &mut crate::rng::Rng) {
     for c in buf.chunks_mut(8) {
@@ -327,6 +326,7 @@ pub fn shared_random(len: usize) -> &'static [u8] {
     buf
 }
 
+/// Allocate `n` slots for the life of the process.
 pub fn alloc_slots(n: usize, buf_len: usize, queue: &'static CompletionQueue) -> &'static mut [Slot] {
     let mut v = Vec::with_capacity(n);
     let mut fill = crate::rng::Rng::new(0x5eed);
