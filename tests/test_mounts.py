@@ -124,7 +124,6 @@ def test_a_fuse_daemon_that_cannot_mount_shows_its_log(fs_cluster):
     assert not mounts.leftovers(c) and "fuse.bad" not in (c.state() or {})["daemons"]
 
 
-
 def test_no_active_mds_is_named_in_bounded_time(fs_cluster, engine_ready):
     c, pids = fs_cluster
     assert c.stop_daemons(names=["mds.a"]) == ["mds.a"]
