@@ -52,6 +52,16 @@ def test_ceph_fuse_mount_carries_data_and_is_a_sampled_daemon(fs_cluster, engine
     pids.append(d.pid)
     s = posix_round_trip(engine_ready, mnt, direct=False)
     assert s["verify"]["checked"] == 2 * 100 * 8 and s["verify"]["mismatches"] == 0
+    # io_uring on FUSE: every op goes to the kernel's workers (IOSQE_ASYNC), so the queue depth is real; run
+    # inline, one op at a time would be in flight (Little's law: about 2 of 32 here before the flag).
+    spec = {"target": {"kind": "posix", "path": str(mnt), "bs": 4096, "numjobs": 2, "nrfiles": 2,
+                       "filesize": 128 << 10, "direct": True, "rw": "randread", "ioengine": "io_uring"},
+            "load": {"iodepth": 16, "duration_s": 2}, "verify": True}
+    p = subprocess.run([str(engine_ready), "-"], input=json.dumps(spec), capture_output=True, text=True, timeout=120)
+    u = next(json.loads(x) for x in p.stdout.splitlines() if x.startswith('{"type":"summary"'))
+    assert p.returncode == 0 and u["posix"]["uring"]["force_async"] and u["verify"]["mismatches"] == 0
+    r = u["ops"]["read"]
+    assert r["ops"] * r["lat_ns"]["mean"] / 1e9 / u["measured_s"] > 8, r
     assert mounts.ceph_fuse(c) == mnt  # idempotent: the live mount is kept
     proc = run_fathom("cluster", "umount", "--dir", str(c.root), env=SRC, check=True)
     assert f"unmounted {mnt}" in proc.stdout and not pid_alive(d.pid)

@@ -55,6 +55,11 @@ def test_file_set_round_trips_with_verify(engine_ready, tmp_path, ioengine, dire
     assert code == 0, errs
     assert s["verify"]["checked"] == 2 * 200 * 8 and s["verify"]["mismatches"] == 0
     assert s["posix"]["laid_out"] == 0  # the files were whole: nothing rewritten
+    if ioengine == "sync":
+        assert s["posix"]["uring"] is None
+    else:  # a single-issuer ring from Linux 6.1; no IOSQE_ASYNC off FUSE
+        kernel = tuple(int(x) for x in os.uname().release.split(".")[:2])
+        assert s["posix"]["uring"] == {"single_issuer": kernel >= (6, 1), "force_async": False}
     cpu = s["cpu"]
     assert cpu["voluntary_ctx_per_op"] is not None and cpu["voluntary_ctx"] >= 0
 

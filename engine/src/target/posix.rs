@@ -89,6 +89,9 @@ fn yes() -> bool {
 /// Threads the sync engine may start (one per slot).
 const MAX_THREADS: u64 = 16384;
 
+/// The largest io_uring the kernel makes (IORING_MAX_ENTRIES).
+const MAX_RING: u32 = 32768;
+
 impl PosixSpec {
     pub fn validate(&mut self, load: &Load, _verify: bool) -> Result<(), String> {
         if self.path.is_empty() || self.path.contains('\0') {
@@ -107,6 +110,12 @@ impl PosixSpec {
             return Err(format!(
                 "ioengine sync runs a thread per slot: numjobs x iodepth = {slots} is over {MAX_THREADS}; \
                  use ioengine io_uring for deep queues"
+            ));
+        }
+        if self.ioengine == IoEngine::IoUring && slots >= MAX_RING as u64 {
+            return Err(format!(
+                "ioengine io_uring keeps every slot in one ring of at most {MAX_RING} entries, one of them its \
+                 own: numjobs x iodepth = {slots} is too many"
             ));
         }
         if !load.bounded() {
@@ -235,7 +244,11 @@ impl Posix {
             IoEngine::Sync => {
                 Issuer::Sync(Workers::start(cells, &PosixExec, "posix").map_err(|m| Fatal::ceph(libc::EAGAIN, m))?)
             }
-            IoEngine::IoUring => Issuer::Uring(Uring::start(slots, cells)?),
+            IoEngine::IoUring => Issuer::Uring(Uring::start(slots, cells, on_fuse(&t.path))?),
+        };
+        let uring = match &issuer {
+            Issuer::Uring(u) => json!({"single_issuer": u.single, "force_async": u.force_async}),
+            Issuer::Sync(_) => Value::Null,
         };
         let layout = if dir {
             "directory"
@@ -247,7 +260,7 @@ impl Posix {
         let extras = json!({
             "path": t.path, "layout": layout, "files": set.names.len(), "filesize": t.filesize,
             "ioengine": t.ioengine, "direct": t.direct, "fds": set.all_fds.len(), "fd_shared": set.fd_note.is_some(),
-            "fd_note": set.fd_note, "laid_out": set.laid_out, "layout_s": set.layout_s,
+            "fd_note": set.fd_note, "laid_out": set.laid_out, "layout_s": set.layout_s, "uring": uring,
         });
         Ok(Posix {
             files: Files::new(set, t.bs, t.rw, t.rwmixread, t.sync_every(), slots),
@@ -332,33 +345,107 @@ impl Exec for PosixExec {
 
 thread_local!(static REAPER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) });
 
-/// One io_uring for the run. Submissions come from the thread that issues
-/// the op (under the engine lock, so there is one producer at a time); one
-/// reaper thread waits for completions and completes ops.
+/// user_data of the standing read on the wake-up eventfd.
+const WAKE: u64 = u64::MAX;
+
+/// statfs(2) f_type of FUSE mounts (ceph-fuse, rbd-fuse).
+const FUSE_MAGIC: i64 = 0x6573_5546;
+
+/// One io_uring for the run, entered by one thread only: the reaper, which
+/// made it. It waits for completions and completes ops, whose fast path
+/// queues the reissues; each reissue is submitted before the next
+/// completion is handled. The ring is single-issuer with deferred task work
+/// (as fio sets it up): completions are run when the reaper waits, not by
+/// interrupting it. An op
+/// issued on another thread (the first ones, or when the fast path is busy)
+/// is queued and the reaper woken through an eventfd it always has a read
+/// posted on. Kernels before 6.1 lack those flags: there any thread enters.
 struct Uring {
     ring: IoUring,
     cells: &'static [Cell],
+    /// One producer at a time on the submission queue.
+    sq_lock: std::sync::Mutex<()>,
+    /// Set when the ring is single-issuer: only the reaper may enter.
+    single: bool,
+    /// Every op with IOSQE_ASYNC: run by the kernel's io-wq workers, not inline.
+    force_async: bool,
+    wake_fd: i32,
+    wake_buf: std::cell::UnsafeCell<u64>,
 }
 
+// SAFETY: wake_buf is written by the kernel only (the eventfd read) and never read.
+unsafe impl Sync for Uring {}
+
 impl Uring {
-    fn start(slots: usize, cells: &'static [Cell]) -> Result<&'static Uring, Fatal> {
-        let entries = (slots.max(1) as u32).next_power_of_two().min(32768);
-        let ring = IoUring::builder().setup_cqsize(entries * 2).build(entries).map_err(|e| {
-            let n = e.raw_os_error().unwrap_or(libc::ENOSYS);
-            Fatal::ceph(
-                n,
-                format!(
-                    "io_uring is not available here ({e}): kernel.io_uring_disabled or a seccomp filter forbids it; \
-                     use ioengine sync"
-                ),
-            )
-        })?;
-        let u: &'static Uring = Box::leak(Box::new(Uring { ring, cells }));
+    /// `force_async`: files whose reads and writes would block inside
+    /// io_uring_enter (FUSE: no non-blocking path), which would leave one op
+    /// in flight at a time whatever the queue depth.
+    fn start(slots: usize, cells: &'static [Cell], force_async: bool) -> Result<&'static Uring, Fatal> {
+        let (tx, rx) = std::sync::mpsc::channel::<Result<&'static Uring, Fatal>>();
         std::thread::Builder::new()
             .name("posix-uring".into())
-            .spawn(move || u.reap())
+            .spawn(move || match Uring::build(slots, cells, force_async) {
+                Ok(u) => {
+                    let _ = tx.send(Ok(u));
+                    u.reap()
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(e));
+                }
+            })
             .map_err(|e| Fatal::ceph(libc::EAGAIN, format!("cannot start the io_uring reaper thread: {e}")))?;
+        rx.recv().map_err(|_| Fatal::ceph(libc::EIO, "the io_uring reaper thread ended while starting"))?
+    }
+
+    /// On the reaper thread: the ring (single-issuer where the kernel has it) and the wake-up read.
+    fn build(slots: usize, cells: &'static [Cell], force_async: bool) -> Result<&'static Uring, Fatal> {
+        let entries = (slots as u32 + 1).next_power_of_two().min(MAX_RING);
+        let single = IoUring::builder()
+            .setup_cqsize(entries * 2)
+            .setup_coop_taskrun()
+            .setup_single_issuer()
+            .setup_defer_taskrun()
+            .build(entries);
+        let (ring, single) = match single {
+            Ok(r) => (r, true),
+            Err(_) => (IoUring::builder().setup_cqsize(entries * 2).build(entries).map_err(unavailable)?, false),
+        };
+        // SAFETY: plain eventfd; closed never (the ring lives as long as the process).
+        let wake_fd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
+        if wake_fd < 0 {
+            return Err(Fatal::ceph(errno(), "cannot create the io_uring reaper's eventfd"));
+        }
+        let u: &'static Uring = Box::leak(Box::new(Uring {
+            ring,
+            cells,
+            sq_lock: std::sync::Mutex::new(()),
+            single,
+            force_async,
+            wake_fd,
+            wake_buf: std::cell::UnsafeCell::new(0),
+        }));
+        u.arm_wake();
         Ok(u)
+    }
+
+    fn push(&self, e: &io_uring::squeue::Entry) {
+        let _g = self.sq_lock.lock().unwrap_or_else(|p| p.into_inner());
+        // SAFETY: one producer at a time (sq_lock); the entry's buffer outlives the op (a slot's,
+        // or wake_buf). The ring has an entry per slot plus the wake-up read, so it is never full.
+        unsafe {
+            let mut sq = self.ring.submission_shared();
+            if sq.push(e).is_err() {
+                // never: an op would be lost and the run stall
+                panic!("io_uring submission queue full");
+            }
+            sq.sync();
+        }
+    }
+
+    fn arm_wake(&self) {
+        if self.single {
+            self.push(&opcode::Read::new(types::Fd(self.wake_fd), self.wake_buf.get().cast(), 8).build().user_data(WAKE));
+        }
     }
 
     fn submit(&self, idx: usize, op: Op, fd: i32, buf: *mut u8, len: usize, off: u64) -> Result<(), ErrKind> {
@@ -370,22 +457,25 @@ impl Uring {
             Op::Fdatasync => opcode::Fsync::new(fd).flags(types::FsyncFlags::DATASYNC).build(),
         }
         .user_data(idx as u64);
-        // SAFETY: one producer at a time (the engine lock); the entry's buffer belongs to the
-        // slot, which outlives the op. The ring has an entry per slot, so it is never full.
-        unsafe {
-            let mut sq = self.ring.submission_shared();
-            sq.push(&e).map_err(|_| ErrKind::Errno(libc::EBUSY))?;
-            sq.sync();
+        let e = if self.force_async { e.flags(io_uring::squeue::Flags::ASYNC) } else { e };
+        self.push(&e);
+        // The reaper submits what its fast path queued with its next wait. Another thread wakes it
+        // (single-issuer) or enters itself. Once pushed the op is the ring's: never report it as
+        // refused, retry instead.
+        if REAPER.with(|r| r.get()) {
+            return Ok(());
         }
-        // The reaper submits what its fast path queued with its next wait; any other thread enters now.
-        // Once pushed the op is the ring's: never report it as refused, retry the enter instead.
-        if !REAPER.with(|r| r.get()) {
-            while let Err(e) = self.ring.submit() {
-                match e.raw_os_error() {
-                    Some(libc::EINTR) => {}
-                    Some(libc::EAGAIN) | Some(libc::EBUSY) => std::thread::sleep(std::time::Duration::from_micros(50)),
-                    _ => panic!("io_uring_enter failed: {e}"),
-                }
+        if self.single {
+            let one: u64 = 1;
+            // SAFETY: an eventfd write of 8 bytes; it fails only when the counter would overflow.
+            unsafe { libc::write(self.wake_fd, (&one as *const u64).cast(), 8) };
+            return Ok(());
+        }
+        while let Err(e) = self.ring.submit() {
+            match e.raw_os_error() {
+                Some(libc::EINTR) => {}
+                Some(libc::EAGAIN) | Some(libc::EBUSY) => std::thread::sleep(std::time::Duration::from_micros(50)),
+                _ => panic!("io_uring_enter failed: {e}"),
             }
         }
         Ok(())
@@ -393,7 +483,7 @@ impl Uring {
 
     fn reap(&self) {
         REAPER.with(|r| r.set(true));
-        let mut got: Vec<(u64, i32)> = Vec::with_capacity(self.cells.len());
+        let mut got: Vec<(u64, i32)> = Vec::with_capacity(self.cells.len() + 1);
         loop {
             if let Err(e) = self.ring.submitter().submit_and_wait(1) {
                 match e.raw_os_error() {
@@ -406,11 +496,41 @@ impl Uring {
                 let cq = unsafe { self.ring.completion_shared() };
                 got.extend(cq.map(|c| (c.user_data(), c.result())));
             }
-            for (idx, res) in got.drain(..) {
+            let n = got.len();
+            for (i, (idx, res)) in got.drain(..).enumerate() {
+                if idx == WAKE {
+                    self.arm_wake();
+                    continue;
+                }
                 self.cells[idx as usize].finish(res as i64);
+                // The reissue goes to the device before the next completion is handled, not after
+                // the whole batch (the last one goes with the wait): 16 ops in flight on a local
+                // disk read 0.84x fio's IOPS when a batch's reissues waited for its end.
+                if i + 1 < n {
+                    let _ = self.ring.submit();
+                }
             }
         }
     }
+}
+
+fn unavailable(e: std::io::Error) -> Fatal {
+    let n = e.raw_os_error().unwrap_or(libc::ENOSYS);
+    Fatal::ceph(
+        n,
+        format!(
+            "io_uring is not available here ({e}): kernel.io_uring_disabled or a seccomp filter forbids it; \
+             use ioengine sync"
+        ),
+    )
+}
+
+/// Whether `path` is on a FUSE mount.
+fn on_fuse(path: &str) -> bool {
+    let Ok(c) = CString::new(path) else { return false };
+    // SAFETY: valid path; st is written by the call.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    (unsafe { libc::statfs(c.as_ptr(), &mut st) }) == 0 && st.f_type as i64 == FUSE_MAGIC
 }
 
 impl Target for Posix {
@@ -514,6 +634,7 @@ mod tests {
             (r#","numjobs":0"#, d, "numjobs"),
             (r#","rwmixread":101"#, d, "rwmixread"),
             (r#","numjobs":1000"#, r#"{"ops":1,"iodepth":32}"#, "io_uring"),
+            (r#","numjobs":1024,"ioengine":"io_uring""#, r#"{"ops":1,"iodepth":32}"#, "32768"),
             (r#","ioengine":"libaio""#, d, "libaio"),
             ("", "{}", "end"),
             (r#","pool":"p""#, d, "pool"),
