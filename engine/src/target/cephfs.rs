@@ -244,7 +244,7 @@ impl Cephfs {
             done,
             "ETIMEDOUT",
             format!(
-                "mounting the file system and opening the file set did not finish within {:.0} s (no active MDS, or \
+                "mounting the file system and opening the file set made no progress for {:.0} s (no active MDS, or \
                  caps still held by a killed client until the MDS evicts its session)",
                 2.0 * c.timeout_s + 10.0
             ),

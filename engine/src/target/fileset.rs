@@ -164,6 +164,7 @@ pub fn open_set(fs: &dyn Fs, p: &SetParams) -> Result<OpenSet, Fatal> {
     let mut buf = layout_buffer(p.bs);
     let mut laid_out = 0;
     for (i, name) in names.iter().enumerate() {
+        crate::process::progress();
         let size = match fs.size(name) {
             Ok(s) => s,
             Err(libc::ENOENT) => 0,
@@ -272,6 +273,7 @@ pub fn lay_out(
                 done += fs.pwrite(fd, &chunk[done..], block * bs + done as u64)?;
             }
             block += n;
+            crate::process::progress();
         }
         fs.fdatasync(fd)
     };

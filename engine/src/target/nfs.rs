@@ -589,7 +589,7 @@ impl Nfs {
             bound,
             done,
             "ETIMEDOUT",
-            format!("mounting {where_} (NFSv4.0) and opening the file set did not finish within {bound:.0} s"),
+            format!("mounting {where_} (NFSv4.0) and opening the file set made no progress for {bound:.0} s"),
             3,
         );
         let slots = (t.numjobs * spec.load.iodepth) as usize;
