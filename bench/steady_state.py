@@ -84,7 +84,8 @@ def build_suite(args: argparse.Namespace) -> dict[str, Any]:
     return {
         "name": "osd-classic-steady-bench",
         "description": "osd-classic points, fixed time against steady-state stop (bench/steady_state.py)",
-        "cluster": {"kind": "local", "osds": 1, "objectstore": "bluestore", "osd_size": args.osd_size},
+        "cluster": {"kind": "local", "osds": 1, "objectstore": "bluestore", "osd_size": args.osd_size,
+                    "settings": settings(args.set)},
         "prep": {"pools": [{"name": pool.name, "pg_num": pool.pg_num, "size": pool.size,
                             "application": pool.application}],
                  "images": {"pool": pool.name, "count": args.images, "size": args.image_size},
@@ -95,6 +96,18 @@ def build_suite(args: argparse.Namespace) -> dict[str, Any]:
                      "ramp_time": args.ramp},
         "workloads": workloads,
     }
+
+
+def settings(given: list[str]) -> dict[str, dict[str, str]]:
+    """--set osd.name=value ... -> the suite's cluster.settings."""
+    out: dict[str, dict[str, str]] = {}
+    for g in given:
+        key, eq, value = g.partition("=")
+        section, dot, name = key.partition(".")
+        if not eq or not dot or not section or not name:
+            raise SystemExit(f"--set {g!r}: expected SECTION.OPTION=VALUE, e.g. osd.bluestore_cache_size=134217728")
+        out.setdefault(section, {})[name] = value
+    return out
 
 
 def point_times(points: list[dict[str, Any]]) -> dict[int, float]:
@@ -280,6 +293,8 @@ def main() -> int:
     ap.add_argument("--image-size", default="1GiB")
     ap.add_argument("--numjobs", type=int, default=4, help="jobs per image (the study: 4)")
     ap.add_argument("--osd-size", default="20GiB")
+    ap.add_argument("--set", action="append", default=[], metavar="SECTION.OPTION=VALUE",
+                    help="a Ceph option for the bench's cluster (repeatable), e.g. osd.bluestore_cache_autotune=false")
     ap.add_argument("--json", default=str(REPO / "bench" / "results" / "steady-state.json"))
     ap.add_argument("--docs", default=None, help="replace this section of that Markdown file (docs/benchmarks.md)")
     ap.add_argument("--keep-db", default=None, help="keep the results store here (default: a temporary file)")

@@ -99,6 +99,21 @@ def test_progress_plain_lines_and_eta(capsys):
     assert 0 <= prog.eta_s() <= plan.total_estimate_s(pts[2:])
 
 
+def test_eta_of_points_whose_runtime_is_a_cap_follows_their_real_length():
+    """fs-apps points run one pass of their bytes and end in seconds, not at their 10 min cap."""
+    from fathom.progress import Progress
+
+    pts = plan.expand(spec.load("fs-apps", quick=True).suite)
+    assert all(p.capped for p in pts)
+    prog = Progress(len(pts), pts, tty=False)
+    assert prog.eta_s() == plan.total_estimate_s(pts)
+    prog.point_start(pts[0], 1)
+    prog.t_point -= pts[0].est_s / 100  # the point took 1% of its cap
+    prog.point_end(pts[0], "done", {})
+    assert abs(prog.eta_s() - plan.total_estimate_s(pts[1:]) / 100) < 1.0
+    prog.close()
+
+
 def test_cli_plan_shows_companions(tmp_path):
     p = run_fathom("plan", "osd-failure", "--quick", check=True)
     assert "faults: kill osd.1 at 8 s, start osd.1 at 16 s" in p.stdout and "about" in p.stdout

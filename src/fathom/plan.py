@@ -34,6 +34,13 @@ class Point:
         return asdict(self)
 
     @property
+    def capped(self) -> bool:
+        """The runtime is a cap, not the length: the point may end at steady state or after its bytes."""
+        from fathom import interfaces
+
+        return bool(self.params.get("steady_state")) or interfaces.per_job_bytes(self.params) is not None
+
+    @property
     def est_s(self) -> float:
         return float(self.params["runtime"]) + float(self.params["ramp_time"]) + OVERHEAD_S
 

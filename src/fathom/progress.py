@@ -28,11 +28,13 @@ def _fmt_iops(v: float | None) -> str:
 class Progress:
     def __init__(self, total_points: int, todo: list[Point], tty: bool | None = None):
         self.tty = sys.stderr.isatty() if tty is None else tty
-        self.todo_est = {p.key: p.est_s for p in todo}
+        self.todo_est = {p.key: (p.est_s, p.capped) for p in todo}
         self.total = total_points
         self.done = 0
-        self.took_s = 0.0  # actual and planned seconds of finished points: their ratio corrects the ETA
-        self.planned_s = 0.0
+        # actual and planned seconds of finished points, apart for points whose runtime is only a cap (they end
+        # after their bytes or at steady state, often far sooner): each ratio corrects its own kind's ETA
+        self.took_s = {False: 0.0, True: 0.0}
+        self.planned_s = {False: 0.0, True: 0.0}
         self.point: Point | None = None
         self.t_point = 0.0
         self.iops: float | None = None
@@ -53,11 +55,16 @@ class Progress:
         else:
             print(msg, file=sys.stderr, flush=True)
 
+    def _ratio(self, capped: bool) -> float:
+        took, planned = self.took_s[capped], self.planned_s[capped]
+        if not planned:
+            return 1.0
+        return took / planned if capped else max(0.5, took / planned)
+
     def eta_s(self) -> float:
-        ratio = max(0.5, self.took_s / self.planned_s) if self.planned_s else 1.0
-        left = sum(self.todo_est.values()) * ratio
+        left = sum(est * self._ratio(capped) for est, capped in self.todo_est.values())
         if self.point is not None:
-            left -= min(time.monotonic() - self.t_point, self.point.est_s * ratio)
+            left -= min(time.monotonic() - self.t_point, self.point.est_s * self._ratio(self.point.capped))
         return max(0.0, left)
 
     def point_start(self, point: Point, n: int) -> None:
@@ -82,8 +89,8 @@ class Progress:
 
     def point_end(self, point: Point, status: str, metrics: dict[str, Any] | None, error: str | None = None) -> None:
         took = time.monotonic() - self.t_point
-        self.took_s += took
-        self.planned_s += point.est_s
+        self.took_s[point.capped] += took
+        self.planned_s[point.capped] += point.est_s
         self.todo_est.pop(point.key, None)
         self.done += 1
         self.point = None

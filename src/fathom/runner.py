@@ -124,8 +124,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
     todo = [p for p in points if p.key not in done]
     for name in sorted({p.engine for p in todo}):
         engines.get(name).check()  # fail before starting a cluster: e.g. the engine binary is missing
-    # a posix workload on a mount fathom makes (ceph-fuse, ext4 on RBD) needs the cluster too
-    needs_cluster = any(interfaces.get(p.params["interface"]).needs_cluster or p.params.get("mount") for p in todo)
+    needs_cluster = any(interfaces.cluster_needed(p.params) for p in todo)
     clients_spec = _clients_spec(suite, args, todo)
     target = target_from_args(args) if args is not None else None
     if target is None and suite.cluster.kind == "attached":

@@ -752,7 +752,7 @@ def _check_faults(parts: _Parts, data: dict[str, Any], lines: dict[tuple, int], 
                 pass  # reported with the workload's own problems
         iface = w.get("interface", w.get("target", "rbd"))
         try:
-            needs_cluster = interfaces.get("null" if iface is None else str(iface)).needs_cluster
+            needs_cluster = interfaces.get("null" if iface is None else str(iface)).cluster_needed(w)
         except FathomError:
             continue  # an unknown interface is reported already
         for j, fld, msg in schedule_problems(faults, parts.cluster.kind, parts.cluster.osds, _point_end_s(w),

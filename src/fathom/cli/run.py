@@ -110,9 +110,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
     total = plan.total_estimate_s(points)
     from fathom import interfaces
 
-    needs = any(interfaces.get(p.params["interface"]).needs_cluster for p in points)
-    steady_any = any(p.params.get("steady_state") for p in points)  # such points may stop early
-    size = "at most" if steady_any else "about"
+    needs = any(interfaces.cluster_needed(p.params) for p in points)
+    size = "at most" if any(p.capped for p in points) else "about"
     print(f"suite {s.name} ({loaded.source}{', quick' if args.quick else ''}): {len(points)} points, "
           f"{size} {_dur(total)} of load" + (" plus cluster start and prep" if needs else "; no cluster needed"))
     if s.prep.images:

@@ -3,9 +3,10 @@
 The engine's nfs target (libnfs, NFSv4.0) is the client. Ganesha runs NFSv4 only
 on 127.0.0.1 at a free port, so it needs neither rpcbind (only NFSv3, MOUNT, NLM and
 RQUOTA register with it; RQUOTA is off) nor dbus (its absence is logged, then
-ignored). Everything it writes is under DIR/ganesha: its config, its pid file and
-the NFSv4 recovery directory; its log is DIR/log/ganesha.nfs.log. Exports (pseudo
-paths, NFSv4 has no MOUNT protocol):
+ignored). Everything it writes is under DIR/ganesha: its config, its pid file, the
+NFSv4 recovery directory and the Kerberos credential cache directory it makes even
+with Kerberos off (by default /var/run/ganesha); its log is DIR/log/ganesha.nfs.log.
+Exports (pseudo paths, NFSv4 has no MOUNT protocol):
 
 - `/cephfs`: the root of the cluster's file system (needs `mds`), through
   libcephfs inside ganesha as client.admin.
@@ -93,6 +94,10 @@ EXPORT {{
     Pseudo = {EXPORTS['local']};
     CLIENT {{ Clients = 127.0.0.1; Access_Type = RW; }}
     FSAL {{ Name = VFS; }}
+}}
+NFS_KRB5 {{
+    Active_krb5 = false;      # AUTH_SYS only
+    CCacheDir = {d}/krb5;     # made at start even so; its default is /var/run/ganesha
 }}
 LOG {{ Default_Log_Level = EVENT; }}
 """

@@ -313,10 +313,7 @@ def point_spec(p: dict[str, Any], ctx: PointContext) -> EngineSpec:
     """
     op_timeout = p.get("op_timeout", 30.0)
     iface = interfaces.get(p["interface"])
-    # file interfaces take fio's `size` as each job's amount of I/O too (a pass over its files), runtime the cap
-    # s3 puts: `size` is the bytes each job (client) puts at most, new objects only (PUT then GET of what was put)
-    per_job = int(p["size"]) if (iface.files or (p["interface"] == "s3" and p["rw"] == "write")) and p.get("size") \
-        else None
+    per_job = interfaces.per_job_bytes(p)
     return EngineSpec(target=iface.target(p, ctx),
                       load=Load(iodepth=int(p["iodepth"]), duration_s=float(p["runtime"]) + float(p["ramp_time"]),
                                 ramp_s=float(p["ramp_time"]), bytes=per_job),

@@ -31,6 +31,21 @@ def names() -> list[str]:
     return sorted(_load())
 
 
+def cluster_needed(params: dict) -> bool:
+    """Whether a planned point (or a workload) needs a Ceph cluster."""
+    iface = params.get("interface")
+    return get("null" if iface is None else str(iface)).cluster_needed(params)
+
+
+def per_job_bytes(params: dict) -> int | None:
+    """The bytes each job moves at most, when fio's `size` bounds the point (runtime is then its cap): file
+    interfaces take it as each job's pass over its files; s3 puts as the bytes each client puts, new objects only."""
+    iface = get(str(params["interface"]))
+    if params.get("size") and (iface.files or (iface.name == "s3" and params["rw"] == "write")):
+        return int(params["size"])
+    return None
+
+
 def get(name: str) -> Interface:
     try:
         return _load()[name]
@@ -38,4 +53,4 @@ def get(name: str) -> Interface:
         raise FathomError(f"unknown interface {name!r}; interfaces: {', '.join(names())}") from None
 
 
-__all__ = ["Interface", "get", "names"]
+__all__ = ["Interface", "cluster_needed", "get", "names", "per_job_bytes"]

@@ -20,6 +20,14 @@ class Interface:
     needs_images: bool = False  # prep.images must define RBD images
     files: bool = False  # a file interface: spec.FILE_FIELDS apply
     needs_path: bool = False  # the workload must name a path (a local directory, file or device)
+    # params -> True when a point needs no cluster after all (nfs against a server of the user's own)
+    cluster_free: Callable[[dict[str, Any]], bool] | None = None
+
+    def cluster_needed(self, params: dict[str, Any]) -> bool:
+        """Whether a point with these params needs a Ceph cluster (a mount fathom makes is on one)."""
+        if params.get("mount"):
+            return True
+        return self.needs_cluster and not (self.cluster_free is not None and self.cluster_free(params))
 
     def unsupported(self, rw: str) -> str | None:
         """Why fathom-engine cannot run this rw mode here, or None."""

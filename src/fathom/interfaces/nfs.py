@@ -106,4 +106,5 @@ def target(p: dict[str, Any], ctx: Any) -> Nfs:
                numjobs=int(p["numjobs"]), nrfiles=nrfiles, **opt)
 
 
-INTERFACE = Interface(name="nfs", needs_cluster=True, rw_modes=RW, target=target, files=True)
+INTERFACE = Interface(name="nfs", needs_cluster=True, rw_modes=RW, target=target, files=True,
+                      cluster_free=lambda p: bool(p.get("server")))
