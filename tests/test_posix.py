@@ -12,6 +12,7 @@ import os
 import resource
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -236,3 +237,29 @@ def test_fs_apps_suite_plans_the_2014_grid():
     assert {p.params.get("mount") for p in full} == {None, "ceph-fuse", "rbd-ext4"}
     assert {p.params.get("export") for p in full if p.params["interface"] == "nfs"} == {"cephfs", "local"}
     assert len(plan.expand(spec.load("fs-apps", quick=True).suite)) == 24
+
+
+@pytest.mark.parametrize("ioengine", ["sync", "io_uring"])
+def test_the_engines_own_io_threads_keep_the_normal_policy(engine_ready, tmp_path, ioengine):
+    """SCHED_BATCH (callback_sched's default) is for library callback threads; the posix workers and the io_uring
+    reaper are the engine's own and complete ops too, yet keep SCHED_OTHER (on a FUSE mount SCHED_BATCH there made
+    the kernel spin on the file's lock)."""
+    d = tmp_path / "sched"
+    d.mkdir()
+    spec = {"target": {"kind": "posix", "path": str(d), "rw": "randwrite", "bs": 4096, "filesize": 1 << 20,
+                       "ioengine": ioengine},
+            "load": {"iodepth": 4, "duration_s": 3}}
+    p = subprocess.Popen([str(engine_ready), "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    p.stdin.write(json.dumps(spec))
+    p.stdin.close()
+    assert '"type":"start"' in p.stdout.readline()  # running: its threads have completed ops by now or soon
+    time.sleep(1.5)
+    policies = {}
+    for t in Path(f"/proc/{p.pid}/task").iterdir():
+        comm = (t / "comm").read_text().strip()
+        stat = (t / "stat").read_text()
+        policies[comm] = int(stat.rsplit(")", 1)[1].split()[38])  # field 41: policy (0 other, 3 batch)
+    p.stdout.read()
+    assert p.wait(timeout=60) == 0
+    own = {c: v for c, v in policies.items() if c.startswith(("posix-", "posix-uring"))}
+    assert own and set(own.values()) == {0}, policies

@@ -356,10 +356,10 @@ const FUSE_MAGIC: i64 = 0x6573_5546;
 /// queues the reissues; each reissue is submitted before the next
 /// completion is handled. The ring is single-issuer with deferred task work
 /// (as fio sets it up): completions are run when the reaper waits, not by
-/// interrupting it. An op
-/// issued on another thread (the first ones, or when the fast path is busy)
-/// is queued and the reaper woken through an eventfd it always has a read
-/// posted on. Kernels before 6.1 lack those flags: there any thread enters.
+/// interrupting it. An op issued on another thread (the first ones, or when
+/// the fast path is busy) is queued and the reaper woken through an eventfd
+/// it always has a read posted on. Kernels before 6.1 lack those flags:
+/// there any thread enters.
 struct Uring {
     ring: IoUring,
     cells: &'static [Cell],
@@ -483,6 +483,7 @@ impl Uring {
 
     fn reap(&self) {
         REAPER.with(|r| r.set(true));
+        crate::io::keep_thread_sched(); // the engine's own thread, as the sync workers (workers.rs)
         let mut got: Vec<(u64, i32)> = Vec::with_capacity(self.cells.len() + 1);
         loop {
             if let Err(e) = self.ring.submitter().submit_and_wait(1) {
