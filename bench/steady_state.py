@@ -147,6 +147,36 @@ def replay(intervals: list[dict[str, Any]], crit: steady.Criteria) -> tuple[floa
     return v.at_s, ops / dt if dt else None, (lat.get_mean_value() / 1e6 if lat.get_total_count() else None)
 
 
+def replay_grid(db: Path, top: int = 8) -> str:
+    """Every fixed point replayed through each criteria of a grid: how many land within the tolerance, and the
+    mean stop. What criteria could do on this machine's series, free of the drift between two runs."""
+    with Store(db) as st:
+        run = st.run("latest")
+        fixed = [(p, st.intervals(p["id"])) for p in st.points(run.id) if p["workload"].endswith("-fixed")]
+    rows = []
+    for w in (10.0, 20.0, 30.0):
+        for m in (10.0, 30.0, 60.0):
+            for sl in (1.0, 0.5):
+                for dv in (10.0, 5.0):
+                    ok, stops = 0, []
+                    for p, iv in fixed:
+                        c = steady.Criteria(metric="iops", window_s=w, max_s=float(p["params"]["runtime"]), min_s=m,
+                                            slope_pct=sl, deviation_pct=dv)
+                        at, iops, lat = replay(iv, c)
+                        stops.append(at if at is not None else c.max_s)
+                        ok += at is not None and within(pct(iops, p["metrics"]["iops"])) and \
+                            within(pct(lat, p["metrics"]["clat_ms"]))
+                    rows.append((ok, -statistics.mean(stops), w, m, sl, dv))
+    rows.sort(reverse=True)
+    lines = [f"{len(rows)} criteria, {len(fixed)} fixed points of {run.name}; the {top} with most points within "
+             f"{TOLERANCE_PCT:g}%:", "",
+             "| window (s) | min (s) | slope (%/s) | deviation (%) | within | mean stop (s) |",
+             "|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {w:g} | {m:g} | {sl:g} | {dv:g} | {ok} of {len(fixed)} | {-neg:.0f} |"
+              for ok, neg, w, m, sl, dv in rows[:top]]
+    return "\n".join(lines)
+
+
 def window_means(intervals: list[dict[str, Any]], window_s: float) -> tuple[list[float], float]:
     """A point's consecutive whole windows' mean ops/s, and its whole mean."""
     series = steady.merge_intervals(steady.by_engine(intervals))
@@ -329,6 +359,9 @@ def main() -> int:
     ap.add_argument("--json", default=str(REPO / "bench" / "results" / "steady-state.json"))
     ap.add_argument("--docs", default=None, help="replace this section of that Markdown file (docs/benchmarks.md)")
     ap.add_argument("--keep-db", default=None, help="keep the results store here (default: a temporary file)")
+    ap.add_argument("--replay-grid", default=None, metavar="DB",
+                    help="no run: replay the fixed points of this kept store through a grid of criteria (window "
+                         "10/20/30 s, min 10/30/60 s, slope 1/0.5 %%/s, deviation 10/5 %%) and print the best")
     ap.add_argument("--from-db", default=None, help="no run: analyse the latest run of this kept store again "
                                                     "(the other options must be the ones it ran with)")
     args = ap.parse_args()
@@ -337,6 +370,9 @@ def main() -> int:
     args.workloads = [x for x in args.workloads.split(",") if x]
     args.image_size = parse_size(args.image_size, "--image-size")
 
+    if args.replay_grid:
+        print(replay_grid(Path(args.replay_grid)))
+        return 0
     if args.from_db:
         with Store(Path(args.from_db)) as st:
             run = st.run("latest")
