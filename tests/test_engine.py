@@ -190,6 +190,66 @@ def test_null_open_loop(engine):
     assert s["schedule"]["rate"] == 200 and s["schedule"]["ops"] == s["started"] == n
 
 
+def _measured_rate(intervals: list[dict]) -> float:
+    """Completions per second over the non-ramp grid intervals (the tail left out: it is short)."""
+    xs = [i for i in intervals if not i["ramp"] and not i.get("tail")]
+    return sum(i["ops"]["read"]["ops"] for i in xs) / sum(i["dt"] for i in xs)
+
+
+def test_open_loop_in_overload_counts_the_window_and_says_the_schedule_was_not_kept(engine):
+    # 4 slots x 10 ms: at most 400 ops/s against 800 asked. Ops are measured by issue time, so the window's
+    # completions (the ramp's backlog included) are the summary's; intended by time, they were mostly left out.
+    r = fe.run_point(null_spec({"duration_s": 5, "ramp_s": 2, "rate": 800, "arrival": "poisson", "iodepth": 4},
+                               target={"delay_us": 10_000}), timeout=30)
+    s, sch = r.summary, r.summary["schedule"]
+    read = s["ops"]["read"]
+    assert read["iops"] == pytest.approx(_measured_rate(r.intervals), rel=0.1)
+    assert sch["offered_rate"] == 800 and sch["achieved_rate"] == pytest.approx(read["iops"])
+    assert sch["achieved_rate"] < 0.75 * sch["offered_rate"]
+    assert sch["schedule_kept"] is False and sch["unissued_ops"] > sch["intended_ops"] / 4
+    assert sch["issued_ops"] == read["ops"] == sch["ops"]
+    assert sch["intended_ops"] == pytest.approx(800 * s["window_s"], rel=0.15)
+
+
+def test_open_loop_below_capacity_keeps_its_schedule(engine):
+    r = fe.run_point(null_spec({"duration_s": 3, "ramp_s": 1, "rate": 300, "iodepth": 8}), timeout=30)
+    sch = r.summary["schedule"]
+    assert sch["schedule_kept"] is True and sch["unissued_ops"] <= 1
+    assert sch["intended_ops"] == pytest.approx(600, abs=2) and sch["issued_ops"] == pytest.approx(600, abs=2)
+    assert sch["achieved_rate"] == pytest.approx(300, rel=0.05)
+
+
+def test_a_fractional_ramp_ends_on_an_interval_boundary(engine):
+    r = fe.run_point(null_spec({"duration_s": 3.5, "ramp_s": 1.5, "iodepth": 4}, target={"delay_us": 1000}),
+                     timeout=30)
+    s, iv = r.summary, r.intervals
+    assert [i["tick"] for i in iv] == list(range(1, len(iv) + 1)) and all(i["ticks"] == 1 for i in iv)
+    ramp = [i for i in iv if i["ramp"]]
+    assert ramp[-1]["t"] == pytest.approx(1.5, abs=0.05)
+    assert iv[len(ramp)]["t"] - iv[len(ramp)]["dt"] == pytest.approx(1.5, abs=0.05)
+    # every completion of the main phase is in exactly one interval
+    assert sum(i["ops"]["read"]["ops"] for i in iv) == s["finished"]
+    assert s["window_s"] == pytest.approx(2.0, abs=0.01) and s["measured_s"] == s["window_s"] + s["drain_s"]
+
+
+def test_measured_cpu_leaves_the_ramp_out(engine):
+    r = fe.run_point(null_spec({"duration_s": 3, "ramp_s": 2, "iodepth": 16}, target={"delay_us": 500}),
+                     timeout=30)
+    cpu = r.summary["cpu"]
+    m = cpu["measured"]
+    assert m["seconds"] == pytest.approx(r.summary["measured_s"], abs=0.05)
+    measured = [i for i in r.intervals if not i["ramp"]]
+    summed = sum(i["cpu"]["user_s"] + i["cpu"]["sys_s"] for i in measured)
+    # the measured phase's CPU is its intervals' (the tail's last lines aside), well under the whole process's
+    assert abs(m["user_s"] + m["sys_s"] - summed) < 0.02
+    assert m["user_s"] + m["sys_s"] < 0.8 * (cpu["user_s"] + cpu["sys_s"])
+    ops = r.summary["ops"]["read"]["ops"]
+    assert cpu["voluntary_ctx_per_op"] == pytest.approx(m["voluntary_ctx"] / ops)
+    names = {t["name"] for t in cpu["threads"]}
+    assert {"fathom-engine", "null-timer"} <= names and cpu["threads"][0]["cpu_s"] >= cpu["threads"][-1]["cpu_s"]
+    assert all(i["cpu"]["thread_max"] for i in measured)
+
+
 def test_null_delay_is_the_latency(engine):
     r = fe.run_point(null_spec({"ops": 40, "iodepth": 4}, target={"delay_us": 2000, "rw": "write"}),
                      timeout=30)

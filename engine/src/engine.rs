@@ -3,7 +3,7 @@
 //! records statistics, and emits interval records. Library callbacks only
 //! stamp the end time and queue the slot index (io.rs).
 
-use crate::clock::{mono_ns, wall_s};
+use crate::clock::{ThreadCpu, mono_ns, wall_s};
 use crate::control;
 use crate::errno::ErrKind;
 use crate::io::{CompletionQueue, OpKind, Slot, State};
@@ -62,6 +62,16 @@ impl StopCause {
 
 const NO_KIND: u8 = u8::MAX;
 
+/// The process at one instant: CPU (s), context switches and each thread's CPU.
+struct Mark {
+    at: u64,
+    user: f64,
+    sys: f64,
+    vol: i64,
+    invol: i64,
+    threads: Vec<ThreadCpu>,
+}
+
 /// How long ops in flight may drain after the orchestrator was lost.
 const LOST_DRAIN_NS: u64 = 2_000_000_000;
 
@@ -70,7 +80,9 @@ const LOST_DRAIN_NS: u64 = 2_000_000_000;
 struct Phase {
     end: Option<u64>,
     interval_ns: u64,
+    /// The next grid point (see `grid_next`) and how many have passed.
     next_tick: u64,
+    tick_no: u64,
     prev_emit: u64,
     timeout: Option<u64>,
     scan_every: u64,
@@ -112,6 +124,15 @@ pub struct Engine<'a> {
     parked: Vec<u32>,
     /// Process CPU (user, sys s) at the last interval record.
     cpu_mark: (f64, f64),
+    /// Each thread's CPU at the last interval record.
+    threads_mark: Vec<ThreadCpu>,
+    /// The process at the ramp's end: the measured phase's CPU and context switches start here.
+    measured_mark: Option<Mark>,
+    /// ... and at the phase's end (before teardown).
+    end_mark: Option<Mark>,
+    /// Open loop: ops issued whose intended start fell inside the ramp, and ops issued after the ramp.
+    intended_in_ramp: u64,
+    issued_measured: u64,
     pub errors: Errors,
     pub lag: Lag,
     open_loop: bool,
@@ -139,6 +160,8 @@ pub struct Engine<'a> {
     pub phase_start: u64,
     pub ramp_end: u64,
     measured_end: u64,
+    /// The stop (duration, bound, request), or the ramp's end if it came earlier.
+    window_end: u64,
     stop_at: Option<u64>,
     measuring: bool,
 }
@@ -176,6 +199,11 @@ impl<'a> Engine<'a> {
             jobs_done: 0,
             parked: Vec::with_capacity(n),
             cpu_mark: (0.0, 0.0),
+            threads_mark: Vec::new(),
+            measured_mark: None,
+            end_mark: None,
+            intended_in_ramp: 0,
+            issued_measured: 0,
             errors: Errors::default(),
             lag: Lag::default(),
             open_loop: spec.load.rate.is_some(),
@@ -197,6 +225,7 @@ impl<'a> Engine<'a> {
             phase_start: 0,
             ramp_end: 0,
             measured_end: 0,
+            window_end: 0,
             stop_at: None,
             measuring: false,
         }
@@ -313,7 +342,10 @@ impl<'a> Engine<'a> {
         }
         let now = mono_ns();
         s.intended_ns = if self.open_loop && self.measuring { intended } else { now };
-        s.ramp = s.intended_ns < self.ramp_end;
+        // By issue time, also in open loop: an op issued after the ramp from the ramp's backlog is measured
+        // (its latency, from the intended start, keeps the queueing), so in overload the window's
+        // completions are all counted instead of being spent on uncounted backlog.
+        s.ramp = now < self.ramp_end;
         s.start_ns = now;
         s.phases = [0; crate::io::Phase::COUNT];
         match self.target.submit(s) {
@@ -321,7 +353,7 @@ impl<'a> Engine<'a> {
                 s.state = State::InFlight;
                 self.in_flight += 1;
                 self.started += 1;
-                if self.open_loop && self.measuring {
+                if self.open_loop && self.measuring && !s.ramp {
                     self.lag.record(now.saturating_sub(intended));
                 }
                 Ok(true)
@@ -349,7 +381,22 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn emit_interval(&mut self, now: u64, prev: u64) {
+    /// The grid point after `t`: every interval from the phase start, one exactly at the ramp's end, then
+    /// every interval from there. No interval straddles the ramp's end (a fractional ramp included), and
+    /// engines started together share the grid, so records with one `tick` cover one span.
+    fn grid_next(&self, t: u64) -> u64 {
+        let i = self.ph.interval_ns;
+        if t < self.ramp_end { (t + i).min(self.ramp_end) } else { t + i }
+    }
+
+    /// The process's CPU, context switches and threads now.
+    fn mark(at: u64, cpu: (f64, f64), threads: Vec<ThreadCpu>) -> Mark {
+        let (vol, invol) = crate::clock::ctx_switches();
+        Mark { at, user: cpu.0, sys: cpu.1, vol, invol, threads }
+    }
+
+    /// `grid`: the grid point this record ends at and how many it spans; None for the phase's tail.
+    fn emit_interval(&mut self, now: u64, prev: u64, grid: Option<(u64, u64)>) {
         // `ts` is the wall time of `now` (the interval's end), read before the histograms are encoded and
         // the CPU read: so `ts - t` is the phase's start on the wall clock, however late this record is
         // written (many engines on few cores are preempted here; the skew across hosts is read from it).
@@ -361,16 +408,34 @@ impl<'a> Engine<'a> {
         }
         let (user, sys, _) = crate::clock::rusage();
         let (u0, s0) = std::mem::replace(&mut self.cpu_mark, (user, sys));
-        out::emit(&json!({
+        let threads = crate::clock::thread_cpu();
+        let busiest = crate::clock::thread_delta(&self.threads_mark, &threads).into_iter().next();
+        let (end, ticks, tail) = match grid {
+            Some((g, n)) => (g, n, false),
+            None => (now, 1, true),
+        };
+        self.ph.tick_no += ticks;
+        let mut rec = json!({
             "type": "interval", "ts": ts,
             "t": (now - self.phase_start) as f64 / NS, "dt": (now - prev) as f64 / NS,
-            // An interval belongs to the ramp when most of it lies inside the ramp.
-            "ramp": prev / 2 + now / 2 < self.ramp_end,
+            "tick": self.ph.tick_no, "ticks": ticks,
+            "ramp": end <= self.ramp_end && self.ramp_end > self.phase_start,
             "in_flight": self.in_flight, "started": self.started, "finished": self.finished,
             "ops": ops,
-            // The engine's own CPU in this interval (all threads), so it travels with the data.
-            "cpu": {"user_s": (user - u0).max(0.0), "sys_s": (sys - s0).max(0.0)},
-        }));
+            // The engine's own CPU in this interval (all threads), so it travels with the data; and its busiest
+            // thread's, which says whether the engine itself (one submitter, one callback thread) was the limit.
+            "cpu": {"user_s": (user - u0).max(0.0), "sys_s": (sys - s0).max(0.0),
+                    "thread_max_s": busiest.as_ref().map_or(0.0, |b| b.2),
+                    "thread_max": busiest.map(|b| b.1)},
+        });
+        if tail {
+            rec["tail"] = json!(true);
+        }
+        out::emit(&rec);
+        if self.measured_mark.is_none() && end >= self.ramp_end {
+            self.measured_mark = Some(Self::mark(now, (user, sys), threads.clone()));
+        }
+        self.threads_mark = threads;
     }
 
     /// Start a phase. `measuring`: the main phase (statistics, intervals,
@@ -385,10 +450,9 @@ impl<'a> Engine<'a> {
         self.job_ops.iter_mut().for_each(|n| *n = 0);
         self.job_bytes.iter_mut().for_each(|n| *n = 0);
         self.jobs_done = 0;
-        if measuring {
-            let (u, s, _) = crate::clock::rusage();
-            self.cpu_mark = (u, s);
-        }
+        (self.measured_mark, self.end_mark) = (None, None);
+        (self.intended_in_ramp, self.issued_measured) = (0, 0);
+        self.lag = Lag::default();
         for i in (0..self.slots.len()).rev() {
             if self.slots[i].state == State::Free {
                 self.free.push(i as u32);
@@ -398,14 +462,23 @@ impl<'a> Engine<'a> {
         self.phase_start = start;
         let secs = |s: f64| (s * NS) as u64;
         self.ramp_end = if measuring { start + secs(l.ramp_s) } else { start };
-        self.measured_end = self.ramp_end;
+        (self.measured_end, self.window_end) = (self.ramp_end, self.ramp_end);
+        if measuring {
+            let (u, s, _) = crate::clock::rusage();
+            self.cpu_mark = (u, s);
+            self.threads_mark = crate::clock::thread_cpu();
+            if self.ramp_end == start {
+                self.measured_mark = Some(Self::mark(start, (u, s), self.threads_mark.clone()));
+            }
+        }
         let timeout = spec.op_timeout_s.map(secs);
         let scan_every = timeout.map_or(u64::MAX, |t| (t / 10).clamp(1_000_000, 100_000_000));
         let interval_ns = secs(spec.interval_s).max(1_000_000);
         self.ph = Phase {
             end: if measuring { l.duration_s.map(|d| start + secs(d)) } else { None },
             interval_ns,
-            next_tick: start + interval_ns,
+            next_tick: start,
+            tick_no: 0,
             prev_emit: start,
             timeout,
             scan_every,
@@ -421,6 +494,7 @@ impl<'a> Engine<'a> {
             // Closed loop: completion callbacks may reissue their slot directly.
             inline: l.rate.is_none() || !measuring,
         };
+        self.ph.next_tick = self.grid_next(start);
     }
 
     /// Fill free slots (closed loop) or issue what the schedule has due (open loop).
@@ -450,9 +524,7 @@ impl<'a> Engine<'a> {
             }
             match self.issue(idx, intended) {
                 Ok(true) => {
-                    if let Some(s) = self.ph.sched.as_mut() {
-                        s.advance();
-                    }
+                    self.arrival_taken(idx, intended);
                     let s = &self.slots[idx];
                     if self.ph.per_job_bound && !s.ramp {
                         let (j, len) = (s.job as usize, s.len as u64);
@@ -471,14 +543,22 @@ impl<'a> Engine<'a> {
                 }
                 Err(()) => {
                     self.free.push(idx as u32);
-                    if let Some(s) = self.ph.sched.as_mut() {
-                        s.advance();
-                    }
+                    self.arrival_taken(idx, intended);
                     self.ph.retry_soon = true;
                     break;
                 }
             }
             now = mono_ns();
+        }
+    }
+
+    /// Open loop: the schedule's next arrival was issued in slot `idx` (or failed to submit).
+    #[inline]
+    fn arrival_taken(&mut self, idx: usize, intended: u64) {
+        if let Some(s) = self.ph.sched.as_mut() {
+            s.advance();
+            self.intended_in_ramp += u64::from(intended < self.ramp_end);
+            self.issued_measured += u64::from(!self.slots[idx].ramp);
         }
     }
 
@@ -569,11 +649,14 @@ impl<'a> Engine<'a> {
             self.ph.last_progress = now;
         }
         if self.measuring && now >= self.ph.next_tick {
-            self.emit_interval(now, self.ph.prev_emit);
-            self.ph.prev_emit = now;
+            // A submitter late by more than an interval writes one record spanning several grid points.
+            let (mut last, mut n) = (self.ph.next_tick, 0);
             while self.ph.next_tick <= now {
-                self.ph.next_tick += self.ph.interval_ns;
+                (last, n) = (self.ph.next_tick, n + 1);
+                self.ph.next_tick = self.grid_next(self.ph.next_tick);
             }
+            self.emit_interval(now, self.ph.prev_emit, Some((last, n)));
+            self.ph.prev_emit = now;
         }
         if let Some(t) = self.ph.timeout
             && now >= self.ph.next_scan
@@ -652,15 +735,46 @@ impl<'a> Engine<'a> {
         if self.measuring {
             // The tail since the last tick, so intervals add up to the totals.
             if self.interval.iter().any(|k| k.ops + k.errors > 0) {
-                self.emit_interval(now, self.ph.prev_emit);
+                self.emit_interval(now, self.ph.prev_emit, None);
             }
             let stop = self.stop_at.unwrap_or(now);
-            self.measured_end = self.measured_end.max(stop.max(self.ramp_end));
+            self.window_end = stop.clamp(self.ramp_end, now.max(self.ramp_end));
+            self.measured_end = self.measured_end.max(self.window_end);
+            if self.measured_mark.is_some() {
+                let (u, s, _) = crate::clock::rusage();
+                self.end_mark = Some(Self::mark(now, (u, s), crate::clock::thread_cpu()));
+            }
         }
     }
 
+    /// From the ramp's end to the last completion of a measured op: the window and its drain.
     pub fn measured_s(&self) -> f64 {
         self.measured_end.saturating_sub(self.ramp_end) as f64 / NS
+    }
+
+    /// (window_s, drain_s): the ramp's end to the stop, and the stop to the last measured completion.
+    pub fn window_drain_s(&self) -> (f64, f64) {
+        (
+            self.window_end.saturating_sub(self.ramp_end) as f64 / NS,
+            self.measured_end.saturating_sub(self.window_end) as f64 / NS,
+        )
+    }
+
+    /// The whole process over the measured phase (the ramp's end to the phase's end: no connect,
+    /// prefill, ramp or teardown): CPU, context switches and the busiest threads. None when the phase
+    /// ended inside the ramp.
+    pub fn measured_cpu_json(&self) -> Option<(Value, Value, (i64, i64))> {
+        let (a, b) = (self.measured_mark.as_ref()?, self.end_mark.as_ref()?);
+        let ctx = (b.vol - a.vol, b.invol - a.invol);
+        let threads: Vec<Value> = crate::clock::thread_delta(&a.threads, &b.threads)
+            .into_iter()
+            .take(8)
+            .map(|(tid, name, cpu_s)| json!({"tid": tid, "name": name, "cpu_s": cpu_s}))
+            .collect();
+        let m = json!({"seconds": b.at.saturating_sub(a.at) as f64 / NS,
+                       "user_s": (b.user - a.user).max(0.0), "sys_s": (b.sys - a.sys).max(0.0),
+                       "voluntary_ctx": ctx.0, "involuntary_ctx": ctx.1});
+        Some((m, Value::Array(threads), ctx))
     }
 
     pub fn ops_json(&self, measured_s: f64) -> Value {
@@ -679,12 +793,33 @@ impl<'a> Engine<'a> {
                "first_mismatch": self.first_mismatch})
     }
 
+    /// Open loop: what the schedule asked of the measured window and what ran. Arrivals never issued are
+    /// counted by playing the rest of the schedule (same seed) up to the stop.
     pub fn schedule_json(&self) -> Value {
-        if !self.open_loop {
+        let (Some(rate), Some(sched)) = (self.spec.load.rate, self.ph.sched.as_ref()) else {
             return Value::Null;
+        };
+        let stop = self.window_end;
+        let mut rest = sched.clone();
+        let (mut left_in_ramp, mut left_in_window) = (0u64, 0u64);
+        while rest.peek() < stop {
+            if rest.peek() < self.ramp_end {
+                left_in_ramp += 1;
+            } else {
+                left_in_window += 1;
+            }
+            rest.advance();
         }
-        json!({"rate": self.spec.load.rate, "arrival": self.spec.load.arrival, "ops": self.lag.n,
-               "max_lag_ns": self.lag.max, "mean_lag_ns": self.lag.mean()})
+        let intended = sched.taken() - self.intended_in_ramp + left_in_window;
+        let unissued = left_in_ramp + left_in_window;
+        let done: u64 = self.total.iter().map(|k| k.ops).sum();
+        let measured = self.measured_s();
+        json!({"rate": rate, "arrival": self.spec.load.arrival, "offered_rate": rate,
+               "intended_ops": intended, "issued_ops": self.issued_measured, "unissued_ops": unissued,
+               "achieved_rate": if measured > 0.0 { done as f64 / measured } else { 0.0 },
+               // kept: at the stop, no more than 1% of the window's arrivals (or one op) were still waiting
+               "schedule_kept": unissued <= 1.max(intended / 100),
+               "ops": self.lag.n, "max_lag_ns": self.lag.max, "mean_lag_ns": self.lag.mean()})
     }
 
     pub fn begin_prefill(&mut self) -> bool {
@@ -702,7 +837,7 @@ impl<'a> Engine<'a> {
             k.reset();
         }
         let now = mono_ns();
-        (self.phase_start, self.ramp_end, self.measured_end) = (now, now, now);
+        (self.phase_start, self.ramp_end, self.measured_end, self.window_end) = (now, now, now, now);
     }
 
     /// The main phase will not run (a stop, EOF or signal came while
@@ -710,7 +845,7 @@ impl<'a> Engine<'a> {
     pub fn skip_main(&mut self) {
         self.note_external_stop();
         let now = mono_ns();
-        (self.phase_start, self.ramp_end, self.measured_end) = (now, now, now);
+        (self.phase_start, self.ramp_end, self.measured_end, self.window_end) = (now, now, now, now);
     }
 
     pub fn target(&mut self) -> &mut dyn Target {

@@ -172,7 +172,6 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         out::emit(&json!({"type": "ready", "ts": wall_s()}));
         go = control::wait_go().is_ok();
     }
-    let ctx0 = clock::ctx_switches();
     let ended = if go {
         sh.run(true)
     } else {
@@ -247,17 +246,23 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
     let (user, sys, rss) = clock::rusage();
     let ctx = clock::ctx_switches();
     let measured_ops: u64 = eng.total.iter().map(|k| k.ops + k.errors).sum();
-    // Context switches of the whole process per op of the measured phase (the 2014 file study's chart).
-    let ctx_per_op = |now: i64, then: i64| {
-        if measured_ops == 0 { serde_json::Value::Null } else { json!((now - then) as f64 / measured_ops as f64) }
+    let (window_s, drain_s) = eng.window_drain_s();
+    // The measured phase's own CPU and context switches: per op, over the ops it measured (the 2014 file
+    // study's chart); the ramp, connect, prefill and teardown are left out of both.
+    let (measured_cpu, threads, mctx) =
+        eng.measured_cpu_json().map_or((json!(null), json!([]), None), |(m, t, c)| (m, t, Some(c)));
+    let ctx_per_op = |n: Option<i64>| match n {
+        Some(n) if measured_ops > 0 => json!(n as f64 / measured_ops as f64),
+        _ => serde_json::Value::Null,
     };
     let mut summary = json!({
         "type": "summary", "ts": wall_s(), "t": wall,
-        "wall_s": wall, "measured_s": measured_s, "ramp_s": l.ramp_s,
+        "wall_s": wall, "measured_s": measured_s, "window_s": window_s, "drain_s": drain_s, "ramp_s": l.ramp_s,
         "ops": eng.ops_json(measured_s), "errors": eng.errors.json(), "verify": eng.verify_json(),
         "cpu": {"user_s": user, "sys_s": sys, "voluntary_ctx": ctx.0, "involuntary_ctx": ctx.1,
-                "voluntary_ctx_per_op": ctx_per_op(ctx.0, ctx0.0),
-                "involuntary_ctx_per_op": ctx_per_op(ctx.1, ctx0.1)},
+                "voluntary_ctx_per_op": ctx_per_op(mctx.map(|c| c.0)),
+                "involuntary_ctx_per_op": ctx_per_op(mctx.map(|c| c.1)),
+                "measured": measured_cpu, "threads": threads},
         "max_rss_kib": rss,
         "schedule": eng.schedule_json(),
         "started": eng.started, "finished": eng.finished,

@@ -5,6 +5,7 @@
 use crate::rng::Rng;
 use crate::spec::Arrival;
 
+#[derive(Clone)]
 pub struct Schedule {
     start_ns: u64,
     period_ns: f64,
@@ -35,6 +36,11 @@ impl Schedule {
     /// Intended start of the next op (monotonic ns).
     pub fn peek(&self) -> u64 {
         self.start_ns + self.next_ns as u64
+    }
+
+    /// Arrivals taken so far (issued, or failed to submit).
+    pub fn taken(&self) -> u64 {
+        self.n
     }
 
     pub fn advance(&mut self) {

@@ -1,6 +1,7 @@
 //! A small, fast, seedable generator (splitmix64); no dependency and no
 //! allocation on the hot path.
 
+#[derive(Clone)]
 pub struct Rng(u64);
 
 impl Rng {
