@@ -392,3 +392,27 @@ def test_per_host_lines_flag_a_slow_and_a_lost_host():
     assert "MUCH SLOWER" in out and "LOST" in out and "+0.250" in out and "Start skew: 1.500 ms" in out
     assert "Warning: h1 much slower" in out and "client host h2 lost mid-run (cut)" in out
     assert host_lines({}) == []
+
+
+def test_s3_summary_adds_p99_with_errors_and_the_drain_note():
+    from fathom import hdr
+
+    def hist(values):
+        h = hdr.new()
+        for v in values:
+            h.record_value(v)
+        return hdr.encode(h)
+
+    t = fmt.RadosTable(fmt.ALL_KINDS)
+    t.interval(interval(1.0, 98, 98 * MIB, kind="read"))
+    s = summary("read", 98, 98 * MIB, 1.5)
+    s.update(window_s=1.0, drain_s=0.5)
+    s["ops"]["read"]["hist"] = hist([1_000_000] * 98)
+    s["errors"] = [{"op": "read", "kind": "timeout", "count": 2, "first": "read of b/k/0/1",
+                    "hist": hist([30_000_000_000] * 2)}]
+    out = fmt.s3_summary(s, t, MIB)
+    assert out["latency_p99_all"] == pytest.approx(30.0, rel=0.01) and out["drain_s"] == 0.5
+    lines = fmt.format_s3_summary(out)
+    assert any(re.fullmatch(r"Latency p99 incl\. errors\(s\): 30\.\d+", ln) for ln in lines), lines
+    assert lines[-1] == "Note: the rates divide by 1 s of window plus 0.5 s waiting for the slowest op to return"
+    json.dumps(out, allow_nan=False)

@@ -3,7 +3,9 @@
 Columns: run_id, run, suite, idx, key, workload, engine, rep, status, rw, bs
 (bytes), iodepth, numjobs, rwmixread, runtime_s, ramp_s, target, pool, then every
 metric of fathom.model.METRIC_COLUMNS (iops, bw_mib_s, total_ios, clat_ms,
-clat_stdev_ms, p50/p90/p99/p999_ms, usr_cpu, sys_cpu, ...), then for every daemon
+clat_stdev_ms, p50/p90/p99/p999_ms, p99_all_ms, drain_s, the open-loop
+offered_rate_ops_s, achieved_rate_ops_s, unissued_ops and schedule_kept (empty in
+closed loop), usr_cpu, sys_cpu, ...), then for every daemon
 kind of fathom.model.DAEMON_KINDS (osd, rgw, mds, mon, mgr, ganesha, fuse) its
 {kind}_cpu (% of one core summed over the threads of all daemons of that kind),
 {kind}_cores (the same in cores), {kind}_mem_mib (RSS MiB, summed) and
@@ -75,8 +77,10 @@ def write(rs: list[dict[str, Any]], fmt: str, path: str | None) -> int:
 
         types = {"run_id": pa.int64(), "idx": pa.int64(), "rep": pa.int64(), "bs": pa.int64(),
                  "iodepth": pa.int64(), "numjobs": pa.int64(), "rwmixread": pa.int64(), "total_ios": pa.int64(),
-                 "errors": pa.int64()}
-        strings = {"run", "suite", "key", "workload", "engine", "status", "rw", "target", "pool", "error"}
+                 "errors": pa.int64(), "unissued_ops": pa.int64(), "schedule_kept": pa.bool_()}
+        # text-valued metrics too (a float column would refuse "reached", "ok")
+        strings = {"run", "suite", "key", "workload", "engine", "status", "rw", "target", "pool", "error",
+                   "steady_state", "rgw_reconciled"}
         fields = [pa.field(c, types.get(c, pa.string() if c in strings else pa.float64())) for c in cols]
         schema = pa.schema(fields)
         data = {c: [_cast(r.get(c), schema.field(c).type) for r in rs] for c in cols}
@@ -95,6 +99,8 @@ def _cast(v: Any, t: Any) -> Any:
         return int(v)
     if t == pa.float64():
         return float(v)
+    if t == pa.bool_():
+        return bool(v)
     return str(v)
 
 

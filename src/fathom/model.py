@@ -79,12 +79,24 @@ METRIC_COLUMNS: dict[str, str] = {
     "p90_ms": "90th percentile latency, ms",
     "p99_ms": "99th percentile latency, ms",
     "p999_ms": "99.9th percentile latency, ms",
+    "p99_all_ms": "99th percentile latency of every op, failed and timed-out ones included (their own histograms "
+                  "merged with the successes'), ms; null for a point without errors or without histograms",
     "read_iops": "read operations per second",
     "write_iops": "write operations per second",
     "read_bw_mib_s": "read MiB/s",
     "write_bw_mib_s": "write MiB/s",
     "errors": "failed operations",
-    "runtime_s": "measured seconds (ramp excluded)",
+    "runtime_s": "measured seconds (ramp excluded): the window to the stop plus the drain to the last "
+                 "measured completion (the IOPS divisor, as rados bench counts)",
+    "drain_s": "seconds from the stop to the last measured completion (part of runtime_s); one op slow to "
+               "return (up to the op timeout) lengthens it",
+    # open-loop points (load.rate; null in closed loop): what the schedule asked and what ran
+    "offered_rate_ops_s": "open loop: the rate the schedule asked for, ops/s, summed over engines",
+    "achieved_rate_ops_s": "open loop: successful measured ops per measured second (the point's IOPS), summed "
+                           "over engines",
+    "unissued_ops": "open loop: arrivals intended before the stop that were never issued (the backlog left)",
+    "schedule_kept": "open loop: true when every engine issued its schedule (at most 1% of the window's arrivals, "
+                     "or one op, left unissued); false: the offered rate was not delivered",
     "steady_state": "with a workload's steady_state: 'reached' (the point stopped early) or 'not reached' (by max_s)",
     "steady_s": "measured seconds until the steady-state criteria held (the stop request); ramp excluded",
     # points with faults (fathom.faults; figures from fathom.analysis.recovery, on the engine's clock)
@@ -98,10 +110,13 @@ METRIC_COLUMNS: dict[str, str] = {
     "fault_recovery_s": "s from the last fault until IOPS is back to at least 90% of the pre-fault median "
                         "(3 s in a row, no fall below 50% after); none: not recovered",
     "fault_recovered": "IOPS came back to at least 90% of the pre-fault median after the last fault",
-    "usr_cpu": "client user CPU, % of the run's wall time as fio reports it",
-    "sys_cpu": "client system CPU, % as fio reports it",
-    "client_cpu_us_per_op": "client CPU (user+sys) microseconds per operation",
-    "client_ctx_per_op": "client context switches (voluntary + involuntary, the whole load generator) per operation",
+    "usr_cpu": "client user CPU, % of one core: fathom-engine's measured phase (summed over engines) over its "
+               "seconds; fio's as fio reports it",
+    "sys_cpu": "client system CPU, % of one core, on usr_cpu's base",
+    "client_cpu_us_per_op": "client CPU (user+sys) microseconds per operation: the measured phase's CPU (no "
+                            "connect, prefill, ramp or teardown) over its ops",
+    "client_ctx_per_op": "client context switches (voluntary + involuntary, the whole load generator) of the "
+                         "measured phase per operation",
     # points on several engines (client hosts; fathom.engines.clients)
     "client_hosts": "client hosts the point ran on",
     "engines": "engine processes the point ran on, over every client host",
@@ -159,10 +174,12 @@ class PointResult:
     client_user_s: float | None = None  # CPU seconds of the whole client process tree
     client_sys_s: float | None = None
     wall_s: float | None = None  # wall time of the client, ramp included (fio's usr_cpu base)
-    errors: list[dict[str, Any]] = field(default_factory=list)  # {op, kind, count}
+    errors: list[dict[str, Any]] = field(default_factory=list)  # {op, kind, count, hist (fathom-engine)}
     stopped_early: bool = False
     stop_reason: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # engine-specific facts worth keeping
+    # extra keys base_metrics reads (fathom-engine): cpu_measured {seconds, user_s, sys_s, ...} (the measured
+    # phase's CPU: the base of usr_cpu and CPU per op when present), ctx_per_op, schedule (open loop), drain_s
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -185,6 +202,59 @@ def pooled_mean_stdev(parts: list[tuple[int, float, float]]) -> tuple[float | No
         return mean, 0.0
     ss = sum((c - 1) * (s or 0.0) ** 2 + c * (m - mean) ** 2 for c, m, s in parts)
     return mean, math.sqrt(ss / (n - 1))
+
+
+def p99_with_errors_ms(ok: Iterable[str | None], errors: Iterable[Mapping[str, Any]]) -> float | None:
+    """p99 over successes and errors together, ms: the success histograms (one per op kind that completed ops)
+    merged with the errors' (`errors[].hist`: failed and timed-out ops, timed from their start). None without
+    errors, or when a histogram is missing (a p99 of the errors alone would pass for all ops)."""
+    err = [e["hist"] for e in errors if e.get("hist") and int(e.get("count") or 0)]
+    oks = list(ok)
+    if not err or any(h is None for h in oks):
+        return None
+    import zlib
+
+    from fathom import hdr  # not at import time: model is imported everywhere, hdr loads the C helpers
+
+    try:
+        h = hdr.merge([*oks, *err])
+    except (ValueError, zlib.error):
+        return None
+    return hdr.percentile(h, 99) / 1e6 if hdr.count(h) else None
+
+
+def p99_all_ms(r: PointResult) -> float | None:
+    """A point's p99 including its failed and timed-out ops (p99_with_errors_ms)."""
+    return p99_with_errors_ms([o.hist for o in r.ops.values() if o.ops], r.errors)
+
+
+def open_loop_metrics(schedule: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The open-loop columns from a point's `schedule` (one engine's or merge.merge_schedules'); all None in
+    closed loop. Records from before the offered/achieved fields give the offered rate only."""
+    if not schedule:
+        return {}
+    offered = schedule.get("offered_rate", schedule.get("rate"))
+    return {"offered_rate_ops_s": float(offered) if offered is not None else None,
+            "achieved_rate_ops_s": schedule.get("achieved_rate"), "unissued_ops": schedule.get("unissued_ops"),
+            "schedule_kept": schedule.get("schedule_kept")}
+
+
+def _client_cpu(m: dict[str, Any], r: PointResult, total_ops: int) -> None:
+    """usr_cpu, sys_cpu and CPU per op. fathom-engine's measured-phase CPU (extra cpu_measured) over the
+    measured seconds and ops, for one engine and many alike; else (fio, rados bench, older engine records)
+    the whole process's over its wall time."""
+    cm = (r.extra or {}).get("cpu_measured")
+    if cm and cm.get("user_s") is not None and cm.get("sys_s") is not None:
+        user, sys_, base = float(cm["user_s"]), float(cm["sys_s"]), float(cm.get("seconds") or r.runtime_s)
+    elif r.client_user_s is not None and r.client_sys_s is not None:
+        user, sys_, base = r.client_user_s, r.client_sys_s, r.wall_s or r.runtime_s
+    else:
+        return
+    if base > 0:
+        m["usr_cpu"] = 100.0 * user / base
+        m["sys_cpu"] = 100.0 * sys_ / base
+    if total_ops:
+        m["client_cpu_us_per_op"] = (user + sys_) / total_ops * 1e6
 
 
 def base_metrics(r: PointResult, merged_percentiles_ns: dict[str, float] | None = None) -> dict[str, Any]:
@@ -221,14 +291,12 @@ def base_metrics(r: PointResult, merged_percentiles_ns: dict[str, float] | None 
         m[f"{key}_ms"] = pct[key] / 1e6 if pct and key in pct else None
     m["errors"] = sum(o.errors for o in ops.values()) + sum(int(e.get("count", 0)) for e in r.errors
                                                            if e.get("op") not in ops)
-    if r.client_user_s is not None and r.client_sys_s is not None:
-        base = r.wall_s or rt
-        if base > 0:
-            m["usr_cpu"] = 100.0 * r.client_user_s / base
-            m["sys_cpu"] = 100.0 * r.client_sys_s / base
-        if total_ops:
-            m["client_cpu_us_per_op"] = (r.client_user_s + r.client_sys_s) / total_ops * 1e6
-    ctx = (r.extra or {}).get("ctx_per_op") or {}
+    _client_cpu(m, r, total_ops)
+    extra = r.extra or {}
+    ctx = extra.get("ctx_per_op") or {}
     if ctx.get("voluntary") is not None and ctx.get("involuntary") is not None:
         m["client_ctx_per_op"] = ctx["voluntary"] + ctx["involuntary"]
+    m["p99_all_ms"] = p99_all_ms(r)
+    m["drain_s"] = extra.get("drain_s")
+    m.update(open_loop_metrics(extra.get("schedule")))
     return m

@@ -23,6 +23,10 @@ Rules (thresholds are deliberately loose: a clean sweep must pass untouched):
   cores; without it, fio's usr+sys (% of one core, summed over jobs) against 100% per job.
 - host_busy: the host was over 95% busy during the point: client and cluster competed for cores,
   so neither side's figures are a clean limit.
+- schedule_not_kept: an open-loop point whose engines left arrivals unissued (schedule_kept false): its
+  rates are what the cluster took under a growing backlog, not its behaviour at the offered rate.
+- long_drain: the wait from the stop to the slowest measured op's return is over 5% of the measured
+  time the point's rates divide by.
 - A point with intended faults (a `faults:` schedule) is labelled as such, not flagged: its dip
   (collapse), its errors and the health checks its faults raise are what it measures. A health
   check its faults do not explain (analysis.recovery.EXPECTED_CHECKS) is still flagged.
@@ -268,6 +272,8 @@ def find(run: RunData, workload: str, curve: list[Point] | None = None,
         host = p.m("host_cpu_pct")
         if host is not None and host >= HOST_BUSY_PCT:
             add(p, "host_busy", f"host CPU {host:.0f}% busy: client and cluster competed for cores")
+        for kind, msg in measurement_flags(p):
+            add(p, kind, msg)
     return out
 
 
@@ -290,4 +296,34 @@ def grouped(found: list[Anomaly]) -> list[tuple[str, str, str, list[str], str]]:
         what = items[0].message if len(items) == 1 else (
             f"{items[0].message} (at {items[0].level}; {len(items) - 1} more like it)")
         out.append((run, wl, kind, levels, what))
+    return out
+
+
+# ---- what a point's own measurement qualifies (open-loop schedule, drain; fathom.model's columns) ----
+DRAIN_FRACTION = 0.05  # of the measured time
+
+
+def long_drain(p: Point) -> tuple[float, float] | None:
+    """(window s, drain s) of a point whose drain is over DRAIN_FRACTION of its measured time, else None."""
+    drain, rt = p.m("drain_s"), p.m("runtime_s")
+    if drain is None or not rt or drain <= DRAIN_FRACTION * rt:
+        return None
+    return rt - drain, drain
+
+
+def measurement_flags(p: Point) -> list[tuple[str, str]]:
+    """(kind, message) of schedule_not_kept and long_drain (see Rules) for one point."""
+    out = []
+    if p.metrics.get("schedule_kept") is False:
+        offered, achieved, left = p.m("offered_rate_ops_s"), p.m("achieved_rate_ops_s"), p.m("unissued_ops")
+        out.append(("schedule_not_kept",
+                    f"open loop: schedule not kept: offered {_fmt(offered) if offered is not None else 'n/a'} "
+                    f"ops/s, achieved {_fmt(achieved) if achieved is not None else 'n/a'} ops/s, "
+                    f"{_fmt(left) if left is not None else 'n/a'} arrivals never issued: the figures are the "
+                    "cluster under a growing backlog, not at the offered rate"))
+    d = long_drain(p)
+    if d is not None:
+        window, drain = d
+        out.append(("long_drain", f"IOPS divides by {window:.3g} s of window plus {drain:.3g} s waiting for the "
+                                  f"slowest op ({drain / (window + drain):.0%} of the measured time)"))
     return out

@@ -22,8 +22,9 @@ from fathom.engine_spec import EngineSpec
 from fathom.engines.fathom_engine import EngineRun
 from fathom.hosts import ClientsSpec
 
-# summary keys that are per-engine facts, not amounts: the first engine's value stands for all
-_SAME = ("ramp_s", "schedule", "verify", "prefill", "s3")
+# summary keys that are per-engine facts, not amounts: the first engine's value stands for all (not `schedule`:
+# each engine runs its own, so the point's is their sum, merge.merge_schedules)
+_SAME = ("ramp_s", "verify", "prefill", "s3")
 _NORMAL_STOPS = (None, "duration", "ops", "bytes", "done")
 
 
@@ -122,7 +123,8 @@ def _with_lat(o: dict[str, Any], measured_s: float) -> dict[str, Any]:
 
 
 def _summary(g: Any, res: Any) -> dict[str, Any]:
-    """One summary record for the whole bench, in the engine's shape: counts summed, histograms added."""
+    """One summary record for the whole bench, in the engine's shape: counts summed, histograms added; CPU,
+    open-loop schedule, window and drain as merge.point_result made them (res.extra)."""
     summaries = [i.run.summary for i in g.instances if i.run.summary]
     totals = [merge.engine_totals(i.run.summary, i.run.intervals) for i in g.instances]
     measured = max((t["measured_s"] for t in totals), default=0.0)
@@ -134,7 +136,8 @@ def _summary(g: Any, res: Any) -> dict[str, Any]:
         "type": "summary", "measured_s": measured, "ops": ops,
         "wall_s": max(float(s.get("wall_s") or 0.0) for s in summaries),
         "errors": [e for t in totals for e in t["errors"]],
-        "cpu": {"user_s": res.client_user_s or 0.0, "sys_s": res.client_sys_s or 0.0},
+        "cpu": _cpu(res),
+        "schedule": res.extra.get("schedule"),
         "started": sum(int(s.get("started") or 0) for s in summaries),
         "finished": sum(int(s.get("finished") or 0) for s in summaries),
         "in_flight_abandoned": sum(int(s.get("in_flight_abandoned") or 0) for s in summaries),
@@ -147,6 +150,8 @@ def _summary(g: Any, res: Any) -> dict[str, Any]:
         "engines": len(g.instances),
     }
     out.update({k: first.get(k) for k in _SAME if k in first})
+    if res.extra.get("window_s") is not None:
+        out["window_s"], out["drain_s"] = res.extra["window_s"], res.extra.get("drain_s")
     objs = [s.get("objects") for s in summaries if s.get("objects")]
     if objs:
         o = dict(objs[0])
@@ -155,6 +160,16 @@ def _summary(g: Any, res: Any) -> dict[str, Any]:
                 o[k] = sum(int(x.get(k) or 0) for x in objs)
         o["prefix"] = [x.get("prefix") for x in objs]
         out["objects"] = o
+    return out
+
+
+def _cpu(res: Any) -> dict[str, Any]:
+    """The merged summary's `cpu`: the processes' CPU, and the measured phase's with its switches per op."""
+    out: dict[str, Any] = {"user_s": res.client_user_s or 0.0, "sys_s": res.client_sys_s or 0.0}
+    cm = res.extra.get("cpu_measured")
+    if cm is not None:
+        out["measured"] = cm
+        out.update({f"{k}_ctx_per_op": v for k, v in (res.extra.get("ctx_per_op") or {}).items()})
     return out
 
 

@@ -255,6 +255,7 @@ def rados_summary(mode: str, summary: dict[str, Any], table: RadosTable, op_size
         "latency_percentiles": {name: (_s(lat.get(key)) if has else None) for key, name in PCTS},
     }
     out["latency_percentiles"]["max"] = _s(lat.get("max")) if has else None
+    out.update(measured_facts(summary))
     return out
 
 
@@ -287,6 +288,7 @@ def format_rados_summary(mode: str, s: dict[str, Any]) -> list[str]:
         row("Latency p99(s):", num(p["p99"])),
         row("Latency p99.9(s):", num(p["p99.9"])),
         row("Latency max(s):", num(p["max"])),
+        *facts_rows(s, row),
     ]
 
 
@@ -302,6 +304,65 @@ def rate_rows(s: dict[str, Any], row: Any) -> list[str]:
         row("Max IOPS:", str(int(round(s["max_iops"])))),
         row("Min IOPS:", str(int(round(s["min_iops"])))),
     ]
+
+
+# a drain (stop -> last measured completion) over this share of the measured time is called out
+DRAIN_NOTE_FRACTION = 0.05
+
+
+def measured_facts(summary: dict[str, Any]) -> dict[str, Any]:
+    """What fathom adds to a bench's summary from the engine's record, when there: the open-loop schedule
+    (offered and achieved rate, unissued ops, kept or not), the window and drain the rates divide by, and
+    the p99 latency including failed and timed-out ops (s)."""
+    from fathom.model import p99_with_errors_ms
+
+    out: dict[str, Any] = {}
+    sch = summary.get("schedule")
+    if sch:
+        out["schedule"] = {k: sch.get(k) for k in ("offered_rate", "achieved_rate", "intended_ops", "issued_ops",
+                                                   "unissued_ops", "schedule_kept", "max_lag_ns", "mean_lag_ns")}
+        if out["schedule"]["offered_rate"] is None:  # records from before the offered/achieved fields
+            out["schedule"]["offered_rate"] = sch.get("rate")
+    if summary.get("drain_s") is not None:
+        out["window_s"], out["drain_s"] = summary.get("window_s"), float(summary["drain_s"])
+    kinds = [o for o in (summary.get("ops") or {}).values() if int(o.get("ops", 0))]
+    try:
+        p99 = p99_with_errors_ms([o.get("hist") for o in kinds], summary.get("errors") or [])
+    except (ValueError, zlib.error):  # a histogram we cannot read leaves the figure out, never fails a bench
+        p99 = None
+    if p99 is not None:
+        out["latency_p99_all"] = p99 / 1e3
+    return out
+
+
+def facts_rows(s: dict[str, Any], row: Any) -> list[str]:
+    """The lines of measured_facts under a summary (row: label, value -> line), with a warning where the
+    schedule was not kept or the drain is a sizeable part of the measured time."""
+    lines = []
+    sch = s.get("schedule")
+    if sch:
+        lines += [row("Offered rate (op/s):", cpp_g(sch["offered_rate"])),
+                  row("Achieved rate (op/s):", cpp_g(sch["achieved_rate"]) if sch["achieved_rate"] is not None
+                      else "n/a"),
+                  row("Unissued ops:", str(sch["unissued_ops"]) if sch["unissued_ops"] is not None else "n/a")]
+    if s.get("latency_p99_all") is not None:
+        lines.append(row("Latency p99 incl. errors(s):", cpp_g(s["latency_p99_all"])))
+    if sch and sch.get("schedule_kept") is False:
+        lines.append(f"Warning: the open-loop schedule was not kept: {sch['unissued_ops']} of the "
+                     f"{sch['intended_ops']} arrivals intended in the window were never issued; the rates above "
+                     "are what the cluster took under a growing backlog, not the offered rate")
+    lines += drain_note(s.get("window_s"), s.get("drain_s"))
+    return lines
+
+
+def drain_note(window_s: float | None, drain_s: float | None) -> list[str]:
+    """A note when the wait for the slowest op is over DRAIN_NOTE_FRACTION of the measured time."""
+    if window_s is None or drain_s is None or window_s + drain_s <= 0:
+        return []
+    if drain_s <= DRAIN_NOTE_FRACTION * (window_s + drain_s):
+        return []
+    return [f"Note: the rates divide by {cpp_g(round(window_s, 3))} s of window plus {cpp_g(round(drain_s, 3))} s "
+            "waiting for the slowest op to return"]
 
 
 def rados_write_preamble(concurrent: int, op_size: int, object_size: int, seconds: int, max_objects: int,
@@ -400,6 +461,7 @@ def rbd_summary(summary: dict[str, Any], merged_pct_ns: dict[str, float] | None 
         pct = {name: _s(merged_pct_ns.get(key)) for key, name in PCTS}
         pct["max"] = max((out[k]["latency"]["max"] or 0.0) for k in present) if present else None
     out["latency_percentiles"] = pct
+    out.update(measured_facts(summary))
     return out
 
 
@@ -421,7 +483,7 @@ def format_rbd_summary(s: dict[str, Any], io_type: str) -> list[str]:
                      f"min(s): {cpp_g(lat['min'])}   max(s): {cpp_g(lat['max'])}")
         lines.append(f"{tag} p50(s): {cpp_g(lat['p50'])}   p90(s): {cpp_g(lat['p90'])}   "
                      f"p99(s): {cpp_g(lat['p99'])}   p99.9(s): {cpp_g(lat['p99.9'])}   max(s): {cpp_g(lat['max'])}")
-    return lines
+    return lines + facts_rows(s, lambda label, value: f"{label} {value}")
 
 
 # ---- fathom bench s3 -----------------------------------------------------------------
@@ -454,6 +516,7 @@ def s3_summary(summary: dict[str, Any], table: RadosTable, object_size: int) -> 
         out["requests"][name] = req
     out["errors"] = [{"request": dict(S3_OPS).get(e.get("op", ""), e.get("op")), "kind": e.get("kind"),
                       "count": e.get("count"), "first": e.get("first")} for e in summary.get("errors") or []]
+    out.update(measured_facts(summary))
     return out
 
 
@@ -486,4 +549,4 @@ def format_s3_summary(s: dict[str, Any]) -> list[str]:
             lines.append(f"  server(s)  {pct(r['server'])}   (after the last body byte was sent)")
     for e in s["errors"]:
         lines.append(f"Errors: {e['request']} {e['kind']}: {e['count']} (first: {e['first']})")
-    return lines
+    return lines + facts_rows(s, lambda label, value: row(label, value) if len(label) < w else f"{label} {value}")

@@ -5,8 +5,8 @@ The sequence, for every engine of the point at once:
     offsets   each host's clock offset, NTP-style over the engine's own channel: 8 `ping` lines, the
               sample with the shortest round trip (its half is the error bound)
     go        one start time T0 (a little ahead), sent to each engine on its own host's clock
-    stream    records flow back live; interval k of every engine is merged as soon as all have sent it
-              (the merged record is what progress, steady-state and fault companions see)
+    stream    records flow back live; each grid span (`tick`) is merged as soon as every engine has sent its
+              records over it (the merged record is what progress, steady-state and fault companions see)
     end       every engine's summary; the point is the exact merge (fathom.merge)
 
 Liveness both ways: heartbeats go to every engine each second and an engine stops itself when they
@@ -97,6 +97,7 @@ class Group:
         self.clocks: dict[str, HostClock] = {}
         self.start_at: float | None = None
         self.merged: list[dict[str, Any]] = []
+        self._pos = [0] * len(instances)  # per engine: its intervals merged so far
         self.lost_hosts: dict[str, str] = {}
         self.stop_reason: str | None = None
         self.failed: str | None = None  # why the point fails (a lost host under `fail`, an engine error)
@@ -340,16 +341,17 @@ class Group:
 
     # ---- live merge ----------------------------------------------------------------
     def _merge_ready(self, final: bool = False) -> None:
-        """Merge every interval index that all engines still running have sent (all that exist at the end)."""
-        while True:
+        """Merge every span (merge.next_span: one grid tick, or several where an engine sent one record for
+        them) that all engines still running have covered (all that exist at the end)."""
+        per = [i.run.intervals for i in self.instances]
+        open_ = [not (final or i.done or i.lost) for i in self.instances]
+        while (takes := merge.next_span(per, self._pos, open_)) is not None:
             k = len(self.merged)
-            have = [i for i in self.instances if len(i.run.intervals) > k]
-            if not have:
-                return
-            waiting = [i for i in self.instances if len(i.run.intervals) <= k and not i.done and not i.lost]
-            if waiting and not final:
-                return
-            recs = [i.run.intervals[k] for i in have]
+            recs = []
+            for e, n in enumerate(takes):
+                if n:
+                    recs.append(merge.coalesce(per[e][self._pos[e]:self._pos[e] + n]))
+                    self._pos[e] += n
             rec = merge.merge_interval(recs, k, max(float(r["ts"]) for r in recs))
             rec["slowest"] = merge.slowest_host(recs)
             self.merged.append(rec)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from fathom.analysis import anomalies as anom
 from fathom.analysis.data import (Level, Point, RunData, Throughput, assign_levels, level_axis_name, levels,
@@ -97,6 +97,16 @@ DEFINITIONS = [
     "kinds (RGW, MDS, MON, MGR, ...) are measured the same way; every daemon figure is summed over the daemons of "
     "its kind and averaged over the point's measured window. Efficiency is "
     "throughput per OSD core = throughput / (OSD CPU / 100).",
+    "Client CPU (usr_cpu, sys_cpu, CPU per op) of fathom-engine is its measured phase's, from the ramp's end to the "
+    "last measured completion (no connect, prefill, ramp or teardown), over that phase's seconds and ops, summed "
+    "over engines on several client hosts. Measured time (runtime_s) is the window to the stop plus the drain to the "
+    "last measured op's return (drain_s); IOPS divides by both, as rados bench does.",
+    "p99 incl. errors is the 99th percentile of every op of the point, failed and timed-out ones included (their "
+    "latency to the failure or the timeout), from the merged histograms; the other latency figures are of "
+    "successful ops only.",
+    "Open loop (a fixed arrival rate): offered is the rate asked for, achieved the successful measured ops per "
+    "second, unissued the arrivals never issued by the stop; the schedule was kept when at most 1% (or one op) "
+    "were left. A point that did not keep it measured the cluster under a growing backlog.",
     "Anomaly rules: " + " ".join(line.strip() for line in anom.__doc__.split("Rules", 1)[1].splitlines()[1:]),
 ]
 
@@ -155,7 +165,7 @@ def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = Non
     for a in anom.find(run, wl):
         flags.setdefault(id_of(a), []).append(a.kind)
     has_pub_mem = any("osd_mem" in p.published for p in curve)
-    has_eng = any(p.m("engine_cpu_pct") is not None for p in curve)
+    extra = optional_columns(curve)
     reps = len({p.level for p in curve}) < len(curve)
     server: list[str] = []
     for kind in kinds:
@@ -165,9 +175,7 @@ def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = Non
             server.append("OSD_mem as published (%MEM x threads, not a size)")
     headers = [axis] + (["rep"] if reps else []) + [
         "IOPS" if tp.unit == "IOPS" else "bw (MiB/s)", "total_ios", "clat (ms)", "clat stdev (ms)", "p99 (ms)",
-        "usr_cpu (% of one core)", "sys_cpu (% of one core)", *server]
-    if has_eng:
-        headers.append("load generator process CPU (% of one core)")
+        "usr_cpu (% of one core)", "sys_cpu (% of one core)", *server, *(h for h, _ in extra)]
     has_steady = any(outcome_text(p.metrics, p.params) for p in curve)
     if has_steady:
         headers.append("steady state")
@@ -183,8 +191,7 @@ def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = Non
             row += [fmt(p.m(f"{kind}_cpu")), fmt(p.m(f"{kind}_mem_mib"))]
             if kind == "osd" and has_pub_mem:
                 row.append(fmt(p.published.get("osd_mem")))
-        if has_eng:
-            row.append(fmt(p.m("engine_cpu_pct")))
+        row += [cell(p) for _, cell in extra]
         if has_steady:
             row.append(outcome_text(p.metrics, p.params) or NA)
         fl = sorted(set(flags.get(p.point_id, [])))
@@ -204,6 +211,33 @@ def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = Non
                      "seconds after the ramp (" + "; ".join(sorted(crits)) + "); slope is |least-squares slope| "
                      "in % of the window mean per second, deviation the largest |value - mean| in % of the mean.")
     return Table(f"{wl}: {run.name}", headers, rows, ["r"] * (len(headers) - 1) + ["l"], notes)
+
+
+def _kept(p: Point) -> str:
+    v = p.metrics.get("schedule_kept")
+    return NA if v is None else ("yes" if v else "NO")
+
+
+def optional_columns(curve: list[Point]) -> list[tuple[str, Callable[[Point], str]]]:
+    """Detail-table columns shown only when a point of the curve has the figure: the load generator's own
+    process CPU, the p99 including failed and timed-out ops, the open-loop schedule's figures, and the drain
+    where one is a sizeable part of the measured time (anomalies.long_drain)."""
+    out: list[tuple[str, Callable[[Point], str]]] = []
+
+    def has(key: str) -> bool:
+        return any(p.metrics.get(key) is not None for p in curve)
+
+    if has("engine_cpu_pct"):
+        out.append(("load generator process CPU (% of one core)", lambda p: fmt(p.m("engine_cpu_pct"))))
+    if has("p99_all_ms"):
+        out.append(("p99 incl. errors (ms)", lambda p: fmt(p.m("p99_all_ms"))))
+    if has("offered_rate_ops_s"):
+        out += [("offered (ops/s)", lambda p: fmt(p.m("offered_rate_ops_s"), "int")),
+                ("achieved (ops/s)", lambda p: fmt(p.m("achieved_rate_ops_s"), "int")),
+                ("unissued ops", lambda p: fmt(p.m("unissued_ops"), "int")), ("schedule kept", _kept)]
+    if any(anom.long_drain(p) for p in curve):
+        out.append(("drain after the stop (s)", lambda p: fmt(p.m("drain_s"))))
+    return out
 
 
 def id_of(a: anom.Anomaly) -> int | None:

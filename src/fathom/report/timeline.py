@@ -143,7 +143,8 @@ def tables(runs: list[RunData], wl: str) -> list[Any]:
                 rec = w.recovery_s
                 rec_rows.append([r.name, p.label, f"{w.describe()} @ {w.t_s:.1f} s", _int(m.get("prefault_iops")),
                                  _int(w.min_iops), _fmt(w.max_p99_ms), _fmt(w.first_error_s, 1),
-                                 _fmt(rec, 1) if rec is not None else "not recovered", _int(p.m("errors"))])
+                                 _fmt(rec, 1) if rec is not None else "not recovered", _int(p.m("errors")),
+                                 _fmt(p.m("p99_all_ms"))])
             out.append(Table(f"{wl} {p.label}: {r.name}: timeline around the faults",
                              ["t (s)", f"throughput ({tp.unit})", "p99 (ms)", "op errors", "fault"],
                              around_rows(ss, fs, tp), ["r", "r", "r", "r", "l"],
@@ -152,8 +153,11 @@ def tables(runs: list[RunData], wl: str) -> list[Any]:
     if rec_rows:
         out.insert(0, Table(f"{wl}: recovery from faults",
                             ["run", "level", "fault (engine time)", "pre-fault IOPS (median)", "min IOPS",
-                             "max p99 (ms)", "first error after (s)", "recovery (s)", "op errors (point)"],
-                            rec_rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r"],
+                             "max p99 (ms)", "first error after (s)", "recovery (s)", "op errors (point)",
+                             "p99 incl. errors (point, ms)"],
+                            rec_rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r"],
                             [f"{DEFINITION} A point with intended faults is labelled 'fault (intended)', "
-                             "not counted as an anomaly."]))
+                             "not counted as an anomaly. Max p99 is of successful ops, second by second; "
+                             "p99 incl. errors is the whole point's, failed and timed-out ops included (their "
+                             "latency to the failure or timeout; n/a without errors)."]))
     return out
