@@ -68,6 +68,17 @@ def test_cli_formats_agree(tmp_path):
     assert p.returncode != 0 and "no results store" in p.stderr and "Traceback" not in p.stderr
     p = run_fathom("export", "nope", "--db", str(db))
     assert p.returncode != 0 and "no run 'nope'" in p.stderr
+    # every figure says what window it covers and where it comes from: in the dictionary and in Parquet
+    about = {d["column"]: d for d in json.loads(run_fathom("export", "--columns", "--format", "json",
+                                                           check=True).stdout)}
+    assert list(about) == export.columns()
+    assert "merged latency histograms" in about["p99_ms"]["source"] and "ramp" in about["p99_ms"]["window"]
+    assert "telemetry window" in about["osd_cpu"]["window"] and "telemetry window" in about["rgw_mem_mib"]["window"]
+    assert "measured phase" in about["client_cpu_us_per_op"]["window"]
+    assert all(about[c]["window"] for c in METRIC_COLUMNS if c not in ("client_hosts", "engines", "start_skew_ms",
+                                                                       "clients_lost"))
+    meta = pq.read_schema(tmp_path / "e.parquet").field("p99_ms").metadata
+    assert meta[b"source"].decode() == about["p99_ms"]["source"]
 
 
 def test_every_daemon_kind_has_its_columns(tmp_path):

@@ -93,9 +93,14 @@ def test_progress_plain_lines_and_eta(capsys):
     prog.point_end(pts[0], "done", {"iops": 2000.0, "bw_mib_s": 7.8, "clat_ms": 1.5, "p99_ms": 3.0, "osd_cpu": 50.0})
     prog.point_start(pts[1], 2)
     prog.point_end(pts[1], "failed", None, "engine said no")
+    prog.point_start(pts[2], 3)  # open loop in overload: the line says the offered rate was not delivered
+    prog.point_end(pts[2], "done", {"iops": 396.0, "offered_rate_ops_s": 800.0, "achieved_rate_ops_s": 396.0,
+                                    "unissued_ops": 2103, "schedule_kept": False})
     prog.close()
     err = capsys.readouterr().err
     assert "[1/40] randread4k" in err and "2000 IOPS" in err and "FAILED: engine said no" in err
+    assert err.count("schedule NOT kept") == 1
+    assert "offered 800 ops/s, achieved 396 ops/s, 2103 ops never issued" in err
     assert 0 <= prog.eta_s() <= plan.total_estimate_s(pts[2:])
 
 

@@ -129,6 +129,25 @@ def test_engines_are_merged_by_interval_index_without_their_ramps():
     assert s[0].value("p99") == hdr.percentile(merged, 99) / 1e6 == pytest.approx(2.0, rel=1e-3)
 
 
+def test_a_skipped_tick_merges_the_same_seconds_not_the_same_index():
+    def at(tick: int, n: int, ticks: int = 1, ramp: bool = False) -> dict:
+        return {**interval({"read": (n, 0, [])}, ramp=ramp, dt=float(ticks)), "tick": tick, "ticks": ticks}
+
+    a = [at(1, 9, ramp=True), at(2, 100), at(3, 100), at(4, 100), at(5, 100)]
+    b = [at(1, 9, ramp=True), at(2, 10), at(4, 20, ticks=2), at(5, 10)]  # late past tick 3: one record for 3-4
+    s = merge_intervals([a, b])
+    # by index b's 3-4 record would pair with a's second, and b's tick-5 one with a's tick 4
+    assert [(x.ops, x.dt_s) for x in s] == [(110, 1.0), (220, 2.0), (110, 1.0)]
+    assert [x.t_s for x in s] == [1.0, 3.0, 4.0]
+    w = SteadyStateCompanion(crit(window_s=2.0, deviation_pct=50.0), engines=(("a", 0), ("b", 0)))
+    w.start(None)
+    for ra, rb in zip(a, b + [None]):
+        w.on_interval({**ra, "host": "a"})
+        if rb is not None:
+            w.on_interval({**rb, "host": "b"})
+    assert [(x.ops, x.dt_s) for x in w.samples] == [(110, 1.0), (220, 2.0), (110, 1.0)]
+
+
 # ---- the watch ----------------------------------------------------------------------
 
 

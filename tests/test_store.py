@@ -168,6 +168,36 @@ def test_schema_1_store_is_upgraded_with_its_data(tmp_path):
     assert schema_of(path) == schema_of(tmp_path / "new.db")
 
 
+def test_schema_2_client_cpu_is_recomputed_from_the_measured_intervals_and_the_run_says_so(tmp_path):
+    path = tmp_path / "v2.db"
+    with Store(path) as st:
+        run = st.create_run("old", suite="q")
+        ivs = [{"ts": float(i), "t": float(i), "dt": 1.0, "ramp": i < 2, "host": h, "instance": 0,
+                "cpu": {"user_s": 0.5 if i < 2 else 0.2, "sys_s": 0.1}} for h in ("a", "b") for i in range(4)]
+        # as schema 2 stored it: the whole process's CPU (ramp and start-up) per measured op
+        old = {"total_ios": 1000, "usr_cpu": 70.0, "sys_cpu": 20.0, "client_cpu_us_per_op": 3600.0,
+               "client_ctx_per_op": 2.5, "iops": 500.0}
+        st.record_point(run, 0, "k", "w", "fathom-engine", {}, "done", metrics=old, intervals=ivs)
+        st.record_point(run, 1, "f", "w", "fio", {}, "done", metrics=dict(old))
+        other = st.create_run("no-cpu", suite="q")
+        st.record_point(other, 0, "k", "w", "fathom-engine", {}, "done", metrics={"iops": 1.0})
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    with Store(path) as st:
+        m = st.points(run)[0]["metrics"]
+        # measured intervals: 2 engines x 2 s, each 0.2 user + 0.1 sys a second; the longest engine's 2 s
+        assert m["usr_cpu"] == pytest.approx(100 * 0.8 / 2) and m["sys_cpu"] == pytest.approx(100 * 0.4 / 2)
+        assert m["client_cpu_us_per_op"] == pytest.approx(1.2 / 1000 * 1e6) and m["client_ctx_per_op"] is None
+        assert m["iops"] == 500.0 and st.points(run)[1]["metrics"] == old  # fio's own figures are untouched
+        assert [e["kind"] for e in st.events(run)] == ["migration"] and "recomputed" in st.events(run)[0]["message"]
+        assert st.events(other) == []
+        from fathom.analysis.data import load_run
+        from fathom.report.tables import build
+
+        notes = build([load_run(st, "old")]).runs_table.notes
+        assert any("recomputed from their measured intervals" in n for n in notes)
+
+
 def test_upgrade_is_one_transaction(tmp_path):
     path = tmp_path / "v1.db"
     shutil.copyfile(DATA / "results-v1.db", path)

@@ -11,6 +11,10 @@ kind of fathom.model.DAEMON_KINDS (osd, rgw, mds, mon, mgr, ganesha, fuse) its
 {kind}_cores (the same in cores), {kind}_mem_mib (RSS MiB, summed) and
 {kind}_ctx_switches_s (per second, summed), empty where the kind was not sampled;
 then host_cpu_pct, engine_cpu_pct, started, ended (epoch s) and error.
+
+Every metric's window (what span of time it covers) and source (merged histograms,
+summed counts, sampled /proc) come with it: `dictionary()` (`fathom export
+--columns`) and, in Parquet, each field's metadata (description, window, source).
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import json
 import sys
 from typing import Any
 
-from fathom.model import METRIC_COLUMNS
+from fathom.model import METRIC_COLUMNS, figure_window
 from fathom.store import Store
 
 ID_COLUMNS = ("run_id", "run", "suite", "idx", "key", "workload", "engine", "rep", "status")
@@ -33,6 +37,26 @@ TAIL_COLUMNS = ("engine_cpu_pct", "started", "ended", "error")
 def columns() -> list[str]:
     cols = [*ID_COLUMNS, *PARAM_COLUMNS.values(), *METRIC_COLUMNS, *TAIL_COLUMNS]
     return list(dict.fromkeys(cols))  # a metric may also be a tail column (engine_cpu_pct): once
+
+
+DICTIONARY_COLUMNS = ["column", "meaning", "window", "source"]
+_ID_MEANINGS = {"run_id": "the run's id in the store", "run": "the run's name", "suite": "the suite it ran",
+                "idx": "the point's position in the run", "key": "the point's key (its parameters)",
+                "workload": "the workload's name", "engine": "the load generator", "rep": "the repetition, from 1",
+                "status": "done, failed or skipped", "engine_cpu_pct": METRIC_COLUMNS["engine_cpu_pct"],
+                "started": "when the point started, epoch s", "ended": "when it ended, epoch s",
+                "error": "why the point failed"}
+
+
+def dictionary() -> list[dict[str, Any]]:
+    """Every export column: its meaning, the window it covers and its source (empty for identity columns)."""
+    out = []
+    params = {v: k for k, v in PARAM_COLUMNS.items()}
+    for c in columns():
+        meaning = METRIC_COLUMNS.get(c) or _ID_MEANINGS.get(c) or f"the workload's {params.get(c, c)} parameter"
+        window, source = figure_window(c) or ("", "")
+        out.append({"column": c, "meaning": meaning, "window": window, "source": source})
+    return out
 
 
 def rows(store: Store, run_id: int) -> list[dict[str, Any]]:
@@ -60,8 +84,8 @@ def _rep(key: str) -> int:
     return 1
 
 
-def write(rs: list[dict[str, Any]], fmt: str, path: str | None) -> int:
-    cols = columns()
+def write(rs: list[dict[str, Any]], fmt: str, path: str | None, cols: list[str] | None = None) -> int:
+    cols = cols or columns()
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
@@ -81,7 +105,10 @@ def write(rs: list[dict[str, Any]], fmt: str, path: str | None) -> int:
         # text-valued metrics too (a float column would refuse "reached", "ok")
         strings = {"run", "suite", "key", "workload", "engine", "status", "rw", "target", "pool", "error",
                    "steady_state", "rgw_reconciled"}
-        fields = [pa.field(c, types.get(c, pa.string() if c in strings else pa.float64())) for c in cols]
+        about = {d["column"]: d for d in dictionary()}
+        fields = [pa.field(c, types.get(c, pa.string() if c in strings else pa.float64()),
+                           metadata={k: about[c][k] for k in ("meaning", "window", "source") if about[c][k]})
+                  for c in cols]
         schema = pa.schema(fields)
         data = {c: [_cast(r.get(c), schema.field(c).type) for r in rs] for c in cols}
         pq.write_table(pa.table(data, schema=schema), path)  # type: ignore[arg-type]

@@ -137,6 +137,45 @@ METRIC_COLUMNS: dict[str, str] = {
     "engine_cpu_pct": "load generator process CPU, % of one core, sampled like the daemons",
 }
 
+# What span of time each figure covers and where it comes from, by group: the reports' definitions and
+# `fathom export --columns` state it per figure (docs/measurement.md explains the rules).
+MEASURED = "the measured phase: ops issued from the ramp's end to the stop, counted as they complete (the drain " \
+           "to the last completion included)"
+FIGURE_WINDOWS: list[tuple[tuple[str, ...], str, str]] = [
+    (("iops", "bw_mib_s", "total_ios", "read_iops", "write_iops", "read_bw_mib_s", "write_bw_mib_s", "errors",
+      "runtime_s", "drain_s", "achieved_rate_ops_s"),
+     MEASURED, "counts summed over op kinds, engines and client hosts, over the longest engine's measured seconds"),
+    (("clat_ms", "clat_stdev_ms", "lat_min_ms", "lat_max_ms", "ttfb_ms"),
+     MEASURED, "successful ops; means weighted by ops, stdev pooled over engines and op kinds"),
+    (("p50_ms", "p90_ms", "p99_ms", "p999_ms", "ttfb_p50_ms", "ttfb_p99_ms"),
+     MEASURED, "merged latency histograms of successful ops (over op kinds, engines and hosts; percentiles are "
+               "never averaged); n/a for sources without histograms"),
+    (("p99_all_ms",), MEASURED, "merged histograms of successful, failed and timed-out ops"),
+    (("offered_rate_ops_s", "unissued_ops", "schedule_kept"),
+     "the open-loop schedule's arrivals from the ramp's end to the stop", "each engine's schedule, summed"),
+    (("usr_cpu", "sys_cpu", "client_cpu_us_per_op", "client_ctx_per_op"),
+     "fathom-engine: the measured phase (ramp's end to the last measured completion); fio and rados bench: "
+     "their whole run", "the engine process's own CPU and context switches, summed over engines"),
+    (("steady_state", "steady_s", "faults", "fault_at_s", "prefault_iops", "fault_first_error_s", "fault_min_iops",
+      "fault_min_mib_s", "fault_max_p99_ms", "fault_recovery_s", "fault_recovered"),
+     "the measured intervals (ramp excluded), on the engine's clock", "interval records merged over engines by "
+                                                                      "tick; p99 from each second's merged histograms"),
+    (("rgw_reconciled", "rgw_failed_req", "rgw_initial_lat_ms"),
+     "the RGW counters read before the engine starts and after it ends", "RGW perf counter deltas"),
+    (("host_cpu_pct", "engine_cpu_pct", *[c for kind in DAEMON_KINDS for c in daemon_columns(kind)]),
+     "the telemetry window: the ramp's end to the last measured interval's end (the engine's phase clock)",
+     "per-second samples of /proc, averaged over the window (RSS: mean)"),
+]
+
+
+def figure_window(col: str) -> tuple[str, str] | None:
+    """(window, source) of a figure, None for one without a window (counts of hosts, engines)."""
+    for cols, window, source in FIGURE_WINDOWS:
+        if col in cols:
+            return window, source
+    return None
+
+
 PERCENTILES = {"p50": 50.0, "p90": 90.0, "p99": 99.0, "p999": 99.9}
 
 

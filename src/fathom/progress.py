@@ -25,6 +25,15 @@ def _fmt_iops(v: float | None) -> str:
     return f"{v / 1e3:.1f}k" if v >= 1e4 else f"{v:.0f}"
 
 
+def schedule_note(m: dict[str, Any]) -> str:
+    """An open-loop point whose schedule was not kept: what was offered, what ran, the backlog left."""
+    if m.get("schedule_kept") is not False:
+        return ""
+    offered, achieved = m.get("offered_rate_ops_s"), m.get("achieved_rate_ops_s")
+    return (f"; schedule NOT kept: offered {_fmt_iops(offered)} ops/s, achieved {_fmt_iops(achieved)} ops/s, "
+            f"{m.get('unissued_ops') or 0} ops never issued")
+
+
 class Progress:
     def __init__(self, total_points: int, todo: list[Point], tty: bool | None = None):
         self.tty = sys.stderr.isatty() if tty is None else tty
@@ -101,7 +110,7 @@ class Progress:
             osd = f"{m['osd_cpu']:.0f}%" if m.get("osd_cpu") is not None else "-"
             self.say(f"[{self.n}/{self.total}] {point.label()}: {_fmt_iops(m.get('iops'))} IOPS, "
                      f"{m.get('bw_mib_s') or 0:.1f} MiB/s, clat {lat} ms, p99 {p99} ms, OSD CPU {osd} "
-                     f"({took:.1f} s)")
+                     f"({took:.1f} s){schedule_note(m)}")
         else:
             self.say(f"[{self.n}/{self.total}] {point.label()}: {status.upper()}{': ' + error if error else ''}")
         self._draw()

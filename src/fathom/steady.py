@@ -8,9 +8,11 @@ seconds (its runtime).
 
 Definitions (fio's, with limits as % of the window mean, as `ss=iops_slope:0.3%`):
     series     one value per measured interval (ramp intervals excluded), on the
-               *merged* series: the i-th measured interval of every engine of the
-               point summed (ops, bytes) and its histograms merged, so many
-               engines or client hosts are judged as the one load they make.
+               *merged* series: every engine's measured interval ending at the same
+               tick of the engines' common grid summed (ops, bytes) and its
+               histograms merged (a record an engine sent late for several ticks
+               takes the others' records under it), so many engines or client
+               hosts are judged as the one load they make.
     metric     iops: ops/s over all op kinds; bw: MiB/s over all op kinds;
                p99: 99th percentile latency in ms of that interval's histograms
                merged over op kinds (and engines).
@@ -34,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fathom import hdr
+from fathom.merge import coalesce, next_span
 
 INTERVAL_S = 1.0  # fathom-engine's interval_s as fathom runs it
 METRICS: dict[str, str] = {
@@ -171,17 +174,26 @@ def merge_index(recs: Sequence[Mapping[str, Any]], t_s: float) -> Sample:
 
 
 def merge_intervals(per_engine: Sequence[Sequence[Mapping[str, Any]]]) -> list[Sample]:
-    """The merged series of a point: measured (non-ramp) intervals aligned by index across engines, as far
-    as every engine has reported."""
+    """The merged series of a point: measured (non-ramp) intervals aligned by tick across engines (a record
+    one engine sent for several ticks takes the others' records under it), as far as every engine has
+    reported."""
     measured = [_measured(recs) for recs in per_engine]
-    n = min((len(m) for m in measured), default=0)
     out: list[Sample] = []
-    t = 0.0
-    for i in range(n):
-        s = merge_index([m[i] for m in measured], t)
-        t = s.t_s
-        out.append(s)
+    extend(out, measured, [0] * len(measured))
     return out
+
+
+def extend(samples: list[Sample], measured: Sequence[Sequence[Mapping[str, Any]]], pos: list[int]) -> None:
+    """Append to samples every merged span the engines' measured records (from pos[e] on, advanced) complete;
+    every engine may still report, so a span waits for all of them (merge.next_span)."""
+    still = [True] * len(measured)
+    while (takes := next_span(measured, pos, still)) is not None:
+        recs = []
+        for e, n in enumerate(takes):
+            if n:
+                recs.append(coalesce([dict(r) for r in measured[e][pos[e]:pos[e] + n]]))
+                pos[e] += n
+        samples.append(merge_index(recs, samples[-1].t_s if samples else 0.0))
 
 
 @dataclass
@@ -269,7 +281,7 @@ class SteadyStateCompanion:
 
     Interval records arrive on the engine's reader thread. With several engines per
     point each record names its engine (`host`, `instance`, as the store keys them) and
-    `engines` lists them all: an index of the merged series is judged once every engine
+    `engines` lists them all: a span of the merged series is judged once every engine
     has reported it. One engine names none: the default.
     """
 
@@ -283,6 +295,7 @@ class SteadyStateCompanion:
         self.live: Any = None
         self._by_engine: dict[tuple[str, int], list[Mapping[str, Any]]] = {e: [] for e in self.engines}
         self.samples: list[Sample] = []
+        self._pos: list[int] = [0] * len(self._by_engine)  # each engine's records merged so far
         self.verdict: Verdict | None = None  # the latest window's
         self.steady_at: Verdict | None = None  # the window that held
 
@@ -299,16 +312,16 @@ class SteadyStateCompanion:
             return
         with self._lock:
             self._by_engine.setdefault(engine_of(rec), []).append(rec)
-            ready = min(len(v) for v in self._by_engine.values())
-            while len(self.samples) < ready:
-                i = len(self.samples)
-                t = self.samples[-1].t_s if self.samples else 0.0
-                self.samples.append(merge_index([v[i] for v in self._by_engine.values()], t))
+            if len(self._pos) < len(self._by_engine):
+                self._pos += [0] * (len(self._by_engine) - len(self._pos))
+            n = len(self.samples)
+            extend(self.samples, list(self._by_engine.values()), self._pos)
+            for k in range(n, len(self.samples)):  # each new window judged, as it would have been live
                 if self.steady_at is None:
-                    self._judge()
+                    self._judge(k + 1)
 
-    def _judge(self) -> None:
-        self.verdict = check(self.samples, self.c)
+    def _judge(self, n: int) -> None:
+        self.verdict = check(self.samples[:n], self.c)
         if self.verdict.steady:
             self.steady_at = self.verdict
             v = self.verdict

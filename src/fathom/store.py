@@ -27,7 +27,7 @@ from fathom import __version__
 from fathom.errors import FathomError
 
 DEFAULT_DB = Path("fathom-results.db")
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 BUSY_TIMEOUT_S = 60.0  # how long a process waits for another's write transaction (they last milliseconds)
 LOCAL_HOST = "local"  # host of an interval or sample that does not name one (one engine, on this host)
 # The histograms of a point merged over every engine instance: what readers by (point_id, op) get.
@@ -143,8 +143,59 @@ def _update_to_2(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE histograms_v2 RENAME TO histograms")
 
 
+def _measured_cpu(db: sqlite3.Connection, point_id: int) -> tuple[float, float, float] | None:
+    """(user s, sys s, seconds) of a stored point's measured intervals: CPU summed over engines, the
+    longest engine's measured seconds; None when its intervals carry no CPU."""
+    user = sys_ = 0.0
+    seconds: dict[tuple[str, int], float] = {}
+    seen = False
+    for data, host, inst in db.execute("SELECT data_json, host, instance FROM intervals WHERE point_id = ? AND "
+                                       "ramp = 0", (point_id,)):
+        rec = json.loads(data)
+        cpu = rec.get("cpu") or {}
+        if cpu.get("user_s") is None or cpu.get("sys_s") is None:
+            return None
+        seen = True
+        user, sys_ = user + float(cpu["user_s"]), sys_ + float(cpu["sys_s"])
+        seconds[(host, inst)] = seconds.get((host, inst), 0.0) + float(rec.get("dt") or 0.0)
+    return (user, sys_, max(seconds.values())) if seen else None
+
+
+MIGRATED_3 = ("store schema 3: client CPU of this run's fathom-engine points (usr_cpu, sys_cpu, "
+              "client_cpu_us_per_op) recomputed from their measured intervals (it was the whole process's, "
+              "start-up, prefill, ramp and teardown included); client_ctx_per_op, which counted the same, cleared "
+              "(the measured phase's was not stored); rgw_reconciled as stored compared GET/PUT counts only")
+
+
+def _update_to_3(db: sqlite3.Connection) -> None:
+    """Schema 2 -> 3: the measured phase is the base of client CPU per op (fathom-engine). Figures that can be
+    recomputed from the stored intervals are; the one that cannot is cleared; each run changed says so in an
+    event, so no stored number changes its meaning silently."""
+    runs: set[int] = set()
+    rows = db.execute("SELECT id, run_id, metrics_json FROM points WHERE engine = 'fathom-engine' AND "
+                      "metrics_json IS NOT NULL").fetchall()
+    for pid, run_id, mj in rows:
+        m = json.loads(mj)
+        if not any(m.get(k) is not None for k in ("usr_cpu", "client_cpu_us_per_op", "client_ctx_per_op")):
+            continue
+        got = _measured_cpu(db, pid)
+        for k in ("usr_cpu", "sys_cpu", "client_cpu_us_per_op", "client_ctx_per_op"):
+            m[k] = None
+        if got is not None:
+            user, sys_, seconds = got
+            if seconds > 0:
+                m["usr_cpu"], m["sys_cpu"] = 100.0 * user / seconds, 100.0 * sys_ / seconds
+            if m.get("total_ios"):
+                m["client_cpu_us_per_op"] = (user + sys_) / float(m["total_ios"]) * 1e6
+        db.execute("UPDATE points SET metrics_json = ? WHERE id = ?", (_dumps(m), pid))
+        runs.add(run_id)
+    for run_id in sorted(runs):
+        db.execute("INSERT INTO events (run_id, point_id, ts, kind, message, data_json) VALUES (?, NULL, ?, "
+                   "'migration', ?, NULL)", (run_id, time.time(), MIGRATED_3))
+
+
 # _UPDATES[n] takes a store at schema n-1 to schema n
-_UPDATES: dict[int, Callable[[sqlite3.Connection], None]] = {2: _update_to_2}
+_UPDATES: dict[int, Callable[[sqlite3.Connection], None]] = {2: _update_to_2, 3: _update_to_3}
 assert sorted(_UPDATES) == list(range(2, SCHEMA_VERSION + 1))
 
 

@@ -62,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _db(p)
     p.add_argument("--format", choices=("csv", "json", "parquet"), help="default: from the -o suffix, else csv")
     p.add_argument("-o", "--output", help="output file (default: stdout for csv and json)")
+    p.add_argument("--columns", action="store_true",
+                   help="instead of the rows: every column's meaning, the window it covers and its source "
+                        "(csv or json; Parquet files carry them as field metadata)")
     p.set_defaults(func=cmd_export)
 
 
@@ -240,6 +243,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     if not fmt:
         suffix = Path(args.output).suffix.lstrip(".") if args.output else ""
         fmt = suffix if suffix in ("csv", "json", "parquet") else "csv"
+    if args.columns:
+        if fmt == "parquet":
+            raise UsageError("export --columns writes csv or json; a Parquet export carries them as field metadata")
+        export.write(export.dictionary(), fmt, args.output, export.DICTIONARY_COLUMNS)
+        return 0
     if fmt == "parquet" and not args.output:
         raise UsageError("export --format parquet needs -o FILE (Parquet is binary)")
     with _open_existing(args.db) as st:

@@ -14,7 +14,7 @@ from fathom.analysis import anomalies as anom
 from fathom.analysis.data import (Level, Point, RunData, Throughput, assign_levels, level_axis_name, levels,
                                   throughput_for)
 from fathom.analysis.stats import KNEE_DEFINITION, knee_index, saturation_index
-from fathom.model import daemon_kinds_in, daemon_label
+from fathom.model import DAEMON_KINDS, FIGURE_WINDOWS, daemon_columns, daemon_kinds_in, daemon_label
 from fathom.report import clients, svg, timeline
 from fathom.steady import Criteria, outcome_text
 
@@ -84,6 +84,13 @@ def fmt_tp(v: float | None, tp: Throughput) -> str:
     return f"{v:,.0f} IOPS" if tp.unit == "IOPS" else f"{v:,.2f} MiB/s"
 
 
+def _names(cols: tuple[str, ...]) -> str:
+    """A group's column names, the per-daemon-kind ones once as a pattern."""
+    kinds = {c for c in cols for k in DAEMON_KINDS for suffix in daemon_columns(k) if c == suffix}
+    shown = [c for c in cols if c not in kinds]
+    return ", ".join(shown + (["each daemon kind's {kind}_cpu, _cores, _mem_mib and _ctx_switches_s"] if kinds else []))
+
+
 DEFINITIONS = [
     KNEE_DEFINITION,
     "Throughput is IOPS for blocks under 64 KiB and MiB/s (2^20 bytes per second) from 64 KiB up, as the OSD study "
@@ -108,6 +115,7 @@ DEFINITIONS = [
     "second, unissued the arrivals never issued by the stop; the schedule was kept when at most 1% (or one op) "
     "were left. A point that did not keep it measured the cluster under a growing backlog.",
     "Anomaly rules: " + " ".join(line.strip() for line in anom.__doc__.split("Rules", 1)[1].splitlines()[1:]),
+    *(f"Window of {_names(cols)}: {window}; source: {source}." for cols, window, source in FIGURE_WINDOWS),
 ]
 
 
@@ -314,7 +322,8 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
             wls.setdefault(w, None)
     runs_table = Table("Runs", ["run", "id", "kind", "suite", "status", "points", "source"],
                        [[r.name, ",".join(map(str, r.ids)), r.kind, r.suite or "", r.status, str(len(r.points)),
-                         r.source or "measured by fathom"] for r in runs], ["l", "r", "l", "l", "l", "r", "l"])
+                         r.source or "measured by fathom"] for r in runs], ["l", "r", "l", "l", "l", "r", "l"],
+                       [f"{r.name}: {e['message']}" for r in runs for e in r.events if e["kind"] == "migration"])
     srows, sections, all_flags = [], [], []
     for wl in wls:
         axis = level_axis_name(runs, wl)
