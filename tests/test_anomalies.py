@@ -107,3 +107,21 @@ def test_health_flags_changes_not_standing_warnings(tmp_path):
     assert got == [(2, "health"), (4, "client_bound"), (4, "host_busy")]
     msg = next(a.message for a in anom.find(run, "randread4k") if a.kind == "health")
     assert "new checks SLOW_OPS" in msg
+
+
+def test_client_bound_judges_the_busiest_engine_thread(tmp_path):
+    st = Store(tmp_path / "c.db")
+    rid = st.create_run("c", env={"host": {"cores": 16}}, status="done")
+    m = {"iops": 1000.0, "total_ios": 3000, "runtime_s": 3.0, "clat_ms": 1.0}
+    # qd1: one thread at 97% of a core (the process at 200% of a 16-core host: the old rule's blind spot)
+    # qd2: the busiest thread at half a core; qd4: an older record without the thread figure
+    for i, (qd, extra) in enumerate([(1, {"client_thread_max_pct": 97.0, "engine_cpu_pct": 200.0}),
+                                     (2, {"client_thread_max_pct": 50.0, "engine_cpu_pct": 200.0}),
+                                     (4, {"engine_cpu_pct": 200.0})]):
+        st.save_point(rid, i, f"p{i}", "randread4k", "fathom-engine", {"iodepth": qd, "numjobs": 1}, "done",
+                      metrics={**m, **extra}, started=100.0 * i, ended=100.0 * i + 3)
+    run = load_run(st, "c")
+    assign_levels([run])
+    got = [(a.iodepth, a.kind, a.message) for a in anom.find(run, "randread4k") if a.kind == "client_bound"]
+    assert [(qd, kind) for qd, kind, _ in got] == [(1, "client_bound")]
+    assert "busiest load-generator thread 97% of one core" in got[0][2]

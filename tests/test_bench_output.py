@@ -331,21 +331,23 @@ def test_s3_endpoint_keys_and_ca_resolution(tmp_path, monkeypatch):
     assert "line 1" in e.value.message
 
 
-def test_rgw_counters_reconcile_within_the_requests_in_flight():
+def test_rgw_counters_reconcile_every_request():
     from fathom.analysis import reconcile
 
     before = {"rgw": {"req": 10, "failed_req": 0, "get": 5, "get_b": 500, "put": 3, "put_b": 300,
                       "get_initial_lat": {"avgcount": 5, "sum": 0.1}, "qlen": 0}}
-    after = {"rgw": {"req": 130, "failed_req": 0, "get": 5, "get_b": 500, "put": 121, "put_b": 300 + 118 * 4096,
+    after = {"rgw": {"req": 130, "failed_req": 0, "get": 6, "get_b": 600, "put": 121, "put_b": 300 + 118 * 4096,
                      "qlen": 2}}
     d = reconcile.deltas(before, after)
-    assert d == {"req": 120, "failed_req": 0, "get": 0, "get_b": 0, "put": 118, "put_b": 118 * 4096, "qlen": 2}
+    assert d == {"req": 120, "failed_req": 0, "get": 1, "get_b": 100, "put": 118, "put_b": 118 * 4096, "qlen": 2}
+    # 116 puts, the metadata object's put and get, a bucket probe: within the control floor
     client = {"write": {"ops": 116, "bytes": 116 * 4096, "errors": 0}}
-    ok = reconcile.reconcile(client, d, slots=1, control=0, max_object=4096)
-    assert ok["ok"] and [r["diff"] for r in ok["rows"]] == [2, 2 * 4096]
-    bad = reconcile.reconcile({"write": {"ops": 50, "bytes": 50 * 4096}}, d, slots=4, max_object=4096)
-    assert not bad["ok"] and not bad["rows"][0]["ok"] and bad["rows"][0]["allowed"] == 12
-    assert not reconcile.reconcile({}, d, slots=1)["ok"]
+    ok = reconcile.reconcile(client, d, max_object=4096)
+    assert ok["ok"] and [(r["counter"], r["diff"]) for r in ok["rows"]] == [
+        ("put", 2), ("put_b", 2 * 4096), ("req", 4), ("failed_req", 0)]
+    bad = reconcile.reconcile({"write": {"ops": 50, "bytes": 50 * 4096}}, d, max_object=4096)
+    assert not bad["ok"] and not bad["rows"][0]["ok"] and bad["rows"][0]["allowed"] == 6
+    assert not reconcile.reconcile({}, d)["ok"]
 
 
 # ---- benches on client hosts ----------------------------------------------------------------

@@ -296,3 +296,17 @@ def test_report_shows_open_loop_p99_with_errors_and_drain_columns_and_flags():
     assert [r["drain after the stop (s)"] for r in rows] == ["0.01", "1.00"]
     assert "schedule_not_kept" in rows[1]["flags"] and "long_drain" in rows[1]["flags"]
     assert "schedule_not_kept" not in rows[0]["flags"]
+
+
+def test_the_busiest_thread_of_any_engine_over_its_measured_phase():
+    threads = [{"tid": 11, "name": "submit", "cpu_s": 3.88}, {"tid": 12, "name": "msgr-worker-0", "cpu_s": 1.0}]
+    one = result_from_summary(_summary(cpu={"user_s": 6.0, "sys_s": 1.0, "measured": _MEASURED,
+                                            "threads": threads}), wall_s=10.0, user_s=None, sys_s=None)
+    assert base_metrics(one)["client_thread_max_pct"] == pytest.approx(100 * 3.88 / _MEASURED["seconds"])
+    assert one.extra["busiest_thread"]["name"] == "submit"
+    calm = _summary(cpu={"user_s": 2.0, "sys_s": 1.0, "measured": _MEASURED,
+                         "threads": [{"tid": 5, "name": "submit", "cpu_s": 0.4}]})
+    busy = _summary(cpu={"user_s": 6.0, "sys_s": 1.0, "measured": _MEASURED, "threads": threads})
+    res = merge.point_result([merge.engine_totals(calm, []), merge.engine_totals(busy, [])])
+    assert base_metrics(res)["client_thread_max_pct"] == pytest.approx(97.0)  # the max, not a sum or a mean
+    assert base_metrics(result_from_summary(_summary(), None, None, None))["client_thread_max_pct"] is None

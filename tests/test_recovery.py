@@ -68,6 +68,24 @@ def test_a_relapse_after_a_first_return_is_not_recovery():
     assert m["fault_recovery_s"] == pytest.approx(11 - 10.2)
 
 
+def test_a_dip_that_starts_seconds_after_the_fault_is_measured_not_taken_for_recovery():
+    late = {"t_s": 30.5, "action": "out", "target": "osd.1"}
+    base = [rec(t, 1000, lat_ms=2) for t in range(1, 31)]
+    # unchanged for 5 s after the fault, then 60% for 20 s (backfill), then back
+    series = base + [rec(t, 1000, lat_ms=2) for t in range(31, 36)] + [rec(t, 600, lat_ms=9) for t in range(36, 56)] \
+        + [rec(t, 1000, lat_ms=2) for t in range(56, 66)]
+    m, _ = recovery.point_metrics(series, [late])
+    assert m["fault_min_iops"] == 600 and m["fault_max_p99_ms"] == pytest.approx(9, rel=0.01)
+    assert m["fault_recovery_s"] == pytest.approx(55 - 30.5) and m["fault_recovered"] is True
+    # the same dip at once: measured alike
+    now = base + [rec(t, 600) for t in range(31, 51)] + [rec(t, 1000) for t in range(51, 60)]
+    m, _ = recovery.point_metrics(now, [late])
+    assert m["fault_recovery_s"] == pytest.approx(50 - 30.5) and m["fault_min_iops"] == 600
+    # a fault that never shows: recovered at once, no dip below the band
+    m, _ = recovery.point_metrics(base + [rec(t, 990) for t in range(31, 40)], [late])
+    assert m["fault_recovery_s"] == 0.0 and m["fault_min_iops"] == 990
+
+
 def test_short_last_interval_is_not_judged():
     series = [rec(t, 1000) for t in range(1, 11)] + [rec(11, 1000), rec(12, 1000), rec(12.1, 10, dt=0.1)]
     _, ws = recovery.point_metrics(series, [KILL])

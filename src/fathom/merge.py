@@ -197,7 +197,8 @@ def engine_totals(summary: dict[str, Any] | None, intervals: Sequence[dict[str, 
         return {"ops": summary.get("ops") or {}, "measured_s": float(summary.get("measured_s") or 0.0),
                 "user_s": cm["user_s"] if cm else proc[0], "sys_s": cm["sys_s"] if cm else proc[1],
                 "process_user_s": proc[0], "process_sys_s": proc[1], "cpu_measured": cm,
-                "schedule": summary.get("schedule"), "window_s": summary.get("window_s"),
+                "schedule": summary.get("schedule"), "window_s": summary.get("window_s"), "cpu": cpu,
+                "requests": {k: summary.get(k) for k in ("s3", "prefill")},
                 "drain_s": summary.get("drain_s"), "errors": list(summary.get("errors") or []), "complete": True}
     measured = [r for r in intervals if not r.get("ramp")]
     seconds = sum(float(r.get("dt") or 0.0) for r in measured)
@@ -217,6 +218,22 @@ def measured_cpu(m: Any) -> dict[str, Any] | None:
         return None
     return {"seconds": float(m.get("seconds") or 0.0), "user_s": float(m["user_s"]), "sys_s": float(m["sys_s"]),
             **{k: (int(m[k]) if m.get(k) is not None else None) for k in ("voluntary_ctx", "involuntary_ctx")}}
+
+
+def busiest_thread(cpus: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The busiest thread of any engine over its measured phase, from summaries' `cpu` ({measured, threads}):
+    {name, cpu_s, seconds, pct} (pct: % of one core), None when no engine says. One thread at a full core
+    limits the load however many cores the host has."""
+    best: dict[str, Any] | None = None
+    for cpu in cpus:
+        m = (cpu or {}).get("measured") or {}
+        seconds = float(m.get("seconds") or 0.0)
+        for t in (cpu or {}).get("threads") or []:
+            if seconds > 0 and t.get("cpu_s") is not None:
+                pct = 100.0 * float(t["cpu_s"]) / seconds
+                if best is None or pct > best["pct"]:
+                    best = {"name": t.get("name"), "cpu_s": float(t["cpu_s"]), "seconds": seconds, "pct": pct}
+    return best
 
 
 def merge_cpu_measured(parts: Sequence[dict[str, Any] | None]) -> dict[str, Any] | None:
@@ -291,7 +308,10 @@ def point_result(totals: Sequence[dict[str, Any]], engine: str = "fathom-engine"
         errors += t["errors"]
     cm = merge_cpu_measured([t.get("cpu_measured") for t in totals])
     extra: dict[str, Any] = {"cpu_measured": cm, "schedule": merge_schedules([t.get("schedule") for t in totals],
-                                                                             len(totals))}
+                                                                             len(totals)),
+                             "busiest_thread": busiest_thread([t.get("cpu") for t in totals]),
+                             # each engine's requests beyond its ops (prefill, multipart parts, retries)
+                             "engine_requests": [t.get("requests") for t in totals]}
     if cm is not None:
         extra["ctx_per_op"] = ctx_per_op(cm, merged)
     longest = max(totals, key=lambda t: t["measured_s"], default=None)

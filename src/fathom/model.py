@@ -117,6 +117,8 @@ METRIC_COLUMNS: dict[str, str] = {
                             "connect, prefill, ramp or teardown) over its ops",
     "client_ctx_per_op": "client context switches (voluntary + involuntary, the whole load generator) of the "
                          "measured phase per operation",
+    "client_thread_max_pct": "fathom-engine's busiest thread over the measured phase, % of one core (the most "
+                             "of any engine): near 100 the load generator, not the cluster, set the pace",
     # points on several engines (client hosts; fathom.engines.clients)
     "client_hosts": "client hosts the point ran on",
     "engines": "engine processes the point ran on, over every client host",
@@ -153,7 +155,7 @@ FIGURE_WINDOWS: list[tuple[tuple[str, ...], str, str]] = [
     (("p99_all_ms",), MEASURED, "merged histograms of successful, failed and timed-out ops"),
     (("offered_rate_ops_s", "unissued_ops", "schedule_kept"),
      "the open-loop schedule's arrivals from the ramp's end to the stop", "each engine's schedule, summed"),
-    (("usr_cpu", "sys_cpu", "client_cpu_us_per_op", "client_ctx_per_op"),
+    (("usr_cpu", "sys_cpu", "client_cpu_us_per_op", "client_ctx_per_op", "client_thread_max_pct"),
      "fathom-engine: the measured phase (ramp's end to the last measured completion); fio and rados bench: "
      "their whole run", "the engine process's own CPU and context switches, summed over engines"),
     (("steady_state", "steady_s", "faults", "fault_at_s", "prefault_iops", "fault_first_error_s", "fault_min_iops",
@@ -335,6 +337,8 @@ def base_metrics(r: PointResult, merged_percentiles_ns: dict[str, float] | None 
     ctx = extra.get("ctx_per_op") or {}
     if ctx.get("voluntary") is not None and ctx.get("involuntary") is not None:
         m["client_ctx_per_op"] = ctx["voluntary"] + ctx["involuntary"]
+    busy = extra.get("busiest_thread") or {}
+    m["client_thread_max_pct"] = busy.get("pct")
     m["p99_all_ms"] = p99_all_ms(r)
     m["drain_s"] = extra.get("drain_s")
     m.update(open_loop_metrics(extra.get("schedule")))

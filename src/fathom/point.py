@@ -198,7 +198,8 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
         # the point in progress is kept, marked interrupted, with what was measured so far
         got = _stop_all(started_companions)
         partial = getattr(exc, "result", None)
-        metrics, hists = _metrics(partial, params, got.samples, started, time.time()) if partial else (None, {})
+        metrics, hists = _metrics(partial, params, got.samples, started, time.time(), intervals) if partial \
+            else (None, {})
         store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, "interrupted",
                            metrics=metrics, result=partial.to_dict() if partial else None,
                            gate=gate.to_dict() if gate else None, error="interrupted (Ctrl-C or SIGTERM)",
@@ -224,7 +225,7 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     # ---- record ----
     metrics, hists = None, {}
     if result is not None:
-        metrics, hists = _metrics(result, params, got.samples, started, ended)
+        metrics, hists = _metrics(result, params, got.samples, started, ended, intervals)
         metrics.update({k: v for k, v in got.metrics.items() if k in METRIC_COLUMNS})
         if params.get("interface") == "s3":
             _s3_metrics(metrics, result, params, intervals, got.perf_counters, events)
@@ -258,8 +259,9 @@ def _s3_metrics(m: dict[str, Any], r: PointResult, params: dict[str, Any], inter
                                                                                                    dict)]
     if lats and sum(x["count"] for x in lats):
         m["rgw_initial_lat_ms"] = sum(x["sum"] for x in lats) / sum(x["count"] for x in lats) * 1e3
-    slots = int(params.get("numjobs") or 1) * int(params.get("iodepth") or 1)
-    check = reconcile.point_check(r, intervals, perf, slots, int(params.get("object_size") or params.get("bs") or 0))
+    buckets = int(params.get("numjobs") or 1) * max(len(r.extra.get("engines") or []), 1)  # a bucket per job
+    check = reconcile.point_check(r, intervals, perf, buckets,
+                                  int(params.get("object_size") or params.get("bs") or 0))
     if check is None:
         return
     m["rgw_reconciled"] = "ok" if check["ok"] else "mismatch"
@@ -267,8 +269,10 @@ def _s3_metrics(m: dict[str, Any], r: PointResult, params: dict[str, Any], inter
     r.extra["rgw_reconcile"] = check
     rows = "; ".join(f"{x['counter']} {x['rgw']:g} vs client {x['client']:g}" for x in check["rows"])
     if not check["ok"]:
-        events.append({"kind": "reconcile", "message": f"client and RGW counters disagree beyond the requests in "
-                                                      f"flight at the edges: {rows}", "data": check})
+        bad = "; ".join(f"{x['counter']} {x['rgw']:g} vs client {x['client']:g} (off by {x['diff']:+g}, "
+                        f"{x['allowed']:g} allowed)" for x in check["rows"] if not x["ok"])
+        events.append({"kind": "reconcile", "message": f"client and RGW counters disagree: {bad} (all: {rows})",
+                       "data": check})
 
 
 def _stop_all(companions: list[Companion]) -> Contribution:
@@ -297,8 +301,27 @@ def _health_after(ceph: Any, gate: health.GateVerdict | None, events: list[dict[
     return health.GateVerdict(True, 0.0, reason, after_status, pgs, checks) if ok else None
 
 
+def telemetry_window(intervals: list[dict[str, Any]], started: float, ended: float,
+                     ramp_s: float) -> dict[str, Any]:
+    """The span server samples are averaged over: {from, to (epoch s), source}.
+
+    From the engine's own records (source "engine phase"): the phase start on the wall clock is any record's
+    `ts - t`, the ramp ends at the last ramp record's `t` (a grid point falls on it) or at ramp_s, and the
+    window ends with the last record (the last measured completion). Connect, prefill, a many-host start's
+    SSH and go delay, and teardown stay out. Without exact records (fio's are estimates from its progress
+    line): the spawn time plus the ramp to the engine's exit (source "spawn to exit")."""
+    exact = [r for r in intervals if r.get("t") is not None and r.get("ts") is not None and not r.get("approx")]
+    if not exact:
+        return {"from": started + ramp_s, "to": ended, "source": "spawn to exit"}
+    last = max(exact, key=lambda r: float(r["t"]))
+    phase0 = float(last["ts"]) - float(last["t"])
+    ramps = [float(r["t"]) for r in exact if r.get("ramp")]
+    ramp_end = max(ramps) if ramps else ramp_s
+    return {"from": phase0 + ramp_end, "to": float(last["ts"]), "source": "engine phase"}
+
+
 def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any]], started: float,
-             ended: float) -> tuple[dict[str, Any], dict[str, str]]:
+             ended: float, intervals: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     hists, merged_pct = with_merged({k: o.hist for k, o in r.ops.items() if o.hist and o.ops})
     m = base_metrics(r, merged_pct)
     # fio reports client CPU itself (% of runtime per job; summed over jobs as fio-parse-jsons does)
@@ -310,7 +333,8 @@ def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any
         m["engines"] = len(r.extra["engines"])
         m["start_skew_ms"] = r.extra.get("start_skew_ms")
         m["clients_lost"] = len(r.extra.get("clients_lost") or {})
-    window_from = started + float(params.get("ramp_time") or 0.0)
-    srv = telemetry.summarize(samples, window_from, ended)
+    win = telemetry_window(intervals or [], started, ended, float(params.get("ramp_time") or 0.0))
+    r.extra["telemetry_window"] = win
+    srv = telemetry.summarize(samples, win["from"], win["to"])
     m.update({k: v for k, v in srv.items() if k in METRIC_COLUMNS})
     return m, hists

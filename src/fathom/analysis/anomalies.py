@@ -19,8 +19,10 @@ Rules (thresholds are deliberately loose: a clean sweep must pass untouched):
   set of health checks differs from the one the health gate saw before the point). A warning
   that was already there (e.g. OSDMAP_FLAGS for the noscrub hygiene flags) is not a change.
 - client_bound: the load generator was the bottleneck: its CPU reached 90% of what it could use.
-  Measured engine process-tree CPU (engine_cpu_pct, % of one core) is judged against all host
-  cores; without it, fio's usr+sys (% of one core, summed over jobs) against 100% per job.
+  fathom-engine: its busiest thread over the measured phase at 90% of one core or more
+  (client_thread_max_pct: one submitter or callback thread at a full core limits the load however
+  many cores the host has); without it, the engine process tree's CPU (engine_cpu_pct) against all
+  host cores, or fio's usr+sys (% of one core, summed over jobs) against 100% per job.
 - host_busy: the host was over 95% busy during the point: client and cluster competed for cores,
   so neither side's figures are a clean limit.
 - schedule_not_kept: an open-loop point whose engines left arrivals unissued (schedule_kept false): its
@@ -127,6 +129,9 @@ def _window(p: Point, tp: Throughput) -> float | None:
 
 def _client_cpu(run: RunData, p: Point) -> tuple[float, float, str] | None:
     """(CPU used, capacity, what was measured), both in % of one core."""
+    thread = p.m("client_thread_max_pct")
+    if thread is not None:
+        return thread, 100.0, "busiest load-generator thread"
     eng = p.m("engine_cpu_pct")
     cores = _host_cpus(run.env)
     if eng is not None and cores:

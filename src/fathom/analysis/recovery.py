@@ -6,14 +6,16 @@ events (kind "fault", `data.t_s` on the same clock: `t` of the interval records)
 Per fault (its window runs to the next fault or the end of the point):
     first_error_s   from the fault to the end of the first interval that counted an
                     error (1 s resolution); None: no error
-    min_iops, min_mib_s, max_p99_ms   the dip: lowest throughput, highest p99 in the window
-                    (until the recovery when there is one)
+    min_iops, min_mib_s, max_p99_ms   the dip: lowest throughput, highest p99 over the
+                    whole window
     recovery_s      from the fault until throughput is back within RECOVERY_BAND (10%) of
                     the pre-fault median (at least 90% of it: more counts as back) and stays
-                    there for RECOVERY_RUN intervals in a row, after the window's last relapse
-                    (an interval below RELAPSE, half the median: a restarted OSD's peering
-                    stalls I/O after a first return): the start of that run minus the fault
-                    time; None: not recovered
+                    there for RECOVERY_RUN intervals in a row, judged only after the window's
+                    first interval out of the band (the fault's effect may start seconds
+                    late) and after its last relapse (an interval below RELAPSE, half the
+                    median: a restarted OSD's peering stalls I/O after a first return): the
+                    start of that run minus the fault time; 0 when throughput never left
+                    the band; None: not recovered
 The point's figures (metrics, keys in model.METRIC_COLUMNS) summarise them: the first
 error after the first fault, the deepest dip over all windows, and the recovery after
 the last fault (its final recovery). The pre-fault median is over the measured
@@ -31,8 +33,8 @@ RECOVERY_RUN = 3  # consecutive intervals in the band
 RELAPSE = 0.5  # below half the pre-fault median after a return: the fault's effect was not over
 DEFINITION = (f"Recovery: seconds from a fault until IOPS is back to at least {1 - RECOVERY_BAND:.0%} of the "
               f"pre-fault median for {RECOVERY_RUN} s in a row, with no fall below {RELAPSE:.0%} of it after that "
-              "before the next fault or the point's end. Min IOPS and max p99: in the fault's window, up to its "
-              "recovery.")
+              "before the next fault or the point's end, judged from the first second out of that band (a dip "
+              "that starts late is not a recovery in 0 s). Min IOPS and max p99: over the fault's whole window.")
 MIN_DT_S = 0.5  # shorter intervals (the engine's last, partial one) are too short to judge a rate by
 
 # Health checks a fault is expected to raise: an intended fault that raises only these is not an
@@ -123,11 +125,18 @@ def _in_band(x: float, base: float) -> bool:
 
 
 def _recovered_at(window: list[Sample], base: float) -> float | None:
-    """Start time of the first run of RECOVERY_RUN intervals in the band after the last relapse, or None."""
+    """Start time of the first run of RECOVERY_RUN intervals in the band after the window's first interval out
+    of it and after the last relapse, or None. A window that never leaves the band recovered at its start.
+
+    Recovery is judged only once the fault has shown: a dip that begins seconds after the fault (an OSD marked
+    out, backfill starting) would otherwise follow a "recovery" in the first in-band seconds."""
     judged = [s for s in window if s.dt >= MIN_DT_S]
+    first_out = next((i for i, s in enumerate(judged) if not _in_band(s.iops, base)), None)
+    if first_out is None:
+        return judged[0].t - judged[0].dt if judged else None
     last_relapse = max((i for i, s in enumerate(judged) if s.iops < RELAPSE * base), default=-1)
     run: list[Sample] = []
-    for s in judged[last_relapse + 1:]:
+    for s in judged[max(first_out, last_relapse) + 1:]:
         run = run + [s] if _in_band(s.iops, base) else []
         if len(run) >= RECOVERY_RUN:
             return run[0].t - run[0].dt
@@ -155,7 +164,7 @@ def windows(ss: list[Sample], faults: list[dict[str, Any]]) -> tuple[float | Non
         win = [s for s in ss if t0 < s.t and s.t - s.dt < t1]
         err = next((s for s in win if s.errors), None)
         rec_at = _recovered_at(win, base) if base else None
-        dip = [s for s in win if s.dt >= MIN_DT_S and (rec_at is None or s.t - s.dt < rec_at)]
+        dip = [s for s in win if s.dt >= MIN_DT_S]  # the whole window: a dip may start after a first return
         p99s = [s.p99_ms for s in dip if s.p99_ms is not None]
         out.append(FaultWindow(
             t0, str(f.get("action") or ""), f.get("target"),

@@ -194,20 +194,18 @@ def rgw_dump(asok: Path | None) -> dict[str, Any] | None:
 
 
 def check_counters(r: S3Args, before: dict[str, Any] | None, after: dict[str, Any] | None,
-                   summary: dict[str, Any]) -> dict[str, Any] | None:
-    """The run's requests against RGW's counters over the same window (the prepared objects included)."""
+                   summary: dict[str, Any], intervals: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
+    """Every request of the run (its intervals' ops, ramp included; the prefill, multipart parts and retries
+    from the summary) against RGW's counters over the same span (fathom.analysis.reconcile)."""
     from fathom.analysis import reconcile
 
     if not before or not after:
         return None
-    client = {k: dict(v) for k, v in (summary.get("ops") or {}).items()}
-    pre = int((summary.get("prefill") or {}).get("ops") or 0)
-    if pre:
-        w = client.setdefault("write", {"ops": 0, "bytes": 0, "errors": 0})
-        w["ops"] = int(w.get("ops", 0)) + pre
-        w["bytes"] = int(w.get("bytes", 0)) + pre * r.obj_size
-    out = reconcile.reconcile(client, reconcile.deltas(before, after), slots=r.concurrent, max_object=r.obj_size)
-    out["rgw"] = reconcile.deltas(before, after)
+    client = reconcile.client_ops(intervals) if intervals else \
+        {k: dict(v) for k, v in (summary.get("ops") or {}).items()}
+    rgw = reconcile.deltas(before, after)
+    out = reconcile.reconcile(client, rgw, buckets=1, max_object=r.obj_size, extra=reconcile.beyond_ops([summary]))
+    out["rgw"] = rgw
     return out
 
 
@@ -215,7 +213,8 @@ def counters_lines(rec: dict[str, Any] | None) -> list[str]:
     if not rec:
         return []
     rows = "   ".join(f"{r['counter']} {r['rgw']:g} (client {r['client']:g})" for r in rec["rows"])
-    verdict = "match" if rec["ok"] else "MISMATCH beyond the requests in flight at the edges"
+    verdict = "match" if rec["ok"] else "MISMATCH: " + "; ".join(
+        f"{r['counter']} off by {r['diff']:+g} ({r['allowed']:g} allowed)" for r in rec["rows"] if not r["ok"])
     return [f"RGW counters: {rows}   failed_req {rec['failed_req'] or 0:g}: {verdict}"]
 
 
@@ -354,7 +353,8 @@ def run_bench(a: Any) -> int:
         sys.stderr.write(f"fathom: what was written so far stays in bucket {r.bucket}; remove it with "
                          f"`{cleanup_command(r)}`\n")
         raise
-    counters = check_counters(r, before, rgw_dump(asok), outcome.summary) if outcome.summary else None
+    counters = check_counters(r, before, rgw_dump(asok), outcome.summary, outcome.intervals) \
+        if outcome.summary else None
     return finish(r, out, table, outcome, spec, counters)
 
 

@@ -354,13 +354,14 @@ def result_from_summary(summary: dict[str, Any], wall_s: float | None, user_s: f
                # the measured phase's own CPU (no connect, prefill, ramp, teardown): the base of usr_cpu and CPU
                # per op; client_user_s/sys_s stay the whole process's (wait4 when given)
                "cpu_measured": merge.measured_cpu(cpu.get("measured")),
+               "busiest_thread": merge.busiest_thread([cpu]),  # client_bound: one thread at a full core
                # context switches per op of the measured phase (whole engine process), for the file study's chart
                "ctx_per_op": {k: cpu.get(f"{k}_ctx_per_op") for k in ("voluntary", "involuntary")},
                # open loop (else None): offered and achieved rate, intended/issued/unissued ops, schedule_kept, lag
                "schedule": summary.get("schedule"),
                # measured_s = window_s (ramp end -> stop) + drain_s (stop -> last measured completion)
                "window_s": summary.get("window_s"), "drain_s": summary.get("drain_s"),
-               **{k: summary[k] for k in ("posix", "s3", "objects") if summary.get(k) is not None},
+               **{k: summary[k] for k in ("posix", "s3", "objects", "prefill") if summary.get(k) is not None},
                # s3 latency phases (ttfb, hdr, server) per op kind: totals and percentiles, histograms merged exactly
                **({"phases": phases} if phases else {})},
     )
