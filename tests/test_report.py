@@ -254,8 +254,10 @@ def test_compare_a_real_run_with_itself(quick_run):
     assert p.returncode == 0, p.stderr
     import json
     out = json.loads(p.stdout)
-    assert {w["verdict"] for w in out["workloads"]} == {"equivalent"}
+    # one trial each: no verdict, however alike (an identical run says nothing about noise), and no regression
+    assert {w["verdict"] for w in out["workloads"]} == {"no verdict (1 trial)"}
     assert all(w["ratio"] == pytest.approx(1.0) for w in out["workloads"])
+    assert all(lv["tp"]["ratio"] == pytest.approx(1.0) for w in out["workloads"] for lv in w["levels"])
 
 
 @pytest.mark.parametrize("lo, hi", [(0, 17373), (0, 15000), (0, 99.9), (1.5, 9.7), (0, 0.003), (-4, 31)])

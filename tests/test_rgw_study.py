@@ -110,3 +110,26 @@ def test_gains_definitions_and_shape():
     assert titles[0].startswith("Replica 3 vs EC 2+2") and any("Headline" in t for t in titles)
     assert sec.tables[0].rows[0][:3] == ["64KiB", "+20.0%", "+50.0%"]
     assert rgw_study.sections([RunData("x", [1], "suite", "done", None, {}, "x", [], [])]) == []
+
+
+def test_repetitions_merge_their_histograms_not_their_percentiles():
+    from fathom import hdr
+
+    def hist(values_ms: list[float]) -> str:
+        h = hdr.new()
+        for v in values_ms:
+            h.record_value(int(v * 1e6))
+        return hdr.encode(h)
+
+    k64 = 64 * 1024
+    # two repetitions: one calm (p99 1 ms, 9000 ops), one with a slow tail (p99 50 ms, 1000 ops)
+    calm = pt("rep3", k64, "write", 10.0, 1.0, total_ios=9000.0, p99_ms=1.0)
+    calm.hists = {"all": hist([1.0] * 9000)}
+    slow = pt("rep3", k64, "write", 10.0, 10.0, total_ios=1000.0, p99_ms=50.0)
+    slow.hists = {"all": hist([1.0] * 900 + [50.0] * 100)}
+    cell = rgw_gains.Cell([calm, slow])
+    # merged: 100 slow of 10000 ops is exactly the 1% tail, so the p99 is 1 ms; the mean of p99s says 25.5 ms
+    assert cell.value("p99_ms") == pytest.approx(1.0, rel=0.01) and cell.mean("p99_ms") == 25.5
+    assert cell.value("clat_ms") == pytest.approx((1.0 * 9000 + 10.0 * 1000) / 10000)  # weighted by ops
+    cell.points[1].hists = {}
+    assert cell.value("p99_ms") is None  # without every histogram: n/a, never an average of percentiles

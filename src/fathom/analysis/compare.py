@@ -1,33 +1,45 @@
-"""BASE against NEW, per workload: peak throughput ratio, latency at matched levels, a verdict.
+"""BASE against NEW, per workload: every matched level judged on throughput and latency, and a verdict.
 
-Verdict (like airspeed velocity, with a tolerance instead of a fixed factor), where
-ratio = peak throughput NEW / BASE and t the tolerance:
-- one measurement per level (no repetitions): the point estimate decides:
-  better if ratio > 1+t, worse if ratio < 1-t, else equivalent;
-- with repetitions (several points with the same parameters, or run groups `a,b`):
-  a 95% percentile-bootstrap interval of the ratio, each level resampled on its own;
-  equivalent needs the whole interval inside [1-t, 1+t]; better needs ratio > 1+t and the
-  interval above 1; worse needs ratio < 1-t and the interval below 1; anything else is
-  inconclusive (more repetitions needed).
+The rule follows criterion.rs and airspeed velocity (asv): a verdict only where the data
+can carry it. For each figure (throughput and latency at every level both runs have, and
+their geometric mean over the levels), with t the tolerance:
+- one trial on either side: no interval can be had, and run-to-run noise on a busy host is
+  often 5-15%, so "no verdict (1 trial)" unless the change is beyond FACTOR (2x) either
+  way, as asv's factor rule for single samples;
+- two or more trials per side: a Student t interval of the ratio of geometric means
+  NEW / BASE (Welch on the logs, honest for small n), at a confidence corrected for the m
+  figures judged in the workload (Bonferroni: 1 - 0.05/m). better / worse only when the
+  WHOLE interval lies beyond the tolerance (above 1+t, below 1-t), equivalent only when it
+  lies wholly inside it, otherwise inconclusive (more trials needed).
+Latency figures are turned round (BASE / NEW), so above 1 is better for every figure.
+A workload is worse if any figure is; else better if any is; else equivalent when its
+throughput and latency over the levels are; else inconclusive (or no verdict).
+`--fail-on-regression F` fires only for a worse figure whose whole interval lies below 1-F
+(one trial: a change beyond FACTOR that is also beyond F).
 Points that failed are left out of the statistics; anomalies are listed, not hidden.
 """
 
 from __future__ import annotations
 
-import statistics
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fathom.analysis import anomalies as anom
 from fathom.analysis.data import (Level, Point, RunData, Throughput, assign_levels, level_axis_name, levels,
                                   throughput_for)
-from fathom.analysis.stats import Summary, bootstrap_ci, geomean, summarize
+from fathom.analysis.stats import LogDiff, Summary, geomean, log_diff, pooled, ratio_interval, summarize
 
+FACTOR = 2.0  # one trial: a verdict only beyond this factor
+FAMILY_CONFIDENCE = 0.95
+NO_VERDICT = "no verdict (1 trial)"
 VERDICT_RULES = (
-    "ratio = peak throughput NEW / BASE, t = tolerance. Without repetitions the point estimate decides: better if "
-    "ratio > 1+t, worse if ratio < 1-t, else equivalent. With repetitions a 95% percentile-bootstrap interval of "
-    "the ratio (each level resampled on its own) is required: equivalent needs it inside [1-t, 1+t], better needs "
-    "ratio > 1+t and the interval above 1, worse needs ratio < 1-t and the interval below 1; otherwise inconclusive."
+    "Every matched level's throughput and latency (p99 where every point has it, else mean latency), and their "
+    "geometric means over the levels, are judged as ratios NEW / BASE (latency BASE / NEW: above 1 is better). "
+    f"One trial: no verdict unless the change is beyond {FACTOR:g}x. Two or more: a Welch t interval on the "
+    "logs at confidence 1 - 0.05/m (m figures judged); better or worse only when the whole interval lies beyond "
+    "the tolerance, equivalent when it lies wholly inside it, else inconclusive. The workload is worse if any "
+    "figure is."
 )
 UNRELIABLE = {"collapse", "short_window", "failed", "stopped_early"}
 EXIT_REGRESSION = 5  # exit code of `fathom compare --fail-on-regression` when a workload regressed
@@ -46,6 +58,21 @@ class LevelCmp:
     tp_gain_pct: float | None
     lat_gain_pct: float | None  # positive = NEW has lower latency
     flagged: list[str] = field(default_factory=list)  # anomaly kinds at this level, either run
+    trials: tuple[int, int] = (1, 1)  # points BASE, NEW
+    tp: Judgment | None = None
+    lat: Judgment | None = None  # on p99 (or clat)
+
+
+@dataclass
+class Judgment:
+    """One figure: ratio of geometric means (above 1 = NEW better), its interval, the verdict."""
+
+    what: str  # "throughput" | "p99 latency" | "mean latency", "... over levels"
+    ratio: float
+    ci: tuple[float, float] | None
+    confidence: float | None
+    verdict: str
+    worse_than: float | None = None  # the interval's upper end (or the 1-trial ratio): the regression gate's test
 
 
 @dataclass
@@ -70,11 +97,19 @@ class WorkloadCmp:
     new_peak_stats: Summary | None
     levels: list[LevelCmp]
     regression: bool = False
+    trials: tuple[int, int] = (1, 1)  # the fewest points of any matched level, BASE and NEW
+    confidence: float | None = None  # of the intervals (1 - 0.05/m); None with one trial
+    tp_all: Judgment | None = None  # throughput over the levels (geometric mean of their ratios)
+    lat_all: Judgment | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["ci"] = list(self.ci) if self.ci else None
         return d
+
+    @property
+    def figures(self) -> list[Judgment]:
+        return [j for r in self.levels for j in (r.tp, r.lat) if j] + [j for j in (self.tp_all, self.lat_all) if j]
 
 
 def _usable(curve: list[Point]) -> list[Point]:
@@ -90,28 +125,51 @@ def _peak(lv: list[Level], tp: Throughput) -> tuple[float, str, Level] | None:
     return best
 
 
-def _peak_of_samples(strata: list[list[float]]) -> float:
-    return max(statistics.fmean(s) for s in strata if s)
-
-
-def verdict(ratio: float, ci: tuple[float, float] | None, tolerance: float) -> tuple[str, str]:
-    lo_t, hi_t = 1 - tolerance, 1 + tolerance
+def judge(x: LogDiff | None, single: tuple[list[float], list[float]] | None, tolerance: float, confidence: float,
+          what: str, lower_better: bool = False) -> Judgment | None:
+    """One figure's verdict. x: the log ratio with repetitions; single: (BASE, NEW) values when a side has one
+    trial. lower_better (latency): the ratio is turned round, so above 1 is NEW better for every figure."""
+    sign = -1.0 if lower_better else 1.0
     eps = 1e-9  # a ratio exactly at the tolerance counts as inside it
-    if ci is None:
-        why = "one measurement per level, so no confidence interval: the point estimate decides"
-        if ratio > hi_t + eps:
-            return "better", why
-        if ratio < lo_t - eps:
-            return "worse", why
-        return "equivalent", why
-    lo, hi = ci
-    if lo >= lo_t - eps and hi <= hi_t + eps:
-        return "equivalent", "95% interval of the ratio lies inside the tolerance"
-    if ratio > hi_t + eps and lo > 1:
-        return "better", "ratio beyond the tolerance and its 95% interval above 1"
-    if ratio < lo_t - eps and hi < 1:
-        return "worse", "ratio beyond the tolerance and its 95% interval below 1"
-    return "inconclusive", "95% interval of the ratio crosses the tolerance or 1: repeat the points"
+    if x is None:
+        if not single or not single[0] or not single[1] or min(*single[0], *single[1]) <= 0:
+            return None
+        b, n = geomean(single[0]), geomean(single[1])
+        r = (n / b) ** sign  # type: ignore[operator]
+        v = "better" if r >= FACTOR - eps else ("worse" if r <= 1 / FACTOR + eps else NO_VERDICT)
+        return Judgment(what, r, None, None, v, r)
+    lo, hi = ratio_interval(LogDiff(sign * x.d, x.var, x.df, x.n), confidence)
+    r = math.exp(sign * x.d)
+    if lo > 1 + tolerance + eps:
+        v = "better"
+    elif hi < 1 - tolerance - eps:
+        v = "worse"
+    elif lo >= 1 - tolerance - eps and hi <= 1 + tolerance + eps:
+        v = "equivalent"
+    else:
+        v = "inconclusive"
+    return Judgment(what, r, (lo, hi), confidence, v, hi)
+
+
+def _latency_key(points: list[Point]) -> tuple[str, str] | None:
+    """p99 where every point has it, else the mean completion latency."""
+    if points and all(p.m("p99_ms") for p in points):
+        return "p99_ms", "p99 latency"
+    if points and all(p.m("clat_ms") for p in points):
+        return "clat_ms", "mean latency"
+    return None
+
+
+def overall(figures: list[Judgment]) -> str:
+    vs = [j.verdict for j in figures]
+    if "worse" in vs:
+        return "worse"
+    if "better" in vs:
+        return "better"
+    if vs and all(v == NO_VERDICT for v in vs):
+        return NO_VERDICT
+    return "equivalent" if vs and all(v == "equivalent" for v in vs[-2:]) and "inconclusive" not in vs \
+        else ("inconclusive" if vs else NO_VERDICT)
 
 
 def compare_workload(base: RunData, new: RunData, workload: str, tolerance: float,
@@ -127,41 +185,89 @@ def compare_workload(base: RunData, new: RunData, workload: str, tolerance: floa
     if bp is None or np_ is None or bp[0] <= 0:
         return None
     ratio = np_[0] / bp[0]
-    strata = [[lv.values(tp) for lv in blv], [lv.values(tp) for lv in nlv]]
-    ci = bootstrap_ci(strata, lambda g: _peak_of_samples(g[1]) / _peak_of_samples(g[0]))
-    v, why = verdict(ratio, ci, tolerance)
 
     flags: dict[tuple[str, str], list[str]] = {}
     for run in (base, new):
         for a in anom.find(run, workload):
             flags.setdefault((run.name, a.level), []).append(a.kind)
     nmap = {lv.level: lv for lv in nlv}
+    pairs = [(b, nmap[b.level]) for b in blv if b.level in nmap]
+    lat_key = _latency_key([p for b, n in pairs for p in b.points + n.points])
+    m = len(pairs) * (2 if lat_key else 1) + (2 if lat_key else 1)  # the figures judged: levels and over levels
+    conf = 1 - (1 - FAMILY_CONFIDENCE) / max(m, 1)
     rows: list[LevelCmp] = []
-    lat_ratios = []
-    for blevel in blv:
-        nlevel = nmap.get(blevel.level)
-        if nlevel is None:
-            continue
+    lat_ratios, tp_diffs, lat_diffs = [], [], []
+    tp_single: tuple[list[float], list[float]] = ([], [])
+    lat_single: tuple[list[float], list[float]] = ([], [])
+    for blevel, nlevel in pairs:
         bt, nt = blevel.mean(tp), nlevel.mean(tp)
         bl, nl = blevel.clat_ms()[0], nlevel.clat_ms()[0]
         fl = sorted(set(flags.get((base.name, blevel.label), []) + flags.get((new.name, nlevel.label), [])))
+        bv, nv = blevel.values(tp), nlevel.values(tp)
+        tdiff = log_diff(bv, nv)
+        tj = judge(tdiff, (bv, nv), tolerance, conf, "throughput")
+        lj = None
+        if lat_key:
+            blat, nlat = blevel.values(lat_key[0]), nlevel.values(lat_key[0])
+            ldiff = log_diff(blat, nlat)
+            lj = judge(ldiff, (blat, nlat), tolerance, conf, lat_key[1], lower_better=True)
+            if ldiff is not None:
+                lat_diffs.append(ldiff)
+            lat_single[0].extend(blat[:1])
+            lat_single[1].extend(nlat[:1])
+        if tdiff is not None:
+            tp_diffs.append(tdiff)
+        tp_single[0].extend(bv[:1])
+        tp_single[1].extend(nv[:1])
         rows.append(LevelCmp(
             blevel.label, blevel.points[0].iodepth, bt, nt, bl, nl, blevel.percentile_ms("p99"),
             nlevel.percentile_ms("p99"),
             (nt / bt - 1) * 100 if bt and nt is not None else None,
-            (bl / nl - 1) * 100 if bl and nl else None, fl))
+            (bl / nl - 1) * 100 if bl and nl else None, fl, (len(blevel.points), len(nlevel.points)), tj, lj))
         if bl and nl and not UNRELIABLE & set(fl):
             lat_ratios.append(bl / nl)
+    figures = [j for r in rows for j in (r.tp, r.lat) if j is not None]
+    repeated = bool(pairs) and len(tp_diffs) == len(pairs)
+    tp_all = judge(pooled(tp_diffs) if repeated else None, None if repeated else tp_single, tolerance, conf,
+                   "throughput over levels") if pairs else None
+    lat_all = None
+    if lat_key and pairs:
+        lrep = len(lat_diffs) == len(pairs)
+        lat_all = judge(pooled(lat_diffs) if lrep else None, None if lrep else lat_single, tolerance, conf,
+                        f"{lat_key[1]} over levels", lower_better=True)
+    figures += [j for j in (tp_all, lat_all) if j is not None]
+    v = overall(figures)
+    trials = (min((r.trials[0] for r in rows), default=0), min((r.trials[1] for r in rows), default=0))
+    why = _reason(v, figures, trials, conf, tolerance)
     gm = geomean(lat_ratios)
     regression = False
     if fail_on_regression is not None:
-        regression = ratio < 1 - fail_on_regression - 1e-9 and (ci is None or ci[1] < 1)
+        regression = any(j.verdict == "worse" and j.worse_than is not None and j.worse_than < 1 - fail_on_regression
+                         for j in figures)
     return WorkloadCmp(
         workload=workload, base=base.name, new=new.name, axis=axis, unit=tp.unit, base_peak=bp[0], base_peak_at=bp[1],
-        new_peak=np_[0], new_peak_at=np_[1], ratio=ratio, ci=ci, tp_gain_pct=(ratio - 1) * 100,
-        lat_gain_pct=(gm - 1) * 100 if gm else None, lat_levels_used=len(lat_ratios), verdict=v, reason=why,
-        base_peak_stats=summarize(bp[2].values(tp)), new_peak_stats=summarize(np_[2].values(tp)), levels=rows,
-        regression=regression)
+        new_peak=np_[0], new_peak_at=np_[1], ratio=ratio, ci=tp_all.ci if tp_all else None,
+        tp_gain_pct=(ratio - 1) * 100, lat_gain_pct=(gm - 1) * 100 if gm else None, lat_levels_used=len(lat_ratios),
+        verdict=v, reason=why, base_peak_stats=summarize(bp[2].values(tp)),
+        new_peak_stats=summarize(np_[2].values(tp)), levels=rows, regression=regression, trials=trials,
+        confidence=conf if repeated else None, tp_all=tp_all, lat_all=lat_all)
+
+
+def _reason(v: str, figures: list[Judgment], trials: tuple[int, int], conf: float, tolerance: float) -> str:
+    if min(trials) < 2:
+        n = f"{trials[0]} and {trials[1]} trial(s)"
+        if v in ("better", "worse"):
+            bad = [j for j in figures if j.verdict == v]
+            return (f"{n}: {bad[0].what} at {bad[0].ratio:.2f}x of BASE (above 1 = better), beyond the {FACTOR:g}x a "
+                    "single trial needs")
+        return f"{n}: a single trial cannot tell a change under {FACTOR:g}x from noise; repeat (--repeat N)"
+    hit = [j for j in figures if j.verdict == v]
+    what = ", ".join(sorted({j.what for j in hit})) if hit else ""
+    rule = {"better": f"whole {conf:.1%} interval above 1+{tolerance:g}",
+            "worse": f"whole {conf:.1%} interval below 1-{tolerance:g}",
+            "equivalent": f"{conf:.1%} intervals inside ±{tolerance:g}",
+            "inconclusive": f"a {conf:.1%} interval crosses the tolerance: more trials needed"}.get(v, "")
+    return f"{trials[0]} and {trials[1]} trials; {rule}" + (f" ({what})" if what and v != "equivalent" else "")
 
 
 @dataclass
@@ -185,8 +291,9 @@ class Comparison:
             "tolerance_pct": self.tolerance * 100,
             "fail_on_regression_pct": self.fail_on_regression * 100 if self.fail_on_regression is not None else None,
             "definitions": {
-                "ratio": "peak throughput NEW / BASE (peak = highest mean throughput over the sweep)",
-                "ci": "95% percentile-bootstrap interval of the ratio; null without repetitions",
+                "ratio": "peak throughput NEW / BASE (peak = highest mean throughput over the sweep), for reading",
+                "ci": "t interval of throughput over the levels (NEW / BASE geometric mean), at `confidence`; "
+                      "null with one trial",
                 "tp_gain_pct": "(ratio - 1) x 100; positive = NEW better",
                 "lat_gain_pct": "(BASE / NEW mean latency - 1) x 100, geometric mean over matched levels "
                                 "without collapse/short-window/failed points; positive = NEW better",
@@ -195,7 +302,9 @@ class Comparison:
             "workloads": [w.to_dict() for w in self.workloads],
             "unmatched": self.unmatched,
             "anomalies": [a.to_dict() for a in self.anomalies],
-            "regressions": [{"workload": w.workload, "new": w.new, "ratio": w.ratio} for w in self.regressed],
+            "regressions": [{"workload": w.workload, "new": w.new, "ratio": w.ratio,
+                             "figures": [asdict(j) for j in w.figures if j.verdict == "worse"]}
+                            for w in self.regressed],
         }
 
 

@@ -13,8 +13,12 @@ from typing import Any
 
 from fathom.store import Store
 
-# Parameters that may be swept; the ones that vary within a workload make the level.
-SWEEP_KEYS = ("numjobs", "iodepth", "clients", "threads", "files", "rate", "placement", "object_size", "tls", "rw")
+# Parameters that may vary over a curve: every field a suite may sweep (spec.SWEEPABLE) and the imported tables'
+# axes. The ones that vary within a run's workload make the level, so points of different configurations are
+# never taken as repetitions of one; the order is the labels'.
+SWEEP_KEYS = ("numjobs", "iodepth", "clients", "threads", "files", "rate", "placement", "object_size", "tls", "rw",
+              "bs", "rwmixread", "nrfiles", "filesize", "size", "engine", "ioengine", "direct", "file_service",
+              "runtime", "ramp_time")
 LARGE_BLOCK = 64 * 1024  # from this size up, throughput is reported in MiB/s (as the OSD study does)
 
 
@@ -117,7 +121,7 @@ def assign_levels(runs: list[RunData]) -> None:
         for p in r.points:
             by_wl.setdefault(p.workload, []).append(p)
     for pts in by_wl.values():
-        keys = [k for k in SWEEP_KEYS if len({_hashable(p.params.get(k)) for p in pts}) > 1]
+        keys = level_keys(pts)
         if not keys:
             keys = ["iodepth"] if any("iodepth" in p.params for p in pts) else []
         for p in pts:
@@ -131,10 +135,21 @@ def assign_levels(runs: list[RunData]) -> None:
                 p.label = "-"
 
 
+def level_keys(pts: list[Point]) -> list[str]:
+    """The parameters that vary within any one run among these points (one workload's): a level is every
+    such axis. A field that differs only between runs (a changed default) does not split the levels, so
+    the runs' points still meet level by level in a comparison."""
+    by_run: dict[int, list[Point]] = {}
+    for p in pts:
+        by_run.setdefault(p.run_id, []).append(p)
+    return [k for k in SWEEP_KEYS
+            if any(len({_hashable(p.params.get(k)) for p in group}) > 1 for group in by_run.values())]
+
+
 def level_axis_name(runs: list[RunData], workload: str) -> str:
     """What the level labels of a workload mean, e.g. 'iodepth' or 'jobs/files'."""
     pts = [p for r in runs for p in r.points if p.workload == workload]
-    keys = [k for k in SWEEP_KEYS if len({_hashable(p.params.get(k)) for p in pts}) > 1]
+    keys = level_keys(pts)
     if len(keys) == 1:
         return keys[0]
     if not keys:
@@ -143,7 +158,7 @@ def level_axis_name(runs: list[RunData], workload: str) -> str:
 
 
 def _short(k: str) -> str:
-    return {"numjobs": "jobs", "iodepth": "qd"}.get(k, k)
+    return {"numjobs": "jobs", "iodepth": "qd", "nrfiles": "files", "rwmixread": "read%"}.get(k, k)
 
 
 def _hashable(v: Any) -> Any:

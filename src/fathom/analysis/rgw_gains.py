@@ -16,7 +16,8 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from fathom.analysis.data import Point, RunData
+from fathom.analysis.data import Point, RunData, merged_percentile_ms
+from fathom.model import PERCENTILES
 from fathom.units import format_size
 
 STUDY_WORKLOAD = "rep3-vs-ec22"
@@ -41,13 +42,26 @@ def size_label(n: int) -> str:
 
 @dataclass
 class Cell:
-    """Means over the repetitions of one (placement, object size, op)."""
+    """The repetitions of one (placement, object size, op) as one figure each: see value()."""
 
     points: list[Point] = field(default_factory=list)
 
     def mean(self, key: str) -> float | None:
         vals = [p.m(key) for p in self.points if p.m(key) is not None]
         return statistics.fmean(vals) if vals else None  # type: ignore[arg-type]
+
+    def value(self, key: str) -> float | None:
+        """Rates (MiB/s, IOPS, counts): the mean over repetitions; latency percentiles: from the repetitions'
+        histograms merged (None without them, never an average of percentiles); mean latency: weighted by each
+        repetition's ops. TTFB percentiles are means over repetitions (their histograms are not stored apart)."""
+        pct = key.removesuffix("_ms")
+        if pct in PERCENTILES and key.endswith("_ms"):
+            return self.points[0].m(key) if len(self.points) == 1 else merged_percentile_ms(self.points, pct)
+        if key == "clat_ms":
+            w = [(p.m("clat_ms"), p.m("total_ios")) for p in self.points if p.m("clat_ms") is not None]
+            if w and all(n for _, n in w):
+                return sum(v * n for v, n in w) / sum(n for _, n in w)  # type: ignore[operator]
+        return self.mean(key)
 
 
 def study_cells(runs: list[RunData], workload: str = STUDY_WORKLOAD) -> dict[tuple[str, int, str], Cell]:
@@ -84,9 +98,9 @@ def measured_gains(runs: list[RunData], rep: str = "rep3", ec: str = "ec22") -> 
             if a is None or b is None:
                 continue
             o = op.lower()
-            g[f"{o}_throughput_gain_pct"] = _tp_gain(a.mean("bw_mib_s"), b.mean("bw_mib_s"))
-            g[f"{o}_latency_gain_pct"] = _lat_gain(a.mean("clat_ms"), b.mean("clat_ms"))
-            g[f"{o}_p99_gain_pct"] = _lat_gain(a.mean("p99_ms"), b.mean("p99_ms"))
+            g[f"{o}_throughput_gain_pct"] = _tp_gain(a.value("bw_mib_s"), b.value("bw_mib_s"))
+            g[f"{o}_latency_gain_pct"] = _lat_gain(a.value("clat_ms"), b.value("clat_ms"))
+            g[f"{o}_p99_gain_pct"] = _lat_gain(a.value("p99_ms"), b.value("p99_ms"))
             if op == "GET":
                 g["get_ttfb_p50_gain_pct"] = _lat_gain(a.mean("ttfb_p50_ms"), b.mean("ttfb_p50_ms"))
             t, lat = g[f"{o}_throughput_gain_pct"], g[f"{o}_latency_gain_pct"]

@@ -115,3 +115,108 @@ def saturation_index(throughput: Sequence[float | None], fraction: float = SATUR
 def geomean(values: Sequence[float]) -> float | None:
     v = [x for x in values if x is not None and x > 0]
     return math.exp(statistics.fmean(math.log(x) for x in v)) if v else None
+
+
+# ---- small-n intervals: Student's t ---------------------------------------------------------------------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz)."""
+    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
+            d = 1.0 + aa * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + aa / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1.0) < 1e-14:
+            break
+    return h
+
+
+def betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b)."""
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    ln = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(ln) * _betacf(a, b, x) / a
+    return 1.0 - math.exp(ln) * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    tail = 0.5 * betainc(df / 2.0, 0.5, df / (df + t * t))
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The p-quantile of Student's t with df degrees of freedom (df may be fractional: Welch)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"p must lie in (0, 1), not {p}")
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-12 * max(1.0, hi):
+            break
+    return (lo + hi) / 2.0
+
+
+@dataclass
+class LogDiff:
+    """mean(log NEW) - mean(log BASE) of one figure, with its variance and Welch degrees of freedom."""
+
+    d: float
+    var: float  # of d
+    df: float  # Welch-Satterthwaite (inf when both sides have no spread)
+    n: tuple[int, int]  # samples BASE, NEW
+
+
+def log_diff(base: Sequence[float], new: Sequence[float]) -> LogDiff | None:
+    """The log ratio of two samples' geometric means (None with a sample under 2 values or a value <= 0)."""
+    if len(base) < 2 or len(new) < 2 or min(*base, *new) <= 0:
+        return None
+    lb, ln = [math.log(x) for x in base], [math.log(x) for x in new]
+    vb, vn = statistics.variance(lb) / len(lb), statistics.variance(ln) / len(ln)
+    var = vb + vn
+    den = (vb * vb / (len(lb) - 1)) + (vn * vn / (len(ln) - 1))
+    return LogDiff(statistics.fmean(ln) - statistics.fmean(lb), var, var * var / den if den > 0 else math.inf,
+                   (len(lb), len(ln)))
+
+
+def pooled(diffs: Sequence[LogDiff]) -> LogDiff | None:
+    """The mean of several independent log ratios (the geometric mean ratio over levels): variances added over
+    the count squared, degrees of freedom by Welch-Satterthwaite over their parts."""
+    if not diffs:
+        return None
+    k = len(diffs)
+    var = sum(x.var for x in diffs) / (k * k)
+    den = sum((x.var / (k * k)) ** 2 / x.df for x in diffs if math.isfinite(x.df) and x.df > 0)
+    return LogDiff(statistics.fmean(x.d for x in diffs), var, var * var / den if den > 0 else math.inf,
+                   (min(x.n[0] for x in diffs), min(x.n[1] for x in diffs)))
+
+
+def ratio_interval(x: LogDiff, confidence: float) -> tuple[float, float]:
+    """The t interval of exp(d): the ratio of geometric means NEW / BASE at this confidence."""
+    if x.var <= 0:
+        return math.exp(x.d), math.exp(x.d)
+    q = t_quantile(0.5 + confidence / 2.0, x.df) if math.isfinite(x.df) else _z(0.5 + confidence / 2.0)
+    half = q * math.sqrt(x.var)
+    return math.exp(x.d - half), math.exp(x.d + half)
+
+
+def _z(p: float) -> float:
+    return statistics.NormalDist().inv_cdf(p)

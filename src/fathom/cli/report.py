@@ -6,6 +6,7 @@ import argparse
 import json
 import re
 import sys
+import time
 from pathlib import Path
 
 from fathom.errors import FathomError, UsageError
@@ -69,9 +70,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     tol = parse_pct(args.tolerance, "--tolerance")
     gate = parse_pct(args.fail_on_regression, "--fail-on-regression") if args.fail_on_regression is not None \
         else None
+    refs = [args.base, args.new, *args.more]
+    if args.repeat is not None:
+        refs = run_trials(args, refs)
     with _store(args) as store:
-        base = load_run(store, args.base)
-        news = [load_run(store, r) for r in [args.new, *args.more]]
+        base = load_run(store, refs[0])
+        news = [load_run(store, r) for r in refs[1:]]
     from fathom.analysis import rgw_gains
 
     if any(rgw_gains.is_gains_table(r) for r in [base, *news]):
@@ -92,6 +96,43 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                                  for w in c.regressed), file=sys.stderr)
         return EXIT_REGRESSION
     return 0
+
+
+def runnable(ref: str) -> bool:
+    """A built-in suite's name or a suite file: something `fathom run` can run again."""
+    from fathom import spec
+
+    return ref in spec.builtin_names() or (ref.endswith((".yaml", ".yml")) and Path(ref).is_file())
+
+
+def run_trials(args: argparse.Namespace, refs: list[str]) -> list[str]:
+    """`--repeat N`: run every side N times, interleaved (A, B, A, B, ...: drift over time falls on both
+    sides alike), each trial a run of its own in the store; the sides as groups of their runs ("a,b,c")."""
+    if args.repeat < 1:
+        raise UsageError(f"--repeat: expected a number of trials of at least 1, got {args.repeat}")
+    stored = [r for r in refs if not runnable(r)]
+    if stored:
+        raise UsageError(f"--repeat runs its sides again, but {', '.join(map(repr, stored))} "
+                         f"{'is' if len(stored) == 1 else 'are'} not a built-in suite or suite file",
+                         hint="name suites (`fathom suites`) or YAML files to compare with --repeat; a stored run "
+                              "cannot be run again: run its suite with `fathom run SUITE --name NAME` several "
+                              "times and compare the groups as 'a,b,c'")
+    from fathom.cli.main import build_parser
+
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    names: dict[str, list[str]] = {r: [] for r in refs}
+    for trial in range(1, args.repeat + 1):
+        for side, ref in enumerate(refs):
+            name = f"{Path(ref).stem}-{'ABCDEFGHIJ'[side] if side < 10 else side}{trial}-{stamp}"
+            argv = ["run", ref, "--db", args.db, "--name", name] + (["--quick"] if args.quick else [])
+            print(f"fathom compare --repeat: trial {trial}/{args.repeat} of {ref} as run {name}", file=sys.stderr)
+            ns = build_parser("run").parse_args(argv)
+            rc = ns.func(ns)
+            if rc:
+                raise FathomError(f"--repeat: trial {trial} of {ref} (run {name}) ended with exit code {rc}",
+                                  hint=f"see `fathom show {name}`; the trials that finished are stored")
+            names[ref].append(name)
+    return [",".join(names[r]) for r in refs]
 
 
 def _compare_gains(args: argparse.Namespace, base: object, news: list) -> int:
@@ -170,10 +211,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     db(p)
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser("compare", help="BASE against NEW: peak ratio, latency at matched iodepth, verdicts",
-                       description="Verdicts per workload: better, worse, equivalent (ratio within the tolerance), "
-                                   "or inconclusive (repetitions whose 95%% bootstrap interval crosses the "
-                                   "tolerance). Exit codes: 0 done, 1 error, 2 bad usage, "
+    p = sub.add_parser("compare", help="BASE against NEW: every level's throughput and latency, verdicts",
+                       description="Verdicts per workload: better, worse, equivalent, inconclusive, or no verdict "
+                                   "with one trial (unless beyond 2x). With repetitions (run groups 'a,b,c', or "
+                                   "--repeat N) a t interval of each ratio at every matched level and over the "
+                                   "levels must lie wholly beyond the tolerance (docs/measurement.md). "
+                                   "Exit codes: 0 done, 1 error, 2 bad usage, "
                                    f"{EXIT_REGRESSION} a workload regressed by more than --fail-on-regression.")
     p.add_argument("base", metavar="BASE", help="run id, name or 'latest'; 'a,b' groups runs as repetitions")
     p.add_argument("new", metavar="NEW")
@@ -181,8 +224,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--tolerance", default="10%", help="ratios within ±this are equivalent (default 10%%)")
     p.add_argument("--fail-on-regression", metavar="PCT",
-                   help=f"exit {EXIT_REGRESSION} if any workload's peak throughput in NEW is lower than BASE's by "
-                        "more than PCT (with repetitions: and the 95%% interval of the ratio is below 1)")
+                   help=f"exit {EXIT_REGRESSION} if a figure of NEW (throughput or latency at a level, or over the "
+                        "levels) is worse than BASE's with its whole interval beyond PCT (one trial: only a change "
+                        "beyond 2x counts)")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help="BASE and NEW are suites (built-in names or YAML files): run each N times, interleaved "
+                        "A, B, A, B, store every trial, then compare the groups")
+    p.add_argument("--quick", action="store_true", help="with --repeat: run the suites' quick variants")
     db(p)
     p.set_defaults(func=cmd_compare)
 

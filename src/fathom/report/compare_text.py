@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from fathom.analysis import anomalies as anom
-from fathom.analysis.compare import Comparison, WorkloadCmp
+from fathom.analysis.compare import VERDICT_RULES, Comparison, Judgment, WorkloadCmp
 from fathom.report.tables import fmt
 
 
@@ -25,7 +25,20 @@ def _tp(v: float | None, unit: str) -> str:
 
 
 def _ci(w: WorkloadCmp) -> str:
-    return f"[{w.ci[0]:.3f}, {w.ci[1]:.3f}]" if w.ci else "none (1 sample/level)"
+    return f"[{w.ci[0]:.3f}, {w.ci[1]:.3f}]" if w.ci else "none (1 trial)"
+
+
+def _interval(j: Judgment) -> str:
+    return f"[{j.ci[0]:.3f}, {j.ci[1]:.3f}] at {j.confidence:.1%}" if j.ci and j.confidence else "none (1 trial)"
+
+
+def figure_rows(w: WorkloadCmp) -> list[list[str]]:
+    """Every judged figure of a workload: level, figure, ratio (above 1: NEW better), interval, verdict."""
+    rows = [[w.workload, lv.label, j.what, f"{j.ratio:.3f}x", _interval(j), j.verdict]
+            for lv in w.levels for j in (lv.tp, lv.lat) if j]
+    rows += [[w.workload, "all", j.what, f"{j.ratio:.3f}x", _interval(j), j.verdict]
+             for j in (w.tp_all, w.lat_all) if j]
+    return rows
 
 
 def _stats(w: WorkloadCmp) -> str:
@@ -37,24 +50,27 @@ def _stats(w: WorkloadCmp) -> str:
         return (f"{name} peak {s.mean:,.2f}{sd} {w.unit} (mean{' ± stdev' if sd else ''}, "  # type: ignore[attr-defined]
                 f"n={s.n}{outl})")  # type: ignore[attr-defined]
     return f"{w.workload} vs {w.new}: {one('BASE', w.base_peak_stats)}; {one('NEW', w.new_peak_stats)}; " \
-           f"ratio {w.ratio:.3f}, 95% CI {_ci(w)}: {w.verdict} ({w.reason})"
+           f"peak ratio {w.ratio:.3f}; throughput over levels {_ci(w)}: {w.verdict} ({w.reason})"
 
 
 def render(c: Comparison) -> str:
     base = c.base
     o = [f"fathom compare: BASE {base.name} (run {','.join(map(str, base.ids))}) vs NEW "
          + ", ".join(f"{n.name} (run {','.join(map(str, n.ids))})" for n in c.news)
-         + f"; tolerance ±{c.tolerance * 100:g}%", ""]
+         + f"; tolerance ±{c.tolerance * 100:g}%", "Rule: " + VERDICT_RULES, ""]
     for r in [base, *c.news]:
         if r.source:
             o.append(f"source of {r.name}: {r.source}")
     if any(r.source for r in [base, *c.news]):
         o.append("")
     o.append("Peak throughput (highest mean over the sweep); ratio = NEW / BASE")
-    o += columns(["workload", "NEW", "BASE peak (at)", "NEW peak (at)", "ratio", "95% CI", "verdict"],
+    o += columns(["workload", "NEW", "BASE peak (at)", "NEW peak (at)", "ratio", "trials", "verdict"],
                  [[w.workload, w.new, f"{_tp(w.base_peak, w.unit)} ({w.base_peak_at})",
-                   f"{_tp(w.new_peak, w.unit)} ({w.new_peak_at})", f"{w.ratio:.3f}x", _ci(w),
-                   w.verdict + (" REGRESSION" if w.regression else "")] for w in c.workloads], {2, 3, 4})
+                   f"{_tp(w.new_peak, w.unit)} ({w.new_peak_at})", f"{w.ratio:.3f}x", f"{w.trials[0]}/{w.trials[1]}",
+                   w.verdict + (" REGRESSION" if w.regression else "")] for w in c.workloads], {2, 3, 4, 5})
+    o += ["", "Every figure judged: ratio of geometric means, NEW / BASE (latency BASE / NEW): above 1 is NEW better"]
+    o += columns(["workload", "level", "figure", "ratio", "interval", "verdict"],
+                 [r for w in c.workloads for r in figure_rows(w)], {3})
     o += ["", "Relative difference, positive = NEW better (as in the RGW study's Table 1)"]
     o += columns(["workload", "NEW", "throughput gain", "latency gain", "latency levels used"],
                  [[w.workload, w.new, fmt(w.tp_gain_pct, "pct"), fmt(w.lat_gain_pct, "pct"),

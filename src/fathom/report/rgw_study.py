@@ -82,8 +82,9 @@ def _gain_table(runs: list[RunData]) -> Table | None:
                  ["object size", "PUT throughput", "GET throughput", "PUT latency", "GET latency", "PUT p99",
                   "GET p99", "GET TTFB p50", "PUT Little residual", "GET Little residual"], rows,
                  ["l"] + ["r"] * 9, list(rgw_gains.DEFINITIONS)
-                 + ["The study's four columns come first; p99, TTFB and the residuals are what it lacked. Means "
-                    "over repetitions."])
+                 + ["The study's four columns come first; p99, TTFB and the residuals are what it lacked. "
+                    "Throughput: means over repetitions; mean latency weighted by ops; p99 from the merged "
+                    "histograms; TTFB p50 a mean over repetitions."])
 
 
 def _detail_table(runs: list[RunData]) -> Table | None:
@@ -93,20 +94,23 @@ def _detail_table(runs: list[RunData]) -> Table | None:
     rows = []
     for (pl, s, op), c in sorted(cells.items(), key=lambda kv: (kv[0][1], kv[0][2] != "PUT", kv[0][0])):
         ps = c.points
-        rows.append([rgw_gains.size_label(s), op, pl, str(len(ps)), fmt(c.mean("bw_mib_s"), "bw"),
-                     fmt(c.mean("iops"), "int"), fmt(c.mean("clat_ms")), fmt(c.mean("p50_ms")), fmt(c.mean("p99_ms")),
-                     fmt(c.mean("p999_ms")), fmt(c.mean("ttfb_p50_ms")) if op == "GET" else "",
+        rows.append([rgw_gains.size_label(s), op, pl, str(len(ps)), fmt(c.value("bw_mib_s"), "bw"),
+                     fmt(c.value("iops"), "int"), fmt(c.value("clat_ms")), fmt(c.value("p50_ms")),
+                     fmt(c.value("p99_ms")), fmt(c.value("p999_ms")), fmt(c.mean("ttfb_p50_ms")) if op == "GET" else "",
                      fmt(c.mean("ttfb_p99_ms")) if op == "GET" else "", fmt(c.mean("rgw_initial_lat_ms")),
                      fmt(c.mean("errors"), "int"), _reconciled(ps)])
     return Table("Per object size, operation and placement: throughput, latency percentiles, TTFB",
                  ["size", "op", "placement", "reps", "MiB/s", "IOPS", "mean (ms)", "p50 (ms)", "p99 (ms)",
                   "p99.9 (ms)", "TTFB p50 (ms)", "TTFB p99 (ms)", "RGW initial (ms)", "errors", "RGW counters"], rows,
                  ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r", "r", "r", "r", "l"],
-                 ["Percentiles from the merged latency histograms (the study published averages only). TTFB: "
-                  "time to the first body byte of a GET. RGW counters: the client's requests and bytes against "
-                  "RGW's perf counters over the same point (ramp included); 'ok' within the requests in flight at "
-                  "the window's edges. RGW initial: RGW's own mean time to its first byte out (perf counters "
-                  "get_initial_lat, put_initial_lat); a client TTFB below it would be wrong."])
+                 ["Latency percentiles from the repetitions' latency histograms merged (the study published "
+                  "averages only); mean latency weighted by each repetition's ops; MiB/s and IOPS means over the "
+                  "repetitions. TTFB: time to the first body byte of a GET; its p50 and p99 are means over the "
+                  "repetitions (their histograms are not stored apart). RGW counters: every request of the point "
+                  "(ramp, prefill, multipart parts, retries) against RGW's perf counters over the same span, 'ok' "
+                  "within 1% (at least a few control requests). RGW initial: RGW's own mean time to its first "
+                  "byte out (perf counters get_initial_lat, put_initial_lat); a client TTFB below it would be "
+                  "wrong."])
 
 
 def _headline_table(points: list[Point]) -> Table | None:
