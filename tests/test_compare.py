@@ -171,3 +171,17 @@ def test_run_groups_are_repetitions(tmp_path):
     (w,) = c.workloads
     assert w.base_peak_stats.n == 3 and w.ci is not None and w.ci[1] < 1
     assert w.verdict == "worse" and w.regression
+
+
+def test_repeat_needs_runnable_sides_and_says_how_to_repeat_a_stored_run(published_db, tmp_path):
+    p = run_fathom("compare", "classic", "seastore", "--repeat", "3", "--db", published_db)
+    assert p.returncode == 2 and "Traceback" not in p.stderr
+    assert "'classic', 'seastore' are not a built-in suite or suite file" in p.stderr
+    assert "fathom run SUITE --name NAME" in p.stderr
+    p = run_fathom("compare", "osd-classic", "classic", "--repeat", "0", "--db", published_db)
+    assert p.returncode == 2 and "at least 1" in p.stderr
+    from fathom.cli.report import runnable
+
+    suite = tmp_path / "mine.yaml"
+    suite.write_text("name: mine\n")
+    assert runnable("osd-classic") and runnable(str(suite)) and not runnable("classic")
