@@ -13,15 +13,21 @@ def _rgw(**kw: float) -> dict[str, float]:
     return {"req": 0.0, "failed_req": 0.0, "get": 0.0, "get_b": 0.0, "put": 0.0, "put_b": 0.0, **kw}
 
 
+def _bad(got: dict) -> dict[str, dict]:
+    return {r["counter"]: r for r in got["rows"] if not r["ok"]}
+
+
 def test_foreign_traffic_and_failures_the_client_never_saw_are_a_mismatch():
     # the client did 100 GETs; RGW served 230 GETs, 5000 foreign PUTs and 40 failed requests (64 slots, 4 MiB)
     client = {"read": {"ops": 100, "bytes": 100 * MIB4, "errors": 0}}
     rgw = _rgw(req=230 + 5000 + 40, failed_req=40, get=230, get_b=230 * MIB4, put=5000, put_b=5000 * MIB4)
     got = reconcile.reconcile(client, rgw, buckets=1, max_object=MIB4)
     assert not got["ok"]
-    bad = {r["counter"]: r for r in got["rows"] if not r["ok"]}
+    bad = _bad(got)
     assert set(bad) == {"get", "get_b", "put", "put_b", "req", "failed_req"}
     assert bad["get"]["diff"] == 130 and bad["failed_req"]["diff"] == 40 and bad["req"]["diff"] == 5170
+    assert reconcile.describe(bad["get"]) == "get 230 vs client 100 (off by +130, 6 allowed)"
+    assert reconcile.describe(bad["failed_req"]) == "failed_req 40 vs client 0 (off by +40, 6 allowed)"
 
 
 def test_a_clean_run_with_prefill_multipart_and_retries_matches():
@@ -32,25 +38,76 @@ def test_a_clean_run_with_prefill_multipart_and_retries_matches():
     summary = {"prefill": {"ops": 1000, "seconds": 9.0, "complete": True},
                "s3": {"multipart": {"uploads": 100, "parts": 400, "aborted": 0}, "retries": {"HTTP 503 SlowDown": 7}}}
     extra = reconcile.beyond_ops([summary])
-    assert extra == {"prefill": 1000, "uploads": 100, "parts": 400, "aborted": 0, "retries": 7}
+    assert extra == {"prefill": 1000, "uploads": 100, "parts": 400, "aborted": 0, "retries": 7, "abandoned": 0}
     puts = 1000 + 700 + 400  # RGW counts each part as a put
+    # every request: gets (the 3 failed ones too), puts, prefill, parts, completes, retries; the control three
     req = 5000 + 800 + 1000 + 400 + 100 + 7 + 3
     rgw = _rgw(req=req, failed_req=3 + 7, get=5000 + 1, get_b=4997 * MIB4 + 200, put=puts + 1,
                put_b=1800 * MIB4 + 200)
     got = reconcile.reconcile(client, rgw, buckets=1, max_object=MIB4, extra=extra)
-    assert got["ok"], [r for r in got["rows"] if not r["ok"]]
+    assert got["ok"], _bad(got)
     # RGW counting an upload as one put is right too
     assert reconcile.reconcile(client, {**rgw, "put": 1000 + 800}, buckets=1, max_object=MIB4, extra=extra)["ok"]
     # without the prefill and the parts, the same counters would be a false mismatch
     assert not reconcile.reconcile(client, rgw, buckets=1, max_object=MIB4)["ok"]
 
 
+def test_heads_are_rgw_gets_without_bytes():
+    client = {"read": {"ops": 600, "bytes": 600 * 65536, "errors": 0}, "stat": {"ops": 400, "bytes": 0, "errors": 0}}
+    rgw = _rgw(req=1000, get=1000, get_b=600 * 65536)
+    got = reconcile.reconcile(client, rgw, max_object=65536)
+    assert got["ok"], _bad(got)
+    assert next(r for r in got["rows"] if r["counter"] == "get")["what"] == "read+stat"
+
+
+def test_failed_requests_are_a_range_up_to_the_clients_errors_and_retries():
+    # 50 gets timed out at the client (RGW served them), 20 were refused before reaching the op (503 rate limit)
+    client = {"read": {"ops": 930, "bytes": 930 * 4096, "errors": 70}}
+    rgw = _rgw(req=1000, failed_req=20, get=980, get_b=980 * 4096)
+    got = reconcile.reconcile(client, rgw, max_object=4096)
+    assert got["ok"], _bad(got)
+    row = next(r for r in got["rows"] if r["counter"] == "failed_req")
+    assert (row["low"], row["client"], row["diff"]) == (0, 70, 0)
+    # errors that never reached RGW (connection refused): fewer requests, still no mismatch
+    assert reconcile.reconcile(client, _rgw(req=930, get=930, get_b=930 * 4096), max_object=4096)["ok"]
+    # but RGW failing more requests than the client saw fail is a mismatch
+    assert set(_bad(reconcile.reconcile(client, {**rgw, "failed_req": 200}, max_object=4096))) == {"failed_req"}
+
+
+def test_aborted_uploads_and_abandoned_ops():
+    # 10 uploads of 3 parts; 2 aborted after 1 part each (create, part, failing part, abort); 4 ops abandoned at exit
+    client = {"write": {"ops": 10, "bytes": 10 * 3 * (8 << 20), "errors": 2}}
+    summary = {"s3": {"multipart": {"uploads": 10, "parts": 32, "aborted": 2}}, "in_flight_abandoned": 4}
+    extra = reconcile.beyond_ops([summary])
+    req = 10 * (1 + 3 + 1) + 2 * (1 + 1 + 1 + 1) + 4  # abandoned requests RGW counted
+    rgw = _rgw(req=req, put=32 + 2 + 4, put_b=(32 + 2) * (8 << 20))
+    assert reconcile.reconcile(client, rgw, max_object=24 << 20, extra=extra)["ok"]
+    # the abandoned ops are the only slack beyond the floor: 10 more requests are not explained
+    assert set(_bad(reconcile.reconcile(client, {**rgw, "req": req + 10}, max_object=24 << 20, extra=extra))) \
+        == {"req"}
+
+
 def test_the_tolerance_is_relative_with_a_floor():
     client = {"write": {"ops": 100_000, "bytes": 100_000 * 4096, "errors": 0}}
-    near = _rgw(req=100_900, put=100_900, put_b=100_900 * 4096)  # 0.9% over: RGW's own requests at scale
+    near = _rgw(req=100_900, put=100_900, put_b=100_900 * 4096)  # 0.9% over
     assert reconcile.reconcile(client, near, max_object=4096)["ok"]
     far = _rgw(req=103_000, put=103_000, put_b=103_000 * 4096)
     assert not reconcile.reconcile(client, far, max_object=4096)["ok"]
+    # a small run: the floor (control requests, two per bucket), not a percentage
+    small = {"write": {"ops": 10, "bytes": 10 * 4096, "errors": 0}}
+    assert reconcile.reconcile(small, _rgw(req=10 + 4 + 2 * 4, put=11, put_b=11 * 4096), buckets=4,
+                               max_object=4096)["ok"]
+    assert not reconcile.reconcile(small, _rgw(req=10 + 13, put=11, put_b=11 * 4096), buckets=1,
+                                   max_object=4096)["ok"]
+
+
+def test_an_rgw_without_get_and_put_counters_compares_requests_only():
+    # Reef and later keep object ops in the rgw_op section: the rgw section has req and failed_req only
+    client = {"read": {"ops": 100, "bytes": 100 * 4096, "errors": 0}}
+    got = reconcile.reconcile(client, _rgw(req=101), max_object=4096)
+    assert got["ok"] and [r["counter"] for r in got["rows"]] == ["req", "failed_req"] and "req and failed_req" in \
+        got["note"]
+    assert not reconcile.reconcile(client, _rgw(req=5101), max_object=4096)["ok"]
 
 
 def test_a_points_check_counts_ramp_and_main_phase_intervals_and_the_engines_extras():
@@ -63,3 +120,9 @@ def test_a_points_check_counts_ramp_and_main_phase_intervals_and_the_engines_ext
     res = SimpleNamespace(extra={"engine_requests": [{"s3": None, "prefill": None}]})
     got = reconcile.point_check(res, ivs, perf, buckets=1, object_size=4096)
     assert got is not None and got["ok"] and got["rgw"]["req"] == 104
+    # one engine: its prefill and abandoned ops from the point's extra
+    one = SimpleNamespace(extra={"prefill": {"ops": 30}, "in_flight_abandoned": 2})
+    perf1 = {"client.rgw.a": {"rgw.req": 136, "rgw.put": 31, "rgw.put_b": 30 * 4096 + 50, "rgw.get": 103,
+                              "rgw.get_b": 100 * 4096 + 50}}
+    assert reconcile.point_check(one, ivs, perf1, buckets=1, object_size=4096)["ok"]
+    assert reconcile.point_check(res, ivs, {"osd.0": {"osd.op_r": 5}}, buckets=1, object_size=4096) is None

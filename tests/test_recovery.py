@@ -74,16 +74,31 @@ def test_a_dip_that_starts_seconds_after_the_fault_is_measured_not_taken_for_rec
     # unchanged for 5 s after the fault, then 60% for 20 s (backfill), then back
     series = base + [rec(t, 1000, lat_ms=2) for t in range(31, 36)] + [rec(t, 600, lat_ms=9) for t in range(36, 56)] \
         + [rec(t, 1000, lat_ms=2) for t in range(56, 66)]
-    m, _ = recovery.point_metrics(series, [late])
+    m, ws = recovery.point_metrics(series, [late])
     assert m["fault_min_iops"] == 600 and m["fault_max_p99_ms"] == pytest.approx(9, rel=0.01)
     assert m["fault_recovery_s"] == pytest.approx(55 - 30.5) and m["fault_recovered"] is True
+    assert ws[0].below_band_s == pytest.approx(20.0) and ws[0].note is None
     # the same dip at once: measured alike
     now = base + [rec(t, 600) for t in range(31, 51)] + [rec(t, 1000) for t in range(51, 60)]
-    m, _ = recovery.point_metrics(now, [late])
+    m, ws = recovery.point_metrics(now, [late])
     assert m["fault_recovery_s"] == pytest.approx(50 - 30.5) and m["fault_min_iops"] == 600
-    # a fault that never shows: recovered at once, no dip below the band
-    m, _ = recovery.point_metrics(base + [rec(t, 990) for t in range(31, 40)], [late])
+    assert ws[0].below_band_s == pytest.approx(20.0)
+    # a fault that never shows: recovered at once, no dip below the band, and the window says so
+    m, ws = recovery.point_metrics(base + [rec(t, 990) for t in range(31, 40)], [late])
     assert m["fault_recovery_s"] == 0.0 and m["fault_min_iops"] == 990
+    assert ws[0].below_band_s == 0.0 and ws[0].note == recovery.NEVER_LEFT and "no dip" in ws[0].to_dict()["note"]
+
+
+def test_a_late_dip_after_a_short_first_return_is_still_the_windows_dip():
+    # at once to 70% for 2 s, back for 4 s, then a deeper late dip (50.5%: above a relapse) for 10 s
+    late = {"t_s": 30.5, "action": "out", "target": "osd.1"}
+    series = [rec(t, 1000) for t in range(1, 31)] + [rec(31, 700), rec(32, 700)] \
+        + [rec(t, 1000) for t in range(33, 37)] + [rec(t, 505) for t in range(37, 47)] \
+        + [rec(t, 1000) for t in range(47, 55)]
+    m, ws = recovery.point_metrics(series, [late])
+    assert m["fault_min_iops"] == 505  # the whole window, not only up to the first return
+    assert m["fault_recovery_s"] == pytest.approx(32 - 30.5)  # the first sustained return counts
+    assert ws[0].below_band_s == pytest.approx(12.0)
 
 
 def test_short_last_interval_is_not_judged():
@@ -142,7 +157,8 @@ def test_timeline_chart_and_tables():
     sliver = recovery.samples(SERIES + [rec(24.05, 50000, dt=0.05)])
     assert timeline.chart("t", sliver, [KILL], tp) == timeline.chart("t", recovery.samples(SERIES), [KILL], tp)
     rec_table, around = timeline.tables([run], "w")
-    assert rec_table.rows[0][1] == "4" and rec_table.rows[0][7] == "2.8"
+    assert rec_table.rows[0][1] == "4" and rec_table.rows[0][8] == "2.8"
+    assert rec_table.headers[7] == "below band (s)" and float(rec_table.rows[0][7]) > 0
     ts = [int(r[0]) for r in around.rows]
     assert ts[0] == 8 and 11 in ts and ts == sorted(ts)  # from 3 s before the fault
     assert next(r for r in around.rows if r[0] == "11")[4] == "kill osd.1"

@@ -267,11 +267,10 @@ def _s3_metrics(m: dict[str, Any], r: PointResult, params: dict[str, Any], inter
     m["rgw_reconciled"] = "ok" if check["ok"] else "mismatch"
     m["rgw_failed_req"] = check.get("failed_req")
     r.extra["rgw_reconcile"] = check
-    rows = "; ".join(f"{x['counter']} {x['rgw']:g} vs client {x['client']:g}" for x in check["rows"])
     if not check["ok"]:
-        bad = "; ".join(f"{x['counter']} {x['rgw']:g} vs client {x['client']:g} (off by {x['diff']:+g}, "
-                        f"{x['allowed']:g} allowed)" for x in check["rows"] if not x["ok"])
-        events.append({"kind": "reconcile", "message": f"client and RGW counters disagree: {bad} (all: {rows})",
+        bad = "; ".join(reconcile.describe(x) for x in check["rows"] if not x["ok"])
+        events.append({"kind": "reconcile", "message": f"client and RGW counters disagree: {bad}"
+                                                      + (f" ({check['note']})" if check.get("note") else ""),
                        "data": check})
 
 

@@ -1,36 +1,42 @@
 """The client's S3 requests against RGW's own perf counters over the same span.
 
-RGW counts, in its `rgw` perf section, the object GETs and PUTs it served (`get`,
-`put`), their bytes (`get_b`, `put_b`), every request (`req`) and failed ones
-(`failed_req`). The counters are read before the engine starts and after it ends,
-so no request of the point is in flight at either edge: over a point the deltas
-must match what the client did, all of it, ramp and prefill included:
+RGW (Pacific) counts in its `rgw` perf section every request it received (`req`, counted before anything
+else), the requests it refused before running their op (`failed_req`: refused keys, a rate limit's 503, a
+missing bucket; an op's own error such as NoSuchKey, or a timeout on the client's side, is not one), the
+object GETs whose op ran (`get`: a HEAD is RGW's GET op without a body) and the body bytes they sent
+(`get_b`), the PUTs whose op ran (`put`: each multipart part is one) and their bytes (`put_b`). The counters
+are read before the engine is spawned and after it has exited, so none of the point's requests is in flight
+at either edge: the deltas must match every request the engines made, ramp, prefill and multipart parts
+included. Per counter the client's side is a range, from what surely reached RGW to that plus every request
+that failed (a failure may or may not have reached RGW, or the op):
 
-    get, get_b      the client's reads (ops + errors) and their bytes
-    put, put_b      its writes and prefill puts; a multipart upload is one write to the
-                    client and CreateMultipartUpload + its parts + Complete to RGW,
-                    which counts each part as a put (or the upload as one: either is
-                    accepted), with the same bytes
-    req             every request: ops of every kind, prefill, each multipart upload's
-                    parts + 1 more, each abort, each retry
-    failed_req      the client's errors plus its retries (each followed a failure)
+    put, put_b    writes and prefill puts that succeeded (bytes: the object size each); a multipart upload
+                  is its parts (Pacific's count) or one put (a release that counts the upload once);
+                  top: plus the writes' errors and the retries
+    get, get_b    reads and heads that succeeded (bytes: the reads' bodies); top: plus their errors and
+                  the retries
+    req           every op that succeeded, each prefill put, each multipart upload's parts and complete, each
+                  aborted upload's create; top: plus every error, retry and abort
+    failed_req    0 up to the client's errors plus its retries (each retry followed a failure)
 
-The client's control requests (bucket probes, the metadata object) and RGW's rounding
-are allowed by a tolerance: TOLERANCE of the expected count, at least a floor of
-CONTROL requests plus two per bucket (bytes: that many objects). A larger gap means
-one side's numbers are not what they seem: traffic from elsewhere, failures the client
+Slack around each range: TOLERANCE of its top, at least a floor of CONTROL requests, two per bucket (a
+probe, a create) and the ops the engines abandoned in flight at exit (RGW may have counted them, the client
+never did); bytes: that many objects. No slack for requests in flight at the edges: there are none. A
+larger gap means one side's numbers are not what they seem: traffic from elsewhere, failures the client
 never saw, retries hidden in a client, a proxy in between.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
-# client op kind -> (RGW ops counter, RGW bytes counter)
-PAIRS = {"write": ("put", "put_b"), "read": ("get", "get_b")}
 COUNTERS = ("req", "failed_req", "get", "get_b", "put", "put_b", "qlen", "qactive")
-TOLERANCE = 0.01  # of the expected count
-CONTROL = 4  # the metadata object's put/get, a probe or two
+# RGW op counter -> (the client op kinds it counts, its bytes counter, the kind whose bytes those are)
+OPS = {"put": (("write",), "put_b", "write"), "get": (("read", "stat"), "get_b", "read")}
+TOLERANCE = 0.01  # of the expected count: both sides count exactly; this absorbs what is only bounded (parts
+# failing alongside the one that aborts an upload, a retried upload's requests)
+CONTROL = 4  # the metadata object's put, get or delete, a probe or two
+NO_KIND = {"ops": 0, "bytes": 0, "errors": 0}
 
 
 def rgw_section(dump: dict[str, Any]) -> dict[str, float]:
@@ -53,9 +59,9 @@ def deltas(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
 
 
 def beyond_ops(engines: list[dict[str, Any] | None]) -> dict[str, int]:
-    """Requests the engines made beyond their ops, from their summaries' `prefill` and `s3` ({prefill: puts,
-    uploads, parts, aborted: multipart, retries}), summed."""
-    out = {"prefill": 0, "uploads": 0, "parts": 0, "aborted": 0, "retries": 0}
+    """Requests the engines made beyond their ops, from their summaries' `prefill`, `s3` ({multipart: uploads,
+    parts, aborted; retries}) and `in_flight_abandoned`, summed."""
+    out = {"prefill": 0, "uploads": 0, "parts": 0, "aborted": 0, "retries": 0, "abandoned": 0}
     for e in engines:
         e = e or {}
         out["prefill"] += int((e.get("prefill") or {}).get("ops") or 0)
@@ -64,55 +70,81 @@ def beyond_ops(engines: list[dict[str, Any] | None]) -> dict[str, int]:
         for k in ("uploads", "parts", "aborted"):
             out[k] += int(mp.get(k) or 0)
         out["retries"] += sum(int(v) for v in (s3.get("retries") or {}).values())
+        out["abandoned"] += int(e.get("in_flight_abandoned") or 0)
     return out
 
 
-def _row(what: str, counter: str, client: float, rgw: float, allowed: float, low: float | None = None) -> dict:
-    """One comparison: RGW's count against the client's (or the range [low, client] when both are right)."""
-    lo = client if low is None else low
-    diff = rgw - client if rgw > client else (rgw - lo if rgw < lo else 0.0)
-    return {"what": what, "counter": counter, "client": client, "rgw": rgw, "diff": diff, "allowed": allowed,
-            "ok": abs(diff) <= allowed}
+def _row(what: str, counter: str, low: float, high: float, rgw: float, allowed: float) -> dict[str, Any]:
+    """One comparison of RGW's count with the client's range [low, high] (client: its top)."""
+    diff = rgw - high if rgw > high else (rgw - low if rgw < low else 0.0)
+    return {"what": what, "counter": counter, "client": high, "low": low, "rgw": rgw, "diff": diff,
+            "allowed": allowed, "ok": abs(diff) <= allowed}
+
+
+def describe(row: dict[str, Any]) -> str:
+    """'get 230 vs client 100 (off by +130, 6 allowed)'; a range as 'client 90..100'."""
+    low = row.get("low", row["client"])
+    client = f"{low:g}..{row['client']:g}" if low != row["client"] else f"{row['client']:g}"
+    return f"{row['counter']} {row['rgw']:g} vs client {client} (off by {row['diff']:+g}, {row['allowed']:g} allowed)"
+
+
+def _tally(client: dict[str, dict[str, Any]], kinds: tuple[str, ...]) -> tuple[int, int]:
+    """(successful ops, errors) of the client's op kinds."""
+    cs = [client.get(k) or NO_KIND for k in kinds]
+    return sum(int(c.get("ops", 0)) for c in cs), sum(int(c.get("errors", 0)) for c in cs)
+
+
+def _op_rows(client: dict[str, dict[str, Any]], rgw: dict[str, float], x: dict[str, int], max_object: int,
+             allowed: Callable[..., float], floor: float) -> list[dict[str, Any]]:
+    """The put, put_b, get and get_b rows (a counter neither side used is left out)."""
+    rows = []
+    obj = max(max_object, 1024)
+    for counter, (kinds, bytes_key, bytes_kind) in OPS.items():
+        ok, err = _tally(client, kinds)
+        nbytes = int((client.get(bytes_kind) or NO_KIND).get("bytes", 0))
+        low = high = ok
+        if counter == "put":
+            ok += x["prefill"]
+            nbytes += x["prefill"] * max_object
+            parts = ok - x["uploads"] + x["parts"]  # each part a put (Pacific), or the upload one
+            low, high = min(ok, parts), max(ok, parts)
+        failed = err + x["retries"]  # requests that may have reached RGW's op, or not
+        if counter in rgw and (high + failed or rgw[counter] > floor):
+            rows.append(_row("+".join(kinds), counter, low, high + failed, rgw[counter], allowed(high + failed)))
+        if bytes_key in rgw and (nbytes or rgw[bytes_key] > floor * obj):
+            top = nbytes + failed * max_object
+            rows.append(_row(bytes_kind, bytes_key, nbytes, top, rgw[bytes_key], allowed(top / obj, obj)))
+    return rows
 
 
 def reconcile(client: dict[str, dict[str, Any]], rgw: dict[str, float], buckets: int = 1,
               max_object: int = 0, extra: dict[str, int] | None = None) -> dict[str, Any]:
-    """Compare the client's requests per kind ({"write": {"ops", "bytes", "errors"}, ...}, every op the point
-    made) and beyond its ops (`extra`, beyond_ops) with RGW's deltas. Returns {"ok", "rows", "failed_req",
-    "client_errors", "note"}; a row that fails names its counter and by how much."""
-    x = extra or beyond_ops([])
-    floor = CONTROL + 2 * max(buckets, 1)
+    """Compare the client's ops per kind ({"write": {"ops", "bytes", "errors"}, ...}, every op the point
+    made, ramp included) and its requests beyond them (`extra`, beyond_ops) with RGW's deltas. Returns {"ok",
+    "rows", "failed_req", "client_errors", "note"}; a row that fails says by how much (describe)."""
+    x = {**beyond_ops([]), **(extra or {})}
+    floor = CONTROL + 2 * max(buckets, 1) + x["abandoned"]
 
     def allowed(n: float, size: int = 1) -> float:  # n requests (or objects of `size` bytes)
         return max(floor, TOLERANCE * n) * size
 
-    rows = []
-    obj = max(max_object, 1024)
-    for kind, (ops_key, bytes_key) in PAIRS.items():
-        c = client.get(kind) or {"ops": 0, "bytes": 0, "errors": 0}
-        n = c.get("ops", 0) + c.get("errors", 0)
-        if kind == "write":
-            n += x["prefill"]
-            if ops_key in rgw and (client.get(kind) or n or rgw[ops_key] > floor):
-                # each part a put, or the upload one: both are RGW's ways
-                many = n - x["uploads"] + x["parts"]
-                rows.append(_row(kind, ops_key, max(n, many), rgw[ops_key], allowed(n), min(n, many)))
-        elif ops_key in rgw and (client.get(kind) or rgw[ops_key] > floor):
-            rows.append(_row(kind, ops_key, n, rgw[ops_key], allowed(n)))
-        if bytes_key in rgw and (client.get(kind) or rgw[bytes_key] > floor * obj):
-            b = c.get("bytes", 0) + (x["prefill"] * max_object if kind == "write" else 0)
-            rows.append(_row(kind, bytes_key, b, rgw[bytes_key], allowed(b / obj, obj)))
+    note = None
+    if any(rgw.get(k) for k in ("get", "get_b", "put", "put_b")) or not rgw.get("req"):
+        rows = _op_rows(client, rgw, x, max_object, allowed, floor)
+    else:  # Reef and later count object ops in their rgw_op section: only req and failed_req are here
+        rows, note = [], "RGW counted requests but no GET or PUT: compared req and failed_req only"
     client_errors = sum(int(c.get("errors", 0)) for c in client.values())
-    total = sum(c.get("ops", 0) + c.get("errors", 0) for c in client.values()) + x["prefill"] + x["parts"] \
-        + x["uploads"] + x["aborted"] + x["retries"]
+    ok_ops = sum(int(c.get("ops", 0)) for c in client.values())
+    sure = ok_ops + x["prefill"] + x["parts"] + x["uploads"] + x["aborted"]  # the creates of aborted uploads
+    failed = client_errors + x["retries"]
     if "req" in rgw:
-        rows.append(_row("all", "req", total, rgw["req"], allowed(total)))
+        top = sure + failed + x["aborted"]  # and their aborts
+        rows.append(_row("all", "req", sure, top, rgw["req"], allowed(top)))
     if "failed_req" in rgw:
-        failed = client_errors + x["retries"]
-        rows.append(_row("failed", "failed_req", failed, rgw["failed_req"], allowed(failed)))
+        rows.append(_row("failed", "failed_req", 0, failed, rgw["failed_req"], allowed(failed)))
     ok = all(r["ok"] for r in rows) and bool(rows)
     return {"ok": ok, "rows": rows, "failed_req": rgw.get("failed_req"), "client_errors": client_errors,
-            "note": None if rows else "no RGW counters to compare"}
+            "note": note if rows else "no RGW counters to compare"}
 
 
 def from_perf_deltas(perf: dict[str, dict[str, Any]]) -> dict[str, float] | None:
@@ -154,7 +186,7 @@ def point_check(result: Any, intervals: list[dict[str, Any]], perf: dict[str, di
     if rgw is None:
         return None
     extra = result.extra or {}
-    engines = extra.get("engine_requests") or [{k: extra.get(k) for k in ("s3", "prefill")}]
+    engines = extra.get("engine_requests") or [{k: extra.get(k) for k in ("s3", "prefill", "in_flight_abandoned")}]
     out = reconcile(client_ops(intervals), rgw, buckets=buckets, max_object=object_size, extra=beyond_ops(engines))
     out["rgw"] = rgw
     return out

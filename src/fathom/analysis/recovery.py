@@ -8,6 +8,8 @@ Per fault (its window runs to the next fault or the end of the point):
                     error (1 s resolution); None: no error
     min_iops, min_mib_s, max_p99_ms   the dip: lowest throughput, highest p99 over the
                     whole window
+    below_band_s    seconds of the window's intervals below RECOVERY_BAND of the pre-fault
+                    median (0: the fault never showed; `note` says so)
     recovery_s      from the fault until throughput is back within RECOVERY_BAND (10%) of
                     the pre-fault median (at least 90% of it: more counts as back) and stays
                     there for RECOVERY_RUN intervals in a row, judged only after the window's
@@ -35,6 +37,8 @@ DEFINITION = (f"Recovery: seconds from a fault until IOPS is back to at least {1
               f"pre-fault median for {RECOVERY_RUN} s in a row, with no fall below {RELAPSE:.0%} of it after that "
               "before the next fault or the point's end, judged from the first second out of that band (a dip "
               "that starts late is not a recovery in 0 s). Min IOPS and max p99: over the fault's whole window.")
+NEVER_LEFT = (f"throughput never fell below {1 - RECOVERY_BAND:.0%} of the pre-fault median in this window: "
+              "no dip, recovery 0 s")
 MIN_DT_S = 0.5  # shorter intervals (the engine's last, partial one) are too short to judge a rate by
 
 # Health checks a fault is expected to raise: an intended fault that raises only these is not an
@@ -111,6 +115,8 @@ class FaultWindow:
     min_mib_s: float | None
     max_p99_ms: float | None
     recovery_s: float | None  # None: not back in the band before the window ended
+    below_band_s: float | None = None  # seconds below the band in the window; None without a baseline
+    note: str | None = None  # why a figure reads as it does (a fault that never showed)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -166,11 +172,13 @@ def windows(ss: list[Sample], faults: list[dict[str, Any]]) -> tuple[float | Non
         rec_at = _recovered_at(win, base) if base else None
         dip = [s for s in win if s.dt >= MIN_DT_S]  # the whole window: a dip may start after a first return
         p99s = [s.p99_ms for s in dip if s.p99_ms is not None]
+        below = round(sum(s.dt for s in dip if not _in_band(s.iops, base)), 3) if base else None
         out.append(FaultWindow(
             t0, str(f.get("action") or ""), f.get("target"),
             round(max(err.t - t0, 0.0), 3) if err else None,
             min((s.iops for s in dip), default=None), min((s.mib_s for s in dip), default=None),
-            max(p99s, default=None), round(max(rec_at - t0, 0.0), 3) if rec_at is not None else None))
+            max(p99s, default=None), round(max(rec_at - t0, 0.0), 3) if rec_at is not None else None,
+            below, NEVER_LEFT if dip and below == 0 else None))
     return base, out
 
 

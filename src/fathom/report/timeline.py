@@ -140,11 +140,11 @@ def tables(runs: list[RunData], wl: str) -> list[Any]:
             ss = samples(p.intervals)
             m, ws = point_metrics(p.intervals, acted(fs))  # from the stored records, by today's definition
             for w in ws:  # a row per fault: its window runs to the next fault or the point's end
-                rec = w.recovery_s
+                rec = "not recovered" if w.recovery_s is None else _fmt(w.recovery_s, 1)
                 rec_rows.append([r.name, p.label, f"{w.describe()} @ {w.t_s:.1f} s", _int(m.get("prefault_iops")),
                                  _int(w.min_iops), _fmt(w.max_p99_ms), _fmt(w.first_error_s, 1),
-                                 _fmt(rec, 1) if rec is not None else "not recovered", _int(p.m("errors")),
-                                 _fmt(p.m("p99_all_ms"))])
+                                 _fmt(w.below_band_s, 1), f"{rec} (no dip)" if w.note else rec,
+                                 _int(p.m("errors")), _fmt(p.m("p99_all_ms"))])
             out.append(Table(f"{wl} {p.label}: {r.name}: timeline around the faults",
                              ["t (s)", f"throughput ({tp.unit})", "p99 (ms)", "op errors", "fault"],
                              around_rows(ss, fs, tp), ["r", "r", "r", "r", "l"],
@@ -153,11 +153,12 @@ def tables(runs: list[RunData], wl: str) -> list[Any]:
     if rec_rows:
         out.insert(0, Table(f"{wl}: recovery from faults",
                             ["run", "level", "fault (engine time)", "pre-fault IOPS (median)", "min IOPS",
-                             "max p99 (ms)", "first error after (s)", "recovery (s)", "op errors (point)",
-                             "p99 incl. errors (point, ms)"],
-                            rec_rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r"],
+                             "max p99 (ms)", "first error after (s)", "below band (s)", "recovery (s)",
+                             "op errors (point)", "p99 incl. errors (point, ms)"],
+                            rec_rows, ["l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],
                             [f"{DEFINITION} A point with intended faults is labelled 'fault (intended)', "
-                             "not counted as an anomaly. Max p99 is of successful ops, second by second; "
-                             "p99 incl. errors is the whole point's, failed and timed-out ops included (their "
-                             "latency to the failure or timeout; n/a without errors)."]))
+                             "not counted as an anomaly. Below band: seconds of the window under the band; "
+                             "'(no dip)': the fault never showed in throughput. Max p99 is of successful ops, "
+                             "second by second; p99 incl. errors is the whole point's, failed and timed-out ops "
+                             "included (their latency to the failure or timeout; n/a without errors)."]))
     return out
