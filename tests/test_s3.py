@@ -474,8 +474,9 @@ def test_bench_s3_put_json_is_stored_without_the_secret_and_cleanup_removes_it(r
     assert doc["fathom"]["s3"]["buckets_created"] == ["fathom-bench"] and doc["fathom"]["run_id"] == 1
     # RGW's own counters over the run agree with the client's (the local RGW's admin socket)
     rc = doc["fathom"]["rgw_counters"]
+    # (req: every request; failed_req: at most the client's errors and retries, none here)
     assert rc["ok"] and {(x["counter"], x["client"]) for x in rc["rows"]} == {
-        ("put", put["ops"]), ("put_b", put["bytes"])}, rc
+        ("put", put["ops"]), ("put_b", put["bytes"]), ("req", put["ops"]), ("failed_req", 0)}, rc
     keys = bucket_keys(rgw, "fathom-bench")
     assert keys is not None and "fathom_bench.p1.meta" in keys
     status, body = sigv4_request(rgw, "GET", "/fathom-bench", query="list-type=2&prefix=fathom_bench.p1%2F0%2F")
