@@ -49,6 +49,8 @@ class Point:
         size = p["object_size"] if p.get("interface") == "s3" and p.get("object_size") else p["bs"]
         parts = [self.workload, p["rw"], format_size(size), f"iodepth={p['iodepth']}", f"numjobs={p['numjobs']}"]
         parts += [f"{k}={p[k]}" for k in ("placement", "tls") if p.get(k) is not None]
+        if p.get("rate") is not None:
+            parts.append(f"rate={p['rate']:g}/s" + (" poisson" if p.get("arrival") == "poisson" else ""))
         if self.engine != "fathom-engine":
             parts.append(f"engine={self.engine}")
         if self.rep > 1 or self.params.get("_reps", 1) > 1:
@@ -66,8 +68,8 @@ def _combos(w: Workload) -> list[dict[str, Any]]:
     return [dict(zip(keys, vals)) for vals in itertools.product(*axes.values())]
 
 
-def _fmt(v: Any) -> str:
-    return str(v)
+def _fmt(k: str, v: Any) -> str:
+    return f"{v:g}" if k == "rate" else str(v)  # rate=1200, not 1200.0 (other keys stay as stored runs have them)
 
 
 def expand(suite: Suite) -> list[Point]:
@@ -81,7 +83,7 @@ def expand(suite: Suite) -> list[Point]:
                     if combo else dict(base)
                 _cap_inflight(params)
                 swept = {k: params[k] for k in combo}
-                key = w.name + "".join(f"/{k}={_fmt(v)}" for k, v in swept.items())
+                key = w.name + "".join(f"/{k}={_fmt(k, v)}" for k, v in swept.items())
                 if suite.repetitions > 1:
                     key += f"/rep={rep}"
                 points.append(Point(idx=len(points), key=key, workload=w.name, engine=params["engine"], rep=rep,

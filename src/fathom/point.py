@@ -136,6 +136,7 @@ class PointOutcome:
     next_gate: health.GateVerdict | None  # the clean state seen right after, for the next point
     faulted: bool = False  # faults ran: the next point's gate must wait for a clean cluster itself
     full: dict[str, str] | None = None  # the cluster's full states when the point failed on them
+    hist: str | None = None  # every op kind's latency histogram merged (HDR, base64), as stored
 
 
 def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext, companions: list[Companion],
@@ -233,14 +234,16 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
             status, error = "failed", "the engine completed no I/O in the measured window"
     if error:
         events.append({"kind": "error", "message": error})
+    point_hist = hists.get("all") or (next(iter(hists.values())) if len(hists) == 1 else None)
+    hists = {**hists, **engine_rows.get("histograms", {})}  # and each engine's own
     store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, status,
                        metrics=metrics, result=result.to_dict() if result else None,
                        gate=gate.to_dict() if gate else None, error=error, started=started, ended=ended,
-                       intervals=engine_rows.get("intervals", intervals),
-                       histograms={**hists, **engine_rows.get("histograms", {})}, telemetry=got.samples,
+                       intervals=engine_rows.get("intervals", intervals), histograms=hists, telemetry=got.samples,
                        perf_counters=got.perf_counters, events=events)
     return PointOutcome(status, metrics, error, next_gate, faulted,
-                        full_now if status == "failed" and ceph is not None and full_now else None)
+                        full_now if status == "failed" and ceph is not None and full_now else None,
+                        point_hist)
 
 
 def _s3_metrics(m: dict[str, Any], r: PointResult, params: dict[str, Any], intervals: list[dict[str, Any]],

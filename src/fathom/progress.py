@@ -35,7 +35,8 @@ def schedule_note(m: dict[str, Any]) -> str:
 
 
 class Progress:
-    def __init__(self, total_points: int, todo: list[Point], tty: bool | None = None):
+    def __init__(self, total_points: int | None, todo: list[Point], tty: bool | None = None):
+        """total_points None: not known ahead (an SLO search's probes); positions read [n] and no run ETA."""
         self.tty = sys.stderr.isatty() if tty is None else tty
         self.todo_est = {p.key: (p.est_s, p.capped) for p in todo}
         self.total = total_points
@@ -57,6 +58,9 @@ class Progress:
             self._console = Console(stderr=True)
             self._live = Live("", console=self._console, refresh_per_second=4, transient=True)
             self._live.start()
+
+    def _pos(self, n: int) -> str:
+        return f"[{n}/{self.total}]" if self.total else f"[{n}]"
 
     def say(self, msg: str) -> None:
         if self._live is not None:
@@ -81,7 +85,8 @@ class Progress:
         self.slowest = None
         self.n = n
         if self._live is None:
-            self.say(f"[{n}/{self.total}] {point.label()} ... (run ETA {_fmt_s(self.eta_s())})")
+            eta = f" (run ETA {_fmt_s(self.eta_s())})" if self.total else ""
+            self.say(f"{self._pos(n)} {point.label()} ...{eta}")
         self._draw()
 
     def interval(self, rec: dict[str, Any]) -> None:
@@ -108,11 +113,11 @@ class Progress:
             lat = f"{m['clat_ms']:.3f}" if m.get("clat_ms") is not None else "-"
             p99 = f"{m['p99_ms']:.3f}" if m.get("p99_ms") is not None else "-"
             osd = f"{m['osd_cpu']:.0f}%" if m.get("osd_cpu") is not None else "-"
-            self.say(f"[{self.n}/{self.total}] {point.label()}: {_fmt_iops(m.get('iops'))} IOPS, "
+            self.say(f"{self._pos(self.n)} {point.label()}: {_fmt_iops(m.get('iops'))} IOPS, "
                      f"{m.get('bw_mib_s') or 0:.1f} MiB/s, clat {lat} ms, p99 {p99} ms, OSD CPU {osd} "
                      f"({took:.1f} s){schedule_note(m)}")
         else:
-            self.say(f"[{self.n}/{self.total}] {point.label()}: {status.upper()}{': ' + error if error else ''}")
+            self.say(f"{self._pos(self.n)} {point.label()}: {status.upper()}{': ' + error if error else ''}")
         self._draw()
 
     def _draw(self) -> None:
@@ -123,7 +128,7 @@ class Progress:
             return
         el = time.monotonic() - self.t_point
         lat = f"{self.lat_ms:.3f} ms" if self.lat_ms is not None else "-"
-        self._live.update(f"[{self.n}/{self.total}] {self.point.label()}  {el:.0f}/{self.point.est_s:.0f} s  "
+        self._live.update(f"{self._pos(self.n)} {self.point.label()}  {el:.0f}/{self.point.est_s:.0f} s  "
                           f"IOPS {_fmt_iops(self.iops)}  lat {lat}"
                           + (f"  slowest host {self.slowest}" if self.slowest else "")
                           + f"  run ETA {_fmt_s(self.eta_s())}")

@@ -61,6 +61,8 @@ class RunOptions:
     on_full: str = "stop"  # a point failed on a full cluster: stop the run, or skip (record) every point left
     bind: str | None = None  # the disposable cluster's address (client hosts other than this one reach it there)
     tty: bool | None = None  # progress style; None = decide from stderr
+    slo: dict[str, Any] | None = None  # an SLO search instead of the plan: the command line's settings over the
+    # suite's `slo:` (fathom.probes.settings)
 
 
 @dataclass
@@ -107,6 +109,9 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         prev = store.run(opts.resume)
         if prev.kind != "suite" or not prev.suite_yaml:
             raise UsageError(f"run {prev.id} ({prev.name}) is not a suite run; only suite runs can be resumed")
+        if prev.env.get("slo"):
+            raise UsageError(f"run {prev.id} ({prev.name}) is an SLO search: a search is not resumed",
+                             hint="run `fathom slo` again (its probes depend on each other's results)")
         if opts.suite_ref and opts.suite_ref not in (prev.suite, Path(prev.suite or "").name):
             raise UsageError(f"run {prev.id} ran suite {prev.suite!r}, not {opts.suite_ref!r}",
                              hint="leave the suite out when resuming; the run's own copy of the suite is used")
@@ -120,6 +125,16 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         run_id = None
     suite = loaded.suite
     points = plan.expand(suite)
+    source = None
+    if opts.slo is not None:  # the search builds its probes as it goes, from this one configuration
+        from fathom import probes
+
+        settings = probes.settings(suite.slo, opts.slo)
+        base = probes.base_point(points, settings.workload)
+        settings.workload = base.workload
+        setup = probes.setup_points(points, base)
+        points = [*setup, base]
+        source = probes.Probes(settings, base, say, setup)
     done = store.done_keys(run_id) if run_id is not None else set()
     todo = [p for p in points if p.key not in done]
     for name in sorted({p.engine for p in todo}):
@@ -140,7 +155,8 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         name = opts.name or f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         run_id = store.create_run(name, kind="suite", suite=loaded.source, suite_yaml=loaded.yaml_text,
                                   env={"quick": loaded.quick, "engine_override": loaded.engine,
-                                       "plan_points": len(points)})
+                                       "plan_points": len(points),
+                                       **({"slo": {"settings": source.settings.to_dict()}} if source else {})})
     elif not todo:
         store.finish_run(run_id, "done")
         say(f"run {run_id}: all {len(points)} points are done; nothing to resume")
@@ -285,7 +301,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                                            refresh=target.local_daemons if target and target.local else None)
         next_gate: health.GateVerdict | None = None
         gate_timeout = opts.gate_timeout
-        prog = Progress(len(points), todo, tty=opts.tty)
+        prog = Progress(None if source else len(points), [] if source else todo, tty=opts.tty)
         companions: list[point_mod.Companion] = [tel, point_mod.ProgressCompanion(prog)]
         if outcome.skipped:
             prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")
@@ -306,7 +322,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
 
         rewrite_before = {rw.before.key: rw for rw in resume.rewrites(points, done, data_lost, suite)}
         full_state: dict[str, str] | None = None  # set once a point failed on a full cluster under --on-full skip
-        for n, point in enumerate(todo, start=len(points) - len(todo) + 1):
+        for n, point in enumerate(source.points() if source else todo, start=len(points) - len(todo) + 1):
             if full_state is not None and point.params.get("rw") not in resume.READ_MODES:
                 _skip(store, run_id, point, full_state, prog.say)
                 outcome.failed += 1
@@ -334,6 +350,8 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
             except KeyboardInterrupt:
                 prog.point_end(point, "interrupted", None)
                 raise
+            if source is not None:
+                source.record(point, res)
             next_gate = res.next_gate
             # after faults the cluster heals first: its gate may take a recovery's time
             gate_timeout = max(opts.gate_timeout, faults.RECOVERY_GATE_S) if res.faulted else opts.gate_timeout
@@ -354,9 +372,20 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                     _on_full(store, run_id, point, res.full, opts)
                     full_state = res.full
         outcome.status = "done" if outcome.failed == 0 else "failed"
+        if source is not None:
+            answer = source.result()
+            store.merge_env(run_id, slo=answer)
+            store.add_event(run_id, "slo", answer["result"]["message"], data={"status": answer["result"]["status"]})
+            say(f"SLO search: {answer['result']['message']}")
     except KeyboardInterrupt:
         outcome.status = "interrupted"
         store.add_event(run_id, "interrupt", "run interrupted; finished points kept")
+        if source is not None and source.search is not None and source.search.probes:
+            answer = source.result()  # what the probes so far show, said to be partial
+            answer["result"]["message"] = f"interrupted after {len(answer['result']['probes'])} probes; so far: " \
+                + answer["result"]["message"]
+            answer["interrupted"] = True
+            store.merge_env(run_id, slo=answer)
         readers = resume.readers_without_data(points, store.done_keys(run_id), suite)
         if readers and prep is not None:
             gone = "disposable cluster" if cluster is not None else "pools"

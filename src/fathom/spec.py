@@ -13,6 +13,8 @@ Layout:
     prep:        {pools: [...], images: {...}, prefill, hygiene}
     clients:     {hosts: [local, user@host[:port], {host, user, port, key_file, instances, ...}], on_loss,
                  known_hosts, accept_new_host_keys}: where the engines run (fathom.hosts); default this host
+    slo:         {workload, p50, p90, p99, p999, error_rate, by: rate | iodepth, start, min, max, resolution,
+                 probe, max_probe}: what `fathom slo` searches (fathom.probes; docs/slo.md)
     defaults:    fields every workload inherits
     workloads:   [{name, engine, rw, bs, ..., on_error, op_timeout, stall_timeout, faults, steady_state, sweep}]
                  faults: [{at_s, action, target}] on the engine's clock (fathom.faults; docs/suites.md)
@@ -40,7 +42,7 @@ from fathom import interfaces, steady
 from fathom.errors import FathomError, UsageError
 from fathom.faults import Fault, schedule_problems
 from fathom.hosts import ClientsSpec
-from fathom.units import parse_duration, parse_size
+from fathom.units import parse_duration, parse_fraction, parse_rate, parse_size
 
 RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
 # file interfaces' own fields (fio's names); absent from other workloads' params
@@ -50,10 +52,13 @@ FILE_FIELDS = ("path", "mount", "nrfiles", "filesize", "file_service", "ioengine
 S3_FIELDS = ("placement", "tls", "max_inflight")
 # the nfs interface's own fields (which export, on which server); absent from other workloads' params
 NFS_FIELDS = ("server", "export")
+# open loop: the offered rate (ops/s over all engines on all hosts) and the arrivals; absent in closed loop
+OPEN_FIELDS = ("rate", "arrival")
 WORKLOAD_FIELDS = ("engine", "interface", "target", "pool", "rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime",
                    "ramp_time", "size", "object_size", "drop_caches", "on_error", "op_timeout", "stall_timeout",
-                   "faults", "steady_state", *FILE_FIELDS, *S3_FIELDS, *NFS_FIELDS)
+                   "faults", "steady_state", *OPEN_FIELDS, *FILE_FIELDS, *S3_FIELDS, *NFS_FIELDS)
 SWEEPABLE = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp_time", "size", "object_size", "engine",
+             "rate", "arrival",
              "nrfiles", "filesize", "ioengine", "direct", "file_service", "placement", "tls")
 
 
@@ -77,6 +82,13 @@ def _duration(v: Any, what: str) -> float:
         return parse_duration(v, what)
     except UsageError:
         raise ValueError("expected a duration such as 500ms, 30s or 5m") from None
+
+
+def _positive_s(v: Any, what: str) -> float:
+    d = _duration(v, what)
+    if d <= 0:
+        raise ValueError("must be longer than 0 s")
+    return d
 
 
 class ClusterSpec(_Model):
@@ -238,6 +250,55 @@ class SteadyCriteria(_Model):
         return v
 
 
+class SloSpec(_Model):
+    """An SLO search's defaults (`fathom slo`; fathom.probes): latency targets per percentile, the error
+    target, which workload, the load searched and how finely. The command line overrides each."""
+
+    workload: str | None = None
+    p50: float | None = None  # ms
+    p90: float | None = None
+    p99: float | None = None
+    p999: float | None = None
+    error_rate: float | None = None  # a fraction: 0.001 or "0.1%"
+    by: Literal["rate", "iodepth"] = "rate"
+    start: float | None = None
+    min: float | None = None
+    max: float | None = None
+    resolution: float = Field(0.05, gt=0, lt=1)
+    probe: float = 10.0  # seconds at least per probe
+    max_probe: float = 120.0
+
+    @field_validator("p50", "p90", "p99", "p999", mode="before")
+    @classmethod
+    def _ms(cls, v: Any, info: Any) -> float | None:
+        if v is None:
+            return None
+        return _positive_s(v, info.field_name) * 1e3
+
+    @field_validator("probe", "max_probe", mode="before")
+    @classmethod
+    def _probe_secs(cls, v: Any, info: Any) -> float:
+        return _positive_s(v, info.field_name)
+
+    @field_validator("error_rate", "resolution", mode="before")
+    @classmethod
+    def _fraction(cls, v: Any, info: Any) -> float | None:
+        if v is None:
+            return None
+        try:
+            return parse_fraction(v, info.field_name)
+        except UsageError:
+            raise ValueError("expected a percentage such as 0.1% (or a fraction 0..1)") from None
+
+    @field_validator("start", "min", "max", mode="before")
+    @classmethod
+    def _load(cls, v: Any, info: Any) -> float | None:
+        try:
+            return None if v is None else parse_rate(v, info.field_name)
+        except UsageError:
+            raise ValueError("expected a load above 0: ops/s (2000, 2.5k) or an iodepth") from None
+
+
 class SteadyStateSpec(_Model):
     """Stop a point once its metric has settled (fathom.steady); runtime becomes max_s."""
 
@@ -291,6 +352,10 @@ class Workload(_Model):
     stall_timeout: float = 60.0  # no op completing for this long ends the point (e.g. a full or paused cluster)
     faults: list[Fault] = []  # fathom.faults: actions on the cluster during the point, on the engine's clock
     steady_state: SteadyStateSpec | None = None  # stop each point once settled; its max_s is the runtime
+    # open loop (engine/PROTOCOL.md "load"): ops/s offered over all engines on all hosts, arrivals uniform or
+    # poisson, latency from each op's intended start; iodepth caps the ops in flight per job. None: closed loop
+    rate: float | None = None
+    arrival: Literal["uniform", "poisson"] | None = None
     # file interfaces (posix): a directory, file or block device, and fio's file-set options (engine/PROTOCOL.md)
     path: str | None = None
     mount: Literal["ceph-fuse", "rbd-ext4"] | None = None  # posix on a mount fathom makes on its local cluster
@@ -333,6 +398,14 @@ class Workload(_Model):
         if v not in names():
             raise ValueError(f"unknown interface {v!r}; interfaces: {', '.join(names())}")
         return v
+
+    @field_validator("rate", mode="before")
+    @classmethod
+    def _rate(cls, v: Any) -> float | None:
+        try:
+            return None if v is None else parse_rate(v, "rate")
+        except UsageError:
+            raise ValueError("expected ops/s above 0, such as 2000, 2.5k or 10k/s") from None
 
     @field_validator("max_inflight", mode="before")
     @classmethod
@@ -378,6 +451,15 @@ class Workload(_Model):
         return self
 
     @model_validator(mode="after")
+    def _open_loop(self) -> "Workload":
+        swept = self.sweep is not None and "rate" in self.sweep.axes()
+        if self.arrival is not None and self.rate is None and not swept:
+            raise ValueError("arrival applies to open loop: give rate (ops/s over all engines), or leave arrival out")
+        if self.rate is not None and self.arrival is None:
+            object.__setattr__(self, "arrival", "uniform")
+        return self
+
+    @model_validator(mode="after")
     def _steady_runtime(self) -> "Workload":
         # with steady_state, the point's runtime is its maximum: the engine runs until max_s unless stopped
         if self.steady_state is not None and self.steady_state.max_s is not None:
@@ -415,7 +497,8 @@ class Workload(_Model):
 
     def params(self) -> dict[str, Any]:
         out = self.model_dump(exclude={"sweep", "name"})
-        return {k: v for k, v in out.items() if v is not None or k not in (*FILE_FIELDS, *S3_FIELDS, *NFS_FIELDS)}
+        return {k: v for k, v in out.items()
+                if v is not None or k not in (*OPEN_FIELDS, *FILE_FIELDS, *S3_FIELDS, *NFS_FIELDS)}
 
 
 class Suite(_Model):
@@ -428,6 +511,7 @@ class Suite(_Model):
     sweep: SweepSpec | None = None
     repetitions: int = Field(1, ge=1, le=1000)
     clients: ClientsSpec | None = None  # client hosts the points run on (fathom.hosts); None: this host
+    slo: SloSpec | None = None  # `fathom slo`'s targets and search (fathom.probes); `fathom run` ignores it
 
     @field_validator("defaults")
     @classmethod

@@ -10,6 +10,8 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECA
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 _DUR_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$", re.IGNORECASE)
 _DUR_SCALE = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([km]?)\s*(?:(?:ops|iops)?\s*/\s*s|ops|iops)?\s*$", re.IGNORECASE)
+_PCT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
 def parse_size(value: str | int, option: str = "size") -> int:
@@ -50,6 +52,43 @@ def parse_duration(value: str | int | float, option: str = "duration") -> float:
         raise UsageError(f"{option}: cannot read duration {value!r}", hint="use e.g. 500ms, 30s, 5m or 1h")
     unit = m.group(2).lower() if m.group(2) else None
     return float(m.group(1)) * _DUR_SCALE[unit]
+
+
+def parse_rate(value: str | int | float, option: str = "rate") -> float:
+    """Ops per second from 2000, '2000/s', '2.5k', '10k ops/s' (decimal: k = 1000, as rates are written)."""
+    if isinstance(value, bool):
+        raise UsageError(f"{option}: expected a rate such as 2000, 2.5k or 10k/s (ops/s), got {value!r}")
+    if isinstance(value, (int, float)):
+        number = float(value)
+    else:
+        m = _RATE_RE.match(str(value))
+        if not m:
+            raise UsageError(f"{option}: cannot read rate {value!r}", hint="use ops/s, e.g. 2000, 2.5k or 10k/s")
+        number = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6}[m.group(2).lower()]
+    if not number > 0:
+        raise UsageError(f"{option}: a rate must be above 0 ops/s, got {value!r}")
+    return number
+
+
+def parse_fraction(value: str | float, option: str) -> float:
+    """A fraction from '0.1%' (percent) or a plain number in 0..1."""
+    if isinstance(value, str) and _PCT_RE.match(value):
+        number = float(_PCT_RE.match(value).group(1)) / 100  # type: ignore[union-attr]
+    else:
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise UsageError(f"{option}: cannot read {value!r}", hint="use a percentage such as 0.1%") from None
+    if not 0 <= number <= 1:
+        raise UsageError(f"{option}: {value!r} is not between 0% and 100%")
+    return number
+
+
+def format_rate(ops_s: float) -> str:
+    """'2,000 ops/s', '12.5k ops/s'."""
+    if ops_s >= 10_000:
+        return f"{ops_s / 1000:,.1f}k ops/s".replace(".0k", "k")
+    return f"{ops_s:,.0f} ops/s" if ops_s >= 10 else f"{ops_s:.3g} ops/s"
 
 
 def format_size(nbytes: int) -> str:

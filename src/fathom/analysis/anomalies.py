@@ -7,7 +7,8 @@ Rules (thresholds are deliberately loose: a clean sweep must pass untouched):
   ops cut it at most in proportion (Little's law: X = N / R, R does not fall as N grows).
   So the bound for a point at concurrency N is the largest of: throughput of any point at
   concurrency <= N, and throughput x N/M of any point at concurrency M > N.
-  Without a numeric concurrency, the bound is the median of the other points.
+  Without a numeric concurrency, the bound is the median of the other points. Open-loop points
+  (rate set) are not judged so: their offered rate sets their throughput (see schedule_not_kept).
 - short_window: total_ios / throughput (or runtime_s) implies a measured window under 1/3 of
   the run's median window: the figures of that row do not describe the same interval.
 - osd_cpu_dropout: OSD CPU under 1/3 of the curve's median while throughput held: the CPU
@@ -220,6 +221,7 @@ def find(run: RunData, workload: str, curve: list[Point] | None = None,
     faulted = {id(p): fault_data(run, p) for p in curve}
     collapsed = {}
     for idxs in _families(curve):  # only points that differ in concurrency bound each other
+        idxs = [i for i in idxs if curve[i].params.get("rate") is None]  # open loop: the rate sets throughput
         for j, msg in collapse([curve[i] for i in idxs], tp).items():
             collapsed[idxs[j]] = msg
     for i, msg in collapsed.items():

@@ -19,6 +19,8 @@ from fathom.store import Store
 SWEEP_KEYS = ("numjobs", "iodepth", "clients", "threads", "files", "rate", "placement", "object_size", "tls", "rw",
               "bs", "rwmixread", "nrfiles", "filesize", "size", "engine", "ioengine", "direct", "file_service",
               "runtime", "ramp_time")
+# an SLO search's probes (params `slo_probe`) run as long as their percentiles need: not a level axis
+_PROBE_SET = ("runtime", "ramp_time")
 LARGE_BLOCK = 64 * 1024  # from this size up, throughput is reported in MiB/s (as the OSD study does)
 
 
@@ -143,7 +145,8 @@ def level_keys(pts: list[Point]) -> list[str]:
     for p in pts:
         by_run.setdefault(p.run_id, []).append(p)
     return [k for k in SWEEP_KEYS
-            if any(len({_hashable(p.params.get(k)) for p in group}) > 1 for group in by_run.values())]
+            if any(len({_hashable(p.params.get(k)) for p in group if k not in _PROBE_SET or "slo_probe" not in
+                        p.params}) > 1 for group in by_run.values())]
 
 
 def level_axis_name(runs: list[RunData], workload: str) -> str:

@@ -8,11 +8,15 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fathom.errors import FathomError, UsageError
 from fathom.store import DEFAULT_DB, Store
 
 from fathom.analysis.compare import EXIT_REGRESSION  # 5: a workload regressed beyond --fail-on-regression
+
+if TYPE_CHECKING:
+    from fathom.analysis.data import RunData
 
 
 def parse_pct(value: str, option: str) -> float:
@@ -80,6 +84,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     if any(rgw_gains.is_gains_table(r) for r in [base, *news]):
         return _compare_gains(args, base, news)
+    from fathom.analysis import slo
+
+    if slo.answer_of(base.env) and all(slo.answer_of(n.env) for n in news):
+        return _compare_slo(base, news, gate, args.format)
     c = compare(base, news, tol, gate)
     if not c.workloads:
         raise FathomError(f"nothing to compare: {base.name} and {', '.join(n.name for n in news)} share no "
@@ -133,6 +141,41 @@ def run_trials(args: argparse.Namespace, refs: list[str]) -> list[str]:
                                   hint=f"see `fathom show {name}`; the trials that finished are stored")
             names[ref].append(name)
     return [",".join(names[r]) for r in refs]
+
+
+def _compare_slo(base: RunData, news: list[RunData], gate: float | None, fmt: str) -> int:
+    """Two or more SLO searches: how much load each holds under the same targets (analysis.slo)."""
+    from fathom.analysis import slo
+    from fathom.units import format_rate
+
+    b = slo.answer_of(base.env)
+    results = [{"base": base.name, "new": n.name, **slo.compare_answers(b, slo.answer_of(n.env), gate)}
+               for n in news]  # type: ignore[arg-type]
+    if fmt == "json":
+        json.dump({"kind": "slo", "targets": b["settings"]["targets"], "results": results}, sys.stdout,  # type: ignore[index]
+                  indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        t = slo.Targets(**b["settings"]["targets"])  # type: ignore[index]
+
+        def load(x: float | None, unit: str | None) -> str:
+            return "none" if x is None else (format_rate(x) if unit == "ops/s" else f"iodepth {x:g}")
+
+        out = [f"fathom compare: SLO searches, {t.describe()}", ""]
+        for r in results:
+            change = f"{(r['ratio'] - 1) * 100:+.1f}%" if r["ratio"] is not None else "n/a"
+            out.append(f"{r['new']} holds {load(r['new_load'], r['unit'])}, {r['base']} "
+                       f"{load(r['base_load'], r['unit'])}: {change}, {r['verdict']}"
+                       + (f" ({r['why']})" if r.get("why") else ""))
+        out += ["", "A verdict only where the searches' brackets (highest load met, lowest failed) do not overlap: "
+                    "each answer is known to its search's resolution, no finer."]
+        sys.stdout.write("\n".join(out) + "\n")
+    bad = [r for r in results if r["regressed"]]
+    if bad:
+        print("fathom: regression: " + ", ".join(f"{r['new']} holds {r['ratio']:.3f}x the load of {r['base']}"
+                                                 for r in bad), file=sys.stderr)
+        return EXIT_REGRESSION
+    return 0
 
 
 def _compare_gains(args: argparse.Namespace, base: object, news: list) -> int:

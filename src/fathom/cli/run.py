@@ -47,6 +47,37 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                   "127.0.0.1 (so that client hosts other than this one reach it)")
     p.set_defaults(func=cmd_run)
 
+    p = sub.add_parser("slo", help="the highest load that meets latency targets: search a workload's rate "
+                                   "(open loop) or iodepth by bracketing and bisection, stored as a run",
+                       description="Each probe runs long enough for its percentiles (a p99 needs 1,000 ops, a "
+                                   "p99.9 10,000) and is judged by the 95%% interval of each percentile; probes "
+                                   "near the boundary are repeated and merged. Defaults come from the suite's "
+                                   "slo: section; see docs/slo.md.")
+    p.add_argument("suite", help="built-in suite name or suite YAML file")
+    p.add_argument("--quick", action="store_true", help="apply the suite's quick overrides (small and fast)")
+    p.add_argument("--workload", help="the workload to search (needed when the suite has several)")
+    for key, name in (("p50", "p50"), ("p90", "p90"), ("p99", "p99"), ("p999", "p99.9")):
+        p.add_argument(f"--{key}", metavar="LATENCY", help=f"{name} target, e.g. 5ms")
+    p.add_argument("--error-rate", metavar="PCT", help="highest share of failed ops, e.g. 0.1%%")
+    p.add_argument("--by", choices=("rate", "iodepth"), help="search the open-loop rate (default) or the iodepth")
+    p.add_argument("--from", dest="start", metavar="LOAD", help="first probe (ops/s or iodepth; default: rate "
+                                                                   "from a closed-loop probe, the workload's iodepth)")
+    p.add_argument("--min", metavar="LOAD", help="lowest load to probe")
+    p.add_argument("--max", metavar="LOAD", help="highest load to probe (default: 2x the closed-loop rate)")
+    p.add_argument("--resolution", metavar="PCT", help="stop when the bracket is this narrow (default 5%%)")
+    p.add_argument("--probe", metavar="SECONDS", help="shortest probe (default 10s)")
+    p.add_argument("--max-probe", metavar="SECONDS", help="longest probe (default 120s)")
+    _db(p)
+    p.add_argument("--name", help="run name (default: suite name, 'slo' and time)")
+    p.add_argument("--keep-cluster", action="store_true", help="leave the disposable local cluster running")
+    p.add_argument("--gate-timeout", default="300s", help="wait at most this long for a clean cluster before "
+                                                          "each probe (default 300s)")
+    add_target_args(p, client_name_flag="--client-name")
+    add_client_args(p)
+    p.add_argument("--bind", metavar="ADDR", help="the disposable local cluster listens on ADDR instead of "
+                                                  "127.0.0.1 (so that client hosts other than this one reach it)")
+    p.set_defaults(func=cmd_slo)
+
     p = sub.add_parser("ls", help="list the runs in a results store")
     _db(p)
     p.set_defaults(func=cmd_ls)
@@ -185,6 +216,22 @@ def cmd_run(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+def cmd_slo(args: argparse.Namespace) -> int:
+    from fathom import runner
+    from fathom.units import parse_duration
+
+    given = {k: getattr(args, k) for k in ("workload", "p50", "p90", "p99", "p999", "by", "start", "min", "max",
+                                           "resolution", "probe")}
+    given.update(error_rate=args.error_rate, max_probe=args.max_probe)
+    name = args.name or f"{Path(args.suite).stem}-slo-{time.strftime('%Y%m%d-%H%M%S')}"
+    opts = runner.RunOptions(suite_ref=args.suite, quick=args.quick, db=Path(args.db), name=name,
+                             keep_cluster=args.keep_cluster,
+                             gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"), bind=args.bind,
+                             slo=given)
+    outcome = runner.run(opts, args)
+    return outcome.exit_code
+
+
 # ---- ls / show / export ---------------------------------------------------------------
 
 def cmd_ls(args: argparse.Namespace) -> int:
@@ -216,6 +263,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         for k in ("ceph_version", "fathom_version", "target", "telemetry_cost"):
             if env.get(k) is not None:
                 print(f"  {k}: {env[k] if not isinstance(env[k], dict) else json.dumps(env[k])}")
+        found = (env.get("slo") or {}).get("result")
+        if found:
+            print(f"  SLO search: {found['message']}")
         host = env.get("host") or {}
         if host:
             print(f"  host: {host.get('cpu_model')}, {host.get('cores')} cores, "

@@ -95,10 +95,13 @@ class Clients:
 
     def _instances(self, make_spec: Callable[[], EngineSpec]) -> list[group_mod.Instance]:
         out = []
+        engines = sum(h.instances for h in self.spec.hosts)
         for h in self.spec.hosts:
             for n in range(h.instances):
                 spec = make_spec()
                 spec.control = Control(wait=True, heartbeat_timeout_s=group_mod.HEARTBEAT_TIMEOUT_S)
+                if spec.load.rate is not None:  # a suite's rate is offered over all engines: each its share
+                    spec.load.rate /= engines
                 t = spec.target
                 if getattr(t, "prefix", None):
                     t.prefix = client_prefix(t.prefix, h.name, n)  # type: ignore[attr-defined]

@@ -133,6 +133,9 @@ class FioAdapter:
     def unsupported(self, w: Any) -> str | None:
         if w.interface not in WRITERS:
             return f"fio runs here on {', '.join(WRITERS)}, not {w.interface}"
+        if w.rate is not None:
+            return ("rate (open loop) runs on fathom-engine: fio's rate_iops times each op from its submission, "
+                    "so the queueing behind a slow cluster would not be in its latency")
         if w.interface == "rados" and not w.size:
             return "fio on rados needs size (bytes written per job, e.g. size: 256MiB)"
         return None

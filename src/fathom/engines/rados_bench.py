@@ -54,6 +54,8 @@ class RadosBenchAdapter:
             return f"rados-bench runs rw write (bench write), read (seq) or randread (rand), not {w.rw!r}"
         if w.numjobs != 1:
             return "rados-bench runs one client per point: numjobs must be 1"
+        if w.rate is not None:
+            return "rados bench has no open loop (rate): run rate on fathom-engine"
         if w.ramp_time:
             return "rados bench has no ramp: set ramp_time: 0"
         if w.runtime < 1:

@@ -290,6 +290,9 @@ def charts(runs: list[RunData], wl: str, axis: str) -> list[ChartOut]:
         f"{wl}: latency vs throughput", f"throughput ({tunit})", "mean completion latency (ms)", lat,
         note=f"labels: {axis}; bars: ±1 stdev" + ("; triangles: p99" if has_p99 else "")
         + "; red rings: anomalies")))]
+    offered = offered_chart(curves, wl)
+    if offered is not None:
+        out.append(offered)
     if any(s.points for s in cpu):
         out.append(ChartOut("cpu", f"{wl}: OSD CPU vs throughput", svg.render(svg.Chart(
             f"{wl}: OSD CPU vs throughput", f"throughput ({tunit})", "OSD CPU (% of one core)", cpu,
@@ -299,6 +302,37 @@ def charts(runs: list[RunData], wl: str, axis: str) -> list[ChartOut]:
             f"{wl}: throughput per OSD core", axis, f"{tunit} per OSD core", eff,
             x_categories=[cats[k] for k in cat_keys], note="throughput / (OSD CPU / 100)", log_y=False))))
     return out
+
+
+OFFERED_PERCENTILES = (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9"))
+
+
+def offered_chart(curves: list[tuple[RunData, list[Point]]], wl: str) -> ChartOut | None:
+    """Open-loop points: latency percentiles (from each op's intended start) against the offered rate, a
+    series per percentile and run; a level that did not keep its schedule is ringed, its label gives the
+    achieved rate, so the knee shows where the cluster stopped keeping up, not where the backlog hid it."""
+    series: list[svg.Series] = []
+    for i, (r, c) in enumerate(curves):
+        lvs = [lv for lv in levels([p for p in c if p.status == "done"]) if lv.mean("offered_rate_ops_s")]
+        for j, (key, name) in enumerate(OFFERED_PERCENTILES):
+            pts = []
+            for lv in lvs:
+                y = lv.percentile_ms(key)
+                if y is None:
+                    continue
+                kept = all(p.metrics.get("schedule_kept") is not False for p in lv.points)
+                achieved = lv.mean("achieved_rate_ops_s")
+                label = "" if j != 1 else (f"{achieved:,.0f}/s" if achieved is not None else "")
+                pts.append(svg.SPoint(lv.mean("offered_rate_ops_s") or 0.0, y, label, flagged=not kept))
+            if pts:
+                series.append(svg.Series(f"{r.name} {name}" if len(curves) > 1 else name, pts,
+                                         svg.PALETTE[(i * len(OFFERED_PERCENTILES) + j) % len(svg.PALETTE)]))
+    if not series:
+        return None
+    title = f"{wl}: latency vs offered load"
+    return ChartOut("offered", title, svg.render(svg.Chart(
+        title, "offered rate (ops/s, all engines)", "latency from intended start (ms)", series,
+        note="labels on p99: achieved ops/s; red rings: schedule not kept (arrivals left unissued)")))
 
 
 def flatten(d: Any, prefix: str = "") -> list[tuple[str, str]]:
@@ -338,9 +372,9 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
         sections.append(Section(wl, tp.unit, charts(runs, wl, axis) + timeline.charts(runs, wl),
                                 [detail_table(r, wl, axis, kinds) for r in runs if r.curve(wl)]
                                 + timeline.tables(runs, wl) + clients.tables(runs, wl), wl_flags))
-    from fathom.report import files_study, rgw_study  # the studies' own tables (fs-apps, rgw runs)
+    from fathom.report import files_study, rgw_study, slo  # the studies' own tables (fs-apps, rgw runs, slo)
 
-    sections = files_study.sections(runs) + rgw_study.sections(runs) + sections
+    sections = slo.sections(runs) + files_study.sections(runs) + rgw_study.sections(runs) + sections
     summary = Table("Summary", ["workload", "run", "peak throughput", "peak at", "knee at", "90% of peak at",
                                 "clat at peak (ms)", "OSD CPU at peak (% of one core)", "per OSD core at peak",
                                 "anomalies"], srows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],

@@ -1,0 +1,285 @@
+"""SLO search: the highest load that meets latency (and error) targets, by bracketing and bisection.
+
+The load is an open-loop rate (ops/s over all engines; latency from each op's intended start, so queueing
+is in it) or a closed-loop iodepth. Each probe is judged on its own figures:
+
+    fails       a percentile's whole 95% interval is above its target, errors above the error target, or
+                (open loop) the schedule was not kept: arrivals were left unissued, the cluster fell behind
+    meets       every percentile's whole interval at or below its target, errors within theirs
+    borderline  a target inside a percentile's interval: the probe is repeated at the same load (the
+                repeats' histograms merged, so the interval narrows); after MAX_REPEATS it is decided by
+                the estimate and the answer says so
+    client      the probe would fail but the client's busiest engine thread was saturated: the load
+                generator's limit, not the cluster's; the search stops there and says so
+    short       fewer ops than the percentiles need (min_ops); the driver runs it longer
+
+A percentile's interval is distribution-free: the order statistics whose ranks bound n*q by 1.96
+binomial standard deviations, read from the merged histogram (`quantile_bounds`). A percentile q needs
+at least 10 ops beyond it to mean anything: MIN_TAIL / (1 - q) ops (p99: 1,000; p99.9: 10,000).
+
+Search: from `start`, double while a probe meets (up to `hi`), halve while it fails (down to `lo`); then
+bisect the bracket [highest meeting, lowest failing] until it is narrower than `resolution` of its low end
+(iodepth: until they are neighbours). The answer is the highest meeting load; the next failing probe and
+its reasons say why the step above failed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+from fathom.units import format_rate
+
+Z95 = 1.959964
+MIN_TAIL = 10  # ops beyond a percentile for it to mean anything
+MAX_REPEATS = 3  # probes at one borderline load, merged, before the estimate decides
+CLIENT_BOUND_PCT = 90.0  # busiest engine thread, % of one core (as anomalies.client_bound)
+NAMES = {"p50": "p50", "p90": "p90", "p99": "p99", "p999": "p99.9"}
+QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999}
+Outcome = Literal["meets", "fails", "borderline", "client", "short"]
+
+
+@dataclass(frozen=True)
+class Targets:
+    """Latency targets in ms per percentile key (p50, p90, p99, p999) and the highest error fraction."""
+
+    latency_ms: dict[str, float] = field(default_factory=dict)
+    error_rate: float | None = None
+
+    def min_ops(self) -> int:
+        """Ops a probe needs for every targeted percentile to mean something (at least 100)."""
+        return max([100, *(math.ceil(MIN_TAIL / (1 - QUANTILES[k])) for k in self.latency_ms)])
+
+    def describe(self) -> str:
+        parts = [f"{NAMES[k]} <= {v:g} ms" for k, v in sorted(self.latency_ms.items(), key=lambda kv: QUANTILES[kv[0]])]
+        if self.error_rate is not None:
+            parts.append(f"errors <= {self.error_rate * 100:g}%")
+        return ", ".join(parts)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"latency_ms": dict(self.latency_ms), "error_rate": self.error_rate}
+
+
+@dataclass
+class Observation:
+    """One probe's figures (several probes at one load merged): ops, errors, per targeted percentile its
+    estimate and 95% interval in ms, the open-loop schedule and the client's busiest thread."""
+
+    load: float
+    ops: int
+    errors: int = 0
+    percentiles: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # key -> (est, lo, hi)
+    schedule_kept: bool | None = None
+    achieved: float | None = None  # ops/s (open loop)
+    client_thread_pct: float | None = None
+    probes: int = 1  # how many probes were merged into this one
+
+
+@dataclass
+class Verdict:
+    load: float
+    outcome: Outcome
+    reasons: list[str]
+    obs: Observation
+    decided_by_estimate: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["obs"]["percentiles"] = {k: list(v) for k, v in self.obs.percentiles.items()}
+        return d
+
+
+def quantile_bounds(n: int, q: float) -> tuple[float, float]:
+    """The quantiles (0..1) whose order statistics bound the q-quantile of n samples with 95% confidence
+    (normal approximation of the binomial rank; a rank is never below 1 or above n)."""
+    half = Z95 * math.sqrt(n * q * (1 - q))
+    lo_rank = max(1.0, math.floor(n * q - half))
+    hi_rank = min(float(n), math.ceil(n * q + half) + 1)
+    return lo_rank / n, hi_rank / n
+
+
+def judge(obs: Observation, targets: Targets, unit: str, final: bool = False) -> Verdict:
+    """A probe against the targets (module doc). final: a borderline probe is decided by its estimates."""
+    fails: list[str] = []
+    border: list[str] = []
+    total = obs.ops + obs.errors
+    if total < targets.min_ops():
+        return Verdict(obs.load, "short", [f"{total:,} ops, fewer than the {targets.min_ops():,} the targets need"],
+                       obs)
+    if obs.schedule_kept is False:
+        got = f"achieved {format_rate(obs.achieved)}" if obs.achieved is not None else "fell behind"
+        fails.append(f"schedule not kept: {got} of {format_rate(obs.load)} offered")
+    if targets.error_rate is not None and total:
+        frac = obs.errors / total
+        if frac > targets.error_rate:
+            fails.append(f"errors {frac * 100:.3g}% > {targets.error_rate * 100:g}%")
+    for key, limit in targets.latency_ms.items():
+        if key not in obs.percentiles:
+            fails.append(f"no {NAMES[key]} measured")
+            continue
+        est, lo, hi = obs.percentiles[key]
+        text = f"{NAMES[key]} {est:.3g} ms (95% CI {lo:.3g}-{hi:.3g})"
+        if lo > limit:
+            fails.append(f"{text} > {limit:g} ms")
+        elif hi > limit:
+            border.append(f"{text} around {limit:g} ms")
+    if fails and obs.client_thread_pct is not None and obs.client_thread_pct >= CLIENT_BOUND_PCT:
+        return Verdict(obs.load, "client", [*fails, f"the client's busiest engine thread at "
+                                                    f"{obs.client_thread_pct:.0f}% of a core: the load generator's "
+                                                    "limit, not the cluster's"], obs)
+    if fails:
+        return Verdict(obs.load, "fails", fails + border, obs)
+    if border and not final:
+        return Verdict(obs.load, "borderline", border, obs)
+    if border:  # decided by the estimates after MAX_REPEATS merged probes
+        over = [r for r, (k, limit) in zip(border, _border_keys(obs, targets)) if obs.percentiles[k][0] > limit]
+        return Verdict(obs.load, "fails" if over else "meets", over or border, obs, decided_by_estimate=True)
+    return Verdict(obs.load, "meets", [], obs)
+
+
+def _border_keys(obs: Observation, targets: Targets) -> list[tuple[str, float]]:
+    return [(k, v) for k, v in targets.latency_ms.items()
+            if k in obs.percentiles and obs.percentiles[k][1] <= v < obs.percentiles[k][2]]
+
+
+@dataclass
+class Result:
+    status: Literal["found", "none", "ceiling", "client"]
+    load: float | None  # the highest load that met every target
+    failed_at: float | None  # the lowest load above it that failed
+    why: list[str]  # why the step above failed (or why there is no answer)
+    message: str
+    probes: list[Verdict]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "load": self.load, "failed_at": self.failed_at, "why": self.why,
+                "message": self.message, "probes": [p.to_dict() for p in self.probes]}
+
+
+@dataclass
+class Search:
+    """Bracketing then bisection over a load (module doc). Feed it `record(verdict)` for each probe it
+    asks for with `next_load()`; `result()` once next_load() is None."""
+
+    targets: Targets
+    start: float
+    lo: float
+    hi: float
+    resolution: float = 0.05
+    integer: bool = False  # iodepth
+    unit: str = "ops/s"
+    probes: list[Verdict] = field(default_factory=list)
+    best: Verdict | None = None  # highest meeting
+    worst: Verdict | None = None  # lowest failing
+    stop: Verdict | None = None  # a client-bound probe ends the search
+    _next: float | None = None
+    _repeats: int = 0
+
+    def __post_init__(self) -> None:
+        self._next = self._clamp(self.start)
+
+    def _clamp(self, x: float) -> float:
+        x = min(max(x, self.lo), self.hi)
+        return float(max(1, round(x))) if self.integer else x
+
+    def final(self, load: float) -> bool:
+        """The next probe at this load is the last repeat: a borderline is decided by its estimates."""
+        return self._repeats + 1 >= MAX_REPEATS
+
+    def next_load(self) -> float | None:
+        return self._next
+
+    def record(self, v: Verdict) -> None:
+        self.probes.append(v)
+        if v.outcome in ("borderline", "short"):
+            self._repeats += 1
+            self._next = v.load  # again, merged with what ran there (short: longer)
+            if self._repeats >= MAX_REPEATS + (1 if v.outcome == "short" else 0):
+                self._next = None  # cannot decide here: stop with what is known
+                self.stop = self.stop or v
+            return
+        self._repeats = 0
+        if v.outcome == "client":
+            self.stop, self._next = v, None
+            return
+        if v.outcome == "meets" and (self.best is None or v.load > self.best.load):
+            self.best = v
+        if v.outcome == "fails" and (self.worst is None or v.load < self.worst.load):
+            self.worst = v
+        self._next = self._step(v)
+
+    def _step(self, v: Verdict) -> float | None:
+        if self.worst is None:  # bracketing up
+            if v.load >= self.hi:
+                return None
+            return self._clamp(v.load * 2)
+        if self.best is None:  # bracketing down
+            if v.load <= self.lo:
+                return None
+            return self._clamp(v.load / 2)
+        lo, hi = self.best.load, self.worst.load
+        if hi <= lo or (self.integer and hi - lo <= 1) or (not self.integer and (hi - lo) / lo <= self.resolution):
+            return None
+        mid = self._clamp((lo + hi) / 2)
+        return None if mid in (lo, hi) else mid
+
+    def result(self) -> Result:
+        fmt = (lambda x: f"iodepth {x:g}") if self.integer else format_rate
+        best, worst, stop = self.best, self.worst, self.stop
+        estimate = any(p.decided_by_estimate for p in self.probes)
+        if stop is not None and stop.outcome == "client":
+            why = stop.reasons
+            msg = (f"{self.targets.describe()} held up to {fmt(best.load)}; " if best else "") + \
+                f"at {fmt(stop.load)} the client was the limit: not the cluster's answer (add engines or hosts)"
+            return Result("client", best.load if best else None, stop.load, why, msg, self.probes)
+        if best is None:
+            low = worst or stop
+            why = low.reasons if low else []
+            return Result("none", None, low.load if low else None, why,
+                          f"no load meets {self.targets.describe()}: the lowest probe, {fmt(low.load) if low else '?'},"
+                          f" failed ({'; '.join(why)})", self.probes)
+        if worst is None and stop is None:
+            return Result("ceiling", best.load, None, [],
+                          f"every load met {self.targets.describe()} up to the search's bound, {fmt(best.load)}: "
+                          "the answer is above it (raise the bound)", self.probes)
+        above = worst or stop
+        why = above.reasons if above else []
+        width = (f"the next step, {fmt(above.load)}, failed" if above and above.outcome == "fails"
+                 else f"{fmt(above.load)} could not be decided" if above else "")
+        msg = f"{self.targets.describe()} up to {fmt(best.load)}; {width} ({'; '.join(why)})"
+        if estimate:
+            msg += "; a borderline probe was decided by its estimate after merged repeats"
+        return Result("found", best.load, above.load if above else None, why, msg, self.probes)
+
+
+def answer_of(env: dict[str, Any]) -> dict[str, Any] | None:
+    """A stored run's SLO search (its env's `slo`, with the result), or None."""
+    found = (env or {}).get("slo")
+    return found if isinstance(found, dict) and found.get("result") else None
+
+
+def compare_answers(base: dict[str, Any], new: dict[str, Any], gate: float | None = None) -> dict[str, Any]:
+    """Two searches' answers: the ratio of their highest loads, and a verdict only where the searches'
+    brackets [load, failed_at) do not overlap (each answer is known to its resolution, no finer). A
+    regression (gate: the fraction of load it may lose) is only a 'less' verdict below 1 - gate."""
+    b, n = base["result"], new["result"]
+    same = base["settings"]["targets"] == new["settings"]["targets"] and base.get("unit") == new.get("unit")
+    out: dict[str, Any] = {"base_load": b["load"], "new_load": n["load"], "unit": base.get("unit"), "ratio": None,
+                           "verdict": "no verdict", "regressed": False, "comparable": same}
+    if not same:
+        out["why"] = "the searches have different targets or loads"
+        return out
+    if b["status"] != "found" or n["status"] != "found":
+        out["why"] = f"answers: {b['status']} (base), {n['status']} (new); both must be found to compare"
+        return out
+    out["ratio"] = n["load"] / b["load"]
+    b_top, n_top = b["failed_at"] or b["load"], n["failed_at"] or n["load"]
+    if n["load"] >= b_top:
+        out["verdict"] = "more load"
+    elif n_top <= b["load"]:
+        out["verdict"] = "less load"
+        out["regressed"] = gate is not None and out["ratio"] < 1 - gate
+    else:
+        out["verdict"] = "same within the searches' resolution"
+    return out

@@ -1,0 +1,120 @@
+"""`fathom slo`: a search on a real cluster ends with a stored answer, its probes and a report; the cases
+with no answer say why; mistakes are named before anything runs."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from conftest import run_fathom
+from test_run import attach
+
+from fathom.store import Store
+
+RADOS = """\
+name: slo-rados
+prep:
+  pools: [{name: bench, pg_num: 16, size: 1, application: rados}]
+defaults: {engine: fathom-engine, interface: rados, pool: bench, bs: 4k, iodepth: 64, runtime: 3s}
+workloads:
+  - {name: put, rw: write}
+slo: {p99: 200ms, probe: 3s, resolution: 25%}
+"""
+
+NULL = """\
+name: slo-null
+defaults: {engine: fathom-engine, interface: null, runtime: 2s, iodepth: 8}
+workloads:
+  - {name: a, rw: randread}
+  - {name: b, rw: randwrite}
+"""
+
+
+def test_a_search_on_a_cluster_is_stored_and_reported(cluster, tmp_path, engine_ready):
+    suite = tmp_path / "slo.yaml"
+    suite.write_text(RADOS)
+    db = tmp_path / "s.db"
+    p = run_fathom("slo", str(suite), "--db", str(db), "--name", "s1", *attach(cluster), timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert "closed loop at iodepth 64" in p.stderr and "SLO search: p99 <= 200 ms" in p.stderr
+    with Store(db) as st:
+        run = st.run("s1")
+        found = run.env["slo"]
+        res = found["result"]
+        points = st.points(run.id)
+    assert res["status"] in ("found", "ceiling"), res["message"]
+    cap = found["calibration"]["iops"]
+    assert points[0]["params"].get("rate") is None and points[0]["metrics"]["iops"] == pytest.approx(cap)
+    probes = res["probes"]
+    assert len(points) == len(probes) + 1 and [pt["params"]["rate"] for pt in points[1:]] == \
+        [pr["load"] for pr in probes]
+    # the answer is the highest probe that met every target; every probe above it failed or was not decided
+    met = [pr["load"] for pr in probes if pr["outcome"] == "meets"]
+    assert res["load"] == max(met) and all(pr["load"] <= res["load"] for pr in probes if pr["outcome"] == "meets")
+    if res["status"] == "found":
+        assert res["failed_at"] > res["load"] and res["why"]
+        assert (res["failed_at"] - res["load"]) / res["load"] <= 0.25
+    for pr, pt in zip(probes, points[1:]):
+        # each probe ran long enough for its p99 (1,000 ops), its interval brackets its estimate
+        est, lo, hi = pr["obs"]["percentiles"]["p99"]
+        assert pr["obs"]["ops"] + pr["obs"]["errors"] >= 1000 or pr["outcome"] == "short"
+        assert lo <= est <= hi
+        assert pt["metrics"]["offered_rate_ops_s"] == pytest.approx(pr["load"])
+    rep = tmp_path / "r.md"
+    run_fathom("report", "s1", "--db", str(db), "-o", str(rep), check=True)
+    text = rep.read_text()
+    assert "## SLO search (s1)" in text and "p99 ms (95% CI)" in text and res["message"] in text
+    # the search against itself: no verdict beyond its own resolution
+    c = run_fathom("compare", "s1", "s1", "--db", str(db), "--format", "json", check=True)
+    got = json.loads(c.stdout)["results"][0]
+    assert got["verdict"] in ("same within the searches' resolution", "no verdict") and not got["regressed"]
+
+
+def test_a_target_no_load_meets_names_the_lowest_probe(cluster, tmp_path, engine_ready):
+    suite = tmp_path / "slo.yaml"
+    suite.write_text(RADOS)
+    db = tmp_path / "s.db"
+    # 10 µs p99 for a write through one OSD: nothing meets it
+    p = run_fathom("slo", str(suite), "--db", str(db), "--p99", "0.01ms", "--from", "400", "--min", "100",
+                   *attach(cluster), timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    with Store(db) as st:
+        res = st.run("latest").env["slo"]["result"]
+    assert res["status"] == "none" and res["load"] is None and res["failed_at"] == 100
+    assert [pr["load"] for pr in res["probes"]] == [400, 200, 100]
+    assert "no load meets p99 <= 0.01 ms: the lowest probe, 100 ops/s, failed" in p.stderr
+
+
+@pytest.mark.parametrize("args, expected", [
+    ([], ["needs a target", "--p99 5ms"]),
+    (["--p99", "5ms"], ["2 workloads (a, b)", "--workload NAME"]),
+    (["--p99", "5ms", "--workload", "c"], ["no workload 'c'", "a, b"]),
+    (["--p99", "soon", "--workload", "a"], ["--p99", "duration"]),
+    (["--p99", "5ms", "--workload", "a", "--error-rate", "200%"], ["--error-rate", "percentage"]),
+    (["--p99", "5ms", "--workload", "a", "--from", "100", "--max", "50"], ["starts at 100", "50"]),
+])
+def test_mistakes_are_named_before_anything_runs(tmp_path, args, expected):
+    suite = tmp_path / "n.yaml"
+    suite.write_text(NULL)
+    db = tmp_path / "n.db"
+    p = run_fathom("slo", str(suite), "--db", str(db), *args, timeout=120)
+    assert p.returncode != 0
+    for part in expected:
+        assert part in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_a_sweep_other_than_the_load_and_a_resume_are_refused(tmp_path, engine_ready):
+    suite = tmp_path / "n.yaml"
+    suite.write_text(NULL.replace("  - {name: b, rw: randwrite}\n", "") + "sweep: {bs: [4k, 8k]}\n")
+    p = run_fathom("slo", str(suite), "--db", str(tmp_path / "n.db"), "--p99", "5ms", timeout=120)
+    assert p.returncode == 2 and "sweeps bs: an SLO search loads one configuration" in p.stderr
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(NULL.replace("  - {name: b, rw: randwrite}\n", ""))
+    db = tmp_path / "ok.db"
+    p = run_fathom("slo", str(ok), "--db", str(db), "--p99", "100ms", "--from", "500", "--max", "1000",
+                   "--probe", "1s", timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "every load met p99 <= 100 ms up to the search's bound, 1,000 ops/s" in p.stderr
+    p = run_fathom("run", "--resume", "latest", "--db", str(db), timeout=60)
+    assert p.returncode == 2 and "is an SLO search" in p.stderr

@@ -1,0 +1,163 @@
+"""SLO search logic on synthetic latency curves: monotone, noisy, with a cliff; and its error cases."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Callable
+
+import pytest
+
+from fathom.analysis import slo
+
+P99_5MS = slo.Targets({"p99": 5.0})
+
+
+def probe(curve: Callable[[float], float], load: float, ci: float = 0.03, ops: int = 20_000,
+          kept: Callable[[float], bool] = lambda r: True, client: Callable[[float], float] = lambda r: 20.0,
+          noise: Callable[[], float] = lambda: 1.0) -> slo.Observation:
+    est = curve(load) * noise()
+    return slo.Observation(load, ops, 0, {"p99": (est, est * (1 - ci), est * (1 + ci))}, schedule_kept=kept(load),
+                           achieved=load if kept(load) else load * 0.8, client_thread_pct=client(load))
+
+
+def search(curve: Callable[[float], float], targets: slo.Targets = P99_5MS, start: float = 100, lo: float = 10,
+           hi: float = 100_000, integer: bool = False, **kw) -> slo.Search:
+    s = slo.Search(targets, start=start, lo=lo, hi=hi, integer=integer)
+    while (load := s.next_load()) is not None:
+        assert len(s.probes) < 40, "the search must end"
+        s.record(slo.judge(probe(curve, load, **kw), targets, s.unit, final=s.final(load)))
+    return s
+
+
+def test_monotone_curve_is_found_within_the_resolution():
+    curve = lambda r: 1 + 4 * (r / 1000) ** 3  # noqa: E731  p99 5 ms at exactly 1000 ops/s
+    s = search(curve)
+    r = s.result()
+    assert r.status == "found" and 950 <= r.load <= 1000 and r.failed_at is not None
+    assert (r.failed_at - r.load) / r.load <= 0.05 and "p99" in r.why[0] and "> 5 ms" in r.why[0]
+    # bracketing doubles from 100 and bisection narrows: far fewer probes than a 5% grid up to 1000 would take
+    assert len(r.probes) <= 12
+    assert "p99 <= 5 ms up to" in r.message
+
+
+def test_a_cliff_is_found_where_it_is():
+    curve = lambda r: 1.0 if r < 3000 else 50.0  # noqa: E731
+    r = search(curve).result()
+    assert r.status == "found" and 3000 * 0.95 <= r.load < 3000 <= r.failed_at
+
+
+def test_noisy_curve_lands_near_the_truth():
+    curve = lambda r: 1 + 4 * (r / 1000) ** 3  # noqa: E731
+    rng = random.Random(7)
+    close = 0
+    for _ in range(100):
+        r = search(curve, noise=lambda: math.exp(rng.gauss(0, 0.05))).result()
+        assert r.status == "found"
+        close += abs(r.load - 1000) / 1000 <= 0.10
+    assert close >= 90, close
+
+
+def test_a_schedule_not_kept_fails_the_probe_even_with_low_latency():
+    r = search(lambda r: 1.0, kept=lambda r: r < 2000).result()
+    assert r.status == "found" and 1900 <= r.load < 2000 and "schedule not kept" in r.why[0]
+
+
+def test_no_load_meets_the_target():
+    r = search(lambda r: 9.0).result()
+    assert r.status == "none" and r.load is None and r.failed_at == 10
+    assert r.message.startswith("no load meets p99 <= 5 ms: the lowest probe, 10 ops/s, failed")
+
+
+def test_every_load_meets_the_target_up_to_the_bound():
+    r = search(lambda r: 1.0, hi=50_000).result()
+    assert r.status == "ceiling" and r.load == 50_000 and "raise the bound" in r.message
+
+
+def test_a_client_bound_probe_is_not_the_clusters_limit():
+    r = search(lambda r: 1 + 4 * (r / 1000) ** 3, client=lambda r: 97.0 if r >= 800 else 30.0).result()
+    assert r.status == "client" and r.load == 800 and r.failed_at == 1600  # a met probe counts, bound or not
+    assert "not the cluster's" in r.message and "97%" in r.why[-1]
+
+
+def test_iodepth_search_ends_on_neighbours():
+    curve = lambda qd: 0.5 * qd  # noqa: E731  p99 5 ms at iodepth 10
+    r = search(curve, start=1, lo=1, hi=256, integer=True).result()
+    assert r.status == "found" and r.load == 10 and r.failed_at == 11
+    assert "iodepth 10" in r.message
+
+
+def test_a_borderline_probe_is_repeated_then_decided_by_its_estimate():
+    targets = slo.Targets({"p99": 5.0})
+    s = slo.Search(targets, start=1000, lo=10, hi=1000)
+    calls = 0
+    while (load := s.next_load()) is not None:
+        calls += 1
+        est = 4.9 if load == 1000 else 1.0  # 5 ms inside the interval at 1000 ops/s
+        s.record(slo.judge(slo.Observation(load, 20_000, 0, {"p99": (est, est * 0.9, est * 1.1)}), targets,
+                           s.unit, final=s.final(load)))
+    outcomes = [p.outcome for p in s.probes]
+    assert outcomes == ["borderline"] * (slo.MAX_REPEATS - 1) + ["meets"] and calls == slo.MAX_REPEATS
+    r = s.result()
+    assert r.status == "ceiling" and s.probes[-1].decided_by_estimate
+
+
+def test_short_probes_errors_and_interval_bounds():
+    t = slo.Targets({"p99": 5.0, "p999": 20.0}, error_rate=0.001)
+    assert t.min_ops() == 10_000 and slo.Targets({"p99": 1.0}).min_ops() == 1_000
+    assert t.describe() == "p99 <= 5 ms, p99.9 <= 20 ms, errors <= 0.1%"
+    v = slo.judge(slo.Observation(100, 5_000, 0, {"p99": (1, 1, 1), "p999": (2, 2, 2)}), t, "ops/s")
+    assert v.outcome == "short" and "10,000" in v.reasons[0]
+    v = slo.judge(slo.Observation(100, 20_000, 40, {"p99": (1, 1, 1), "p999": (2, 2, 2)}), t, "ops/s")
+    assert v.outcome == "fails" and v.reasons == ["errors 0.2% > 0.1%"]
+    lo, hi = slo.quantile_bounds(10_000, 0.999)
+    assert 0.9983 <= lo < 0.999 < hi <= 0.9998
+    lo, hi = slo.quantile_bounds(1_000_000, 0.99)
+    assert hi - lo < 0.0005
+    assert slo.quantile_bounds(10, 0.99)[1] == 1.0  # never beyond the largest sample
+
+
+@pytest.mark.parametrize("outcome", ["meets", "fails"])
+def test_verdicts_serialise(outcome):
+    est = 1.0 if outcome == "meets" else 9.0
+    v = slo.judge(slo.Observation(100, 20_000, 0, {"p99": (est, est, est)}), P99_5MS, "ops/s")
+    assert v.outcome == outcome and v.to_dict()["obs"]["percentiles"]["p99"] == [est, est, est]
+
+
+def test_answers_compare_only_beyond_their_brackets():
+    def ans(load, failed_at, status="found", p99=5.0):
+        return {"settings": {"targets": {"latency_ms": {"p99": p99}, "error_rate": None}}, "unit": "ops/s",
+                "result": {"status": status, "load": load, "failed_at": failed_at}}
+
+    got = slo.compare_answers(ans(1000, 1050), ans(1180, 1240))
+    assert (got["base_load"], got["new_load"]) == (1000, 1180)
+    assert got["verdict"] == "more load" and got["ratio"] == pytest.approx(1.18)
+    assert slo.compare_answers(ans(1000, 1050), ans(1020, 1070))["verdict"] == "same within the searches' resolution"
+    worse = slo.compare_answers(ans(1000, 1050), ans(700, 740), gate=0.10)
+    assert worse["verdict"] == "less load" and worse["regressed"]
+    assert not slo.compare_answers(ans(1000, 1050), ans(950, 990), gate=0.10)["regressed"]  # within the gate
+    assert slo.compare_answers(ans(1000, 1050), ans(None, 10, "none"))["verdict"] == "no verdict"
+    assert not slo.compare_answers(ans(1000, 1050), ans(900, 950, p99=9.0))["comparable"]
+
+
+def test_the_suite_field_and_the_command_line_over_it():
+    import textwrap
+
+    from fathom import probes, spec
+
+    text = textwrap.dedent("""\
+        name: s
+        defaults: {engine: fathom-engine, interface: "null"}
+        workloads: [{name: a}]
+        slo: {p99: 5ms, p999: 0.02s, error_rate: 0.1%, resolution: 10%, probe: 5s}
+        """)
+    s = spec.parse(text, "s.yaml").slo
+    assert (s.p99, s.p999, s.error_rate, s.resolution, s.probe) == (5.0, 20.0, 0.001, 0.1, 5.0)
+    got = probes.settings(s, {"p99": "2ms", "max": "8k", "p50": None})
+    assert got.targets.latency_ms == {"p99": 2.0, "p999": 20.0} and got.hi == 8000 and got.resolution == 0.1
+    with pytest.raises(spec.SuiteError) as ei:
+        spec.parse(text.replace("p99: 5ms", "p99: soon"), "s.yaml")
+    assert "s.yaml:4" in str(ei.value) and "slo.p99" in str(ei.value)
+    with pytest.raises(Exception) as ei:
+        probes.settings(None, {"max_probe": "1s", "p99": "1ms"})
+    assert "max_probe (1 s) is shorter than probe (10 s)" in str(ei.value)
