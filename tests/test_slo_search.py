@@ -161,3 +161,8 @@ def test_the_suite_field_and_the_command_line_over_it():
     with pytest.raises(Exception) as ei:
         probes.settings(None, {"max_probe": "1s", "p99": "1ms"})
     assert "max_probe (1 s) is shorter than probe (10 s)" in str(ei.value)
+
+
+def test_rates_are_probed_at_four_significant_digits_and_the_bound_ends_the_bracket():
+    s = search(lambda r: 1.0, start=3482.2499680023284, lo=54.41, hi=13928.999872)
+    assert [p.load for p in s.probes] == [3482.0, 6964.0, 13930.0] and s.result().status == "ceiling"

@@ -129,7 +129,7 @@ class Probes:
             if out.status != "done":
                 raise UsageError(f"{p.key}, run before the search, {out.status}: {out.error or 'no figures'}")
         if s.by == "rate" and s.start is None:
-            yield self._point(None, s.probe_s, "calibrate")
+            yield self._point(None, s.probe_s)
             self._calibrate()
         elif s.by == "iodepth":
             self._begin(float(s.start or self.base.params["iodepth"]))
@@ -137,7 +137,7 @@ class Probes:
             self._begin(float(s.start))  # type: ignore[arg-type]
         assert self.search is not None
         while (load := self.search.next_load()) is not None:
-            yield self._point(load, self._runtime(load), f"{self.search.probes.__len__() + 1}")
+            yield self._point(load, self._runtime(load))
             self._judge(load)
 
     def record(self, point: Point, outcome: Any) -> None:
@@ -145,7 +145,7 @@ class Probes:
         self._last = (point, outcome)
 
     # ---- probes ----
-    def _point(self, load: float | None, runtime: float, tag: str) -> Point:
+    def _point(self, load: float | None, runtime: float) -> Point:
         self._n += 1
         n = self._n - len(self.setup)
         params = dict(self.base.params)

@@ -177,11 +177,14 @@ class Search:
     _repeats: int = 0
 
     def __post_init__(self) -> None:
+        if not self.integer:  # the bounds in the probes' own rounding, so a probe at a bound equals it
+            self.lo, self.hi = float(f"{self.lo:.4g}"), float(f"{self.hi:.4g}")
         self._next = self._clamp(self.start)
 
     def _clamp(self, x: float) -> float:
         x = min(max(x, self.lo), self.hi)
-        return float(max(1, round(x))) if self.integer else x
+        # a rate to 4 significant digits (0.1% steps, far below any resolution): readable keys and labels
+        return float(max(1, round(x))) if self.integer else float(f"{x:.4g}")
 
     def final(self, load: float) -> bool:
         """The next probe at this load is the last repeat: a borderline is decided by its estimates."""

@@ -16,7 +16,7 @@ from fathom.errors import FathomError
 
 COMMAND_MODULES = {
     "fathom.cli.cluster": ("cluster",),
-    "fathom.cli.run": ("suites", "plan", "run", "ls", "show", "export"),
+    "fathom.cli.run": ("suites", "plan", "run", "slo", "ls", "show", "export"),
     "fathom.cli.report": ("report", "compare", "import"),
     "fathom.cli.bench": ("bench", "cleanup"),
 }
