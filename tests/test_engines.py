@@ -116,6 +116,12 @@ def test_fathom_engine_point_spec(tmp_path):
     assert {k: v for k, v in r["target"].items() if k != "connection"} == {
         "kind": "rados", "pool": "p", "op": "write", "pattern": "seq", "prefix": "fathom-1-abc", "op_size": 65536,
         "object_size": 65536}
+    assert "bytes" not in r["load"]
+    # size bounds a rados write as it bounds an s3 put: new objects until each job wrote size bytes.
+    b = fathom_engine.point_spec({**PARAMS, "interface": "rados", "rw": "write", "size": 1 << 30}, ctx(tmp_path))
+    assert b.to_json()["load"]["bytes"] == 1 << 30
+    rd = fathom_engine.point_spec({**PARAMS, "interface": "rados", "rw": "read", "size": 1 << 30}, ctx(tmp_path))
+    assert "bytes" not in rd.to_json()["load"]
     n = fathom_engine.point_spec({**PARAMS, "interface": "null", "rw": "readwrite"}, ctx(tmp_path)).to_json()
     assert n["target"] == {"kind": "null", "rw": "rw", "rwmixread": 70, "bs": 4096, "numjobs": 2, "delay_us": 0}
 

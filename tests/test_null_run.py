@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import FATHOM, run_fathom
 
+from fathom.companion import Companion, Contribution
 from fathom.store import Store
 
 SUITE = """\
@@ -126,8 +127,9 @@ def test_ctrl_c_keeps_the_interrupted_points_summary(tmp_path, engine_ready):
         os.kill(engine, 0)  # no load left running
 
 
-class StopAfter:
-    """A companion that asks the point to stop after n intervals, as a steady-state watch will."""
+class StopAfter(Companion):
+    """A companion that asks the point to stop after n intervals, as a steady-state watch will (on_child:
+    the protocol's no-op default)."""
 
     def __init__(self, n: int):
         self.n, self.seen, self.live = n, 0, None
@@ -140,12 +142,7 @@ class StopAfter:
         if self.seen == self.n:
             self.live.request_stop("settled (test companion)")
 
-    def on_child(self, pid) -> None:
-        pass
-
     def stop(self):
-        from fathom.point import Contribution
-
         return Contribution(events=[{"kind": "companion", "message": f"saw {self.seen} intervals"}])
 
 

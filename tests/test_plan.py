@@ -6,7 +6,7 @@ import json
 
 from conftest import run_fathom
 
-from fathom import plan, spec
+from fathom import interfaces, plan, spec
 
 BASE = """\
 name: p
@@ -128,3 +128,11 @@ def test_cli_plan_shows_companions(tmp_path):
     p = run_fathom("plan", str(suite), check=True)
     assert "steady state: stops once iops" in p.stdout and "max 60 s" in p.stdout
     assert "at most" in p.stdout and "faults:" not in p.stdout
+
+
+def test_op_size_is_the_interfaces_own_size_field_when_set():
+    assert interfaces.op_size({"interface": "s3", "bs": 4096, "object_size": 65536}) == 65536
+    assert interfaces.op_size({"interface": "s3", "bs": 4096, "object_size": None}) == 4096
+    # rados' object_size is the object's, not the op's: a 4 MiB object written 64 KiB at a time
+    assert interfaces.op_size({"interface": "rados", "bs": 65536, "object_size": 4 << 20}) == 65536
+    assert interfaces.op_size({"bs": 8192}) == 8192  # an imported point with no interface

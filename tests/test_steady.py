@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from fathom import hdr, plan, spec, steady
-from fathom.point import Live
+from fathom.companion import Live
 from fathom.spec import SuiteError
 from fathom.steady import Criteria, Sample, SteadyStateCompanion, check, first_steady, merge_intervals
 

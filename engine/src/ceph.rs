@@ -3,7 +3,7 @@
 //! wrong, and the shutdown. Targets without Ceph never touch this module.
 
 use crate::ffi::*;
-use crate::target::Fatal;
+use crate::targets::Fatal;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ffi::{CString, c_char};

@@ -12,7 +12,7 @@ use crate::rate::{Lag, Schedule};
 use crate::rng::Rng;
 use crate::spec::{OnError, Spec};
 use crate::stats::{Errors, KindStats};
-use crate::target::Target;
+use crate::targets::Target;
 use crate::verify;
 use serde_json::{Map, Value, json};
 use std::sync::atomic::Ordering;

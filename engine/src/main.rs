@@ -15,7 +15,7 @@ mod rate;
 mod rng;
 mod spec;
 mod stats;
-mod target;
+mod targets;
 mod verify;
 
 use clock::{mono_ns, wall_s};
@@ -25,7 +25,7 @@ use serde_json::json;
 use spec::Spec;
 use std::io::Read;
 use std::sync::atomic::AtomicBool;
-use target::{Fatal, Target};
+use targets::{Fatal, Target};
 
 const VERSION: &str = env!("CARGO_PKG_VERSION");
 
@@ -120,7 +120,7 @@ fn main() {
 
 fn run(spec: &Spec) -> Result<i32, Fatal> {
     let t_connect = mono_ns();
-    let target = target::open(spec)?;
+    let target = targets::open(spec)?;
     let connect_s = (mono_ns() - t_connect) as f64 / 1e9;
     let l = &spec.load;
 

@@ -2,9 +2,9 @@
 //! validated, and normalized (defaults filled in) so the start record and
 //! `--check` can echo it. This file holds what every target shares; each
 //! target's own section (`target`, tagged by `kind`) lives in and is
-//! validated by its module under target/.
+//! validated by its module under targets/.
 
-use crate::target::TargetSpec;
+use crate::targets::TargetSpec;
 use serde::{Deserialize, Serialize};
 
 pub const PROTOCOL: u32 = 2;

@@ -1,7 +1,7 @@
 """The engine's point spec, typed: the one place Python builds what fathom-engine reads (engine/PROTOCOL.md).
 
 Mirrors engine/src/spec.rs; each target's own section is a dataclass in its
-interface module (fathom.interfaces.<name>, mirroring engine/src/target/<name>.rs).
+interface module (fathom.interfaces.<name>, mirroring engine/src/targets/<name>.rs).
 Defaults here are the engine's defaults; the test
 suite checks every built-in suite's points with `fathom-engine --check`, so the
 two languages cannot drift apart. Credentials are paths (a keyring file), never

@@ -39,6 +39,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from fathom.analysis import recovery
+from fathom.companion import Companion, Contribution, Live
 from fathom.errors import FathomError, UsageError
 from fathom.units import parse_duration
 
@@ -238,7 +239,7 @@ class Executor:
         return {"outcome": "done"}
 
 
-class FaultCompanion:
+class FaultCompanion(Companion):
     """Runs one point's fault schedule on the engine's clock; see the module docstring."""
 
     def __init__(self, faults: list[Fault], executor: Executor, say: Callable[[str], None] = lambda msg: None):
@@ -258,7 +259,7 @@ class FaultCompanion:
         self._thread: threading.Thread | None = None
 
     # ---- companion protocol ----
-    def start(self, live: Any) -> None:
+    def start(self, live: Live) -> None:
         self._thread = threading.Thread(target=self._loop, name="fathom-faults", daemon=True)
         self._thread.start()
 
@@ -268,12 +269,7 @@ class FaultCompanion:
             self._origin = float(rec["ts"]) - float(rec["t"])
             self._clock.set()
 
-    def on_child(self, pid: int | None) -> None:
-        pass
-
-    def stop(self) -> Any:
-        from fathom.point import Contribution
-
+    def stop(self) -> Contribution:
         self._stop.set()
         self._clock.set()
         if self._thread is not None:

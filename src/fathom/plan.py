@@ -13,6 +13,7 @@ import itertools
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from fathom import interfaces
 from fathom.spec import Suite, Workload
 from fathom.units import format_size
 
@@ -36,8 +37,6 @@ class Point:
     @property
     def capped(self) -> bool:
         """The runtime is a cap, not the length: the point may end at steady state or after its bytes."""
-        from fathom import interfaces
-
         return bool(self.params.get("steady_state")) or interfaces.per_job_bytes(self.params) is not None
 
     @property
@@ -46,8 +45,8 @@ class Point:
 
     def label(self) -> str:
         p = self.params
-        size = p["object_size"] if p.get("interface") == "s3" and p.get("object_size") else p["bs"]
-        parts = [self.workload, p["rw"], format_size(size), f"iodepth={p['iodepth']}", f"numjobs={p['numjobs']}"]
+        parts = [self.workload, p["rw"], format_size(interfaces.op_size(p)), f"iodepth={p['iodepth']}",
+                 f"numjobs={p['numjobs']}"]
         parts += [f"{k}={p[k]}" for k in ("placement", "tls") if p.get(k) is not None]
         if p.get("rate") is not None:
             parts.append(f"rate={p['rate']:g}/s" + (" poisson" if p.get("arrival") == "poisson" else ""))

@@ -9,21 +9,20 @@ measurement):
     health     the cluster's state right after (it serves as the next point's gate when clean)
     record     metrics computed, the point stored whole or not at all
 
-A companion (criterion's report observers, cbt's monitors) starts with the
-point, sees each interval record and stops with it; it may ask the point to stop
-through `Live.request_stop`, which reaches the engine's control channel. The
-fault schedule and the steady-state watch are companions too.
+Companions (companion.py: telemetry, progress, the fault schedule, the steady-state
+watch) start with the point, see each interval record and stop with it.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from fathom import engines, faults, telemetry
+from fathom.companion import Companion, Contribution, Live
 from fathom.cluster import full, health
 from fathom.cluster.local import Daemon
 from fathom.errors import FathomError
@@ -34,49 +33,7 @@ from fathom.progress import Progress
 from fathom.store import Store
 
 
-@dataclass
-class Contribution:
-    """What a companion hands over when the point ends."""
-
-    events: list[dict[str, Any]] = field(default_factory=list)
-    samples: list[dict[str, Any]] = field(default_factory=list)  # telemetry rows
-    perf_counters: dict[str, dict[str, Any]] = field(default_factory=dict)
-    metrics: dict[str, Any] = field(default_factory=dict)  # figures for the point's metrics (METRIC_COLUMNS keys)
-
-
-class Live:
-    """The running point as companions see it."""
-
-    def __init__(self, point: Point):
-        self.point = point
-        self.started = time.time()
-        self.stop_reason: str | None = None
-        self._handle: Any = None  # the engine's control handle, once it runs
-
-    def attach(self, handle: Any) -> None:
-        self._handle = handle
-        if self.stop_reason and handle is not None:
-            handle.stop(self.stop_reason)
-
-    def request_stop(self, reason: str) -> None:
-        """End the point cleanly now (in-flight ops drain; the point counts as done)."""
-        if self.stop_reason is None:
-            self.stop_reason = reason
-            if self._handle is not None:
-                self._handle.stop(reason)
-
-
-class Companion(Protocol):
-    def start(self, live: Live) -> None: ...
-
-    def on_interval(self, rec: dict[str, Any]) -> None: ...
-
-    def on_child(self, pid: int | None) -> None: ...
-
-    def stop(self) -> Contribution: ...
-
-
-class TelemetryCompanion:
+class TelemetryCompanion(Companion):
     """Per-daemon CPU, memory and context switches on the engine's clock, and perf counter deltas over the point."""
 
     def __init__(self, sampler: telemetry.Sampler, daemons: list[Daemon], run_dir: Path | None,
@@ -93,9 +50,6 @@ class TelemetryCompanion:
         self.asok_cpu_s += time.thread_time() - c0
         self.sampler.start()
 
-    def on_interval(self, rec: dict[str, Any]) -> None:
-        pass
-
     def on_child(self, pid: int | None) -> None:
         if pid is not None and self.refresh is not None:
             self.sampler.set_daemons(self.refresh())
@@ -109,23 +63,14 @@ class TelemetryCompanion:
         return Contribution(samples=samples, perf_counters=deltas)
 
 
-class ProgressCompanion:
+class ProgressCompanion(Companion):
     """Live IOPS and latency on the terminal (or one line per event in logs)."""
 
     def __init__(self, prog: Progress):
         self.prog = prog
 
-    def start(self, live: Live) -> None:
-        pass
-
     def on_interval(self, rec: dict[str, Any]) -> None:
         self.prog.interval(rec)
-
-    def on_child(self, pid: int | None) -> None:
-        pass
-
-    def stop(self) -> Contribution:
-        return Contribution()
 
 
 @dataclass

@@ -33,6 +33,7 @@ from typing import Any
 from fathom import engines, envinfo, faults, interfaces, plan, resume, spec, steady
 from fathom import point as point_mod
 from fathom.cluster import full, health
+from fathom.companion import Companion
 from fathom.cluster import rgw as rgw_prep
 from fathom.cluster.ceph import Connection
 from fathom.cluster.local import LocalCluster
@@ -302,7 +303,7 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
         next_gate: health.GateVerdict | None = None
         gate_timeout = opts.gate_timeout
         prog = Progress(None if source else len(points), [] if source else todo, tty=opts.tty)
-        companions: list[point_mod.Companion] = [tel, point_mod.ProgressCompanion(prog)]
+        companions: list[Companion] = [tel, point_mod.ProgressCompanion(prog)]
         if outcome.skipped:
             prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")
 
@@ -340,11 +341,11 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                     prog.say(f"purged {len(gone)} bucket(s) of user {s3_ctx['user']} before {point.key}")
             prog.point_start(point, n)
             schedule = [faults.Fault.model_validate(f) for f in point.params.get("faults") or []]
-            extra: list[point_mod.Companion] = [faults.FaultCompanion(schedule, faults.Executor(
+            extra: list[Companion] = [faults.FaultCompanion(schedule, faults.Executor(
                 ceph, target.local if target else None), prog.say)] if schedule and ceph is not None else []
             try:
                 crit = steady.Criteria.of(point.params)  # a steady_state watch only for workloads with one
-                watch: list[point_mod.Companion] = [steady.SteadyStateCompanion(crit)] if crit else []
+                watch: list[Companion] = [steady.SteadyStateCompanion(crit)] if crit else []
                 res = point_mod.run_point(store, run_id, point, ctx, companions + extra + watch, ceph, gate_timeout,
                                           next_gate)
             except KeyboardInterrupt:

@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fathom import hdr
+from fathom.companion import Companion, Contribution, Live
 from fathom.merge import coalesce, next_span
 
 INTERVAL_S = 1.0  # fathom-engine's interval_s as fathom runs it
@@ -276,7 +277,7 @@ def outcome_text(metrics: Mapping[str, Any], params: Mapping[str, Any]) -> str |
 # ---- the companion -------------------------------------------------------------------
 
 
-class SteadyStateCompanion:
+class SteadyStateCompanion(Companion):
     """Watches a point's merged interval series; asks it to stop (control channel) once steady.
 
     Interval records arrive on the engine's reader thread. With several engines per
@@ -299,13 +300,10 @@ class SteadyStateCompanion:
         self.verdict: Verdict | None = None  # the latest window's
         self.steady_at: Verdict | None = None  # the window that held
 
-    def start(self, live: Any) -> None:
+    def start(self, live: Live) -> None:
         with self._lock:
             self._reset()
             self.live = live
-
-    def on_child(self, pid: int | None) -> None:
-        pass
 
     def on_interval(self, rec: dict[str, Any]) -> None:
         if rec.get("ramp"):
@@ -336,9 +334,7 @@ class SteadyStateCompanion:
             out.append(f"deviation {v.deviation_pct:.3g} %")
         return ", ".join(out)
 
-    def stop(self) -> Any:
-        from fathom.point import Contribution  # point imports the companions' protocol; not at import time
-
+    def stop(self) -> Contribution:
         with self._lock:
             v = self.steady_at or self.verdict
             data = {"criteria": asdict(self.c), "verdict": v.to_dict() if v else None,

@@ -11,6 +11,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from fathom import interfaces
 from fathom.store import Store
 
 # Parameters that may vary over a curve: every field a suite may sweep (spec.SWEEPABLE) and the imported tables'
@@ -185,7 +186,7 @@ BW = Throughput("bw_mib_s", "MiB/s", "bw")
 def throughput_for(points: list[Point]) -> Throughput:
     """IOPS for small blocks, MiB/s from 64 KiB up (or when a source has no IOPS at all)."""
     for p in points:
-        bs = p.params.get("object_size") if p.params.get("interface") == "s3" else p.params.get("bs")
+        bs = interfaces.op_size(p.params)
         if isinstance(bs, (int, float)) and bs >= LARGE_BLOCK:
             return BW
     if points and all(p.m("iops") is None for p in points) and any(p.m("bw_mib_s") is not None for p in points):

@@ -182,7 +182,7 @@ def _compare_gains(args: argparse.Namespace, base: object, news: list) -> int:
     """A run of the rgw suite against the RGW study's published gains table (or two such): shapes, not magnitudes."""
     from fathom.analysis import rgw_gains
     from fathom.report import compare_text
-    from fathom.report.tables import fmt
+    from fathom.report.doc import fmt
 
     runs = [base, *news]
     gains = {r.name: (rgw_gains.published_gains(r) if rgw_gains.is_gains_table(r)  # type: ignore[attr-defined]

@@ -160,8 +160,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     for p in points:
         q = p.params
         rep = f"  rep {p.rep}" if s.repetitions > 1 else ""
-        # s3: the object size is the op's size; placement and TLS say where it goes
-        bs = q.get("object_size") if q["interface"] == "s3" and q.get("object_size") else q["bs"]
+        bs = interfaces.op_size(q)  # s3: the object size; placement and TLS say where it goes
         s3 = "".join(f"  {k} {q[k]}" for k in ("placement", "tls") if q.get(k) is not None)
         print(f"  {p.idx + 1:>4}  {p.workload:<{w}} {p.engine:<13} {q['rw']:<9} {format_size(bs):>7} "
               f"{q['iodepth']:>7} {q['numjobs']:>7} {_secs(q['runtime']):>8} {_secs(q['ramp_time']):>6}{rep}{s3}")

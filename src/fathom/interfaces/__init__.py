@@ -1,10 +1,10 @@
-"""Storage interfaces: what a workload drives (rados, rbd, null; s3, posix, cephfs, nfs to come).
+"""Storage interfaces: what a workload drives (rados, rbd, cephfs, s3, posix, nfs, null).
 
 One module per interface in this package, each defining `INTERFACE` (see
 base.Interface): its name, whether it needs a Ceph cluster, which fio-named
 modes it runs, and how a planned point becomes the fathom-engine target section
 (engine_spec). Modules are found by listing the package, so adding an interface
-is one new file here (plus its Rust target module in engine/src/target/).
+is one new file here (plus its Rust target module in engine/src/targets/).
 """
 
 from __future__ import annotations
@@ -37,11 +37,20 @@ def cluster_needed(params: dict) -> bool:
     return get("null" if iface is None else str(iface)).cluster_needed(params)
 
 
+def op_size(params: dict) -> int | None:
+    """One op's size in bytes: the interface's own size field when set (s3: object_size), else bs.
+
+    Stored and imported points may lack an interface (or name one no longer known): bs then."""
+    iface = _load().get(str(params.get("interface") or ""))
+    return params.get(iface.op_size_key if iface else "bs") or params.get("bs")
+
+
 def per_job_bytes(params: dict) -> int | None:
     """The bytes each job moves at most, when fio's `size` bounds the point (runtime is then its cap): file
-    interfaces take it as each job's pass over its files; s3 puts as the bytes each client puts, new objects only."""
+    interfaces take it as each job's pass over its files; s3 and rados writes as the bytes each job writes, new
+    objects only (without it a write fills the pool for the whole runtime)."""
     iface = get(str(params["interface"]))
-    if params.get("size") and (iface.files or (iface.name == "s3" and params["rw"] == "write")):
+    if params.get("size") and (iface.files or (iface.name in ("s3", "rados") and params["rw"] == "write")):
         return int(params["size"])
     return None
 
@@ -53,4 +62,4 @@ def get(name: str) -> Interface:
         raise FathomError(f"unknown interface {name!r}; interfaces: {', '.join(names())}") from None
 
 
-__all__ = ["Interface", "cluster_needed", "get", "names", "per_job_bytes"]
+__all__ = ["Interface", "cluster_needed", "get", "names", "op_size", "per_job_bytes"]

@@ -22,6 +22,7 @@ class Interface:
     needs_path: bool = False  # the workload must name a path (a local directory, file or device)
     # params -> True when a point needs no cluster after all (nfs against a server of the user's own)
     cluster_free: Callable[[dict[str, Any]], bool] | None = None
+    op_size_key: str = "bs"  # the field that gives one op's size when set (s3: object_size; bs otherwise)
 
     def cluster_needed(self, params: dict[str, Any]) -> bool:
         """Whether a point with these params needs a Ceph cluster (a mount fathom makes is on one)."""

@@ -22,7 +22,7 @@ RW = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
 
 @dataclass
 class Cephfs:
-    """The engine's cephfs target section (engine/src/target/cephfs.rs)."""
+    """The engine's cephfs target section (engine/src/targets/cephfs.rs)."""
 
     connection: engine_spec.Connection
     rw: engine_spec.Rw

@@ -28,7 +28,7 @@ OWN_EXPORTS = ("cephfs", "local")  # exports of the ganesha fathom runs on its l
 
 @dataclass
 class Nfs:
-    """The engine's nfs target section (engine/src/target/nfs.rs)."""
+    """The engine's nfs target section (engine/src/targets/nfs.rs)."""
 
     export: str
     rw: engine_spec.Rw

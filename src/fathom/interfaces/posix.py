@@ -29,7 +29,7 @@ DEFAULT_FILESIZE = 64 << 20  # bytes per file in a directory when neither filesi
 
 @dataclass
 class Posix:
-    """The engine's posix target section (engine/src/target/posix.rs)."""
+    """The engine's posix target section (engine/src/targets/posix.rs)."""
 
     path: str
     rw: engine_spec.Rw

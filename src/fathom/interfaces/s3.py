@@ -151,4 +151,4 @@ def _local_s3(ctx: Any) -> dict[str, Any] | None:
         return None
 
 
-INTERFACE = Interface(name="s3", needs_cluster=True, rw_modes=tuple(MODES), target=target)
+INTERFACE = Interface(name="s3", needs_cluster=True, rw_modes=tuple(MODES), target=target, op_size_key="object_size")

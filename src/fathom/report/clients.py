@@ -8,14 +8,12 @@ host caps the point, and a report that only showed the merge would hide it).
 
 from __future__ import annotations
 
-from typing import Any
 
 from fathom.analysis.data import RunData, throughput_for
+from fathom.report.doc import Table, fmt, fmt_tp
 
 
-def tables(runs: list[RunData], wl: str) -> list[Any]:
-    from fathom.report.tables import Table, fmt, fmt_tp
-
+def tables(runs: list[RunData], wl: str) -> list[Table]:
     out = []
     for r in runs:
         tp = throughput_for(r.curve(wl))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fathom.analysis import anomalies as anom
 from fathom.analysis.compare import VERDICT_RULES, Comparison, Judgment, WorkloadCmp
-from fathom.report.tables import fmt
+from fathom.report.doc import fmt
 
 
 def columns(headers: list[str], rows: list[list[str]], right: set[int] | None = None) -> list[str]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from fathom.analysis.data import Point, RunData
-from fathom.report.tables import Section, Table, fmt
+from fathom.report.doc import Section, Table, fmt
 
 SCENARIOS = ("db", "logs", "office", "blob")
 DIRECTIONS = {"db": ("read", "write"), "logs": ("write",), "office": ("read", "write"), "blob": ("read",)}

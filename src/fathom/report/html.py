@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from html import escape
 
-from fathom.report.tables import INTENDED, ReportDoc, Table
+from fathom.report.doc import INTENDED, ReportDoc, Table
 
 CSS = """
 body{font-family:Helvetica,Arial,sans-serif;margin:0 auto;max-width:1180px;padding:16px 20px;color:#222;

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from fathom.report.tables import ReportDoc, Table
+from fathom.report.doc import ReportDoc, Table
 
 
 def _cell(s: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 from fathom.analysis import rgw_gains
 from fathom.analysis.data import Point, RunData
 from fathom.report import svg
-from fathom.report.tables import NA, ChartOut, Section, Table, fmt
+from fathom.report.doc import NA, ChartOut, Section, Table, fmt
 
 WORKLOADS = (rgw_gains.STUDY_WORKLOAD, "tls", "client-scaling")
 SIZE_CLASSES = (("small (≤ 64 KiB)", 0, 64 * 1024), ("medium (1-4 MiB)", 64 * 1024 + 1, 4 * 2**20),

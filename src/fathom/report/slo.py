@@ -8,7 +8,7 @@ from typing import Any
 from fathom.analysis import slo
 from fathom.analysis.data import RunData
 from fathom.report import svg
-from fathom.report.tables import ChartOut, Section, Table
+from fathom.report.doc import ChartOut, Section, Table
 from fathom.units import format_rate
 
 RULE = ("A probe meets the targets when each targeted percentile's whole 95% interval (distribution-free, from the "

@@ -1,13 +1,13 @@
-"""What a report says, independent of its format: tables (formatted cells) and charts (SVG text).
+"""What a report says, independent of its format: the generic sections of every workload and the assembler.
 
-html.py and markdown.py only lay this out, so both formats carry the same numbers.
+The document model is doc.py; the studies' own sections (slo, files_study, rgw_study) and the timeline's and
+clients' tables come from their modules, which import the model, never this file.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fathom.analysis import anomalies as anom
@@ -15,73 +15,11 @@ from fathom.analysis.data import (Level, Point, RunData, Throughput, assign_leve
                                   throughput_for)
 from fathom.analysis.stats import KNEE_DEFINITION, knee_index, saturation_index
 from fathom.model import DAEMON_KINDS, FIGURE_WINDOWS, daemon_columns, daemon_kinds_in, daemon_label
-from fathom.report import clients, svg, timeline
+from fathom.report import clients, files_study, rgw_study, slo, svg, timeline
+from fathom.report.doc import INTENDED, NA, ChartOut, ReportDoc, Section, Table, fmt, fmt_tp
 from fathom.steady import Criteria, outcome_text
 
-NA = "n/a"
-INTENDED = "fault (intended)"  # the flag of a point with a `faults:` schedule
 RING_EXEMPT = {"host_busy"}  # a property of the whole box, listed in tables but not ringed on every point
-
-
-@dataclass
-class Table:
-    title: str
-    headers: list[str]
-    rows: list[list[str]]
-    align: list[str]  # "l" or "r" per column
-    notes: list[str] = field(default_factory=list)
-
-
-@dataclass
-class ChartOut:
-    slug: str  # file-name part: "lat", "cpu", "eff"
-    title: str
-    svg: str
-
-
-@dataclass
-class Section:
-    workload: str
-    unit: str
-    charts: list[ChartOut]
-    tables: list[Table]
-    anomalies: list[anom.Anomaly]
-
-
-@dataclass
-class ReportDoc:
-    title: str
-    generated: str
-    runs: list[RunData]
-    runs_table: Table
-    summary: Table
-    anomalies: Table | None
-    sections: list[Section]
-    definitions: list[str]
-    env: list[tuple[str, list[tuple[str, str]]]]  # (run name, flattened key/value rows)
-
-
-def fmt(v: float | None, kind: str = "g") -> str:
-    """Numbers as the studies print them: IOPS and counts whole with separators, the rest 2 decimals."""
-    if v is None:
-        return NA
-    if kind == "int":
-        return f"{v:,.0f}"
-    if kind == "pct":
-        return f"{v:+.1f}%"
-    if kind == "bw":
-        return f"{v:,.2f}"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    if abs(v) >= 100:
-        return f"{v:.1f}"
-    return f"{v:.2f}" if abs(v) >= 0.1 or v == 0 else f"{v:.3g}"
-
-
-def fmt_tp(v: float | None, tp: Throughput) -> str:
-    if v is None:
-        return NA
-    return f"{v:,.0f} IOPS" if tp.unit == "IOPS" else f"{v:,.2f} MiB/s"
 
 
 def _names(cols: tuple[str, ...]) -> str:
@@ -372,9 +310,7 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
         sections.append(Section(wl, tp.unit, charts(runs, wl, axis) + timeline.charts(runs, wl),
                                 [detail_table(r, wl, axis, kinds) for r in runs if r.curve(wl)]
                                 + timeline.tables(runs, wl) + clients.tables(runs, wl), wl_flags))
-    from fathom.report import files_study, rgw_study, slo  # the studies' own tables (fs-apps, rgw runs, slo)
-
-    sections = slo.sections(runs) + files_study.sections(runs) + rgw_study.sections(runs) + sections
+    sections = slo.sections(runs) + files_study.sections(runs) + rgw_study.sections(runs) + sections  # studies first
     summary = Table("Summary", ["workload", "run", "peak throughput", "peak at", "knee at", "90% of peak at",
                                 "clat at peak (ms)", "OSD CPU at peak (% of one core)", "per OSD core at peak",
                                 "anomalies"], srows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],

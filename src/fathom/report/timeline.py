@@ -16,6 +16,7 @@ from fathom.analysis.anomalies import fault_data
 from fathom.analysis.data import Point, RunData, Throughput, throughput_for
 from fathom.analysis.recovery import DEFINITION, MIN_DT_S, Sample, acted, point_metrics, samples
 from fathom.report import svg
+from fathom.report.doc import ChartOut, Table
 
 FAULT_COLOR = "#C00000"
 UNDO_COLOR = "#888888"
@@ -117,9 +118,7 @@ def around_rows(ss: list[Sample], faults: list[dict[str, Any]], tp: Throughput) 
     return rows
 
 
-def charts(runs: list[RunData], wl: str) -> list[Any]:
-    from fathom.report.tables import ChartOut
-
+def charts(runs: list[RunData], wl: str) -> list[ChartOut]:
     out = []
     for r in runs:
         tp = throughput_for(r.curve(wl))
@@ -129,9 +128,7 @@ def charts(runs: list[RunData], wl: str) -> list[Any]:
     return out
 
 
-def tables(runs: list[RunData], wl: str) -> list[Any]:
-    from fathom.report.tables import Table
-
+def tables(runs: list[RunData], wl: str) -> list[Table]:
     out = []
     rec_rows = []
     for r in runs:

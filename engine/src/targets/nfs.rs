@@ -889,7 +889,7 @@ mod tests {
     #[test]
     fn one_connection_per_eight_slots_by_default() {
         let s = nfs("", r#"{"ops":1,"iodepth":1}"#).unwrap();
-        let crate::target::TargetSpec::Nfs(t) = &s.target else { panic!("not nfs") };
+        let crate::targets::TargetSpec::Nfs(t) = &s.target else { panic!("not nfs") };
         assert_eq!(t.connections(1), 1);
         assert_eq!(t.connections(10), 2);
         assert_eq!(t.connections(1000), 125);

@@ -604,7 +604,7 @@ impl Target for Posix {
 #[cfg(test)]
 mod tests {
     use crate::spec::parse;
-    use crate::target::TargetSpec;
+    use crate::targets::TargetSpec;
 
     fn posix(target: &str, load: &str) -> Result<crate::spec::Spec, String> {
         parse(&format!(r#"{{"target":{{"kind":"posix","path":"/tmp","rw":"randread"{target}}},"load":{load}}}"#))

@@ -1141,7 +1141,7 @@ impl Target for S3 {
 mod tests {
     use super::*;
     use crate::spec::parse;
-    use crate::target::TargetSpec;
+    use crate::targets::TargetSpec;
 
     fn spec(target: &str, rest: &str) -> Result<Spec, String> {
         parse(&format!(

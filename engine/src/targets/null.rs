@@ -196,7 +196,7 @@ impl Timer {
 mod tests {
     use super::*;
     use crate::spec::parse;
-    use crate::target::TargetSpec;
+    use crate::targets::TargetSpec;
 
     fn null(target: &str, load: &str) -> Result<Spec, String> {
         parse(&format!(r#"{{"protocol":2,"target":{{"kind":"null","rw":"randrw"{target}}},"load":{load}}}"#))

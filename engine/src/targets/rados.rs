@@ -540,7 +540,7 @@ impl Target for Rados {
 mod tests {
     use super::*;
     use crate::spec::{CallbackSched, parse};
-    use crate::target::TargetSpec;
+    use crate::targets::TargetSpec;
 
     fn spec(target: &str, rest: &str) -> Result<Spec, String> {
         parse(&format!(r#"{{"protocol":2,"target":{{"kind":"rados","pool":"p"{target}}}{rest}}}"#))
