@@ -45,8 +45,8 @@ def test_other_seastore_curves_do_not_collapse(published, wl):
 
 
 def test_collapse_rule_on_hand_made_curve():
-    from fathom.analysis.data import IOPS, Point
-    pts = [Point("r", 1, "w", {"iodepth": qd}, {"iops": x}, label=str(qd))
+    from fathom.analysis.data import IOPS, StoredPoint
+    pts = [StoredPoint("r", 1, "w", {"iodepth": qd}, {"iops": x}, label=str(qd))
            for qd, x in [(1, 100.0), (2, 190.0), (4, 30.0), (8, 200.0)]]
     assert list(anom.collapse(pts, IOPS)) == [2]  # 30 < 190/3
     # a point at 1/3 of the bound or more is not a collapse
@@ -55,8 +55,8 @@ def test_collapse_rule_on_hand_made_curve():
 
 
 def test_little_law_bound_for_low_first_point():
-    from fathom.analysis.data import IOPS, Point
-    pts = [Point("r", 1, "w", {"iodepth": qd}, {"iops": x}, label=str(qd))
+    from fathom.analysis.data import IOPS, StoredPoint
+    pts = [StoredPoint("r", 1, "w", {"iodepth": qd}, {"iops": x}, label=str(qd))
            for qd, x in [(1, 5.0), (2, 190.0), (8, 200.0)]]
     # bound for qd1 = max(190 * 1/2, 200 * 1/8) = 95; 5 < 95/3 -> flagged
     assert list(anom.collapse(pts, IOPS)) == [0]

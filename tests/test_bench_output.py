@@ -8,11 +8,11 @@ import re
 
 import pytest
 
-from fathom.bench import output as fmt
-from fathom.bench.rados import RadosArgs, build_spec, check_run_name, object_pattern, object_prefix
-from fathom.bench.rbd import build_spec as rbd_spec
-from fathom.bench.rbd import engine_rw, parse_image
 from fathom.cluster.ceph import Connection
+from fathom.dropin import output as fmt
+from fathom.dropin.rados import RadosArgs, build_spec, check_run_name, object_pattern, object_prefix
+from fathom.dropin.rbd import build_spec as rbd_spec
+from fathom.dropin.rbd import engine_rw, parse_image
 from fathom.errors import UsageError
 
 MIB = 1048576
@@ -304,7 +304,7 @@ def test_s3_summary_per_request_with_ttfb_and_errors():
 
 
 def test_s3_endpoint_keys_and_ca_resolution(tmp_path, monkeypatch):
-    from fathom.bench.s3 import resolve_endpoint
+    from fathom.dropin.s3 import resolve_endpoint
 
     ca = tmp_path / "ca.crt"
     ca.write_text("x")
@@ -353,7 +353,7 @@ def test_rgw_counters_reconcile_every_request():
 # ---- benches on client hosts ----------------------------------------------------------------
 
 def test_client_object_names_and_cleanup_pattern():
-    from fathom.bench.rados import client_meta_prefixes
+    from fathom.dropin.rados import client_meta_prefixes
     from fathom.engines.clients import client_prefix
 
     base = object_prefix("a")
@@ -383,7 +383,7 @@ def test_the_table_names_the_slowest_host():
 
 
 def test_per_host_lines_flag_a_slow_and_a_lost_host():
-    from fathom.bench.clients import host_lines
+    from fathom.dropin.multihost import host_lines
 
     row = {"engines": 1, "ops": 100, "iops": 100.0, "mib_s": 0.4, "p99_ms": 2.0, "client_cpu_pct": 5.0,
            "lost": False, "slow": False}

@@ -10,6 +10,7 @@ sets. No cluster is needed: --check parses and validates only.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -57,12 +58,10 @@ def test_every_builtin_point_is_a_valid_engine_spec(name, engine_ready, tmp_path
     checked = 0
     for loaded in suites:
         for pt in plan.expand(loaded.suite):
-            own_nfs = pt.params["interface"] == "nfs" and not pt.params.get("server")
-            if pt.engine != "fathom-engine" or pt.params.get("mount") or own_nfs:
-                continue  # a mount (ganesha) is made on a running local cluster (tests/test_mounts.py, test_nfs.py)
-            # a posix path is the suite's; its run directory is made here instead
-            params = {**pt.params, "path": str(tmp_path)} if pt.params.get("path") else pt.params
-            c = ctx(tmp_path)
+            if pt.engine != "fathom-engine":
+                continue
+            # built before any prepare step, as `fathom plan` does: no mount, no ganesha, no directory made
+            params, c = pt.params, ctx(tmp_path)
             if loaded.suite.prep.rgw is not None:  # what fathom.cluster.rgw.prepare hands the s3 interface
                 c.s3 = {"keys_file": str(tmp_path / "keys.json"), "bucket_tag": "fathom-1-abc",
                         "placements": {n: f"default:{n}-placement" for n in loaded.suite.prep.rgw.placements},
@@ -71,8 +70,10 @@ def test_every_builtin_point_is_a_valid_engine_spec(name, engine_ready, tmp_path
             doc = point_spec(params, c).to_json()
             p = check(engine_ready, doc, tmp_path)
             assert p.returncode == 0, f"{name} {pt.key}: {p.stdout}{p.stderr}"
+            assert not c.prepared
             checked += 1
     assert checked > 0
+    assert sorted(os.listdir(tmp_path)) == ["spec.json"]  # nothing made but the spec file
 
 
 def minimal_targets(tmp_path: Path) -> list[es.Target]:
@@ -110,7 +111,7 @@ def test_python_defaults_are_the_engines(engine_ready, tmp_path):
 
 
 def test_limits_agree_on_iodepth(engine_ready, tmp_path):
-    from fathom.spec import Workload
+    from fathom.workload import Workload
 
     top = Workload.model_fields["iodepth"].metadata
     high = next(m.le for m in top if hasattr(m, "le"))

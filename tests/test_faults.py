@@ -53,7 +53,7 @@ def test_kill_restart_and_pause_on_schedule(tmp_path):
                    timeout=900)
     store = Store(db)
     run = store.run("latest")
-    cdir = next(a["cluster_dir"] for a in run.env["attempts"] if a.get("cluster_dir"))
+    cdir = next(a["cluster_dir"] for a in run.state["attempts"] if a.get("cluster_dir"))
     lc = LocalCluster(cdir)
     try:
         assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]

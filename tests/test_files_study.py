@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-from fathom.analysis.data import Point, RunData
+from fathom.analysis.data import RunData, StoredPoint
 from fathom.report import files_study
 
 
-def measured(workload: str, jobs: int, files: int, read: float | None, write: float | None) -> Point:
-    return Point(run="fs", run_id=1, workload=workload, params={"numjobs": jobs, "nrfiles": files},
+def measured(workload: str, jobs: int, files: int, read: float | None, write: float | None) -> StoredPoint:
+    return StoredPoint(run="fs", run_id=1, workload=workload, params={"numjobs": jobs, "nrfiles": files},
                  metrics={"read_bw_mib_s": read, "write_bw_mib_s": write, "client_ctx_per_op": 2.5, "p99_ms": 1.0})
 
 
-def published(target: str, scen: str, d: str, jobs: int, files: int, kib: float) -> Point:
-    return Point(run=target, run_id=2, workload=f"{scen}-{d}", engine="published",
+def published(target: str, scen: str, d: str, jobs: int, files: int, kib: float) -> StoredPoint:
+    return StoredPoint(run=target, run_id=2, workload=f"{scen}-{d}", engine="published",
                  params={"scenario": scen, "direction": d, "numjobs": jobs, "files": files},
                  metrics={f"{d}_bw_mib_s": kib / 1024}, published={"scenario": scen, "kib_s": kib})
 
 
-def run(name: str, points: list[Point], env: dict | None = None) -> RunData:
+def run(name: str, points: list[StoredPoint], env: dict | None = None) -> RunData:
     return RunData(name=name, ids=[1], kind="run", status="done", source=None, env=env or {}, suite="fs-apps",
                    points=points, events=[])
 

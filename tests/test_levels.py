@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from fathom import plan, spec
-from fathom.analysis.data import Point, RunData, assign_levels, level_axis_name, levels
+from fathom.analysis.data import RunData, StoredPoint, assign_levels, level_axis_name, levels
 
 
 def _run(name: str, rid: int, pts: list[tuple[dict, float]]) -> RunData:
-    points = [Point(run=name, run_id=rid, workload="w", params=q, metrics={"iops": v}) for q, v in pts]
+    points = [StoredPoint(run=name, run_id=rid, workload="w", params=q, metrics={"iops": v}) for q, v in pts]
     return RunData(name, [rid], "suite", "done", None, {}, None, points, [])
 
 
@@ -24,7 +24,7 @@ def test_the_fs_apps_zip_gives_five_levels():
     wl = pts[0].workload
     own = [p for p in pts if p.workload == wl]
     r = RunData("fs", [1], "suite", "done", None, {}, "fs-apps",
-                [Point(run="fs", run_id=1, workload=wl, params=p.params, metrics={"iops": float(i)})
+                [StoredPoint(run="fs", run_id=1, workload=wl, params=p.params, metrics={"iops": float(i)})
                  for i, p in enumerate(own)], [])
     assign_levels([r])
     lv = levels(r.curve(wl))

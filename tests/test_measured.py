@@ -10,9 +10,9 @@ import pytest
 
 from fathom import hdr, merge
 from fathom.analysis import anomalies as anom
-from fathom.analysis.data import Point
-from fathom.bench import clients as bench_clients
-from fathom.bench import output as fmt
+from fathom.analysis.data import StoredPoint
+from fathom.dropin import multihost
+from fathom.dropin import output as fmt
 from fathom.engines import group as group_mod
 from fathom.engines.fathom_engine import EngineRun, result_from_summary
 from fathom.model import base_metrics
@@ -45,8 +45,8 @@ def _schedule(offered: float, achieved: float, intended: int, issued: int, uniss
             "ops": issued, "max_lag_ns": max_lag, "mean_lag_ns": mean_lag}
 
 
-def _point(metrics: dict) -> Point:
-    return Point(run="r", run_id=1, workload="w", params={"iodepth": 4}, metrics=metrics, label="4")
+def _point(metrics: dict) -> StoredPoint:
+    return StoredPoint(run="r", run_id=1, workload="w", params={"iodepth": 4}, metrics=metrics, label="4")
 
 
 # ---- 1. open loop: the schedule is kept with the point, summed over engines, flagged when not kept ----------
@@ -94,7 +94,7 @@ def test_a_bench_on_many_hosts_sums_the_schedules_not_the_first_engines():
             _summary(schedule=_schedule(400.0, 300.0, 800, 600, 200, False))]
     g = _group(sums)
     res = merge.point_result([merge.engine_totals(s, []) for s in sums])
-    out = bench_clients._summary(g, res)
+    out = multihost._summary(g, res)
     assert out["schedule"]["offered_rate"] == 800.0 and out["schedule"]["unissued_ops"] == 200
     assert out["schedule"]["schedule_kept"] is False
 
@@ -286,7 +286,7 @@ def test_report_shows_open_loop_p99_with_errors_and_drain_columns_and_flags():
             "achieved_rate_ops_s": 800.0, "unissued_ops": 0, "schedule_kept": True, "p99_all_ms": None}
     behind = {**kept, "iops": 395.0, "runtime_s": 5.0, "drain_s": 1.0, "achieved_rate_ops_s": 395.0,
               "unissued_ops": 810, "schedule_kept": False, "errors": 3, "p99_all_ms": 30_000.0}
-    pts = [Point(run="r", run_id=1, workload="w", params={"iodepth": d, "bs": 4096}, metrics=m, label=str(d),
+    pts = [StoredPoint(run="r", run_id=1, workload="w", params={"iodepth": d, "bs": 4096}, metrics=m, label=str(d),
                  level=(d,), point_id=d, engine="fathom-engine") for d, m in ((4, kept), (8, behind))]
     run = RunData("r", [1], "suite", "done", None, {}, None, pts, [])
     t = detail_table(run, "w", "iodepth")

@@ -6,7 +6,7 @@ import pytest
 
 from fathom import hdr, spec
 from fathom.analysis import anomalies, recovery
-from fathom.analysis.data import Point, RunData
+from fathom.analysis.data import RunData, StoredPoint
 from fathom.report import html, timeline
 from fathom.report.tables import build
 
@@ -114,8 +114,8 @@ def test_expected_checks_by_fault():
     assert "MON_DOWN" in recovery.expected_checks([{"action": "kill", "target": "mon.a"}])
 
 
-def point(pid: int, iodepth: int, iops: float, intervals: list | None = None, errors: int = 0) -> Point:
-    return Point(run="r", run_id=1, workload="w", params={"iodepth": iodepth, "bs": 4096}, point_id=pid,
+def point(pid: int, iodepth: int, iops: float, intervals: list | None = None, errors: int = 0) -> StoredPoint:
+    return StoredPoint(run="r", run_id=1, workload="w", params={"iodepth": iodepth, "bs": 4096}, point_id=pid,
                  metrics={"iops": iops, "errors": errors, "runtime_s": 20, "total_ios": iops * 20},
                  started=100.0 * pid, ended=100.0 * pid + 30, intervals=intervals or [], label=str(iodepth))
 

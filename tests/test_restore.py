@@ -172,7 +172,7 @@ def suite_file(tmp_path: Path) -> str:
 def record(db: Path) -> tuple[int, dict]:
     with Store(db) as st:
         run = st.run("latest")
-        return run.id, run.env["restore"]
+        return run.id, run.state["restore"]
 
 
 def remove_run_pools(ceph: Ceph, run_id: int) -> None:
@@ -247,14 +247,14 @@ def test_sigkill_leaves_settings_that_cluster_restore_puts_back(cluster, ceph, e
 
         # entries recorded for another cluster are refused, and nothing is applied
         with Store(db) as st:
-            st.merge_env(run_id, restore={**rec, "fsid": "00000000-0000-0000-0000-000000000000"})
+            st.merge_state(run_id, restore={**rec, "fsid": "00000000-0000-0000-0000-000000000000"})
         p = run_fathom("cluster", "restore", *attach(cluster), "--db", str(db), "--run", str(run_id))
         assert p.returncode != 0 and "refusing to restore" in p.stderr, p.stdout + p.stderr
         p = run_fathom("cluster", "restore", *attach(cluster), "--db", str(db))
         assert p.returncode == 0 and "not on this one" in p.stdout and "nothing to restore" in p.stdout
         assert state(ceph) == killed
         with Store(db) as st:
-            st.merge_env(run_id, restore=rec)
+            st.merge_state(run_id, restore=rec)
 
         p = run_fathom("cluster", "restore", *attach(cluster), "--db", str(db))
         assert p.returncode == 0, p.stdout + p.stderr

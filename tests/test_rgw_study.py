@@ -7,7 +7,7 @@ import pytest
 
 from fathom import importers, plan, spec
 from fathom.analysis import rgw_gains
-from fathom.analysis.data import Point, RunData, load_run
+from fathom.analysis.data import RunData, StoredPoint, load_run
 from fathom.report import rgw_study
 from fathom.store import Store
 from test_rgw_suite import STUDY_CSV
@@ -77,8 +77,8 @@ def test_table_without_a_split_column_is_one_run(tmp_path):
         assert st.run(rid).name == "t" and len(st.points(rid)) == 2
 
 
-def pt(placement: str, size: int, rw: str, bw: float, lat: float, **extra: float) -> Point:
-    return Point(run="r", run_id=1, workload="rep3-vs-ec22",
+def pt(placement: str, size: int, rw: str, bw: float, lat: float, **extra: float) -> StoredPoint:
+    return StoredPoint(run="r", run_id=1, workload="rep3-vs-ec22",
                  params={"interface": "s3", "placement": placement, "object_size": size, "rw": rw, "numjobs": 2,
                          "iodepth": 4, "tls": False},
                  metrics={"bw_mib_s": bw, "iops": bw * 2**20 / size, "clat_ms": lat, "p99_ms": lat * 2,

@@ -122,7 +122,7 @@ def test_osd_classic_quick_end_to_end(quick_osd_run, tmp_path):
         assert env["ceph_version"].startswith("ceph version") and env["ceph_build"]
         assert env["host"]["cores"] >= 1 and env["host"]["cpu_model"] is not None
         assert env["hygiene"]["osd flag noscrub"] == "set" and env["hygiene"]["client rbd_io_scheduler"] == "none"
-        assert env["prefill"]["images"] == 2
+        assert run.state["prefill"]["images"] == 2 and "prefill" not in env  # the attempts' record, not the environment
         assert env["telemetry_cost"]["cost_pct_of_one_core"] is not None
         assert env["target"]["kind"] == "local (disposable)"
         kinds = {e["kind"] for e in st.events(run.id)}
@@ -173,7 +173,7 @@ def test_resume_after_sigkill(cluster, ceph, tmp_path):
         for pt in pts:  # finished points were kept, not run again
             if pt["key"] in first:
                 assert pt["started"] == first[pt["key"]]
-        assert len(run.env["attempts"]) == 2
+        assert len(run.state["attempts"]) == 2
     assert not our_pools(ceph)  # the killed attempt's pools were removed by the resumed run
     # no secret anywhere in the store, and the stored connection is paths and names only
     secret = re.search(r"key = (\S+)", cluster.keyring_path.read_text()).group(1)
@@ -194,7 +194,7 @@ def test_ctrl_c_on_own_disposable_cluster(tmp_path):
     try:
         wait_for(lambda: points_done(db) >= 1, 240, "first point done")
         with Store(db) as st:
-            data_tag = st.run("latest").env["data_tag"]
+            data_tag = st.run("latest").state["data_tag"]
         wait_for(lambda: rados_bench_of(data_tag, "seq"), 30, "the seq point to run")
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=120)
@@ -277,7 +277,7 @@ def test_rados_bench_resume_reads_what_the_write_left(cluster, ceph, tmp_path):
     with Store(db) as st:
         run = st.run("latest")
         write = {pt["key"]: pt for pt in st.points(run.id)}["write"]
-        data_tag, pool = run.env["data_tag"], run.env["pools"]["bench"]
+        data_tag, pool = run.state["data_tag"], run.state["pools"]["bench"]
     assert write["status"] == "done"
     wait_for(lambda: rados_bench_gone(data_tag), 10, "rados bench to stop")
     written = left_by_write(ceph, pool, data_tag)
@@ -314,9 +314,9 @@ def test_resume_adopts_the_cluster_a_killed_attempt_left(tmp_path):
                          env=env_without_ceph(), cwd=tmp_path)
     with Store(db) as st:
         run = st.run("latest")
-        cdir, workdir = run.env["attempts"][0]["cluster_dir"], run.env["attempts"][0]["workdir"]
+        cdir, workdir = run.state["attempts"][0]["cluster_dir"], run.state["attempts"][0]["workdir"]
         write = {pt["key"]: pt for pt in st.points(run.id)}["write"]
-        data_tag = run.env["data_tag"]
+        data_tag = run.state["data_tag"]
     assert Path(workdir).is_dir()  # the killed attempt's scratch directory, left behind
     lc = LocalCluster(cdir)
     pids = {d.name: d.pid for d in lc.daemons()}
@@ -350,7 +350,7 @@ def test_resume_adopts_the_cluster_a_killed_attempt_left(tmp_path):
         osd_pids = {t["pid"] for t in st.telemetry(pts["seq"]["id"]) if t["source"] == "osd.0"}
         assert osd_pids == {pids["osd.0"]}
         assert "rewrite" not in [e["kind"] for e in st.events(run.id)]
-        assert run.env["target"]["adopted_from_attempt"] == run.env["attempts"][0]["tag"]
+        assert run.env["target"]["adopted_from_attempt"] == run.state["attempts"][0]["tag"]
 
 
 def test_resume_stops_an_unusable_cluster_a_killed_attempt_left(tmp_path):
@@ -360,7 +360,7 @@ def test_resume_stops_an_unusable_cluster_a_killed_attempt_left(tmp_path):
                          env=env_without_ceph(), cwd=tmp_path)
     with Store(db) as st:
         run = st.run("latest")
-        cdir = run.env["attempts"][0]["cluster_dir"]
+        cdir = run.state["attempts"][0]["cluster_dir"]
         write = {pt["key"]: pt for pt in st.points(run.id)}["write"]
     lc = LocalCluster(cdir)
     pids = {d.name: d.pid for d in lc.daemons()}
@@ -387,4 +387,4 @@ def test_resume_stops_an_unusable_cluster_a_killed_attempt_left(tmp_path):
         assert len(rewrites) == 1 and rewrites[0]["data"]["write"] == "write"
         assert rewrites[0]["data"]["before"] == "seq" and "on a new disposable cluster" in rewrites[0]["message"]
         assert_reads_read_the_write(pts, rewrites[0]["data"]["ops"])
-        assert not run.env["data_lost"]
+        assert not run.state["data_lost"]

@@ -90,3 +90,24 @@ def test_the_package_has_no_import_circles() -> None:
     assert graph["fathom.point"] >= {"fathom.companion", "fathom.faults"}  # the walk sees imports
     assert "fathom.cluster.rgw" in graph["fathom.cluster.prep"]  # function-level ones too
     assert [c for c in circles(graph) if c not in KNOWN] == []
+
+
+def test_nothing_below_the_command_line_imports_it() -> None:
+    """The CLI resolves options (client hosts, the attached cluster) into the runner's; nothing imports it back."""
+    known = modules()
+    below = {m: imports(m, p, known) for m, p in known.items()
+             if not m.startswith("fathom.cli") and m != "fathom.__main__"}
+    assert any(m.startswith("fathom.cli") for m in imports("fathom.__main__", known["fathom.__main__"], known))
+    assert {m: sorted(i for i in imps if i.startswith("fathom.cli")) for m, imps in below.items()
+            if any(i.startswith("fathom.cli") for i in imps)} == {}
+
+
+def test_no_function_over_100_lines_and_no_module_over_700() -> None:
+    long_files = {m: n for m, p in modules().items() if (n := len(p.read_text().splitlines())) > 700}
+    long_functions = {}
+    for m, p in modules().items():
+        for node in ast.walk(ast.parse(p.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.end_lineno is not None \
+                    and node.end_lineno - node.lineno + 1 > 100:
+                long_functions[f"{m}.{node.name}"] = node.end_lineno - node.lineno + 1
+    assert long_files == {} and long_functions == {}

@@ -10,7 +10,8 @@ import pytest
 from fathom import hdr, plan, spec, steady
 from fathom.companion import Live
 from fathom.spec import SuiteError
-from fathom.steady import Criteria, Sample, SteadyStateCompanion, check, first_steady, merge_intervals
+from fathom.series import Sample
+from fathom.steady import Criteria, SteadyStateCompanion, check, first_steady, merge_intervals
 
 
 def series(values: list[float | None], metric: str = "iops") -> list[Sample]:
@@ -94,7 +95,7 @@ def test_min_s_holds_a_steady_window_back():
 def test_a_stalled_or_empty_window_is_never_steady():
     assert not check(series([0.0] * 5), crit(slope_pct=1.0)).steady  # a stall: mean 0
     s = series([100.0] * 5)
-    s[2] = Sample(3.0, 1.0, 0, 0, [])  # p99 of an interval with no ops is undefined
+    s[2] = Sample(3.0, 1.0, 0, 0)  # p99 of an interval with no ops is undefined
     v = check(s, crit(metric="p99", slope_pct=100.0))
     assert not v.steady and "no p99" in v.why
     assert first_steady(series([100.0, 0.0] * 5), crit(deviation_pct=50.0)) is None
@@ -117,7 +118,7 @@ def test_engines_are_merged_by_interval_index_without_their_ramps():
          interval({"write": (70, 286720, [2_000_000] * 70)})]  # no partner yet in engine a
     s = merge_intervals([a, b])
     assert [(x.ops, x.bytes) for x in s] == [(150, 614400), (170, 696320)]
-    assert s[0].dt_s == 1.002 and s[0].t_s == pytest.approx(1.002) and s[1].t_s == pytest.approx(2.002)
+    assert s[0].dt == 1.002 and s[0].t == pytest.approx(1.002) and s[1].t == pytest.approx(2.002)
     assert s[0].value("iops") == pytest.approx(150 / 1.002)
     # stored records of two engines, interleaved by time, come apart by (host, instance)
     stored = [{**r, "t": float(i), "host": h} for i, (x, y) in enumerate(zip(a, b)) for r, h in ((x, "h1"), (y, "h2"))]
@@ -137,15 +138,15 @@ def test_a_skipped_tick_merges_the_same_seconds_not_the_same_index():
     b = [at(1, 9, ramp=True), at(2, 10), at(4, 20, ticks=2), at(5, 10)]  # late past tick 3: one record for 3-4
     s = merge_intervals([a, b])
     # by index b's 3-4 record would pair with a's second, and b's tick-5 one with a's tick 4
-    assert [(x.ops, x.dt_s) for x in s] == [(110, 1.0), (220, 2.0), (110, 1.0)]
-    assert [x.t_s for x in s] == [1.0, 3.0, 4.0]
+    assert [(x.ops, x.dt) for x in s] == [(110, 1.0), (220, 2.0), (110, 1.0)]
+    assert [x.t for x in s] == [1.0, 3.0, 4.0]
     w = SteadyStateCompanion(crit(window_s=2.0, deviation_pct=50.0), engines=(("a", 0), ("b", 0)))
     w.start(None)
     for ra, rb in zip(a, b + [None]):
         w.on_interval({**ra, "host": "a"})
         if rb is not None:
             w.on_interval({**rb, "host": "b"})
-    assert [(x.ops, x.dt_s) for x in w.samples] == [(110, 1.0), (220, 2.0), (110, 1.0)]
+    assert [(x.ops, x.dt) for x in w.samples] == [(110, 1.0), (220, 2.0), (110, 1.0)]
 
 
 # ---- the watch ----------------------------------------------------------------------

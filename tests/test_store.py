@@ -183,6 +183,7 @@ def test_schema_2_client_cpu_is_recomputed_from_the_measured_intervals_and_the_r
         st.record_point(other, 0, "k", "w", "fathom-engine", {}, "done", metrics={"iops": 1.0})
     with sqlite3.connect(path) as db:
         db.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+        db.execute("ALTER TABLE runs DROP COLUMN state_json")  # schema 4's
     with Store(path) as st:
         m = st.points(run)[0]["metrics"]
         # measured intervals: 2 engines x 2 s, each 0.2 user + 0.1 sys a second; the longest engine's 2 s
@@ -196,6 +197,29 @@ def test_schema_2_client_cpu_is_recomputed_from_the_measured_intervals_and_the_r
 
         notes = build([load_run(st, "old")]).runs_table.notes
         assert any("recomputed from their measured intervals" in n for n in notes)
+
+
+def test_schema_3_attempt_state_moves_out_of_the_environment(tmp_path):
+    path = tmp_path / "v3.db"
+    env = {"quick": False, "host": {"cores": 2}, "data_tag": "fathom-1-abc", "attempts": [{"tag": "fathom-1-abc-a1"}],
+           "data_lost": {}, "pools": {"p": "fathom-1-abc-p"}, "prep_created": {"pools": ["fathom-1-abc-p"]},
+           "restore": {"entries": []}}
+    with Store(path) as st:
+        run = st.create_run("old", suite="q", env=env)
+        plain = st.create_run("plain", suite="q", env={"quick": True})
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = '3' WHERE key = 'schema_version'")
+        db.execute("ALTER TABLE runs DROP COLUMN state_json")
+    with Store(path) as st:
+        old = st.run(run)
+        assert old.env == {"quick": False, "host": {"cores": 2}}
+        assert old.state == {k: v for k, v in env.items() if k not in ("quick", "host")}
+        assert st.run(plain).env == {"quick": True} and st.run(plain).state == {}
+        assert st.merge_state(run, data_lost={"k": "gone"})["data_tag"] == "fathom-1-abc"
+        assert st.run(run).state["data_lost"] == {"k": "gone"} and "data_lost" not in st.run(run).env
+    with Store(tmp_path / "new.db"):
+        pass
+    assert schema_of(path) == schema_of(tmp_path / "new.db")  # as a new store's
 
 
 def test_upgrade_is_one_transaction(tmp_path):

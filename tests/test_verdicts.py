@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from fathom.analysis.compare import compare
-from fathom.analysis.data import Point, RunData
+from fathom.analysis.data import RunData, StoredPoint
 
 LEVELS = [(1, 1000.0), (4, 3000.0), (16, 4000.0), (64, 4100.0)]  # iodepth, IOPS: three on the plateau
 NOISE = 0.05  # coefficient of variation of one trial, throughput and latency alike
@@ -20,7 +20,7 @@ def _run(name: str, rid: int, n: int, scale: float, rng: random.Random) -> RunDa
         for _ in range(n):
             x = iops * scale * rng.lognormvariate(0.0, NOISE)
             p99 = qd / (iops * scale) * 3e3 * rng.lognormvariate(0.0, NOISE)  # ms: slower when throughput falls
-            pts.append(Point(run=name, run_id=rid, workload="w", params={"iodepth": qd},
+            pts.append(StoredPoint(run=name, run_id=rid, workload="w", params={"iodepth": qd},
                              metrics={"iops": x, "p99_ms": p99, "clat_ms": p99 / 3, "total_ios": int(x * 60)}))
     return RunData(name, [rid], "suite", "done", None, {}, None, pts, [])
 

@@ -28,6 +28,7 @@ host whose key changed is always refused.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -139,6 +140,29 @@ def parse_client(text: str) -> dict[str, Any]:
     if m.group("port"):
         out["port"] = int(m.group("port"))
     return out
+
+
+@dataclass(frozen=True)
+class ClientChoice:
+    """The command line's client hosts and options, as given (`fathom run --client ...`): applied over a suite's
+    `clients:` by `over`."""
+
+    clients: tuple[str, ...] = ()
+    clients_file: str | None = None
+    on_loss: str | None = None
+    known_hosts: str | None = None
+    accept_new: bool = False
+
+    @classmethod
+    def of(cls, args: Any) -> ClientChoice:
+        """From the options cli/clientargs.py adds (a command without them chooses nothing)."""
+        g = lambda k: getattr(args, k, None)  # noqa: E731
+        return cls(tuple(g("client") or ()), g("clients_file"), g("on_client_loss"), g("known_hosts"),
+                   bool(g("accept_new_host_keys")))
+
+    def over(self, base: ClientsSpec | None) -> ClientsSpec | None:
+        return clients_from_args(list(self.clients), self.clients_file, base, on_loss=self.on_loss,
+                                 known_hosts=self.known_hosts, accept_new=self.accept_new)
 
 
 def clients_from_args(clients: list[str] | None, clients_file: str | None, base: ClientsSpec | None,

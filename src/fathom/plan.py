@@ -14,8 +14,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fathom import interfaces
-from fathom.spec import Suite, Workload
+from fathom.spec import Suite
 from fathom.units import format_size
+from fathom.workload import Workload
 
 # per-point cost beyond runtime + ramp here (gate, process start, connect, teardown): for the ETA only
 OVERHEAD_S = 2.0

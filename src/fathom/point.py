@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fathom import engines, faults, telemetry
+from fathom import engines, faults, interfaces, telemetry
 from fathom.companion import Companion, Contribution, Live
 from fathom.cluster import full, health
 from fathom.cluster.local import Daemon
@@ -117,24 +117,24 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     ctx.on_event, ctx.on_engines = on_event, engine_rows.update
     started_companions: list[Companion] = []
     try:
+        # ---- prepare: what the interface needs made (a mount, a server, empty buckets), before the gate ----
+        try:
+            said = interfaces.prepare(params, ctx)
+            if said:
+                on_event({"kind": "prepare", "message": said})
+        except FathomError as exc:
+            status, error = "failed", exc.message
         # ---- gate ----
-        if ceph is not None:
-            rgw = params.get("interface") == "s3"  # RGW's reshard queue and GC must be empty too
-            if gate is not None and rgw:
-                idle, why = health.rgw_idle(ceph)
-                gate = gate if idle else None
-            gate = gate or health.gate(ceph, timeout=gate_timeout, rgw=rgw)
-            if not gate.ok:
-                events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
-                                                          f"{gate.reason}; measured anyway", "data": gate.to_dict()})
+        if ceph is not None and status == "done":
+            gate = _gate(ceph, interfaces.get(params["interface"]).rgw, gate, gate_timeout, events)
         # ---- start ----
-        for c in companions:
+        for c in companions if status == "done" else []:
             c.start(live)
             started_companions.append(c)
         # ---- engine ----
         started = time.time()
         try:
-            result = adapter.run(params, ctx)
+            result = adapter.run(params, ctx) if status == "done" else None
         except FathomError as exc:
             status, error = "failed", exc.message
             full_now = full.full_state(ceph) if ceph is not None else {}
@@ -142,18 +142,8 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
                 error = f"the cluster is full ({full.describe(full_now)}): {error}"
     except KeyboardInterrupt as exc:
         # the point in progress is kept, marked interrupted, with what was measured so far
-        got = _stop_all(started_companions)
-        partial = getattr(exc, "result", None)
-        metrics, hists = _metrics(partial, params, got.samples, started, time.time(), intervals) if partial \
-            else (None, {})
-        store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, "interrupted",
-                           metrics=metrics, result=partial.to_dict() if partial else None,
-                           gate=gate.to_dict() if gate else None, error="interrupted (Ctrl-C or SIGTERM)",
-                           started=started, ended=time.time(), intervals=engine_rows.get("intervals", intervals),
-                           histograms={**hists, **engine_rows.get("histograms", {})},
-                           telemetry=got.samples, perf_counters=got.perf_counters,
-                           events=[*events, *got.events,
-                                   {"kind": "interrupt", "message": f"point {point.key} interrupted"}])
+        _record_interrupted(store, run_id, point, started_companions, gate, started, intervals, events, engine_rows,
+                            getattr(exc, "result", None))
         raise
     # ---- stop ----
     ended = time.time()
@@ -173,8 +163,9 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     if result is not None:
         metrics, hists = _metrics(result, params, got.samples, started, ended, intervals)
         metrics.update({k: v for k, v in got.metrics.items() if k in METRIC_COLUMNS})
-        if params.get("interface") == "s3":
-            _s3_metrics(metrics, result, params, intervals, got.perf_counters, events)
+        more = interfaces.get(params["interface"]).metrics
+        if more is not None:  # the interface's own figures (s3: TTFB, the check against RGW's counters)
+            more(metrics, result, params, intervals, got.perf_counters, events)
         if metrics.get("total_ios", 0) == 0:
             status, error = "failed", "the engine completed no I/O in the measured window"
     if error:
@@ -191,35 +182,36 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
                         point_hist)
 
 
-def _s3_metrics(m: dict[str, Any], r: PointResult, params: dict[str, Any], intervals: list[dict[str, Any]],
-                perf: dict[str, dict[str, Any]], events: list[dict[str, Any]]) -> None:
-    """GET time to first byte (the engine's ttfb phase) and the check against RGW's own counters."""
-    from fathom.analysis import reconcile
+def _gate(ceph: Any, rgw: bool, gate: health.GateVerdict | None, timeout: float, events: list[dict[str, Any]]) \
+        -> health.GateVerdict:
+    """The cluster clean before the point (the last point's clean verdict stands; with rgw, RGW's reshard queue
+    and GC must be empty too); a gate not passed in time is an event, and the point is measured anyway."""
+    if gate is not None and rgw and not health.rgw_idle(ceph)[0]:
+        gate = None
+    gate = gate or health.gate(ceph, timeout=timeout, rgw=rgw)
+    if not gate.ok:
+        events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
+                                                  f"{gate.reason}; measured anyway", "data": gate.to_dict()})
+    return gate
 
-    ttfb = ((r.extra.get("phases") or {}).get("read") or {}).get("ttfb") or {}
-    lat = ttfb.get("lat_ns") or {}
-    for key, col in (("mean", "ttfb_ms"), ("p50", "ttfb_p50_ms"), ("p99", "ttfb_p99_ms")):
-        if lat.get(key) is not None:
-            m[col] = float(lat[key]) / 1e6
-    # RGW's own time to its first byte out (get_initial_lat / put_initial_lat): the client's TTFB less the wire
-    lat_key = "rgw.get_initial_lat" if params.get("rw") != "write" else "rgw.put_initial_lat"
-    lats = [d[lat_key] for name, d in perf.items() if name.startswith("client.rgw") and isinstance(d.get(lat_key),
-                                                                                                   dict)]
-    if lats and sum(x["count"] for x in lats):
-        m["rgw_initial_lat_ms"] = sum(x["sum"] for x in lats) / sum(x["count"] for x in lats) * 1e3
-    buckets = int(params.get("numjobs") or 1) * max(len(r.extra.get("engines") or []), 1)  # a bucket per job
-    check = reconcile.point_check(r, intervals, perf, buckets,
-                                  int(params.get("object_size") or params.get("bs") or 0))
-    if check is None:
-        return
-    m["rgw_reconciled"] = "ok" if check["ok"] else "mismatch"
-    m["rgw_failed_req"] = check.get("failed_req")
-    r.extra["rgw_reconcile"] = check
-    if not check["ok"]:
-        bad = "; ".join(reconcile.describe(x) for x in check["rows"] if not x["ok"])
-        events.append({"kind": "reconcile", "message": f"client and RGW counters disagree: {bad}"
-                                                      + (f" ({check['note']})" if check.get("note") else ""),
-                       "data": check})
+
+def _record_interrupted(store: Store, run_id: int, point: Point, started_companions: list[Companion],
+                        gate: health.GateVerdict | None, started: float, intervals: list[dict[str, Any]],
+                        events: list[dict[str, Any]], engine_rows: dict[str, Any], partial: PointResult | None) -> None:
+    """Stop the companions and store the point in progress as interrupted, with what was measured so far
+    (`partial`: the engine's result up to the interrupt, if it had one)."""
+    params = point.params
+    got = _stop_all(started_companions)
+    metrics, hists = _metrics(partial, params, got.samples, started, time.time(), intervals) if partial \
+        else (None, {})
+    store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, "interrupted",
+                       metrics=metrics, result=partial.to_dict() if partial else None,
+                       gate=gate.to_dict() if gate else None, error="interrupted (Ctrl-C or SIGTERM)",
+                       started=started, ended=time.time(), intervals=engine_rows.get("intervals", intervals),
+                       histograms={**hists, **engine_rows.get("histograms", {})},
+                       telemetry=got.samples, perf_counters=got.perf_counters,
+                       events=[*events, *got.events,
+                               {"kind": "interrupt", "message": f"point {point.key} interrupted"}])
 
 
 def _stop_all(companions: list[Companion]) -> Contribution:

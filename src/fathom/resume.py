@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
+from fathom import interfaces
 from fathom.plan import Point
 from fathom.spec import Suite
 
@@ -26,11 +27,11 @@ def pool_of(p: Point, suite: Suite) -> str | None:
 
 
 def reads_run_data(p: Point) -> bool:
-    return p.params["interface"] == "rados" and p.params["rw"] in READ_MODES
+    return interfaces.get(p.params["interface"]).run_data and p.params["rw"] in READ_MODES
 
 
 def writes_run_data(p: Point) -> bool:
-    return p.params["interface"] == "rados" and p.params["rw"] not in READ_MODES
+    return interfaces.get(p.params["interface"]).run_data and p.params["rw"] not in READ_MODES
 
 
 def producer(points: list[Point], reader: Point, suite: Suite) -> Point | None:

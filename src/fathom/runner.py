@@ -1,4 +1,5 @@
-"""Running a suite: cluster, prep, then one point at a time (point.py), each committed when it ends.
+"""Running a suite: one attempt in phases (Phases): clients, cluster, prepare, points (point.py, each
+committed when it ends), teardown.
 
 Data flows one way: spec -> plan -> cluster -> prep -> points (engine + companions)
 -> store. The runner owns the lifecycle: a disposable local cluster (when no
@@ -15,17 +16,20 @@ resumed attempt reads what an earlier one wrote: it adopts the earlier attempt's
 pools (attached) or its still-healthy disposable cluster (after SIGKILL). Where that
 data is gone (the cluster was stopped on Ctrl-C, a pool was made anew), the write
 point that left it runs again, unmeasured, before its first remaining reader, and
-the run records that as an event (see resume.py).
+the run records that as an event (see resume.py). What attempts leave for each other is
+the run's state record (attempt.py), apart from its environment.
+
+The command line is resolved before the runner: RunOptions carries the attached
+cluster and the client hosts as the CLI found them; nothing here reads argv.
 """
 
 from __future__ import annotations
 
-import argparse
-import secrets
-import shutil
 import signal
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,16 +41,17 @@ from fathom.companion import Companion
 from fathom.cluster import rgw as rgw_prep
 from fathom.cluster.ceph import Connection
 from fathom.cluster.local import LocalCluster
-from fathom.cluster.prep import Ledger, Prep
+from fathom.cluster.prep import Prep
 from fathom.cluster.restore import Restorer, unrestored_message
-from fathom.cluster.target import Target, target_from_args
+from fathom.cluster.attach import Attachment
+from fathom.attempt import Attempt
 from fathom.errors import FathomError, UsageError
+from fathom.hosts import ClientChoice, ClientsSpec
 from fathom.progress import Progress
 from fathom.store import Store
 from fathom import telemetry
 
 CHILD_GRACE_S = 120.0  # beyond runtime + ramp before an engine is considered hung
-ADOPT_GATE_S = 60.0  # a left-behind disposable cluster not clean within this is not measured on
 
 
 @dataclass
@@ -64,6 +69,8 @@ class RunOptions:
     tty: bool | None = None  # progress style; None = decide from stderr
     slo: dict[str, Any] | None = None  # an SLO search instead of the plan: the command line's settings over the
     # suite's `slo:` (fathom.probes.settings)
+    attach: Attachment | None = None  # the cluster the command line attached to (the runner checks it is reachable)
+    clients: ClientChoice | None = None  # the command line's client hosts, over the suite's
 
 
 @dataclass
@@ -95,233 +102,312 @@ def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001
     raise KeyboardInterrupt
 
 
-def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
+def _say(msg: str) -> None:
+    print(f"  {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Work:
+    """What a run (or its resumption) is to run: the suite, its points, those done, and, for an SLO search,
+    the probes' source."""
+
+    loaded: spec.LoadedSuite
+    points: list[plan.Point]
+    done: set[str]
+    run_id: int | None = None
+    source: Any = None  # fathom.probes.Probes: the search makes its points as it goes
+
+    @property
+    def suite(self) -> spec.Suite:
+        return self.loaded.suite
+
+    @property
+    def todo(self) -> list[plan.Point]:
+        return [p for p in self.points if p.key not in self.done]
+
+    @classmethod
+    def of(cls, opts: RunOptions, store: Store) -> Work:
+        """The suite to run (or the stored run to resume), planned."""
+        run_id = None
+        if opts.resume:
+            prev = store.run(opts.resume)
+            if prev.kind != "suite" or not prev.suite_yaml:
+                raise UsageError(f"run {prev.id} ({prev.name}) is not a suite run; only suite runs can be resumed")
+            if prev.env.get("slo"):
+                raise UsageError(f"run {prev.id} ({prev.name}) is an SLO search: a search is not resumed",
+                                 hint="run `fathom slo` again (its probes depend on each other's results)")
+            if opts.suite_ref and opts.suite_ref not in (prev.suite, Path(prev.suite or "").name):
+                raise UsageError(f"run {prev.id} ran suite {prev.suite!r}, not {opts.suite_ref!r}",
+                                 hint="leave the suite out when resuming; the run's own copy of the suite is used")
+            quick = bool(prev.env.get("quick"))
+            eng = prev.env.get("engine_override")
+            loaded = spec.LoadedSuite(spec.parse(prev.suite_yaml, prev.suite or "<stored suite>", quick, eng),
+                                      prev.suite or "", prev.suite_yaml, quick, eng)
+            run_id = prev.id
+        else:
+            loaded = spec.load(opts.suite_ref or "", quick=opts.quick, engine=opts.engine)
+        work = cls(loaded, plan.expand(loaded.suite), store.done_keys(run_id) if run_id is not None else set(),
+                   run_id)
+        if opts.slo is not None:  # the search builds its probes as it goes, from this one configuration
+            from fathom import probes
+
+            settings = probes.settings(work.suite.slo, opts.slo)
+            base = probes.base_point(work.points, settings.workload)
+            settings.workload = base.workload
+            setup = probes.setup_points(work.points, base)
+            work.points = [*setup, base]
+            work.source = probes.Probes(settings, base, _say, setup)
+        return work
+
+
+@dataclass
+class Held:
+    """What an attempt holds while it runs, each let go of by the teardown phase."""
+
+    clients: Any = None  # fathom.engines.clients.Clients
+    cluster: LocalCluster | None = None  # the disposable cluster this attempt runs on (started or adopted)
+    adopted_from: str | None = None  # the attempt that started it, when adopted
+    attached: Attachment | None = None  # how the points reach the cluster they measure
+    prep: Prep | None = None
+    prepared: _Prepared = field(default_factory=lambda: _Prepared())
+    s3: dict[str, Any] | None = None  # prep.rgw: what the s3 interface needs per point (no key material)
+    contexts: dict[str, engines.PointContext] = field(default_factory=dict)
+    progress: Progress | None = None
+    telemetry: point_mod.TelemetryCompanion | None = None
+
+    @property
+    def ceph(self) -> Any:
+        return self.attached.ceph() if self.attached else None
+
+
+def run(opts: RunOptions) -> Outcome:
     """Run (or resume) a suite as the CLI does; returns what happened. Raises FathomError before the first point."""
     t_run = time.monotonic()
     store = Store(opts.db)
-    progress_msgs: list[str] = []
-
-    def say(msg: str) -> None:
-        progress_msgs.append(msg)
-        print(f"  {msg}", file=__import__("sys").stderr, flush=True)
-
-    # ---- what to run ----
-    if opts.resume:
-        prev = store.run(opts.resume)
-        if prev.kind != "suite" or not prev.suite_yaml:
-            raise UsageError(f"run {prev.id} ({prev.name}) is not a suite run; only suite runs can be resumed")
-        if prev.env.get("slo"):
-            raise UsageError(f"run {prev.id} ({prev.name}) is an SLO search: a search is not resumed",
-                             hint="run `fathom slo` again (its probes depend on each other's results)")
-        if opts.suite_ref and opts.suite_ref not in (prev.suite, Path(prev.suite or "").name):
-            raise UsageError(f"run {prev.id} ran suite {prev.suite!r}, not {opts.suite_ref!r}",
-                             hint="leave the suite out when resuming; the run's own copy of the suite is used")
-        quick = bool(prev.env.get("quick"))
-        eng = prev.env.get("engine_override")
-        loaded = spec.LoadedSuite(spec.parse(prev.suite_yaml, prev.suite or "<stored suite>", quick, eng),
-                                  prev.suite or "", prev.suite_yaml, quick, eng)
-        run_id = prev.id
-    else:
-        loaded = spec.load(opts.suite_ref or "", quick=opts.quick, engine=opts.engine)
-        run_id = None
-    suite = loaded.suite
-    points = plan.expand(suite)
-    source = None
-    if opts.slo is not None:  # the search builds its probes as it goes, from this one configuration
-        from fathom import probes
-
-        settings = probes.settings(suite.slo, opts.slo)
-        base = probes.base_point(points, settings.workload)
-        settings.workload = base.workload
-        setup = probes.setup_points(points, base)
-        points = [*setup, base]
-        source = probes.Probes(settings, base, say, setup)
-    done = store.done_keys(run_id) if run_id is not None else set()
-    todo = [p for p in points if p.key not in done]
-    for name in sorted({p.engine for p in todo}):
-        engines.get(name).check()  # fail before starting a cluster: e.g. the engine binary is missing
-    needs_cluster = any(interfaces.cluster_needed(p.params) for p in todo)
-    clients_spec = _clients_spec(suite, args, todo)
-    target = target_from_args(args) if args is not None else None
-    if target is None and suite.cluster.kind == "attached":
-        conn = Connection.from_args(suite.cluster.conf, suite.cluster.id, None, suite.cluster.keyring)
-        target = Target(conn=conn)
-        target.ceph().probe()
-    schedules = {p.workload: [faults.Fault.model_validate(f) for f in p.params.get("faults") or []] for p in todo}
-    schedules = {wl: fs for wl, fs in schedules.items() if fs}
-    if target is not None and schedules:  # before anything is made: a fault this cluster cannot take
-        faults.check_cluster(schedules, target.ceph(), target.local)
-
-    if run_id is None:
-        name = opts.name or f"{suite.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-        run_id = store.create_run(name, kind="suite", suite=loaded.source, suite_yaml=loaded.yaml_text,
-                                  env={"quick": loaded.quick, "engine_override": loaded.engine,
-                                       "plan_points": len(points),
-                                       **({"slo": {"settings": source.settings.to_dict()}} if source else {})})
-    elif not todo:
-        store.finish_run(run_id, "done")
-        say(f"run {run_id}: all {len(points)} points are done; nothing to resume")
-        return Outcome(run_id, "done", skipped=len(points))
-    env = store.run(run_id).env
-    # The run's data tag names what its points leave in the cluster (objects, pools on an attached
-    # cluster): the same for every attempt, so a resumed read finds what an earlier attempt wrote.
-    # The random part keeps two runs with the same id (two result databases) apart on one cluster.
-    data_tag = env.get("data_tag") or f"fathom-{run_id}-{secrets.token_hex(3)}"
-    # the attempt's own tag only names the attempt in the run's record
-    attempt_tag = f"{data_tag}-a{len(env.get('attempts', [])) + 1}"
-    attempts = env.get("attempts", []) + [{"tag": attempt_tag, "started": time.time(), "todo": len(todo)}]
-    store.merge_env(run_id, attempts=attempts, data_tag=data_tag)
-    store.update_run(run_id, status="running")
-
-    def note(msg: str, kind: str = "resume", **data: Any) -> None:
-        """Tell the user and keep it in the run's events."""
-        say(msg)
-        store.add_event(run_id, kind, msg, data=data or None)
-
-    # finished write points whose data is gone -> why; kept in the run's env until written again
-    data_lost: dict[str, str] = dict(env.get("data_lost") or {})
-
-    def lose(keys: set[str], why: str) -> None:
-        data_lost.update({k: why for k in keys})
-        store.merge_env(run_id, data_lost=data_lost)
-
-    def found(key: str) -> None:
-        if data_lost.pop(key, None) is not None:
-            store.merge_env(run_id, data_lost=data_lost)
-
-    old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-    # a shell starts background jobs with SIGINT ignored; fathom run always stops cleanly on it
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    cluster: LocalCluster | None = None
-    clients: Any = None
-    # Scratch files (engine specs, job files, client conf) stay per attempt: a killed attempt's
-    # directory is removed by the next attempt, which must never remove its own files with it.
-    workdir = Path(tempfile.mkdtemp(prefix=f"fathom-run{run_id}-"))
-    attempts[-1]["workdir"] = str(workdir)  # so a later --resume can remove it if this process is killed
-    store.merge_env(run_id, attempts=attempts)
-    prep: Prep | None = None
-    outcome = Outcome(run_id, "failed", skipped=len(points) - len(todo))
-    contexts: dict[str, engines.PointContext] = {}
-    prog: Progress | None = None
-    tel: point_mod.TelemetryCompanion | None = None
-    prepared = _Prepared()
-    s3_ctx: dict[str, Any] | None = None  # prep.rgw: what the s3 interface needs per point (no key material)
     try:
-        # ---- client hosts: connected and their engines checked before any cluster starts ----
-        if clients_spec is not None:
-            from fathom.engines.clients import Clients
+        phases = Phases.start(opts, store)
+    except BaseException:
+        store.close()
+        raise
+    if phases.attempt is None:  # nothing left to do
+        store.close()
+        return phases.outcome
+    try:
+        phases.run()
+    finally:
+        phases.outcome.wall_s = time.monotonic() - t_run
+        store.close()
+    _summary(phases.outcome, opts)
+    return phases.outcome
 
-            if clients_spec.remote and target is None and needs_cluster and not opts.bind:
-                raise UsageError("client hosts other than this one cannot reach a disposable cluster bound to "
-                                 "127.0.0.1", hint="pass --bind ADDR (an address of this host they reach), or "
-                                                   "attach to a cluster with --conf")
-            say(f"connecting to {len(clients_spec.remote)} client host(s)" if clients_spec.remote else
-                f"{sum(h.instances for h in clients_spec.hosts)} engines on this host")
-            clients = Clients.open(clients_spec)
-            store.merge_env(run_id, clients=clients.describe())
-        # ---- cluster ----
-        c = suite.cluster
-        cluster, adopted_from = _abandoned_clusters(attempts[:-1], c if target is None and needs_cluster else None,
-                                                    say, note)
-        if target is None and not needs_cluster:
-            target_desc: dict[str, Any] = {"kind": "none", "why": "no workload of this run needs a Ceph cluster"}
-        elif target is None:
-            target_desc = {"kind": "local (disposable)", "objectstore": c.objectstore,
-                           "osds": c.osds, "osd_size": c.osd_size}
-            if cluster is not None:
-                target_desc["adopted_from_attempt"] = adopted_from
+
+class Phases:
+    """One attempt at a run, in named phases: clients, cluster, prepare, points, then teardown whatever
+    happened. Each phase leaves what the next needs in `held`; the attempt keeps the run's state record."""
+
+    def __init__(self, opts: RunOptions, store: Store, work: Work, run_id: int, held: Held, needs_cluster: bool,
+                 clients: Any):
+        self.opts, self.store, self.work, self.run_id, self.held = opts, store, work, run_id, held
+        self.needs_cluster, self.clients_spec = needs_cluster, clients
+        self.outcome = Outcome(run_id, "failed", skipped=len(work.points) - len(work.todo))
+        self.attempt: Attempt | None = None
+
+    @classmethod
+    def start(cls, opts: RunOptions, store: Store) -> Phases:
+        """Checks that fail before anything is made (engines, client hosts, the attached cluster, faults),
+        then the run's record and this attempt's."""
+        work = Work.of(opts, store)
+        todo = work.todo
+        for name in sorted({p.engine for p in todo}):
+            engines.get(name).check()  # fail before starting a cluster: e.g. the engine binary is missing
+        needs_cluster = any(interfaces.cluster_needed(p.params) for p in todo)
+        clients = _clients_spec(work.suite, opts.clients, todo)
+        attached = opts.attach
+        c = work.suite.cluster
+        if attached is not None:
+            attached.ceph().probe(timeout=30.0)
+        elif c.kind == "attached":
+            attached = Attachment(conn=Connection.from_args(c.conf, c.id, None, c.keyring))
+            attached.ceph().probe()
+        schedules = {p.workload: [faults.Fault.model_validate(f) for f in p.params.get("faults") or []] for p in todo}
+        schedules = {wl: fs for wl, fs in schedules.items() if fs}
+        if attached is not None and schedules:  # before anything is made: a fault this cluster cannot take
+            faults.check_cluster(schedules, attached.ceph(), attached.local)
+        run_id = work.run_id
+        if run_id is None:
+            name = opts.name or f"{work.suite.name}-{time.strftime('%Y%m%d-%H%M%S')}"
+            src = work.source
+            run_id = store.create_run(name, kind="suite", suite=work.loaded.source, suite_yaml=work.loaded.yaml_text,
+                                      env={"quick": work.loaded.quick, "engine_override": work.loaded.engine,
+                                           "plan_points": len(work.points),
+                                           **({"slo": {"settings": src.settings.to_dict()}} if src else {})})
+        phases = cls(opts, store, work, run_id, Held(attached=attached), needs_cluster, clients)
+        if work.run_id is not None and not todo:
+            store.finish_run(run_id, "done")
+            _say(f"run {run_id}: all {len(work.points)} points are done; nothing to resume")
+            phases.outcome = Outcome(run_id, "done", skipped=len(work.points))
+            return phases
+        phases.attempt = Attempt.begin(store, run_id, len(todo), _say)
+        store.update_run(run_id, status="running")
+        return phases
+
+    def run(self) -> None:
+        old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
+        # a shell starts background jobs with SIGINT ignored; fathom run always stops cleanly on it
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        try:
+            self.connect_clients()
+            self.start_cluster()
+            self.prepare()
+            self.run_points()
+        except KeyboardInterrupt:
+            self.interrupted()
+        except BaseException as exc:
+            self.outcome.status = "failed"
+            msg = exc.message if isinstance(exc, FathomError) else f"{type(exc).__name__}: {exc}"
+            self.store.add_event(self.run_id, "error", f"run stopped: {msg}")
+            raise
+        finally:
+            # a second Ctrl-C or SIGTERM must not leave the cluster running or its settings changed
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            try:
+                self.teardown()
+            finally:
+                assert self.attempt is not None
+                self.attempt.close()
+                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGTERM, old_term)
+
+    # ---- clients: connected and their engines checked before any cluster starts ----
+    def connect_clients(self) -> None:
+        cs = self.clients_spec
+        if cs is None:
+            return
+        from fathom.engines.clients import Clients
+
+        if cs.remote and self.held.attached is None and self.needs_cluster and not self.opts.bind:
+            raise UsageError("client hosts other than this one cannot reach a disposable cluster bound to "
+                             "127.0.0.1", hint="pass --bind ADDR (an address of this host they reach), or "
+                                               "attach to a cluster with --conf")
+        _say(f"connecting to {len(cs.remote)} client host(s)" if cs.remote else
+             f"{sum(h.instances for h in cs.hosts)} engines on this host")
+        self.held.clients = Clients.open(cs)
+        self.store.merge_env(self.run_id, clients=self.held.clients.describe())
+
+    # ---- cluster: the attached one, or a disposable one (adopted from a killed attempt, or started) ----
+    def start_cluster(self) -> None:
+        held, c, a = self.held, self.work.suite.cluster, self.attempt
+        assert a is not None
+        held.cluster, held.adopted_from = a.left_behind(c if held.attached is None and self.needs_cluster else None)
+        if held.attached is None and not self.needs_cluster:
+            desc: dict[str, Any] = {"kind": "none", "why": "no workload of this run needs a Ceph cluster"}
+        elif held.attached is None:
+            desc = {"kind": "local (disposable)", "objectstore": c.objectstore, "osds": c.osds,
+                    "osd_size": c.osd_size}
+            if held.cluster is not None:
+                desc["adopted_from_attempt"] = held.adopted_from
             else:
-                cdir = Path(tempfile.mkdtemp(prefix=f"fathom-cluster{run_id}-"))
+                cdir = Path(tempfile.mkdtemp(prefix=f"fathom-cluster{self.run_id}-"))
                 # recorded before anything starts, so a later --resume can stop it if this process is killed
-                attempts[-1]["cluster_dir"] = str(cdir)
-                store.merge_env(run_id, attempts=attempts)
-                cluster = LocalCluster(cdir, progress=say)
-                say(f"starting a disposable local cluster in {cdir} ({c.osds} OSD(s), {c.objectstore})")
+                a.record(cluster_dir=str(cdir))
+                held.cluster = LocalCluster(cdir, progress=_say)
+                _say(f"starting a disposable local cluster in {cdir} ({c.osds} OSD(s), {c.objectstore})")
                 t0 = time.monotonic()
-                cluster.up(osds=c.osds, osd_size=c.osd_size, objectstore=c.objectstore, bind=opts.bind, mds=c.mds,
-                           rgw=c.rgw, settings=c.settings or None)
-                say(f"cluster HEALTH_OK in {time.monotonic() - t0:.1f} s")
-            attempts[-1]["cluster_dir"] = str(cluster.root)  # this attempt's now: it stops it at the end
-            store.merge_env(run_id, attempts=attempts)
-            target = Target(conn=cluster.connection(), local=cluster)
-            outcome.cluster_dir = str(cluster.root)
+                held.cluster.up(osds=c.osds, osd_size=c.osd_size, objectstore=c.objectstore, bind=self.opts.bind,
+                                mds=c.mds, rgw=c.rgw, settings=c.settings or None)
+                _say(f"cluster HEALTH_OK in {time.monotonic() - t0:.1f} s")
+            a.record(cluster_dir=str(held.cluster.root))  # this attempt's now: it stops it at the end
+            held.attached = Attachment(conn=held.cluster.connection(), local=held.cluster)
+            self.outcome.cluster_dir = str(held.cluster.root)
         else:
-            target_desc = {"kind": "attached", "connection": target.conn.describe(),
-                           "fathom_local_cluster": bool(target.local)}
-        ceph = target.ceph() if target else None
-        store.merge_env(run_id, target=target_desc, **envinfo.collect(ceph))
+            desc = {"kind": "attached", "connection": held.attached.conn.describe(),
+                    "fathom_local_cluster": bool(held.attached.local)}
+        self.store.merge_env(self.run_id, target=desc, **envinfo.collect(held.ceph))
 
-        # ---- prep ----
-        if ceph is not None:
-            attached = cluster is None
-            # settings hygiene changes are recorded in the run's env before they are changed
-            restorer = Restorer(ceph, persist=lambda rec: store.merge_env(run_id, restore=rec),
-                                disposable=not attached, previous=env.get("restore"),
-                                repair_args=("--db", str(opts.db), "--run", str(run_id)))
-            fsid = ceph.ceph("fsid")["fsid"]
-            prep = Prep(ceph, owner_prefix=data_tag, progress=say, restorer=restorer,
-                        ledger=_earlier_ledger(env, fsid, run_id),
-                        on_ledger=lambda led: store.merge_env(run_id, prep_created=led.to_dict()))
-            prep.created.fsid = fsid
-            earlier_prefill = env.get("prefill")
-            store.merge_env(run_id, prefill=None)  # until this attempt knows its images are filled
-            prepared = _prepare(suite, prep, attached, data_tag, env.get("pools") or {},
-                                resume.data_pools(points, done, suite), note)
-            store.merge_env(run_id, prep_created=prep.created.to_dict(), pools=prepared.pools)
-            # a pool made anew holds nothing of earlier attempts: the finished writes into it must run again
-            for name in {p.name for p in suite.prep.pools} - set(prepared.adopted):
-                lose({w.key for w in points if w.key in done and resume.writes_run_data(w)
-                      and resume.pool_of(w, suite) == name},
-                     f"pool {prepared.pools[name]} was made anew by attempt {attempt_tag}"
-                     + (" on a new disposable cluster" if cluster is not None and adopted_from is None else ""))
-            if suite.prep.prefill and suite.prep.images:
-                images_id = prepared.adopted.get(suite.prep.images.pool)
-                if not prepared.images_made and earlier_prefill and images_id is not None \
-                        and earlier_prefill.get("pool_id") == images_id and earlier_prefill.get("fsid") == fsid:
-                    pf = earlier_prefill
-                    note(f"images in {prepared.images_pool} were filled by an earlier attempt; not filled again")
-                else:
-                    pf = prep.prefill(prepared.images_pool, prepared.images,  # type: ignore[arg-type]
-                                      suite.prep.images.size)
-                    pf.update(fsid=fsid, pool_id=(prep.pool_info(prepared.images_pool) or {}).get("pool_id"))
-                store.merge_env(run_id, prefill=pf)
-            if suite.prep.rgw is not None:
-                s3_ctx = rgw_prep.prepare(prep, suite.prep.rgw, prepared.pools, target.local if target else None,
-                                          data_tag, attached, workdir)
-                store.merge_env(run_id, prep_created=prep.created.to_dict(),
-                                rgw={k: v for k, v in s3_ctx.items() if k != "keys_file"})
-            if suite.prep.hygiene.enabled:
-                hy = prep.hygiene(list(prepared.pools.values()), rbd_cache=suite.prep.hygiene.rbd_cache,
-                                  rbd_io_scheduler=suite.prep.hygiene.rbd_io_scheduler)
-                store.merge_env(run_id, hygiene=hy)
+    # ---- prepare: pools, images, prefill, RGW, hygiene, each recorded before it is made ----
+    def prepare(self) -> None:
+        held, suite, a, store = self.held, self.work.suite, self.attempt, self.store
+        ceph = held.ceph
+        if ceph is None:
+            return
+        assert a is not None and held.attached is not None
+        attached = held.cluster is None
+        # settings hygiene changes are recorded in the run's state before they are changed
+        restorer = Restorer(ceph, persist=lambda rec: a.save(restore=rec), disposable=not attached,
+                            previous=a.state.get("restore"),
+                            repair_args=("--db", str(self.opts.db), "--run", str(self.run_id)))
+        fsid = ceph.ceph("fsid")["fsid"]
+        held.prep = prep = Prep(ceph, owner_prefix=a.data_tag, progress=_say, restorer=restorer,
+                                ledger=a.ledger(fsid), on_ledger=lambda led: a.save(prep_created=led.to_dict()))
+        prep.created.fsid = fsid
+        earlier_prefill = a.state.get("prefill")
+        a.save(prefill=None)  # until this attempt knows its images are filled
+        points, done = self.work.points, self.work.done
+        held.prepared = p = _prepare(suite, prep, attached, a.data_tag, a.state.get("pools") or {},
+                                     resume.data_pools(points, done, suite), a.note)
+        a.save(prep_created=prep.created.to_dict(), pools=p.pools)
+        # a pool made anew holds nothing of earlier attempts: the finished writes into it must run again
+        for name in {q.name for q in suite.prep.pools} - set(p.adopted):
+            a.lose({w.key for w in points if w.key in done and resume.writes_run_data(w)
+                    and resume.pool_of(w, suite) == name},
+                   f"pool {p.pools[name]} was made anew by attempt {a.tag}"
+                   + (" on a new disposable cluster" if held.cluster is not None and held.adopted_from is None
+                      else ""))
+        if suite.prep.prefill and suite.prep.images:
+            images_id = p.adopted.get(suite.prep.images.pool)
+            if not p.images_made and earlier_prefill and images_id is not None \
+                    and earlier_prefill.get("pool_id") == images_id and earlier_prefill.get("fsid") == fsid:
+                pf = earlier_prefill
+                a.note(f"images in {p.images_pool} were filled by an earlier attempt; not filled again")
+            else:
+                pf = prep.prefill(p.images_pool, p.images, suite.prep.images.size)  # type: ignore[arg-type]
+                pf.update(fsid=fsid, pool_id=(prep.pool_info(p.images_pool) or {}).get("pool_id"))
+            a.save(prefill=pf)
+        if suite.prep.rgw is not None:
+            held.s3 = rgw_prep.prepare(prep, suite.prep.rgw, p.pools, held.attached.local, a.data_tag, attached,
+                                       a.workdir)
+            a.save(prep_created=prep.created.to_dict())
+            store.merge_env(self.run_id, rgw={k: v for k, v in held.s3.items() if k != "keys_file"})
+        if suite.prep.hygiene.enabled:
+            hy = prep.hygiene(list(p.pools.values()), rbd_cache=suite.prep.hygiene.rbd_cache,
+                              rbd_io_scheduler=suite.prep.hygiene.rbd_io_scheduler)
+            store.merge_env(self.run_id, hygiene=hy)
 
-        # ---- points ----
-        daemons = target.local_daemons() if target else []
-        sampler = telemetry.Sampler(daemons)
-        tel = point_mod.TelemetryCompanion(sampler, daemons, target.local.run_dir if target and target.local else None,
-                                           refresh=target.local_daemons if target and target.local else None)
+    def context(self, point: plan.Point) -> engines.PointContext:
+        held, a, params = self.held, self.attempt, point.params
+        assert a is not None
+        pools = held.prepared.pools
+        pool = pools.get(params["pool"] or "", params["pool"]) if params["pool"] else next(iter(pools.values()), None)
+        images = self.work.suite.prep.images
+        ctx = engines.PointContext(
+            conn=held.attached.conn if held.attached else None, pool=pool,
+            images=held.prepared.images if interfaces.get(params["interface"]).needs_images
+            and pool == held.prepared.images_pool else [],
+            run_tag=a.data_tag, workdir=a.workdir, clients=held.clients, image_size=images.size if images else None,
+            timeout=float(params["runtime"]) + float(params["ramp_time"]) + CHILD_GRACE_S, s3=held.s3, prep=held.prep)
+        held.contexts[f"{point.engine}:{pool}"] = ctx
+        return ctx
+
+    # ---- points: one at a time, each committed when it ends ----
+    def run_points(self) -> None:
+        held, work, store, run_id, a, outcome = self.held, self.work, self.store, self.run_id, self.attempt, \
+            self.outcome
+        assert a is not None
+        source, points, todo = work.source, work.points, work.todo
+        ceph = held.ceph
+        daemons = held.attached.local_daemons() if held.attached else []
+        local = held.attached.local if held.attached else None
+        held.telemetry = tel = point_mod.TelemetryCompanion(
+            telemetry.Sampler(daemons), daemons, local.run_dir if local else None,
+            refresh=held.attached.local_daemons if held.attached and local else None)
         next_gate: health.GateVerdict | None = None
-        gate_timeout = opts.gate_timeout
-        prog = Progress(None if source else len(points), [] if source else todo, tty=opts.tty)
+        gate_timeout = self.opts.gate_timeout
+        held.progress = prog = Progress(None if source else len(points), [] if source else todo, tty=self.opts.tty)
         companions: list[Companion] = [tel, point_mod.ProgressCompanion(prog)]
         if outcome.skipped:
             prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")
-
-        def context(point: plan.Point) -> engines.PointContext:
-            params = point.params
-            pool = prepared.pools.get(params["pool"] or "", params["pool"]) if params["pool"] else \
-                next(iter(prepared.pools.values()), None)
-            ctx = engines.PointContext(
-                conn=target.conn if target else None, pool=pool,
-                images=prepared.images if interfaces.get(params["interface"]).needs_images
-                and pool == prepared.images_pool else [],
-                run_tag=data_tag, workdir=workdir, clients=clients,
-                image_size=suite.prep.images.size if suite.prep.images else None,
-                timeout=float(params["runtime"]) + float(params["ramp_time"]) + CHILD_GRACE_S, s3=s3_ctx)
-            contexts[f"{point.engine}:{pool}"] = ctx
-            return ctx
-
-        rewrite_before = {rw.before.key: rw for rw in resume.rewrites(points, done, data_lost, suite)}
+        rewrite_before = {rw.before.key: rw for rw in resume.rewrites(points, work.done, a.data_lost, work.suite)}
         full_state: dict[str, str] | None = None  # set once a point failed on a full cluster under --on-full skip
         for n, point in enumerate(source.points() if source else todo, start=len(points) - len(todo) + 1):
             if full_state is not None and point.params.get("rw") not in resume.READ_MODES:
@@ -329,20 +415,14 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                 outcome.failed += 1
                 continue
             rw = rewrite_before.get(point.key)
-            if rw is not None and rw.write.key in data_lost:
-                if _rewrite(rw, data_lost[rw.write.key], context(rw.write), store, run_id, prog.say):
-                    found(rw.write.key)
-            ctx = context(point)
-            if s3_ctx is not None and prep is not None and point.params.get("interface") == "s3" \
-                    and point.params.get("rw") == "write":
-                # a PUT starts on empty buckets: what earlier points wrote goes first, bypassing GC
-                gone = rgw_prep.purge_user_buckets(prep, s3_ctx["user"])
-                if gone:
-                    prog.say(f"purged {len(gone)} bucket(s) of user {s3_ctx['user']} before {point.key}")
+            if rw is not None and rw.write.key in a.data_lost:
+                if _rewrite(rw, a.data_lost[rw.write.key], self.context(rw.write), store, run_id, prog.say):
+                    a.found(rw.write.key)
+            ctx = self.context(point)
             prog.point_start(point, n)
             schedule = [faults.Fault.model_validate(f) for f in point.params.get("faults") or []]
-            extra: list[Companion] = [faults.FaultCompanion(schedule, faults.Executor(
-                ceph, target.local if target else None), prog.say)] if schedule and ceph is not None else []
+            extra: list[Companion] = [faults.FaultCompanion(schedule, faults.Executor(ceph, local), prog.say)] \
+                if schedule and ceph is not None else []
             try:
                 crit = steady.Criteria.of(point.params)  # a steady_state watch only for workloads with one
                 watch: list[Companion] = [steady.SteadyStateCompanion(crit)] if crit else []
@@ -355,81 +435,71 @@ def run(opts: RunOptions, args: argparse.Namespace | None = None) -> Outcome:
                 source.record(point, res)
             next_gate = res.next_gate
             # after faults the cluster heals first: its gate may take a recovery's time
-            gate_timeout = max(opts.gate_timeout, faults.RECOVERY_GATE_S) if res.faulted else opts.gate_timeout
-            if res.faulted and target is not None:  # a restarted daemon has a new pid
-                tel.sampler.daemons = [d for d in target.local_daemons() if d.pid]
-                tel.daemons = target.local_daemons()
+            gate_timeout = max(self.opts.gate_timeout, faults.RECOVERY_GATE_S) if res.faulted else \
+                self.opts.gate_timeout
+            if res.faulted and held.attached is not None:  # a restarted daemon has a new pid
+                tel.sampler.daemons = [d for d in held.attached.local_daemons() if d.pid]
+                tel.daemons = held.attached.local_daemons()
             prog.point_end(point, res.status, res.metrics, res.error)
             if res.status == "done":
                 outcome.done += 1
-                found(point.key)  # a write that ran measured has written its data again
-            else:
-                outcome.failed += 1
-                if target and target.local is not None and not all(d.running for d in target.local.daemons()):
-                    dead = [d.name for d in target.local.daemons() if not d.running]
-                    raise FathomError(f"{', '.join(dead)} stopped during point {point.key}; run {run_id} stopped",
-                                      hint=f"resume later with `fathom run --resume {run_id} --db {opts.db}`")
-                if res.full:
-                    _on_full(store, run_id, point, res.full, opts)
-                    full_state = res.full
+                a.found(point.key)  # a write that ran measured has written its data again
+                continue
+            outcome.failed += 1
+            if local is not None and not all(d.running for d in local.daemons()):
+                dead = [d.name for d in local.daemons() if not d.running]
+                raise FathomError(f"{', '.join(dead)} stopped during point {point.key}; run {run_id} stopped",
+                                  hint=f"resume later with `fathom run --resume {run_id} --db {self.opts.db}`")
+            if res.full:
+                _on_full(store, run_id, point, res.full, self.opts)
+                full_state = res.full
         outcome.status = "done" if outcome.failed == 0 else "failed"
         if source is not None:
             answer = source.result()
             store.merge_env(run_id, slo=answer)
             store.add_event(run_id, "slo", answer["result"]["message"], data={"status": answer["result"]["status"]})
-            say(f"SLO search: {answer['result']['message']}")
-    except KeyboardInterrupt:
-        outcome.status = "interrupted"
-        store.add_event(run_id, "interrupt", "run interrupted; finished points kept")
+            _say(f"SLO search: {answer['result']['message']}")
+
+    def interrupted(self) -> None:
+        """Ctrl-C or SIGTERM: finished points kept; a search says what its probes so far show."""
+        self.outcome.status = "interrupted"
+        self.store.add_event(self.run_id, "interrupt", "run interrupted; finished points kept")
+        source = self.work.source
         if source is not None and source.search is not None and source.search.probes:
             answer = source.result()  # what the probes so far show, said to be partial
             answer["result"]["message"] = f"interrupted after {len(answer['result']['probes'])} probes; so far: " \
                 + answer["result"]["message"]
             answer["interrupted"] = True
-            store.merge_env(run_id, slo=answer)
-        readers = resume.readers_without_data(points, store.done_keys(run_id), suite)
-        if readers and prep is not None:
+            self.store.merge_env(self.run_id, slo=answer)
+        readers = resume.readers_without_data(self.work.points, self.store.done_keys(self.run_id), self.work.suite)
+        if readers and self.held.prep is not None:
+            cluster = self.held.cluster
             gone = "disposable cluster" if cluster is not None else "pools"
-            gone = "objects" if cluster is not None and opts.keep_cluster else gone
-            say(f"{len(readers)} remaining read point(s) read data that finished write points left; it goes now "
-                f"with the run's {gone}, so `--resume` writes it again (unmeasured, recorded as an event) first")
-    except BaseException as exc:
-        outcome.status = "failed"
-        msg = exc.message if isinstance(exc, FathomError) else f"{type(exc).__name__}: {exc}"
-        store.add_event(run_id, "error", f"run stopped: {msg}")
-        raise
-    finally:
-        # a second Ctrl-C or SIGTERM must not leave the cluster running or its settings changed
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            if clients is not None:
-                clients.close()
-            if prog is not None:
-                prog.close()
-            if tel is not None:
-                outcome.telemetry_cost_pct = _record_cost(store, run_id, tel.sampler, tel.asok_cpu_s)
-            store.finish_run(run_id, outcome.status)
-            _teardown(store, run_id, contexts, prep, cluster, opts.keep_cluster, outcome, say,
-                      on_cleaned=lambda engine, pool: lose(
-                          _writes_into(points, store.done_keys(run_id), suite, prepared.pools, engine, pool),
-                          f"the run's objects in pool {pool} were removed when attempt {attempt_tag} ended"))
-        finally:
-            shutil.rmtree(workdir, ignore_errors=True)
-            signal.signal(signal.SIGINT, signal.default_int_handler)
-            signal.signal(signal.SIGTERM, old_term)
-            outcome.wall_s = time.monotonic() - t_run
-            store.close()
-    _summary(outcome, opts)
-    return outcome
+            gone = "objects" if cluster is not None and self.opts.keep_cluster else gone
+            _say(f"{len(readers)} remaining read point(s) read data that finished write points left; it goes now "
+                 f"with the run's {gone}, so `--resume` writes it again (unmeasured, recorded as an event) first")
+
+    # ---- teardown: client hosts, telemetry's cost, the run's status, then what the attempt made ----
+    def teardown(self) -> None:
+        held, store, run_id, a, work = self.held, self.store, self.run_id, self.attempt, self.work
+        assert a is not None
+        if held.clients is not None:
+            held.clients.close()
+        if held.progress is not None:
+            held.progress.close()
+        if held.telemetry is not None:
+            self.outcome.telemetry_cost_pct = _record_cost(store, run_id, held.telemetry.sampler,
+                                                           held.telemetry.asok_cpu_s)
+        store.finish_run(run_id, self.outcome.status)
+        _teardown(store, run_id, a, held, self.opts.keep_cluster, on_cleaned=lambda engine, pool: a.lose(
+            _writes_into(work.points, store.done_keys(run_id), work.suite, held.prepared.pools, engine, pool),
+            f"the run's objects in pool {pool} were removed when attempt {a.tag} ended"))
 
 
-def _clients_spec(suite: spec.Suite, args: argparse.Namespace | None, todo: list[plan.Point]) -> Any:
+def _clients_spec(suite: spec.Suite, choice: ClientChoice | None, todo: list[plan.Point]) -> ClientsSpec | None:
     """The run's client hosts: the command line's (--client, --clients-file) over the suite's; None for one
     engine on this host."""
-    from fathom.cli.clientargs import clients_spec
-
-    cs = clients_spec(args if args is not None else argparse.Namespace(), suite.clients)
+    cs = (choice or ClientChoice()).over(suite.clients)
     if cs is None or cs.only_local:
         return None
     other = sorted({p.engine for p in todo if p.engine != "fathom-engine"})
@@ -529,71 +599,6 @@ def _prepare(suite: spec.Suite, prep: Prep, attached: bool, data_tag: str, earli
     return out
 
 
-def _earlier_ledger(env: dict[str, Any], fsid: str, run_id: int) -> Ledger:
-    """What earlier attempts of this run made on this cluster: theirs to adopt, and this attempt's to remove."""
-    led = Ledger.from_dict(env.get("prep_created") or {})
-    if led.fsid == fsid:
-        return led
-    if led.fsid is None:  # recorded before ledgers named their cluster: only what carries the run's name
-        mine = f"fathom-{run_id}-"
-        return Ledger(pools=[p for p in led.pools if p.startswith(mine)],
-                      ec_profiles=[e for e in led.ec_profiles if e.startswith(mine)],
-                      images=[(p, i) for p, i in led.images if p.startswith(mine)], fsid=fsid)
-    return Ledger(fsid=fsid)  # another cluster's (a disposable one since stopped): nothing of it is here
-
-
-def _abandoned_clusters(attempts: list[dict[str, Any]], want: spec.ClusterSpec | None, say: Any,
-                        note: Any) -> tuple[LocalCluster | None, str | None]:
-    """Deal with what killed attempts left: their disposable clusters and scratch directories.
-
-    A killed attempt (SIGKILL) cannot clean up; its cluster keeps running, with the
-    data its points wrote. When `want` (this attempt needs a disposable cluster of
-    that shape), the newest such cluster is adopted if it is usable; every other one
-    is stopped. Returns the adopted cluster and the tag of the attempt that started it.
-    """
-    adopted: tuple[LocalCluster | None, str | None] = (None, None)
-    seen: set[str] = set()
-    for a in reversed(attempts):
-        w = a.get("workdir")
-        if w and Path(w).name.startswith("fathom-run") and Path(w).is_dir():
-            shutil.rmtree(w, ignore_errors=True)
-        d = a.get("cluster_dir")
-        if not d or d in seen or not LocalCluster(d).exists():
-            continue
-        seen.add(d)
-        lc = LocalCluster(d, progress=say)
-        why = _unusable(lc, want) if want is not None and adopted[0] is None else "this attempt does not use it"
-        if why is None:
-            note(f"adopted the disposable cluster an interrupted attempt left in {d}, with the data its points "
-                 "wrote", cluster_dir=d, attempt=a.get("tag"))
-            adopted = (lc, a.get("tag"))
-            continue
-        note(f"stopping the disposable cluster an interrupted attempt left in {d}: {why}", cluster_dir=d,
-             attempt=a.get("tag"))
-        lc.down()
-    return adopted
-
-
-def _unusable(lc: LocalCluster, want: spec.ClusterSpec) -> str | None:
-    """Why a left-behind disposable cluster cannot serve this attempt, or None when it can."""
-    dead = [d.name for d in lc.daemons() if not d.running]
-    if dead or not lc.daemons():
-        return f"{', '.join(dead) or 'its daemons'} not running"
-    st = lc.state() or {}
-    have = (st.get("osds"), st.get("objectstore"), st.get("osd_size"))
-    if have != (want.osds, want.objectstore, want.osd_size):
-        return f"it has {have[0]} OSD(s), {have[1]}, {have[2]} bytes each; the suite asks for " \
-               f"{want.osds}, {want.objectstore}, {want.osd_size}"
-    if want.mds and not st.get("mds"):
-        return "it has no MDS; the suite asks for one"
-    if want.rgw and not st.get("rgw"):
-        return "it has no RGW; the suite asks for one"
-    verdict = health.gate(lc.ceph(timeout=15), timeout=ADOPT_GATE_S)
-    if not verdict.ok:
-        return f"not clean after {ADOPT_GATE_S:.0f} s: {verdict.reason}"
-    return None
-
-
 def _rewrite(rw: resume.Rewrite, lost: str, ctx: engines.PointContext, store: Store, run_id: int,
              say: Any) -> bool:
     """Run a finished write point again, unmeasured, so the read after it finds its data; True if it did."""
@@ -601,6 +606,7 @@ def _rewrite(rw: resume.Rewrite, lost: str, ctx: engines.PointContext, store: St
     why = f"the data finished point {w.key} wrote is gone ({lost})"
     say(f"{why}: writing it again, unmeasured, before {rw.before.key}")
     try:
+        interfaces.prepare(w.params, ctx)
         res = engines.get(w.engine).run(w.params, ctx)
     except FathomError as exc:
         msg = f"{why}; writing it again failed: {exc.message}"
@@ -622,12 +628,14 @@ def _writes_into(points: list[plan.Point], done: set[str], suite: spec.Suite, po
             and pools.get(resume.pool_of(w, suite) or "", resume.pool_of(w, suite)) == pool}
 
 
-def _teardown(store: Store, run_id: int, contexts: dict[str, engines.PointContext], prep: Prep | None,
-              cluster: LocalCluster | None, keep: bool, outcome: Outcome, say: Any,
-              on_cleaned: Any = lambda engine, pool: None) -> None:
+def _teardown(store: Store, run_id: int, a: Attempt, held: Held, keep: bool,
+              on_cleaned: Callable[[str, str | None], None]) -> None:
+    """What the attempt made goes: the engines' objects and what prep made on an attached (or kept) cluster,
+    the settings hygiene changed put back; a disposable cluster is stopped unless kept."""
     errors = []
+    prep, cluster = held.prep, held.cluster
     if (cluster is None or keep) and prep is not None:
-        for key, ctx in contexts.items():
+        for key, ctx in held.contexts.items():
             engine = key.split(":", 1)[0]
             try:
                 ctx.on_child = lambda pid: None
@@ -637,47 +645,45 @@ def _teardown(store: Store, run_id: int, contexts: dict[str, engines.PointContex
             except FathomError as exc:
                 errors.append(exc.message)
     if prep is not None and (cluster is None or keep):  # a disposable cluster that is stopped needs no restore
-        _restore_settings(store, run_id, prep.restorer, say)
+        _restore_settings(store, run_id, prep.restorer)
     if prep is not None and cluster is None:
         try:
             removed = prep.cleanup()
-            store.merge_env(run_id, prep_created={}, prep_removed=removed)
+            a.save(prep_created={}, prep_removed=removed)
         except FathomError as exc:
             errors.append(f"cleanup of what this run created failed: {exc.message}")
     if cluster is not None:
         if keep:
-            say(f"kept the local cluster in {cluster.root}: `fathom cluster down --dir {cluster.root}` stops it")
+            _say(f"kept the local cluster in {cluster.root}: `fathom cluster down --dir {cluster.root}` stops it")
         else:
             try:
                 stopped = cluster.down()
-                say(f"stopped the disposable cluster ({', '.join(stopped)})")
+                _say(f"stopped the disposable cluster ({', '.join(stopped)})")
                 if prep is not None:
                     prep.restorer.set_moot("the disposable cluster was stopped")
             except FathomError as exc:
                 errors.append(exc.message)
     for e in errors:
         store.add_event(run_id, "warning", e)
-        say(f"warning: {e}")
+        _say(f"warning: {e}")
 
 
-def _restore_settings(store: Store, run_id: int, restorer: Restorer, say: Any) -> None:
+def _restore_settings(store: Store, run_id: int, restorer: Restorer) -> None:
     """Put back what hygiene changed, newest first; what cannot be is printed with its commands and kept."""
     todo = len(restorer.pending())
     if not todo:
         return
-    left = restorer.restore(say)
+    left = restorer.restore(_say)
     if len(left) < todo:
         store.add_event(run_id, "restore", f"restored {todo - len(left)} setting(s) this run had changed")
     if left:
         msg = unrestored_message(left, restorer.to_dict(), store.path)
         store.add_event(run_id, "warning", msg, data={"unrestored": [e.to_dict() for e in left],
                                                       "commands": restorer.repair_commands(left)})
-        say(f"warning: {msg}")
+        _say(f"warning: {msg}")
 
 
 def _summary(o: Outcome, opts: RunOptions) -> None:
-    import sys
-
     cost = f"; telemetry cost {o.telemetry_cost_pct:.2f}% of one core" if o.telemetry_cost_pct is not None else ""
     line = (f"run {o.run_id} {o.status}: {o.done} point(s) done, {o.failed} failed"
             f"{f', {o.skipped} already done' if o.skipped else ''} in {o.wall_s:.0f} s{cost}; results in {opts.db}")

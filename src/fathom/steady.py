@@ -23,7 +23,7 @@ Definitions (fio's, with limits as % of the window mean, as `ss=iops_slope:0.3%`
     steady     every criterion given holds, the window is full, its mean is above 0
                (a stalled point is not steady), and measured time >= min_s.
 
-Pure logic here (Criteria, Sample, merge_intervals, check, first_steady); the
+Pure logic here (Criteria, merge_intervals into series.Sample, check, first_steady); the
 companion that watches a running point is SteadyStateCompanion.
 """
 
@@ -32,12 +32,12 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
-from fathom import hdr
 from fathom.companion import Companion, Contribution, Live
 from fathom.merge import coalesce, next_span
+from fathom.series import Sample, merged
 
 INTERVAL_S = 1.0  # fathom-engine's interval_s as fathom runs it
 METRICS: dict[str, str] = {
@@ -73,7 +73,7 @@ class Criteria:
 
     @classmethod
     def of(cls, params: Mapping[str, Any]) -> Criteria | None:
-        """The criteria of a planned point (its params as spec.Workload.params() writes them), or None."""
+        """The criteria of a planned point (its params as workload.Workload.params() writes them), or None."""
         ss = params.get("steady_state")
         if not ss:
             return None
@@ -115,32 +115,6 @@ def problems(ss: Mapping[str, Any], runtime_s: float, engine: str) -> list[tuple
     return out
 
 
-@dataclass
-class Sample:
-    """One merged measured interval."""
-
-    t_s: float  # measured seconds at the interval's end (ramp excluded)
-    dt_s: float
-    ops: int
-    bytes: int
-    hists: list[str] = field(default_factory=list)  # every op kind's (and engine's) histogram
-    _p99_ms: float | None = None
-
-    def value(self, metric: str) -> float | None:
-        if self.dt_s <= 0:
-            return None
-        if metric == "iops":
-            return self.ops / self.dt_s
-        if metric == "bw":
-            return self.bytes / self.dt_s / 2**20
-        if metric == "p99":
-            if self._p99_ms is None and self.hists:
-                m = hdr.merge(self.hists)
-                self._p99_ms = hdr.percentile(m, 99) / 1e6 if m.get_total_count() else None
-            return self._p99_ms
-        raise ValueError(f"unknown steady-state metric {metric!r}")
-
-
 def engine_of(rec: Mapping[str, Any]) -> tuple[str, int]:
     """(host, instance) of an interval record: which engine of the point sent it (as the store keys it)."""
     return (rec.get("host") or LOCAL_ENGINE[0], int(rec.get("instance") or 0))
@@ -158,20 +132,11 @@ def _measured(recs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     return [r for r in recs if not r.get("ramp")]
 
 
-def merge_index(recs: Sequence[Mapping[str, Any]], t_s: float) -> Sample:
-    """The i-th measured interval of several engines as one: ops and bytes summed, histograms together,
-    dt the longest of them."""
-    ops = nbytes = 0
-    hists: list[str] = []
-    dt = 0.0
-    for r in recs:
-        dt = max(dt, float(r.get("dt") or 0.0))
-        for o in (r.get("ops") or {}).values():
-            ops += int(o.get("ops") or 0)
-            nbytes += int(o.get("bytes") or 0)
-            if o.get("hist"):
-                hists.append(o["hist"])
-    return Sample(t_s + dt, dt, ops, nbytes, hists)
+def _merge_span(recs: Sequence[Mapping[str, Any]], t_s: float) -> Sample:
+    """One span of several engines' measured intervals as one sample (ops and bytes summed, histograms
+    together), dt the longest of them, ending dt after the last."""
+    dt = max((float(r.get("dt") or 0.0) for r in recs), default=0.0)
+    return merged(recs, t_s + dt, dt)
 
 
 def merge_intervals(per_engine: Sequence[Sequence[Mapping[str, Any]]]) -> list[Sample]:
@@ -194,7 +159,7 @@ def extend(samples: list[Sample], measured: Sequence[Sequence[Mapping[str, Any]]
             if n:
                 recs.append(coalesce([dict(r) for r in measured[e][pos[e]:pos[e] + n]]))
                 pos[e] += n
-        samples.append(merge_index(recs, samples[-1].t_s if samples else 0.0))
+        samples.append(_merge_span(recs, samples[-1].t if samples else 0.0))
 
 
 @dataclass
@@ -226,11 +191,11 @@ def slope_per_s(points: Sequence[tuple[float, float]]) -> float:
 
 def check(samples: Sequence[Sample], c: Criteria) -> Verdict:
     """The criteria on the latest window of `samples` (the whole series so far)."""
-    at = samples[-1].t_s if samples else None
+    at = samples[-1].t if samples else None
     if len(samples) < c.window_n:
         return Verdict(False, at, len(samples), why=f"window not full ({len(samples)} of {c.window_n} intervals)")
     win = samples[-c.window_n:]
-    vals = [(s.t_s, s.value(c.metric)) for s in win]
+    vals = [(s.t, s.value(c.metric)) for s in win]
     if any(v is None for _, v in vals):
         return Verdict(False, at, len(win), why=f"an interval in the window has no {c.metric} (no ops completed)")
     pts = [(t, float(v)) for t, v in vals]  # type: ignore[arg-type]

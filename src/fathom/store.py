@@ -19,7 +19,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
@@ -27,7 +27,7 @@ from fathom import __version__
 from fathom.errors import FathomError
 
 DEFAULT_DB = Path("fathom-results.db")
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 BUSY_TIMEOUT_S = 60.0  # how long a process waits for another's write transaction (they last milliseconds)
 LOCAL_HOST = "local"  # host of an interval or sample that does not name one (one engine, on this host)
 # The histograms of a point merged over every engine instance: what readers by (point_id, op) get.
@@ -52,7 +52,9 @@ CREATE TABLE IF NOT EXISTS runs (
     finished REAL,
     fathom_version TEXT,
     env_json TEXT,                           -- versions, host facts, cluster config, hygiene settings
-    notes TEXT
+    notes TEXT,
+    state_json TEXT                          -- what the run's attempts leave for the next: data tag, attempts,
+                                             -- data lost, what they made and changed (fathom.attempt)
 );
 CREATE TABLE IF NOT EXISTS points (
     id INTEGER PRIMARY KEY,
@@ -194,8 +196,24 @@ def _update_to_3(db: sqlite3.Connection) -> None:
                    "'migration', ?, NULL)", (run_id, time.time(), MIGRATED_3))
 
 
+# The keys of a run's attempt state, kept in its env by schema 3 and before
+STATE_KEYS = ("data_tag", "attempts", "data_lost", "pools", "prefill", "prep_created", "prep_removed", "restore")
+
+
+def _update_to_4(db: sqlite3.Connection) -> None:
+    """Schema 3 -> 4: a run's attempt state (what a resumed attempt and `fathom cluster restore` need) moves out
+    of its environment record into its own. Nothing measured changes."""
+    db.execute("ALTER TABLE runs ADD COLUMN state_json TEXT")
+    for run_id, ej in db.execute("SELECT id, env_json FROM runs").fetchall():
+        env = json.loads(ej or "{}")
+        state = {k: env.pop(k) for k in STATE_KEYS if k in env}
+        if state:
+            db.execute("UPDATE runs SET env_json = ?, state_json = ? WHERE id = ?", (_dumps(env), _dumps(state),
+                                                                                    run_id))
+
+
 # _UPDATES[n] takes a store at schema n-1 to schema n
-_UPDATES: dict[int, Callable[[sqlite3.Connection], None]] = {2: _update_to_2, 3: _update_to_3}
+_UPDATES: dict[int, Callable[[sqlite3.Connection], None]] = {2: _update_to_2, 3: _update_to_3, 4: _update_to_4}
 assert sorted(_UPDATES) == list(range(2, SCHEMA_VERSION + 1))
 
 
@@ -213,6 +231,7 @@ class Run:
     fathom_version: str | None
     env: dict[str, Any]
     notes: str | None
+    state: dict[str, Any] = field(default_factory=dict)  # the attempts' record (fathom.attempt), not the environment
 
 
 class StoreBusyError(FathomError):
@@ -474,7 +493,8 @@ class Store:
     def _run(r: sqlite3.Row) -> Run:
         return Run(id=r["id"], name=r["name"], kind=r["kind"], suite=r["suite"], suite_yaml=r["suite_yaml"],
                    source=r["source"], status=r["status"], created=r["created"], finished=r["finished"],
-                   fathom_version=r["fathom_version"], env=json.loads(r["env_json"] or "{}"), notes=r["notes"])
+                   fathom_version=r["fathom_version"], env=json.loads(r["env_json"] or "{}"), notes=r["notes"],
+                   state=json.loads(r["state_json"] or "{}"))
 
     # ---- points --------------------------------------------------------------
     def save_point(self, run_id: int, idx: int, key: str, workload: str, engine: str, params: dict[str, Any],
@@ -541,14 +561,21 @@ class Store:
 
     def merge_env(self, run_id: int, **fields: Any) -> dict[str, Any]:
         """Add or replace keys of a run's env (versions, host, prep, telemetry cost, ...)."""
+        return self._merge(run_id, "env_json", fields)
+
+    def merge_state(self, run_id: int, **fields: Any) -> dict[str, Any]:
+        """Add or replace keys of a run's attempt state (fathom.attempt)."""
+        return self._merge(run_id, "state_json", fields)
+
+    def _merge(self, run_id: int, column: str, fields: dict[str, Any]) -> dict[str, Any]:
         with self._write() as db:  # read and write in one transaction: no other writer's keys are lost
-            row = db.execute("SELECT env_json FROM runs WHERE id = ?", (run_id,)).fetchone()
+            row = db.execute(f"SELECT {column} FROM runs WHERE id = ?", (run_id,)).fetchone()
             if row is None:
                 raise FathomError(f"no run {run_id} in {self.path}")
-            env = json.loads(row[0] or "{}")
-            env.update(fields)
-            db.execute("UPDATE runs SET env_json = ? WHERE id = ?", (_dumps(env), run_id))
-        return env
+            doc = json.loads(row[0] or "{}")
+            doc.update(fields)
+            db.execute(f"UPDATE runs SET {column} = ? WHERE id = ?", (_dumps(doc), run_id))
+        return doc
 
     def done_keys(self, run_id: int) -> set[str]:
         return {r[0] for r in self._rows("SELECT key FROM points WHERE run_id = ? AND status = 'done'", (run_id,))}

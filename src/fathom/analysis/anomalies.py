@@ -41,7 +41,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fathom.analysis.data import Point, RunData, Throughput, throughput_for
+from fathom.analysis.data import RunData, StoredPoint, Throughput, throughput_for
 from fathom.steady import reached
 from fathom.analysis.recovery import expected_checks
 
@@ -67,7 +67,7 @@ class Anomaly:
         return asdict(self)
 
 
-def _concurrency(p: Point) -> float | None:
+def _concurrency(p: StoredPoint) -> float | None:
     qd = p.params.get("iodepth")
     if not isinstance(qd, (int, float)):
         return None
@@ -84,7 +84,7 @@ def _fmt(x: float) -> str:
 FAMILY_KEYS = ("rw", "bs", "object_size", "placement", "tls")  # a sweep over these is not a concurrency curve
 
 
-def _families(curve: list[Point]) -> list[list[int]]:
+def _families(curve: list[StoredPoint]) -> list[list[int]]:
     """Indexes of the curve's points grouped by what is not concurrency (a PUT and a GET, two object sizes
     or two placements of one workload do not bound each other's throughput)."""
     out: dict[tuple, list[int]] = {}
@@ -93,7 +93,7 @@ def _families(curve: list[Point]) -> list[list[int]]:
     return list(out.values())
 
 
-def collapse(curve: list[Point], tp: Throughput, factor: float = COLLAPSE_FACTOR) -> dict[int, str]:
+def collapse(curve: list[StoredPoint], tp: Throughput, factor: float = COLLAPSE_FACTOR) -> dict[int, str]:
     """Indexes of collapsed points in `curve`, with the reason."""
     vals = [(i, tp.of(p), _concurrency(p)) for i, p in enumerate(curve)]
     vals = [(i, x, n) for i, x, n in vals if x is not None]
@@ -118,7 +118,7 @@ def collapse(curve: list[Point], tp: Throughput, factor: float = COLLAPSE_FACTOR
     return out
 
 
-def _window(p: Point, tp: Throughput) -> float | None:
+def _window(p: StoredPoint, tp: Throughput) -> float | None:
     rt = p.m("runtime_s")
     if rt:
         return rt
@@ -128,7 +128,7 @@ def _window(p: Point, tp: Throughput) -> float | None:
     return None
 
 
-def _client_cpu(run: RunData, p: Point) -> tuple[float, float, str] | None:
+def _client_cpu(run: RunData, p: StoredPoint) -> tuple[float, float, str] | None:
     """(CPU used, capacity, what was measured), both in % of one core."""
     thread = p.m("client_thread_max_pct")
     if thread is not None:
@@ -166,7 +166,7 @@ def _host_cpus(env: Any) -> float | None:
     return None
 
 
-def _health_changed(e: dict[str, Any], p: Point) -> bool:
+def _health_changed(e: dict[str, Any], p: StoredPoint) -> bool:
     data = e.get("data")
     if not isinstance(data, dict):
         return True  # no detail (e.g. the cluster did not answer): report it
@@ -179,7 +179,7 @@ def _health_changed(e: dict[str, Any], p: Point) -> bool:
     return False
 
 
-def _checks_note(e: dict[str, Any], p: Point) -> str:
+def _checks_note(e: dict[str, Any], p: StoredPoint) -> str:
     data = e.get("data") if isinstance(e.get("data"), dict) else {}
     before = set((p.gate or {}).get("checks") or {})
     after = set(data.get("checks") or [])
@@ -190,32 +190,32 @@ def _checks_note(e: dict[str, Any], p: Point) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def fault_data(run: RunData, p: Point) -> list[dict[str, Any]]:
+def fault_data(run: RunData, p: StoredPoint) -> list[dict[str, Any]]:
     """The `data` of the fault events of a point (its intended faults)."""
     return [e["data"] for e in run.events if e["kind"] == "fault" and isinstance(e.get("data"), dict)
             and _in_point(e, p)]
 
 
-def _unexplained(e: dict[str, Any], p: Point, faults: list[dict[str, Any]]) -> set[str]:
+def _unexplained(e: dict[str, Any], p: StoredPoint, faults: list[dict[str, Any]]) -> set[str]:
     """Health checks after a faulted point that were not there before and that its faults do not explain."""
     data = e.get("data") if isinstance(e.get("data"), dict) else {}
     after = set(data.get("checks") or [])
     return after - set((p.gate or {}).get("checks") or {}) - expected_checks(faults)
 
 
-def _in_point(e: dict[str, Any], p: Point) -> bool:
+def _in_point(e: dict[str, Any], p: StoredPoint) -> bool:
     if e.get("point_id") is not None:
         return e["point_id"] == p.point_id
     return p.started is not None and p.ended is not None and p.started <= e["ts"] <= p.ended
 
 
-def find(run: RunData, workload: str, curve: list[Point] | None = None,
+def find(run: RunData, workload: str, curve: list[StoredPoint] | None = None,
          tp: Throughput | None = None) -> list[Anomaly]:
     curve = curve if curve is not None else run.curve(workload)
     tp = tp or throughput_for(curve)
     out: list[Anomaly] = []
 
-    def add(p: Point, kind: str, msg: str) -> None:
+    def add(p: StoredPoint, kind: str, msg: str) -> None:
         out.append(Anomaly(run.name, workload, p.iodepth, p.label, kind, msg, p.point_id))
 
     faulted = {id(p): fault_data(run, p) for p in curve}
@@ -310,7 +310,7 @@ def grouped(found: list[Anomaly]) -> list[tuple[str, str, str, list[str], str]]:
 DRAIN_FRACTION = 0.05  # of the measured time
 
 
-def long_drain(p: Point) -> tuple[float, float] | None:
+def long_drain(p: StoredPoint) -> tuple[float, float] | None:
     """(window s, drain s) of a point whose drain is over DRAIN_FRACTION of its measured time, else None."""
     drain, rt = p.m("drain_s"), p.m("runtime_s")
     if drain is None or not rt or drain <= DRAIN_FRACTION * rt:
@@ -318,7 +318,7 @@ def long_drain(p: Point) -> tuple[float, float] | None:
     return rt - drain, drain
 
 
-def measurement_flags(p: Point) -> list[tuple[str, str]]:
+def measurement_flags(p: StoredPoint) -> list[tuple[str, str]]:
     """(kind, message) of schedule_not_kept and long_drain (see Rules) for one point."""
     out = []
     if p.metrics.get("schedule_kept") is False:

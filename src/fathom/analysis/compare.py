@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fathom.analysis import anomalies as anom
-from fathom.analysis.data import (Level, Point, RunData, Throughput, assign_levels, level_axis_name, levels,
+from fathom.analysis.data import (Level, RunData, StoredPoint, Throughput, assign_levels, level_axis_name, levels,
                                   throughput_for)
 from fathom.analysis.stats import LogDiff, Summary, geomean, log_diff, pooled, ratio_interval, summarize
 
@@ -112,7 +112,7 @@ class WorkloadCmp:
         return [j for r in self.levels for j in (r.tp, r.lat) if j] + [j for j in (self.tp_all, self.lat_all) if j]
 
 
-def _usable(curve: list[Point]) -> list[Point]:
+def _usable(curve: list[StoredPoint]) -> list[StoredPoint]:
     return [p for p in curve if p.status == "done"]
 
 
@@ -151,7 +151,7 @@ def judge(x: LogDiff | None, single: tuple[list[float], list[float]] | None, tol
     return Judgment(what, r, (lo, hi), confidence, v, hi)
 
 
-def _latency_key(points: list[Point]) -> tuple[str, str] | None:
+def _latency_key(points: list[StoredPoint]) -> tuple[str, str] | None:
     """p99 where every point has it, else the mean completion latency."""
     if points and all(p.m("p99_ms") for p in points):
         return "p99_ms", "p99 latency"

@@ -14,7 +14,7 @@ from typing import Any
 from fathom import interfaces
 from fathom.store import Store
 
-# Parameters that may vary over a curve: every field a suite may sweep (spec.SWEEPABLE) and the imported tables'
+# Parameters that may vary over a curve: every field a suite may sweep (workload.SWEEPABLE) and the imported tables'
 # axes. The ones that vary within a run's workload make the level, so points of different configurations are
 # never taken as repetitions of one; the order is the labels'.
 SWEEP_KEYS = ("numjobs", "iodepth", "clients", "threads", "files", "rate", "placement", "object_size", "tls", "rw",
@@ -26,7 +26,9 @@ LARGE_BLOCK = 64 * 1024  # from this size up, throughput is reported in MiB/s (a
 
 
 @dataclass
-class Point:
+class StoredPoint:
+    """A point of the results store as analysis sees it (the planned one is fathom.plan.Point)."""
+
     run: str
     run_id: int
     workload: str
@@ -70,7 +72,7 @@ class RunData:
     source: str | None
     env: dict[str, Any]
     suite: str | None
-    points: list[Point]
+    points: list[StoredPoint]
     events: list[dict[str, Any]]
 
     def workloads(self) -> list[str]:
@@ -79,7 +81,7 @@ class RunData:
             seen.setdefault(p.workload, None)
         return list(seen)
 
-    def curve(self, workload: str) -> list[Point]:
+    def curve(self, workload: str) -> list[StoredPoint]:
         return sorted((p for p in self.points if p.workload == workload), key=lambda p: p.level)
 
 
@@ -87,13 +89,13 @@ def load_run(store: Store, ref: str) -> RunData:
     """A run by id/name/'latest', or a comma-separated group of them."""
     refs = [r for r in str(ref).split(",") if r]
     runs = [store.run(r) for r in refs]
-    points: list[Point] = []
+    points: list[StoredPoint] = []
     events: list[dict[str, Any]] = []
     name = ",".join(r.name for r in runs) if len(runs) > 1 else runs[0].name
     for r in runs:
         for p in store.points(r.id):
             res = p.get("result") or {}
-            points.append(Point(
+            points.append(StoredPoint(
                 run=name, run_id=r.id, workload=p["workload"], params=p["params"] or {}, metrics=p["metrics"] or {},
                 engine=p.get("engine") or "", status=p["status"], error=p.get("error"),
                 stopped_early=bool(res.get("stopped_early")),
@@ -119,7 +121,7 @@ def load_run(store: Store, ref: str) -> RunData:
 
 def assign_levels(runs: list[RunData]) -> None:
     """Give every point its level, using the sweep keys that vary within its workload across all runs."""
-    by_wl: dict[str, list[Point]] = {}
+    by_wl: dict[str, list[StoredPoint]] = {}
     for r in runs:
         for p in r.points:
             by_wl.setdefault(p.workload, []).append(p)
@@ -138,11 +140,11 @@ def assign_levels(runs: list[RunData]) -> None:
                 p.label = "-"
 
 
-def level_keys(pts: list[Point]) -> list[str]:
+def level_keys(pts: list[StoredPoint]) -> list[str]:
     """The parameters that vary within any one run among these points (one workload's): a level is every
     such axis. A field that differs only between runs (a changed default) does not split the levels, so
     the runs' points still meet level by level in a comparison."""
-    by_run: dict[int, list[Point]] = {}
+    by_run: dict[int, list[StoredPoint]] = {}
     for p in pts:
         by_run.setdefault(p.run_id, []).append(p)
     return [k for k in SWEEP_KEYS
@@ -175,7 +177,7 @@ class Throughput:
     unit: str  # for headers and axes
     label: str  # short column name
 
-    def of(self, p: Point) -> float | None:
+    def of(self, p: StoredPoint) -> float | None:
         return p.m(self.key)
 
 
@@ -183,7 +185,7 @@ IOPS = Throughput("iops", "IOPS", "IOPS")
 BW = Throughput("bw_mib_s", "MiB/s", "bw")
 
 
-def throughput_for(points: list[Point]) -> Throughput:
+def throughput_for(points: list[StoredPoint]) -> Throughput:
     """IOPS for small blocks, MiB/s from 64 KiB up (or when a source has no IOPS at all)."""
     for p in points:
         bs = interfaces.op_size(p.params)
@@ -200,7 +202,7 @@ class Level:
 
     level: tuple[Any, ...]
     label: str
-    points: list[Point]
+    points: list[StoredPoint]
 
     def values(self, key: str | Throughput) -> list[float]:
         if isinstance(key, Throughput):
@@ -231,7 +233,7 @@ class Level:
         return merged_percentile_ms(self.points, key)
 
 
-def merged_percentile_ms(points: list[Point], key: str) -> float | None:
+def merged_percentile_ms(points: list[StoredPoint], key: str) -> float | None:
     from fathom.model import PERCENTILES
     try:
         from fathom import hdr
@@ -248,7 +250,7 @@ def merged_percentile_ms(points: list[Point], key: str) -> float | None:
     return hdr.percentile(merged, PERCENTILES[key]) / 1e6
 
 
-def levels(curve: list[Point]) -> list[Level]:
+def levels(curve: list[StoredPoint]) -> list[Level]:
     out: dict[tuple[Any, ...], Level] = {}
     for p in curve:
         out.setdefault(p.level, Level(p.level, p.label, [])).points.append(p)

@@ -30,6 +30,8 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from fathom.series import Sample, samples
+
 RECOVERY_BAND = 0.10  # back: at most 10% below the pre-fault median
 RECOVERY_RUN = 3  # consecutive intervals in the band
 RELAPSE = 0.5  # below half the pre-fault median after a return: the fault's effect was not over
@@ -66,42 +68,6 @@ def expected_checks(faults: list[dict[str, Any]]) -> set[str]:
         else:
             kind = "rgw" if "rgw" in target else target.split(".", 1)[0]
             out |= EXPECTED_CHECKS.get(kind, _PG)
-    return out
-
-
-@dataclass
-class Sample:
-    """One interval as a rate: it covers (t - dt, t] on the engine's clock."""
-
-    t: float
-    dt: float
-    iops: float
-    mib_s: float
-    errors: int
-    p99_ms: float | None
-    ramp: bool = False
-
-
-def samples(intervals: list[dict[str, Any]], with_p99: bool = True) -> list[Sample]:
-    """The interval records as per-second rates, in time order (records without `t` are skipped)."""
-    from fathom import hdr
-
-    out = []
-    for rec in sorted((r for r in intervals if r.get("t") is not None), key=lambda r: float(r["t"])):
-        dt = float(rec.get("dt") or 1.0)
-        ops = rec.get("ops") or {}
-        n = sum(float(o.get("ops") or 0) for o in ops.values())
-        nbytes = sum(float(o.get("bytes") or 0) for o in ops.values())
-        errs = sum(int(o.get("errors") or 0) for o in ops.values())
-        p99 = None
-        if with_p99:
-            hists = [o["hist"] for o in ops.values() if o.get("hist")]
-            if hists:
-                merged = hdr.merge(hists)
-                if merged.get_total_count():
-                    p99 = hdr.percentile(merged, 99.0) / 1e6
-        out.append(Sample(float(rec["t"]), dt, n / dt if dt > 0 else 0.0, nbytes / dt / 2**20 if dt > 0 else 0.0,
-                          errs, p99, bool(rec.get("ramp"))))
     return out
 
 

@@ -16,7 +16,7 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
-from fathom.analysis.data import Point, RunData, merged_percentile_ms
+from fathom.analysis.data import RunData, StoredPoint, merged_percentile_ms
 from fathom.model import PERCENTILES
 from fathom.units import format_size
 
@@ -44,7 +44,7 @@ def size_label(n: int) -> str:
 class Cell:
     """The repetitions of one (placement, object size, op) as one figure each: see value()."""
 
-    points: list[Point] = field(default_factory=list)
+    points: list[StoredPoint] = field(default_factory=list)
 
     def mean(self, key: str) -> float | None:
         vals = [p.m(key) for p in self.points if p.m(key) is not None]

@@ -1,6 +1,6 @@
 """`fathom bench rados|rbd|s3` and `fathom cleanup`: drop-ins for rados bench / rbd bench, and an S3 check.
 
-The work lives in fathom.bench; this module only declares the arguments (the
+The work lives in fathom.dropin; this module only declares the arguments (the
 same as the Ceph tools take) and imports the rest when a command runs.
 """
 
@@ -148,19 +148,19 @@ def _s3_args(p: argparse.ArgumentParser, bucket_default: str | None) -> None:
 
 
 def _rados(args: argparse.Namespace) -> int:
-    from fathom.bench.rados import run_bench
+    from fathom.dropin.rados import run_bench
 
     return run_bench(args)
 
 
 def _rbd(args: argparse.Namespace) -> int:
-    from fathom.bench.rbd import run_bench
+    from fathom.dropin.rbd import run_bench
 
     return run_bench(args)
 
 
 def _s3(args: argparse.Namespace) -> int:
-    from fathom.bench.s3 import run_bench
+    from fathom.dropin.s3 import run_bench
 
     return run_bench(args)
 
@@ -171,11 +171,11 @@ def _cleanup(args: argparse.Namespace) -> int:
     if bool(args.pool) == bool(args.bucket):
         raise UsageError("name what to clean up: -p POOL (fathom bench rados) or --bucket NAME (fathom bench s3)")
     if args.bucket:
-        from fathom.bench.s3 import run_cleanup as s3_cleanup
+        from fathom.dropin.s3 import run_cleanup as s3_cleanup
 
         if args.prefix:
             raise UsageError("--prefix applies to -p POOL; give --run-name with --bucket")
         return s3_cleanup(args)
-    from fathom.bench.rados import run_cleanup
+    from fathom.dropin.rados import run_cleanup
 
     return run_cleanup(args)

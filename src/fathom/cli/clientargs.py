@@ -1,9 +1,12 @@
-"""The client-host options `fathom run` and `fathom bench` share (parsed by fathom.hosts.clients_from_args)."""
+"""The client-host options `fathom run` and `fathom bench` share, turned into a fathom.hosts.ClientChoice."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from fathom.hosts import ClientChoice
 
 
 def add_client_args(p: argparse.ArgumentParser, what: str = "the engines") -> None:
@@ -20,11 +23,8 @@ def add_client_args(p: argparse.ArgumentParser, what: str = "the engines") -> No
                    help="add the key of a host not yet in known_hosts (a changed key is always refused)")
 
 
-def clients_spec(args: argparse.Namespace, base: Any = None) -> Any:
-    """The client hosts the options name over base (a suite's ClientsSpec, or None): a ClientsSpec, or None
-    for one engine on this host."""
-    from fathom.hosts import clients_from_args
+def client_choice(args: argparse.Namespace) -> ClientChoice:
+    """What the options say of client hosts."""
+    from fathom.hosts import ClientChoice  # fathom.hosts loads pydantic: only for the commands that run
 
-    g = lambda k: getattr(args, k, None)  # noqa: E731 - commands without the options have none
-    return clients_from_args(g("client"), g("clients_file"), base, on_loss=g("on_client_loss"),
-                             known_hosts=g("known_hosts"), accept_new=bool(g("accept_new_host_keys")))
+    return ClientChoice.of(args)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from fathom.cluster.local import DEFAULT_DIR, LocalCluster
-from fathom.cluster.target import add_target_args, target_from_args
+from fathom.cluster.attach import Attachment, add_attach_args, attach_from_args
 from fathom.errors import ClusterError, UsageError
 from fathom.units import parse_size, positive_int
 
@@ -55,11 +55,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     status = csub.add_parser("status", help="health, daemons, pools, usage")
     _dir(status)
     status.add_argument("--json", action="store_true", help="print one JSON object")
-    add_target_args(status)
+    add_attach_args(status)
     status.set_defaults(func=cmd_status)
 
     rs = csub.add_parser("restore", help="put back the settings a killed run left changed on an attached cluster")
-    add_target_args(rs)
+    add_attach_args(rs)
     rs.add_argument("--db", default="fathom-results.db", help="results store of the runs (default ./fathom-results.db)")
     rs.add_argument("--run", help="only this run (id, name or latest); default: every run that changed this cluster")
     rs.set_defaults(func=cmd_restore)
@@ -152,9 +152,9 @@ def parse_settings(items: list[str]) -> dict[str, dict[str, str]]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    target = target_from_args(args)
-    st = attached_status(target) if target and not target.local else LocalCluster(
-        target.local.root if target and target.local else args.dir).status()
+    attached = attach_from_args(args)
+    st = attached_status(attached) if attached and not attached.local else LocalCluster(
+        attached.local.root if attached and attached.local else args.dir).status()
     if args.json:
         print(json.dumps(st, indent=2))
         return 0
@@ -183,17 +183,17 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
     if not Path(args.db).is_file():
         raise UsageError(f"no results store {args.db}", hint="pass --db with the file the run wrote its results to")
-    target = target_from_args(args)
-    if target is None:
+    attached = attach_from_args(args)
+    if attached is None:
         raise UsageError("name the cluster whose settings to restore",
                          hint="pass --conf PATH (and --id/--keyring as for the ceph tools), or set CEPH_CONF")
-    ceph = target.ceph()
+    ceph = attached.ceph()
     fsid = restore.read_fsid(ceph)
     restored = failed = 0
     with Store(args.db) as store:
         runs = [store.run(args.run)] if args.run else list(reversed(store.runs()))
         for run in runs:
-            rec = run.env.get("restore") or {}
+            rec = run.state.get("restore") or {}
             pending = [e for e in rec.get("entries", []) if not e.get("restored")]
             if not pending or rec.get("moot"):
                 continue
@@ -213,7 +213,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
                 print(f"skipped {msg}")
                 continue
             print(f"{who}: restoring {len(pending)} setting(s) on cluster {fsid}")
-            r = restore.Restorer(ceph, persist=lambda d, rid=run.id: store.merge_env(rid, restore=d),
+            r = restore.Restorer(ceph, persist=lambda d, rid=run.id: store.merge_state(rid, restore=d),
                          disposable=bool(rec.get("disposable")), previous=rec)
             left = r.restore(lambda m: print(f"  {m}"))
             restored += len(pending) - len(left)
@@ -236,17 +236,17 @@ def cmd_env(args: argparse.Namespace) -> int:
     return 0
 
 
-def attached_status(target) -> dict:
+def attached_status(attached: Attachment) -> dict:
     """Status of a cluster fathom did not start: what the mons say, plus daemons seen on this host."""
-    ceph = target.ceph(timeout=30)
+    ceph = attached.ceph(timeout=30)
     s = ceph.probe(timeout=30)
     osdmap = s["osdmap"].get("osdmap", s["osdmap"])
     df = ceph.ceph("df")
     return {
-        "dir": None, "conf": target.conn.conf, "fsid": s.get("fsid"), "health": s["health"]["status"],
+        "dir": None, "conf": attached.conn.conf, "fsid": s.get("fsid"), "health": s["health"]["status"],
         "health_checks": {k: v["summary"]["message"] for k, v in s["health"].get("checks", {}).items()},
         "osds_up": int(osdmap.get("num_up_osds", 0)), "osds_in": int(osdmap.get("num_in_osds", 0)),
-        "daemons": [{"name": d.name, "pid": d.pid, "running": True} for d in target.local_daemons()],
+        "daemons": [{"name": d.name, "pid": d.pid, "running": True} for d in attached.local_daemons()],
         "pools": [{"name": p["name"], "id": p["id"], "stored_bytes": p["stats"].get("stored", 0),
                    "objects": p["stats"].get("objects", 0)} for p in df.get("pools", [])],
         "usage": {k: df["stats"][k] for k in ("total_bytes", "total_used_raw_bytes", "total_avail_bytes")

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from fathom.errors import FathomError, UsageError
 from fathom.store import DEFAULT_DB, Store
-from fathom.cluster.target import add_target_args
-from fathom.cli.clientargs import add_client_args
+from fathom.cluster.attach import add_attach_args, attach_from_args
+from fathom.cli.clientargs import add_client_args, client_choice
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +41,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="when a point fails because the cluster or its pool is full: stop the run (default; "
                         "--resume continues it once there is room) or skip the points left that write and "
                         "run those that read")
-    add_target_args(p, client_name_flag="--client-name")  # --name is the run's name here
+    add_attach_args(p, client_name_flag="--client-name")  # --name is the run's name here
     add_client_args(p)
     p.add_argument("--bind", metavar="ADDR", help="the disposable local cluster listens on ADDR instead of "
                                                   "127.0.0.1 (so that client hosts other than this one reach it)")
@@ -72,7 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-cluster", action="store_true", help="leave the disposable local cluster running")
     p.add_argument("--gate-timeout", default="300s", help="wait at most this long for a clean cluster before "
                                                           "each probe (default 300s)")
-    add_target_args(p, client_name_flag="--client-name")
+    add_attach_args(p, client_name_flag="--client-name")
     add_client_args(p)
     p.add_argument("--bind", metavar="ADDR", help="the disposable local cluster listens on ADDR instead of "
                                                   "127.0.0.1 (so that client hosts other than this one reach it)")
@@ -209,9 +209,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         suite_ref=args.suite, quick=args.quick, engine=args.engine, db=Path(args.db), name=args.name,
         resume=args.resume,
         keep_cluster=args.keep_cluster, gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"),
-        on_full=args.on_full, bind=args.bind,
+        on_full=args.on_full, bind=args.bind, attach=attach_from_args(args, probe_timeout=None),
+        clients=client_choice(args),
     )
-    outcome = runner.run(opts, args)
+    outcome = runner.run(opts)
     return outcome.exit_code
 
 
@@ -226,8 +227,8 @@ def cmd_slo(args: argparse.Namespace) -> int:
     opts = runner.RunOptions(suite_ref=args.suite, quick=args.quick, db=Path(args.db), name=name,
                              keep_cluster=args.keep_cluster,
                              gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"), bind=args.bind,
-                             slo=given)
-    outcome = runner.run(opts, args)
+                             slo=given, attach=attach_from_args(args, probe_timeout=None), clients=client_choice(args))
+    outcome = runner.run(opts)
     return outcome.exit_code
 
 

@@ -12,7 +12,7 @@ measure the child's CPU with os.wait4.
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
@@ -47,6 +47,9 @@ class PointContext:
     # s3 with prep.rgw (fathom.cluster.rgw.prepare): keys file path, placements -> LocationConstraint,
     # endpoints, CA file; paths and names only
     s3: dict[str, Any] | None = None
+    # what the interface's prepare step made for the point (fathom.interfaces.prepare): a mount's path, a server
+    prepared: dict[str, Any] = field(default_factory=dict)
+    prep: Any = None  # the run's fathom.cluster.prep.Prep (what fathom made on the cluster), for prepare steps
 
 
 class EngineAdapter(Protocol):
@@ -54,7 +57,7 @@ class EngineAdapter(Protocol):
     binary_hint: str
 
     def unsupported(self, workload: Any) -> str | None:
-        """Why this engine cannot run the workload (spec.Workload), or None."""
+        """Why this engine cannot run the workload (workload.Workload), or None."""
 
     def check(self) -> None:
         """Raise FathomError (naming how to install) when the engine cannot run here."""

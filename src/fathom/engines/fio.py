@@ -17,6 +17,7 @@ import shutil
 import time
 from typing import Any
 
+from fathom import interfaces
 from fathom.engines.base import PointContext, ceph_env, register, run_child
 from fathom.errors import FathomError
 from fathom.model import PERCENTILES, OpStats, PointResult, pooled_mean_stdev
@@ -92,7 +93,8 @@ def _rados_section(p: dict[str, Any], ctx: PointContext) -> tuple[list[str], lis
 
 
 # interface -> (its [global] lines, its job sections): what fio runs on each interface
-WRITERS = {"rbd": _rbd_section, "rados": _rados_section}
+WRITERS = {"rbd": _rbd_section, "rados": _rados_section}  # the interfaces fio drives here: their job sections
+SIZED = {"rados"}  # fio's rados ioengine has no object set to end in: `size` bounds what each job writes
 
 
 def job_file(p: dict[str, Any], ctx: PointContext) -> str:
@@ -116,7 +118,7 @@ def job_file(p: dict[str, Any], ctx: PointContext) -> str:
     ]
     if p["rw"] in ("rw", "readwrite", "randrw"):
         g.append(f"rwmixread={p['rwmixread']}")
-    region = p.get("size") or (ctx.image_size if p["interface"] == "rbd" else None)
+    region = p.get("size") or (ctx.image_size if interfaces.get(p["interface"]).needs_images else None)
     if region and int(p["numjobs"]) > 1:
         # each job its own slice of the image, as fathom-engine does (fio's offset_increment)
         per_job = region // int(p["numjobs"]) // int(p["bs"]) * int(p["bs"])
@@ -136,8 +138,8 @@ class FioAdapter:
         if w.rate is not None:
             return ("rate (open loop) runs on fathom-engine: fio's rate_iops times each op from its submission, "
                     "so the queueing behind a slow cluster would not be in its latency")
-        if w.interface == "rados" and not w.size:
-            return "fio on rados needs size (bytes written per job, e.g. size: 256MiB)"
+        if w.interface in SIZED and not w.size:
+            return f"fio on {w.interface} needs size (bytes written per job, e.g. size: 256MiB)"
         return None
 
     def check(self) -> None:
@@ -146,8 +148,8 @@ class FioAdapter:
 
     def run(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
         self.check()
-        if params["interface"] == "rbd" and not ctx.images:
-            raise FathomError("fio on rbd needs images, and prep made none")
+        if interfaces.get(params["interface"]).needs_images and not ctx.images:
+            raise FathomError(f"fio on {params['interface']} needs images, and prep made none")
         jobf = ctx.workdir / "point.fio"
         outf = ctx.workdir / "point-fio.json"
         jobf.write_text(job_file(params, ctx))

@@ -2,15 +2,18 @@
 
 One module per interface in this package, each defining `INTERFACE` (see
 base.Interface): its name, whether it needs a Ceph cluster, which fio-named
-modes it runs, and how a planned point becomes the fathom-engine target section
-(engine_spec). Modules are found by listing the package, so adding an interface
-is one new file here (plus its Rust target module in engine/src/targets/).
+modes it runs, what a point needs made before it runs (prepare: a mount, a
+server), and how a planned point becomes the fathom-engine target section
+(engine_spec; pure, so `fathom plan` and tests build every point's). Modules
+are found by listing the package, so adding an interface is one new file here
+(plus its Rust target module in engine/src/targets/).
 """
 
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from typing import Any
 
 from fathom.errors import FathomError
 from fathom.interfaces.base import Interface
@@ -55,6 +58,19 @@ def per_job_bytes(params: dict) -> int | None:
     return None
 
 
+def own_fields() -> tuple[str, ...]:
+    """Every workload field that one interface owns (Interface.own_fields), in interface order."""
+    return tuple(k for n in names() for k in get(n).own_fields)
+
+
+def prepare(params: dict, ctx: Any) -> str | None:
+    """What the point's interface needs made before it runs (a mount, a server, empty buckets), made: a step of
+    each point before its health gate; building its spec after it reads what it made, and makes nothing.
+    Returns what it did worth telling the user, or None."""
+    iface = get(str(params["interface"]))
+    return iface.prepare(params, ctx) if iface.prepare is not None else None
+
+
 def get(name: str) -> Interface:
     try:
         return _load()[name]
@@ -62,4 +78,4 @@ def get(name: str) -> Interface:
         raise FathomError(f"unknown interface {name!r}; interfaces: {', '.join(names())}") from None
 
 
-__all__ = ["Interface", "cluster_needed", "get", "names", "op_size", "per_job_bytes"]
+__all__ = ["Interface", "cluster_needed", "get", "names", "op_size", "own_fields", "per_job_bytes", "prepare"]

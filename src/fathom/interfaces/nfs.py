@@ -72,8 +72,25 @@ def split_server(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def endpoint(p: dict[str, Any], ctx: Any) -> tuple[str, int, str]:
-    """(host, port, export pseudo path) of the workload's export; starts fathom's ganesha when it is one of its."""
+def check(w: Any) -> None:
+    """A workload's export: a server's pseudo path, or one of fathom's own."""
+    if w.server and not (w.export or "").startswith("/"):
+        raise ValueError("with server, export is the export's pseudo path (e.g. /export)")
+    if not w.server and (w.export or "local") not in OWN_EXPORTS:
+        raise ValueError(f"export is {' or '.join(OWN_EXPORTS)} (nfs-ganesha on fathom's local cluster), "
+                         "or a pseudo path with server: HOST[:PORT]")
+
+
+def prepare(p: dict[str, Any], ctx: Any) -> str | None:
+    """Before the point: fathom's nfs-ganesha started (kept for the run) when the export is one of its."""
+    if not p.get("server"):
+        ctx.prepared["endpoint"] = endpoint(p, ctx, start=True)
+    return None
+
+
+def endpoint(p: dict[str, Any], ctx: Any, start: bool = False) -> tuple[str, int, str]:
+    """(host, port, export pseudo path) of the workload's export: a server's own, or fathom's ganesha's as
+    prepare() started it (with start, it starts it; before, as planned: its default port)."""
     export = p.get("export") or "local"
     if p.get("server"):
         if not str(export).startswith("/"):
@@ -85,9 +102,11 @@ def endpoint(p: dict[str, Any], ctx: Any) -> tuple[str, int, str]:
         raise FathomError(f"export {export!r}: without server, export is {' or '.join(OWN_EXPORTS)} "
                           "(served by the nfs-ganesha fathom starts on its local cluster)")
     from fathom.cluster import ganesha
-    from fathom.cluster.target import _local_for
+    from fathom.cluster.attach import local_for
 
-    lc = _local_for(ctx.conn.conf) if ctx.conn is not None and ctx.conn.conf else None
+    if not start:
+        return ctx.prepared.get("endpoint") or ("127.0.0.1", 2049, ganesha.EXPORTS[export])
+    lc = local_for(ctx.conn.conf) if ctx.conn is not None and ctx.conn.conf else None
     if lc is None:
         raise FathomError(f"export {export} is served by nfs-ganesha on fathom's own local cluster, and this run "
                           "attached to another one", hint="give server: HOST[:PORT] and the export's pseudo path")
@@ -106,5 +125,6 @@ def target(p: dict[str, Any], ctx: Any) -> Nfs:
                numjobs=int(p["numjobs"]), nrfiles=nrfiles, **opt)
 
 
-INTERFACE = Interface(name="nfs", needs_cluster=True, rw_modes=RW, target=target, files=True,
+INTERFACE = Interface(name="nfs", needs_cluster=True, rw_modes=RW, target=target, prepare=prepare, files=True,
+                      own_fields=("server", "export"), check=check,
                       cluster_free=lambda p: bool(p.get("server")))

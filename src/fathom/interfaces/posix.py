@@ -81,9 +81,9 @@ def mounted_path(p: dict[str, Any], ctx: Any) -> str:
     if not p.get("mount"):
         return str(p["path"])
     from fathom.cluster import mounts
-    from fathom.cluster.target import _local_for
+    from fathom.cluster.attach import local_for
 
-    lc = _local_for(ctx.conn.conf) if ctx.conn is not None and ctx.conn.conf else None
+    lc = local_for(ctx.conn.conf) if ctx.conn is not None and ctx.conn.conf else None
     if lc is None:
         raise FathomError(f"mount {p['mount']} is made on fathom's own local cluster, and this run attached to "
                           "another one", hint="mount it yourself and give its directory as path")
@@ -91,25 +91,47 @@ def mounted_path(p: dict[str, Any], ctx: Any) -> str:
     return str(mnt / p["path"].lstrip("/")) if p.get("path") else str(mnt)
 
 
-def target(p: dict[str, Any], ctx: Any) -> Posix:
+def prepare(p: dict[str, Any], ctx: Any) -> str | None:
+    """The point's path made ready before it runs: the mount fathom makes, and the run's directory under a
+    directory; kept in ctx.prepared for target()."""
     path = mounted_path(p, ctx)
     if not os.path.exists(path):
         raise FathomError(f"path {path} does not exist",
                           hint="create the directory first, or name an existing file or block device")
+    if not os.path.isdir(path):
+        ctx.prepared["path"] = (path, False)
+        return None
+    d = run_dir(path, ctx.run_tag)
+    try:
+        d.mkdir(exist_ok=True)
+    except PermissionError:
+        raise FathomError(f"permission denied creating {d}",
+                          hint="run as a user who may write there, or choose a directory this user owns") from None
+    except OSError as exc:
+        raise FathomError(f"cannot create {d}: {exc.strerror}") from None
+    ctx.prepared["path"] = (str(d), True)
+    return None
+
+
+def planned_path(p: dict[str, Any], ctx: Any) -> tuple[str, bool]:
+    """(path, whether it is the run's directory) as prepare() made it; before it (`fathom plan`, tests), as
+    planned: a mount named for what makes it."""
+    if "path" in ctx.prepared:
+        return ctx.prepared["path"]
+    if p.get("mount"):
+        base = f"/<{p['mount']} mount>" + ("/" + p["path"].lstrip("/") if p.get("path") else "")
+        return str(run_dir(base, ctx.run_tag)), True
+    if os.path.isdir(str(p["path"])):
+        return str(run_dir(str(p["path"]), ctx.run_tag)), True
+    return str(p["path"]), False
+
+
+def target(p: dict[str, Any], ctx: Any) -> Posix:
+    path, is_dir = planned_path(p, ctx)
     nrfiles = int(p.get("nrfiles") or 1)
     filesize = p.get("filesize")
-    if os.path.isdir(path):
-        d = run_dir(path, ctx.run_tag)
-        try:
-            d.mkdir(exist_ok=True)
-        except PermissionError:
-            raise FathomError(f"permission denied creating {d}",
-                              hint="run as a user who may write there, or choose a directory this user owns") from None
-        except OSError as exc:
-            raise FathomError(f"cannot create {d}: {exc.strerror}") from None
-        path = str(d)
-        if filesize is None:
-            filesize = int(p["size"]) // nrfiles if p.get("size") else DEFAULT_FILESIZE
+    if is_dir and filesize is None:
+        filesize = int(p["size"]) // nrfiles if p.get("size") else DEFAULT_FILESIZE
     elif filesize is None and p.get("size"):
         filesize = int(p["size"])
     opt = {k: p[k] for k in ("file_service", "ioengine", "direct", "invalidate", "fsync", "fdatasync", "end_fsync")
@@ -119,4 +141,5 @@ def target(p: dict[str, Any], ctx: Any) -> Posix:
                  filesize=int(filesize) if filesize is not None else None, **opt)
 
 
-INTERFACE = Interface(name="posix", needs_cluster=False, rw_modes=RW, target=target, files=True, needs_path=True)
+INTERFACE = Interface(name="posix", needs_cluster=False, rw_modes=RW, target=target, prepare=prepare, files=True,
+                      needs_path=True)

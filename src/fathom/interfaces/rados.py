@@ -54,4 +54,4 @@ def target(p: dict[str, Any], ctx: Any) -> Rados:
     return t
 
 
-INTERFACE = Interface(name="rados", needs_cluster=True, rw_modes=tuple(MODES), target=target)
+INTERFACE = Interface(name="rados", needs_cluster=True, rw_modes=tuple(MODES), target=target, run_data=True)

@@ -142,6 +142,17 @@ def target(p: dict[str, Any], ctx: Any) -> S3:
     return t
 
 
+def prepare(p: dict[str, Any], ctx: Any) -> str | None:
+    """A PUT with prep.rgw starts on empty buckets: what earlier points wrote goes first, bypassing GC (never
+    overwriting: overwritten tails would go to GC; never short of space). Only the run's own user's buckets."""
+    if ctx.s3 is None or ctx.prep is None or p["rw"] != "write":
+        return None
+    from fathom.cluster import rgw
+
+    gone = rgw.purge_user_buckets(ctx.prep, ctx.s3["user"])
+    return f"purged {len(gone)} bucket(s) of user {ctx.s3['user']}" if gone else None
+
+
 def _local_s3(ctx: Any) -> dict[str, Any] | None:
     import json
 
@@ -151,4 +162,38 @@ def _local_s3(ctx: Any) -> dict[str, Any] | None:
         return None
 
 
-INTERFACE = Interface(name="s3", needs_cluster=True, rw_modes=tuple(MODES), target=target, op_size_key="object_size")
+def metrics(m: dict[str, Any], r: Any, params: dict[str, Any], intervals: list[dict[str, Any]],
+            perf: dict[str, dict[str, Any]], events: list[dict[str, Any]]) -> None:
+    """A point's s3 figures (m, its metrics; r, its PointResult): GET time to first byte (the engine's ttfb
+    phase) and the check against RGW's own counters."""
+    from fathom.analysis import reconcile
+
+    ttfb = ((r.extra.get("phases") or {}).get("read") or {}).get("ttfb") or {}
+    lat = ttfb.get("lat_ns") or {}
+    for key, col in (("mean", "ttfb_ms"), ("p50", "ttfb_p50_ms"), ("p99", "ttfb_p99_ms")):
+        if lat.get(key) is not None:
+            m[col] = float(lat[key]) / 1e6
+    # RGW's own time to its first byte out (get_initial_lat / put_initial_lat): the client's TTFB less the wire
+    lat_key = "rgw.get_initial_lat" if params.get("rw") != "write" else "rgw.put_initial_lat"
+    lats = [d[lat_key] for name, d in perf.items() if name.startswith("client.rgw") and isinstance(d.get(lat_key),
+                                                                                                   dict)]
+    if lats and sum(x["count"] for x in lats):
+        m["rgw_initial_lat_ms"] = sum(x["sum"] for x in lats) / sum(x["count"] for x in lats) * 1e3
+    buckets = int(params.get("numjobs") or 1) * max(len(r.extra.get("engines") or []), 1)  # a bucket per job
+    check = reconcile.point_check(r, intervals, perf, buckets,
+                                  int(params.get("object_size") or params.get("bs") or 0))
+    if check is None:
+        return
+    m["rgw_reconciled"] = "ok" if check["ok"] else "mismatch"
+    m["rgw_failed_req"] = check.get("failed_req")
+    r.extra["rgw_reconcile"] = check
+    if not check["ok"]:
+        bad = "; ".join(reconcile.describe(x) for x in check["rows"] if not x["ok"])
+        events.append({"kind": "reconcile", "message": f"client and RGW counters disagree: {bad}"
+                                                      + (f" ({check['note']})" if check.get("note") else ""),
+                       "data": check})
+
+
+INTERFACE = Interface(name="s3", needs_cluster=True, rw_modes=tuple(MODES), target=target, prepare=prepare,
+                      own_fields=("placement", "tls", "max_inflight"), rgw=True,
+                      metrics=metrics, op_size_key="object_size")

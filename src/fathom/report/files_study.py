@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fathom.analysis.data import Point, RunData
+from fathom.analysis.data import RunData, StoredPoint
 from fathom.report.doc import Section, Table, fmt
 
 SCENARIOS = ("db", "logs", "office", "blob")
@@ -34,7 +34,7 @@ NOTES = [
 ]
 
 
-def _measured(p: Point) -> tuple[str, str] | None:
+def _measured(p: StoredPoint) -> tuple[str, str] | None:
     """(scenario, target) of an fs-apps point: its workload is '<scenario>-<target>'."""
     scen, _, target = p.workload.partition("-")
     return (scen, target) if scen in SCENARIOS and target else None
@@ -98,7 +98,7 @@ def sections(runs: list[RunData]) -> list[Section]:
                                                                             *otargets],
                     [_label(k) + [fmt(ours[k].get(t), "int") for t in otargets] for k in keys],
                     ["l", "l", "r"] + ["r"] * len(otargets), list(NOTES))]
-    by_point: dict[tuple, list[Point]] = {}
+    by_point: dict[tuple, list[StoredPoint]] = {}
     for r in runs:
         for p in r.points:
             st = _measured(p)

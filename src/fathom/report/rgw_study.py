@@ -15,7 +15,7 @@ import statistics
 from typing import Any
 
 from fathom.analysis import rgw_gains
-from fathom.analysis.data import Point, RunData
+from fathom.analysis.data import RunData, StoredPoint
 from fathom.report import svg
 from fathom.report.doc import NA, ChartOut, Section, Table, fmt
 
@@ -33,26 +33,26 @@ NOTES = [
 ]
 
 
-def _op(p: Point) -> str | None:
+def _op(p: StoredPoint) -> str | None:
     return rgw_gains.OPS.get(str(p.params.get("rw")))
 
 
-def _size(p: Point) -> int:
+def _size(p: StoredPoint) -> int:
     return int(p.params.get("object_size") or p.params.get("bs") or 0)
 
 
-def _mean(points: list[Point], key: str) -> float | None:
+def _mean(points: list[StoredPoint], key: str) -> float | None:
     vals = [p.m(key) for p in points if p.m(key) is not None]
     return statistics.fmean(vals) if vals else None  # type: ignore[arg-type]
 
 
-def _measured(runs: list[RunData]) -> list[Point]:
+def _measured(runs: list[RunData]) -> list[StoredPoint]:
     return [p for r in runs for p in r.points if p.workload in WORKLOADS and p.status == "done"
             and not p.published and p.params.get("interface") == "s3"]
 
 
-def _group(points: list[Point], *keys: str) -> dict[tuple, list[Point]]:
-    out: dict[tuple, list[Point]] = {}
+def _group(points: list[StoredPoint], *keys: str) -> dict[tuple, list[StoredPoint]]:
+    out: dict[tuple, list[StoredPoint]] = {}
     for p in points:
         k = tuple(_size(p) if key == "object_size" else (_op(p) if key == "op" else p.params.get(key))
                   for key in keys)
@@ -60,7 +60,7 @@ def _group(points: list[Point], *keys: str) -> dict[tuple, list[Point]]:
     return out
 
 
-def _reconciled(points: list[Point]) -> str:
+def _reconciled(points: list[StoredPoint]) -> str:
     vals = [p.metrics.get("rgw_reconciled") for p in points]
     if not any(vals):
         return NA
@@ -113,7 +113,7 @@ def _detail_table(runs: list[RunData]) -> Table | None:
                   "wrong."])
 
 
-def _headline_table(points: list[Point]) -> Table | None:
+def _headline_table(points: list[StoredPoint]) -> Table | None:
     rows = []
     for op in ("PUT", "GET"):
         for label, lo, hi in SIZE_CLASSES:
@@ -137,7 +137,7 @@ def _headline_table(points: list[Point]) -> Table | None:
                   "GET/s and 86.6K PUT/s at 64 KiB. Not comparable in magnitude with one 2-core host."])
 
 
-def _tls_table(points: list[Point]) -> Table | None:
+def _tls_table(points: list[StoredPoint]) -> Table | None:
     g = _group([p for p in points if p.workload == "tls"], "object_size", "op", "tls")
     keys = sorted({(s, op) for s, op, _ in g}, key=lambda k: (k[0], k[1] != "PUT"))
     rows = []
@@ -146,7 +146,7 @@ def _tls_table(points: list[Point]) -> Table | None:
         if not off or not on:
             continue
 
-        def pair(key: str, kind: str = "g", off: list[Point] = off, on: list[Point] = on) -> list[str]:
+        def pair(key: str, kind: str = "g", off: list[StoredPoint] = off, on: list[StoredPoint] = on) -> list[str]:
             a, b = _mean(off, key), _mean(on, key)
             delta = (b / a - 1) * 100 if a and b is not None else None
             return [fmt(a, kind), fmt(b, kind), fmt(delta, "pct")]
@@ -164,7 +164,7 @@ def _tls_table(points: list[Point]) -> Table | None:
                   "-0.4 %, PUT -4.2 % MiB/s; RGW CPU GET 3.19 -> 4.46, PUT 3.62 -> 6.19 cores."])
 
 
-def _scaling(points: list[Point]) -> tuple[Table | None, ChartOut | None]:
+def _scaling(points: list[StoredPoint]) -> tuple[Table | None, ChartOut | None]:
     g = _group([p for p in points if p.workload == "client-scaling"], "object_size", "op", "numjobs")
     if not g:
         return None, None
@@ -199,7 +199,7 @@ def _scaling(points: list[Point]) -> tuple[Table | None, ChartOut | None]:
     return table, chart
 
 
-def _cpu_table(points: list[Point]) -> Table | None:
+def _cpu_table(points: list[StoredPoint]) -> Table | None:
     g = _group(points, "object_size", "op", "placement", "tls", "numjobs")
     rows = []
     for (s, op, pl, tls, n), ps in sorted(g.items(), key=lambda kv: (kv[0][0], kv[0][1] != "PUT",

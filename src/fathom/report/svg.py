@@ -8,6 +8,7 @@ carries its own xmlns, fonts and white background. It scales with its container
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from html import escape
 
@@ -172,33 +173,41 @@ def render(chart: Chart) -> str:
 
     # series: error bars, line, markers, labels
     for i, s in enumerate(chart.series):
-        color = s.color or PALETTE[i % len(PALETTE)]
-        sp = [p for p in s.points if p.y is not None and (not log_y or p.y > 0)]
-        bars = []
-        for p in sp:
-            if p.err_lo is not None and p.err_hi is not None:
-                x = sx(p.x)
-                bars.append(f"M{x:.1f} {sy(p.err_lo):.1f}V{sy(p.err_hi):.1f}"
-                            f"M{x - 3:.1f} {sy(p.err_lo):.1f}h6M{x - 3:.1f} {sy(p.err_hi):.1f}h6")
-        if bars:
-            out.append(f'<path class="errbar" d="{"".join(bars)}" stroke="{color}" stroke-opacity="0.55" '
-                       'fill="none"/>')
-        if len(sp) > 1:
-            d = "M" + "L".join(f"{sx(p.x):.1f} {sy(p.y):.1f}" for p in sp)
-            out.append(f'<path class="series" data-series="{escape(s.name)}" d="{d}" stroke="{color}" '
-                       'stroke-width="2" fill="none"/>')
-        for p in sp:
-            x, y = sx(p.x), sy(p.y)
-            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.2" fill="{color}"/>')
-            if p.mark is not None and (not log_y or p.mark > 0):
-                my = sy(p.mark)
-                out.append(f'<path d="M{x - 3.5:.1f} {my - 3:.1f}h7l-3.5 6z" fill="none" stroke="{color}"/>')
-            if p.flagged:
-                out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="7" fill="none" stroke="{FLAG_COLOR}" '
-                           'stroke-width="2"/>')
-            if p.label:
-                out.append(f'<text x="{x + 5:.1f}" y="{y - 5:.1f}" font-size="9" fill="{color}">'
-                           f"{escape(p.label)}</text>")
+        out.extend(_series_marks(s, s.color or PALETTE[i % len(PALETTE)], sx, sy, log_y))
     out.extend(chart.extra)
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _series_marks(s: Series, color: str, sx: Callable[[float], float], sy: Callable[[float], float],
+                  log_y: bool) -> list[str]:
+    """One series' SVG elements: error bars, the line, and at each point its marker, its second value's
+    triangle, an anomaly ring and its label. Points with no y, or none > 0 on a log scale, are left out."""
+    out = []
+    sp = [p for p in s.points if p.y is not None and (not log_y or p.y > 0)]
+    bars = []
+    for p in sp:
+        if p.err_lo is not None and p.err_hi is not None:
+            x = sx(p.x)
+            bars.append(f"M{x:.1f} {sy(p.err_lo):.1f}V{sy(p.err_hi):.1f}"
+                        f"M{x - 3:.1f} {sy(p.err_lo):.1f}h6M{x - 3:.1f} {sy(p.err_hi):.1f}h6")
+    if bars:
+        out.append(f'<path class="errbar" d="{"".join(bars)}" stroke="{color}" stroke-opacity="0.55" '
+                   'fill="none"/>')
+    if len(sp) > 1:
+        d = "M" + "L".join(f"{sx(p.x):.1f} {sy(p.y):.1f}" for p in sp)
+        out.append(f'<path class="series" data-series="{escape(s.name)}" d="{d}" stroke="{color}" '
+                   'stroke-width="2" fill="none"/>')
+    for p in sp:
+        x, y = sx(p.x), sy(p.y)
+        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3.2" fill="{color}"/>')
+        if p.mark is not None and (not log_y or p.mark > 0):
+            my = sy(p.mark)
+            out.append(f'<path d="M{x - 3.5:.1f} {my - 3:.1f}h7l-3.5 6z" fill="none" stroke="{color}"/>')
+        if p.flagged:
+            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="7" fill="none" stroke="{FLAG_COLOR}" '
+                       'stroke-width="2"/>')
+        if p.label:
+            out.append(f'<text x="{x + 5:.1f}" y="{y - 5:.1f}" font-size="9" fill="{color}">'
+                       f"{escape(p.label)}</text>")
+    return out

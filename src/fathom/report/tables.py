@@ -1,7 +1,7 @@
 """What a report says, independent of its format: the generic sections of every workload and the assembler.
 
 The document model is doc.py; the studies' own sections (slo, files_study, rgw_study) and the timeline's and
-clients' tables come from their modules, which import the model, never this file.
+the per-host tables (perhost.py) come from their modules, which import the model, never this file.
 """
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ import time
 from typing import Any, Callable
 
 from fathom.analysis import anomalies as anom
-from fathom.analysis.data import (Level, Point, RunData, Throughput, assign_levels, level_axis_name, levels,
+from fathom.analysis.data import (Level, RunData, StoredPoint, Throughput, assign_levels, level_axis_name, levels,
                                   throughput_for)
 from fathom.analysis.stats import KNEE_DEFINITION, knee_index, saturation_index
 from fathom.model import DAEMON_KINDS, FIGURE_WINDOWS, daemon_columns, daemon_kinds_in, daemon_label
-from fathom.report import clients, files_study, rgw_study, slo, svg, timeline
+from fathom.report import files_study, perhost, rgw_study, slo, svg, timeline
 from fathom.report.doc import INTENDED, NA, ChartOut, ReportDoc, Section, Table, fmt, fmt_tp
 from fathom.steady import Criteria, outcome_text
 
@@ -94,7 +94,7 @@ def _flag_cell(flags: list[anom.Anomaly], peak_label: str) -> str:
     return f"{n} (at peak: {', '.join(at_peak)})" if at_peak else str(n)
 
 
-def server_kinds(points: list[Point]) -> list[str]:
+def server_kinds(points: list[StoredPoint]) -> list[str]:
     """Daemon kinds whose CPU/memory columns a detail table shows: OSD always (the study's table has it,
     n/a where unknown), then every other kind with a figure in these points, in model.DAEMON_KINDS order."""
     found = daemon_kinds_in(p.metrics for p in points)
@@ -159,16 +159,16 @@ def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = Non
     return Table(f"{wl}: {run.name}", headers, rows, ["r"] * (len(headers) - 1) + ["l"], notes)
 
 
-def _kept(p: Point) -> str:
+def _kept(p: StoredPoint) -> str:
     v = p.metrics.get("schedule_kept")
     return NA if v is None else ("yes" if v else "NO")
 
 
-def optional_columns(curve: list[Point]) -> list[tuple[str, Callable[[Point], str]]]:
+def optional_columns(curve: list[StoredPoint]) -> list[tuple[str, Callable[[StoredPoint], str]]]:
     """Detail-table columns shown only when a point of the curve has the figure: the load generator's own
     process CPU, the p99 including failed and timed-out ops, the open-loop schedule's figures, and the drain
     where one is a sizeable part of the measured time (anomalies.long_drain)."""
-    out: list[tuple[str, Callable[[Point], str]]] = []
+    out: list[tuple[str, Callable[[StoredPoint], str]]] = []
 
     def has(key: str) -> bool:
         return any(p.metrics.get(key) is not None for p in curve)
@@ -245,7 +245,7 @@ def charts(runs: list[RunData], wl: str, axis: str) -> list[ChartOut]:
 OFFERED_PERCENTILES = (("p50", "p50"), ("p99", "p99"), ("p999", "p99.9"))
 
 
-def offered_chart(curves: list[tuple[RunData, list[Point]]], wl: str) -> ChartOut | None:
+def offered_chart(curves: list[tuple[RunData, list[StoredPoint]]], wl: str) -> ChartOut | None:
     """Open-loop points: latency percentiles (from each op's intended start) against the offered rate, a
     series per percentile and run; a level that did not keep its schedule is ringed, its label gives the
     achieved rate, so the knee shows where the cluster stopped keeping up, not where the backlog hid it."""
@@ -309,7 +309,7 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
         kinds = server_kinds([p for r in runs for p in r.curve(wl)])
         sections.append(Section(wl, tp.unit, charts(runs, wl, axis) + timeline.charts(runs, wl),
                                 [detail_table(r, wl, axis, kinds) for r in runs if r.curve(wl)]
-                                + timeline.tables(runs, wl) + clients.tables(runs, wl), wl_flags))
+                                + timeline.tables(runs, wl) + perhost.tables(runs, wl), wl_flags))
     sections = slo.sections(runs) + files_study.sections(runs) + rgw_study.sections(runs) + sections  # studies first
     summary = Table("Summary", ["workload", "run", "peak throughput", "peak at", "knee at", "90% of peak at",
                                 "clat at peak (ms)", "OSD CPU at peak (% of one core)", "per OSD core at peak",

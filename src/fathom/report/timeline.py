@@ -13,8 +13,9 @@ from html import escape
 from typing import Any
 
 from fathom.analysis.anomalies import fault_data
-from fathom.analysis.data import Point, RunData, Throughput, throughput_for
-from fathom.analysis.recovery import DEFINITION, MIN_DT_S, Sample, acted, point_metrics, samples
+from fathom.analysis.data import RunData, StoredPoint, Throughput, throughput_for
+from fathom.analysis.recovery import DEFINITION, MIN_DT_S, acted, point_metrics
+from fathom.series import Sample, samples
 from fathom.report import svg
 from fathom.report.doc import ChartOut, Table
 
@@ -25,7 +26,7 @@ AROUND_AFTER_S = 12  # ... and after each fault
 MAX_ROWS = 60
 
 
-def _faulted(run: RunData, wl: str) -> list[tuple[Point, list[dict[str, Any]]]]:
+def _faulted(run: RunData, wl: str) -> list[tuple[StoredPoint, list[dict[str, Any]]]]:
     out = []
     for p in run.curve(wl):
         fs = [f for f in fault_data(run, p) if f.get("t_s") is not None]

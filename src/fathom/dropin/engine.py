@@ -21,11 +21,11 @@ if TYPE_CHECKING:
 def run_engine(spec: EngineSpec, conn: Connection | None, timeout: float,
                on_record: Callable[[dict[str, Any]], None] | None = None, clients: Any = None) -> EngineRun:
     """Run one point to its end through the shared launcher; every record goes to on_record as it arrives.
-    With clients (a fathom.hosts.ClientsSpec): on every engine of those hosts, merged (fathom.bench.clients)."""
+    With clients (a fathom.hosts.ClientsSpec): on every engine of those hosts, merged (fathom.dropin.multihost)."""
     if clients is not None:
-        from fathom.bench import clients as bench_clients
+        from fathom.dropin import multihost
 
-        return bench_clients.run(spec, clients, timeout, on_record)
+        return multihost.run(spec, clients, timeout, on_record)
     from fathom.engines.fathom_engine import run_point
 
     return run_point(spec.to_json(), on_record=on_record, timeout=timeout, check=False)

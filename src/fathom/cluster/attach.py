@@ -1,4 +1,4 @@
-"""Which cluster a command measures: an existing one (attach) or fathom's own local one.
+"""The cluster a command measures, as attached: an existing one, or fathom's own local one.
 
 Attach options follow the ceph tools: --conf (or CEPH_CONF, then /etc/ceph/ceph.conf),
 --id or --name, --keyring. Attaching never creates or removes daemons; telemetry
@@ -19,7 +19,7 @@ DAEMON_PROGRAMS = {"ceph-osd": "osd", "ceph-mon": "mon", "ceph-mgr": "mgr", "cep
                    "ceph-fuse": "fuse", "rbd-fuse": "rbd_fuse", "ganesha.nfsd": "ganesha"}
 
 
-def add_target_args(parser: argparse.ArgumentParser, client_name_flag: str = "--name") -> None:
+def add_attach_args(parser: argparse.ArgumentParser, client_name_flag: str = "--name") -> None:
     """--conf/--id/--name/--keyring; a command whose --name means something else passes another flag."""
     g = parser.add_argument_group("existing cluster (attach); without these, fathom starts its own local cluster")
     g.add_argument("-c", "--conf", help="ceph.conf of the cluster (default: $CEPH_CONF)")
@@ -29,7 +29,9 @@ def add_target_args(parser: argparse.ArgumentParser, client_name_flag: str = "--
 
 
 @dataclass
-class Target:
+class Attachment:
+    """How fathom reaches the cluster it measures, and, when it is fathom's own local cluster, that cluster."""
+
     conn: Connection
     local: LocalCluster | None = None
 
@@ -43,19 +45,21 @@ class Target:
         return scan_local_daemons()
 
 
-def target_from_args(args: argparse.Namespace, probe_timeout: float = 30.0) -> Target | None:
-    """The attached cluster the options name (checked reachable), or None when none was named."""
+def attach_from_args(args: argparse.Namespace, probe_timeout: float | None = 30.0) -> Attachment | None:
+    """The attached cluster the options name (checked reachable, unless probe_timeout is None), or None when
+    none was named."""
     conf = getattr(args, "conf", None)
     cid, name, keyring = (getattr(args, a, None) for a in ("client_id", "client_name", "keyring"))
     if not any((conf, cid, name, keyring)) and not os.environ.get("CEPH_CONF"):
         return None
     conn = Connection.from_args(conf, cid, name, keyring)
-    target = Target(conn=conn, local=_local_for(conn.conf))
-    target.ceph().probe(timeout=probe_timeout)
-    return target
+    attached = Attachment(conn=conn, local=local_for(conn.conf))
+    if probe_timeout is not None:
+        attached.ceph().probe(timeout=probe_timeout)
+    return attached
 
 
-def _local_for(conf: str) -> LocalCluster | None:
+def local_for(conf: str) -> LocalCluster | None:
     """If the conf belongs to a fathom local cluster, know its daemons exactly."""
     root = Path(conf).parent
     lc = LocalCluster(root)

@@ -5,4 +5,5 @@ engine.py   running one engine point and turning its failure into a clear error
 rados.py    `fathom bench rados` (write / seq / rand) and `fathom cleanup`
 rbd.py      `fathom bench rbd`
 record.py   keeping every bench as a run in the results store
+multihost.py  one bench on many client hosts (--client, --clients-file), merged exactly
 """

@@ -19,10 +19,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fathom.bench import output as fmt
+from fathom.dropin import output as fmt
 from fathom import engine_spec as es
 from fathom.interfaces.rados import Rados
-from fathom.bench.engine import connect_failure, run_engine
+from fathom.dropin.engine import connect_failure, run_engine
 from fathom.engine_spec import EngineSpec, Load
 
 if TYPE_CHECKING:
@@ -236,14 +236,14 @@ def build_spec(r: RadosArgs, conn: Connection, prefix: str) -> EngineSpec:
 
 
 def run_bench(a: Any) -> int:
-    from fathom.bench import clients as bench_clients
+    from fathom.dropin import multihost
 
     r = parse_args(a)
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
     prefix = object_prefix(r.run_name)
     out = Out(json_mode=r.format != "plain")
     _check_db(r.db)
-    cs = bench_clients.from_args(a)
+    cs = multihost.from_args(a)
     spec = build_spec(r, conn, prefix)
     kind = "write" if r.mode == "write" else "read"
 
@@ -257,7 +257,7 @@ def run_bench(a: Any) -> int:
         preamble += fmt.rados_write_preamble(r.concurrent, r.op_size, object_size, r.seconds, r.max_objects,
                                              prefix if cs is None else f"{prefix}.<host>.<n> (one per client engine)")
     if cs is not None:
-        preamble.append(bench_clients.preamble(cs))
+        preamble.append(multihost.preamble(cs))
     table = fmt.RadosTable(kind)
 
     def on_record(rec: dict[str, Any]) -> None:
@@ -285,7 +285,7 @@ def run_bench(a: Any) -> int:
 
 def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.RadosTable, outcome: "EngineRun",
            head: dict[str, Any] | None, op_size: int, object_size: int, spec: EngineSpec) -> int:
-    from fathom.bench.record import save_bench
+    from fathom.dropin.record import save_bench
 
     fatal = outcome.fatal
     if outcome.start is None:
@@ -313,7 +313,7 @@ def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.Rad
     out.result(fmt.format_rados_summary(r.mode, summary))
     clients = getattr(outcome, "clients", None)
     if clients:
-        from fathom.bench.clients import host_lines
+        from fathom.dropin.multihost import host_lines
 
         out.result(host_lines(clients))
 
@@ -352,7 +352,7 @@ def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.Rad
                  "engine_cpu_s": {"user": outcome.user_s, "sys": outcome.sys_s},
                  "cleanup": cleanup_info}
         if clients:
-            from fathom.bench.clients import json_part
+            from fathom.dropin.multihost import json_part
 
             extra["clients"] = json_part(clients)
         if error:

@@ -13,15 +13,15 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from fathom.bench import output as fmt
+from fathom.dropin import output as fmt
 from fathom import engine_spec as es
 from fathom.interfaces.rbd import Rbd
-from fathom.bench.engine import connect_failure, run_engine
+from fathom.dropin.engine import connect_failure, run_engine
 from fathom.engine_spec import EngineSpec, Load
 
 if TYPE_CHECKING:
     from fathom.engines.fathom_engine import EngineRun
-from fathom.bench.rados import Out, _check_db, dump_json, pool_missing, stall_error
+from fathom.dropin.rados import Out, _check_db, dump_json, pool_missing, stall_error
 from fathom.cluster.ceph import Connection
 from fathom.errors import FathomError, UsageError
 from fathom.units import parse_size, positive_int
@@ -95,9 +95,9 @@ def run_bench(a: Any) -> int:
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
     _check_db(a.db)
     out = Out(json_mode=out_fmt != "plain")
-    from fathom.bench import clients as bench_clients
+    from fathom.dropin import multihost
 
-    cs = bench_clients.from_args(a)
+    cs = multihost.from_args(a)
     engines = sum(h.instances for h in cs.hosts) if cs is not None else 1
     # --io-total stays the whole bench's: every client engine moves its share
     spec = build_spec(conn, pool, image, io_type, pattern, io_size, threads, -(-total // engines), mix, stall,
@@ -108,7 +108,7 @@ def run_bench(a: Any) -> int:
     def on_record(rec: dict[str, Any]) -> None:
         t = rec.get("type")
         if t == "start":
-            out.table([pre] + ([bench_clients.preamble(cs)] if cs is not None else []) + table.header())
+            out.table([pre] + ([multihost.preamble(cs)] if cs is not None else []) + table.header())
         elif t == "interval":
             out.table(table.interval(rec))
 
@@ -120,7 +120,7 @@ def run_bench(a: Any) -> int:
 def finish(outcome: "EngineRun", conn: Connection, out: Out, table: fmt.RbdTable, spec: EngineSpec, a: Any,
            pool: str, image: str, io_type: str, pattern: str, io_size: int, threads: int, total: int, mix: int,
            out_fmt: str) -> int:
-    from fathom.bench.record import _merged_pct, save_bench
+    from fathom.dropin.record import _merged_pct, save_bench
 
     fatal = outcome.fatal
     if outcome.start is None:
@@ -150,7 +150,7 @@ def finish(outcome: "EngineRun", conn: Connection, out: Out, table: fmt.RbdTable
     out.result(fmt.format_rbd_summary(summary, io_type))
     clients = getattr(outcome, "clients", None)
     if clients:
-        from fathom.bench.clients import host_lines
+        from fathom.dropin.multihost import host_lines
 
         out.result(host_lines(clients))
 
@@ -177,7 +177,7 @@ def finish(outcome: "EngineRun", conn: Connection, out: Out, table: fmt.RbdTable
                          "errors": (outcome.summary or {}).get("errors", []),
                          "engine_cpu_s": {"user": outcome.user_s, "sys": outcome.sys_s}}
         if clients:
-            from fathom.bench.clients import json_part
+            from fathom.dropin.multihost import json_part
 
             doc["fathom"]["clients"] = json_part(clients)
         if error:

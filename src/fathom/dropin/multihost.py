@@ -20,7 +20,7 @@ from typing import Any, Callable
 from fathom import hdr, merge
 from fathom.engine_spec import EngineSpec
 from fathom.engines.fathom_engine import EngineRun
-from fathom.hosts import ClientsSpec
+from fathom.hosts import ClientChoice, ClientsSpec
 
 # summary keys that are per-engine facts, not amounts: the first engine's value stands for all (not `schedule`:
 # each engine runs its own, so the point's is their sum, merge.merge_schedules)
@@ -41,9 +41,7 @@ class ClientsRun(EngineRun):
 def from_args(a: Any) -> ClientsSpec | None:
     """The bench's client hosts from --client/--clients-file (as `fathom run` parses them); None for the
     single local engine."""
-    from fathom.cli.clientargs import clients_spec
-
-    cs = clients_spec(a)
+    cs = ClientChoice.of(a).over(None)
     return None if cs is None or cs.only_local else cs
 
 

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom.bench import output as fmt
-from fathom.bench.engine import run_engine
-from fathom.bench.rados import DEFAULT_RUN, Out, _check_db, check_run_name, dump_json, object_prefix
+from fathom.dropin import output as fmt
+from fathom.dropin.engine import run_engine
+from fathom.dropin.rados import DEFAULT_RUN, Out, _check_db, check_run_name, dump_json, object_prefix
 from fathom.engine_spec import EngineSpec, Load
 from fathom.errors import FathomError, UsageError
 from fathom.interfaces.s3 import KEYS_FILE, S3, Mix
@@ -321,12 +321,12 @@ def client_prefixes(cs: Any, run_name: str) -> list[str]:
 
 
 def run_bench(a: Any) -> int:
-    from fathom.bench import clients as bench_clients
+    from fathom.dropin import multihost
 
     r = parse_args(a)
     _check_db(r.db)
     out = Out(json_mode=r.format != "plain")
-    cs = bench_clients.from_args(a)
+    cs = multihost.from_args(a)
     r.clients_args = _clients_args(a) if cs is not None else ""
     spec = build_spec(r)
     if cs is not None and r.create_bucket:
@@ -338,7 +338,7 @@ def run_bench(a: Any) -> int:
     def on_record(rec: dict[str, Any]) -> None:
         t = rec.get("type")
         if t == "start":
-            out.table(preamble(r) + ([bench_clients.preamble(cs)] if cs is not None else []))
+            out.table(preamble(r) + ([multihost.preamble(cs)] if cs is not None else []))
         elif t == "interval":
             lines = [] if started[0] else table.start(rec.get("ts"))
             started[0] = True
@@ -406,7 +406,7 @@ def early_error(fatal: dict[str, Any] | None, outcome: "EngineRun", ep: Endpoint
 
 def finish(r: S3Args, out: Out, table: fmt.RadosTable, outcome: "EngineRun", spec: EngineSpec,
            counters: dict[str, Any] | None = None) -> int:
-    from fathom.bench.record import save_bench
+    from fathom.dropin.record import save_bench
 
     fatal = outcome.fatal
     if outcome.start is None:
@@ -425,7 +425,7 @@ def finish(r: S3Args, out: Out, table: fmt.RadosTable, outcome: "EngineRun", spe
     out.result(fmt.format_s3_summary(summary) + counters_lines(counters))
     clients = getattr(outcome, "clients", None)
     if clients:
-        from fathom.bench.clients import host_lines
+        from fathom.dropin.multihost import host_lines
 
         out.result(host_lines(clients))
 
@@ -471,7 +471,7 @@ def finish(r: S3Args, out: Out, table: fmt.RadosTable, outcome: "EngineRun", spe
                          "engine_cpu_s": {"user": outcome.user_s, "sys": outcome.sys_s}, "cleanup": cleanup_info,
                          "rgw_counters": counters}
         if clients:
-            from fathom.bench.clients import json_part
+            from fathom.dropin.multihost import json_part
 
             doc["fathom"]["clients"] = json_part(clients)
         if error:
