@@ -4,7 +4,7 @@ Before fathom changes a setting (an OSD flag, the balancer, a config-db option, 
 pool's autoscale mode) the Restorer reads what is there. A setting already in the
 wanted state is left alone and not recorded. Otherwise the prior value and the exact
 `ceph` command that puts it back are recorded, and the record is persisted (the run's
-env in the results store, `restore`) before the change is made, so a run killed at
+state record in the results store, `restore`) before the change is made, so a run killed at
 any moment leaves what is needed to repair the cluster: `fathom cluster restore`.
 
 The record (`Restorer.to_dict()`):
