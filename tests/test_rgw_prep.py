@@ -14,6 +14,7 @@ from conftest import rgw_cluster4
 
 from fathom.cluster import health, rgw
 from fathom.cluster.prep import Prep
+from fathom.errors import ClusterError
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +70,10 @@ def test_placements_per_scheme_users_shards_purge_and_cleanup(four_osds, engine_
     assert "b-ec22" not in (ceph.radosgw_admin("bucket", "list") or [])
     assert health.gate(ceph, timeout=120, rgw=True).ok  # nothing left to GC
 
-    removed = prep.cleanup()
+    with pytest.raises(ClusterError, match="still use the pools"):
+        prep.cleanup()  # the pools go after what uses them
+    removed = rgw.cleanup(prep)
+    assert not prep.created.rgw_users and prep.cleanup()["pools"]
     assert removed["rgw_users"] == ["fathom-prep-test"] and removed["rgw_placements"] == ["ec22-placement",
                                                                                            "rep3-placement"]
     assert "fathom-prep-test" not in ceph.radosgw_admin("user", "list")

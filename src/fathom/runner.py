@@ -648,8 +648,9 @@ def _teardown(store: Store, run_id: int, a: Attempt, held: Held, keep: bool,
         _restore_settings(store, run_id, prep.restorer)
     if prep is not None and cluster is None:
         try:
-            removed = prep.cleanup()
-            a.save(prep_created={}, prep_removed=removed)
+            # RGW's users and placements before the pools they use (and radosgw-admin only if fathom made some)
+            removed = rgw_prep.cleanup(prep) if prep.created.rgw_users or prep.created.rgw_placements else {}
+            a.save(prep_created={}, prep_removed={**prep.cleanup(), **removed})
         except FathomError as exc:
             errors.append(f"cleanup of what this run created failed: {exc.message}")
     if cluster is not None:

@@ -62,7 +62,7 @@ class Prep:
         self.progress = progress or (lambda msg: None)
         self.on_ledger = on_ledger or (lambda ledger: None)
 
-    def _note(self, kind: str, item: Any) -> None:
+    def note(self, kind: str, item: Any) -> None:
         """Add to the ledger (once) and tell on_ledger, before the thing is made."""
         entries: list[Any] = getattr(self.created, kind)
         if item not in entries:
@@ -136,7 +136,7 @@ class Prep:
                                hint="name it explicitly to use it as it is, or choose another pool name")
         if not ec_profile and size < 1:
             raise UsageError(f"pool {name}: size must be at least 1, got {size}")
-        self._note("pools", name)
+        self.note("pools", name)
         if ec_profile:
             self.ceph.ceph("osd", "pool", "create", name, str(pg_num), str(pg_num), "erasure", ec_profile,
                            fmt_json=False)
@@ -181,7 +181,7 @@ class Prep:
             args = ["create", f"{pool}/{name}", "--size", f"{size_bytes // 1024}K"]
             if data_pool:
                 args += ["--data-pool", data_pool]
-            self._note("images", (pool, name))
+            self.note("images", (pool, name))
             self.ceph.rbd(*args, fmt_json=False)
         self.progress(f"created {len(names)} RBD image(s) of {size_bytes / 2**20:.0f} MiB in {pool}")
         return names
@@ -241,12 +241,13 @@ class Prep:
     # ---- cleanup -----------------------------------------------------------------
     def cleanup(self) -> dict[str, Any]:
         """Remove what this Prep created, newest first. Nothing else. What is already gone is skipped: the
-        ledger names things before they are made, and a killed attempt may not have made them."""
+        ledger names things before they are made, and a killed attempt may not have made them. RGW users and
+        placements use the pools: fathom.cluster.rgw.cleanup removes them first, and until it has, this refuses."""
+        if self.created.rgw_users or self.created.rgw_placements:
+            raise ClusterError(f"RGW users ({', '.join(self.created.rgw_users) or 'none'}) and placements "
+                               f"({', '.join(self.created.rgw_placements) or 'none'}) fathom made still use the "
+                               "pools: not removing them first", hint="fathom.cluster.rgw.cleanup(prep) goes first")
         removed: dict[str, list[str]] = {"images": [], "pools": [], "ec_profiles": []}
-        if self.created.rgw_users or self.created.rgw_placements:  # before the pools they use
-            from fathom.cluster import rgw
-
-            removed.update(rgw.cleanup(self))
         dropped = set()
         pools = self._pools()
         for pool, image in reversed(self.created.images):

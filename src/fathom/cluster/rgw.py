@@ -43,7 +43,7 @@ def add_placement(prep: Prep, scheme: str, data_pool: str, index_pool: str, extr
     if any(t.get("name") == pid for t in zg.get("placement_targets", [])) and pid not in prep.created.rgw_placements:
         raise ClusterError(f"RGW placement target {pid} exists and fathom did not create it",
                            hint="choose another scheme name, or remove it with radosgw-admin zonegroup placement rm")
-    prep._note("rgw_placements", pid)
+    prep.note("rgw_placements", pid)
     ceph.radosgw_admin("zonegroup", "placement", "add", "--rgw-zonegroup", ZONEGROUP, "--placement-id", pid,
                        timeout=60)
     ceph.radosgw_admin("zone", "placement", "add", "--rgw-zone", ZONE, "--placement-id", pid,
@@ -97,7 +97,7 @@ def create_user(prep: Prep, uid: str, keys_path: Path, endpoint: str, region: st
     existing = prep.ceph.radosgw_admin("user", "list", timeout=60) or []
     if uid in existing:
         raise ClusterError(f"RGW user {uid} exists and fathom did not create it", hint="choose another user id")
-    prep._note("rgw_users", uid)
+    prep.note("rgw_users", uid)
     # RGW makes the keys: they are never on a command line (ps, error messages); only its JSON answer holds them
     info = prep.ceph.radosgw_admin("user", "create", "--uid", uid, "--display-name", f"fathom {uid}", timeout=60)
     k = next((k for k in (info or {}).get("keys", []) if k.get("user") == uid), None)
