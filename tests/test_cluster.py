@@ -169,7 +169,7 @@ def test_replicated_pool_images_prefill_and_hygiene(ceph: Ceph) -> None:
         assert "noscrub" in flags and "nodeep-scrub" in flags
         assert ceph.ceph("balancer", "status")["active"] is False
         assert ceph.ceph("config", "get", "client", "rbd_cache", fmt_json=False).strip() == "false"
-        assert {"osd flag noscrub", "config client rbd_cache"} <= {e.what for e in prep.restorer.entries}
+        assert {"osd flag noscrub", "config client rbd_cache"} <= {e.what for e in prep.restorer.pending()}
     finally:
         removed = prep.cleanup()
         left = prep.restorer.restore(lambda m: None)  # the session cluster as this test found it
@@ -214,7 +214,7 @@ def test_bad_prep_values_are_usage_errors(ceph: Ceph) -> None:
         prep.ec_profile("fathom-x", k=0, m=1)
     with pytest.raises(UsageError, match="allow_ec_overwrites"):
         prep.pool("fathom-x2", pg_num=8, allow_ec_overwrites=True)
-    assert prep.created.pools == ["fathom-x2"]  # created before the bad flag was seen: cleanup owns it
+    assert prep.made("pool") == ["fathom-x2"]  # created before the bad flag was seen: cleanup owns it
     prep.cleanup()
 
 
@@ -273,7 +273,7 @@ def test_attach_creates_prefixed_pools_and_removes_only_its_own(cluster: LocalCl
         prep.pool("users-pool", pg_num=8)
     assert prep.pool("users-pool", pg_num=8, explicit=True) == "users-pool"
     prep.pool("fathom-attach", pg_num=8, application="rados")
-    assert prep.created.pools == ["fathom-attach"]
+    assert prep.made("pool") == ["fathom-attach"]
     prep.cleanup()
     pools = {p["pool_name"] for p in ceph.ceph("osd", "pool", "ls", "detail")}
     assert "users-pool" in pools and "fathom-attach" not in pools

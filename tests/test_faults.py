@@ -34,7 +34,7 @@ defaults: {interface: rbd, pool: rbd, rw: randwrite, bs: 4k, iodepth: 8, on_erro
 workloads:
   - name: kill
     runtime: 22s
-    faults: [{at_s: 5, action: kill, target: osd.1}, {at_s: 12, action: start, target: osd.1}]
+    faults: [{at_s: 5, action: kill, daemon: osd.1}, {at_s: 12, action: start, daemon: osd.1}]
   - name: pause
     runtime: 14s
     faults: [{at_s: 6, action: pause}]
@@ -63,6 +63,7 @@ def test_kill_restart_and_pause_on_schedule(tmp_path):
         # ---- kill at 5 s, start at 12 s, by pid, in that order ----
         kill, start = fault_events(events, pts["kill"]["id"])[:2]
         assert kill["data"]["action"] == "kill" and kill["data"]["outcome"] == "done"
+        assert kill["data"]["daemon"] == start["data"]["daemon"] == "osd.1"
         assert start["data"]["action"] == "start" and start["data"]["outcome"] == "done"
         assert 5.0 <= kill["data"]["t_s"] < start["data"]["t_s"] and start["data"]["t_s"] >= 12.0
         assert kill["data"]["pid"] == start["data"]["pid_before"] != start["data"]["pid"]

@@ -139,7 +139,7 @@ workloads:
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     store = Store(db)
     run = store.run("latest")
-    assert run.env["target"]["kind"] == "none"
+    assert run.env["cluster"]["kind"] == "none"
     (q,) = store.points(run.id)
     assert q["status"] == "done" and q["metrics"]["write_iops"] > 0
     assert any(ganesha.local_export_dir(c).glob("t-own/fathom.*/fathom.*"))
@@ -177,7 +177,7 @@ def test_ganesha_that_cannot_start_shows_its_log(nfs_cluster):
             ganesha.ganesha(c, port=port)
     msg = str(e.value)
     assert "exited during start-up" in msg and "Address already in use" in msg and ":FATAL :" in msg, msg
-    assert ganesha.GANESHA not in (c.state() or {})["daemons"] and not (c.root / mounts.RECORD).exists()
+    assert ganesha.GANESHA not in (c.state() or {})["daemons"] and not (c.root / mounts.JOURNAL).exists()
 
 
 def test_quick_fs_apps_nfs_workloads_end_to_end_with_the_report(nfs_cluster, engine_ready, tmp_path):
@@ -256,11 +256,11 @@ def test_a_sigkilled_fathom_leaves_ganesha_that_umount_stops_by_pid(nfs_cluster,
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
         assert pid_alive(gpid)  # in its own session: the killed fathom did not take it along
-        assert json.loads((c.root / mounts.RECORD).read_text())  # the record says what to undo
+        assert json.loads((c.root / mounts.JOURNAL).read_text())["entries"]  # the journal says what to undo
         p = run_fathom("cluster", "umount", "--dir", str(c.root), env=SRC, check=True)
         assert f"stopped {ganesha.GANESHA}" in p.stdout
         assert not pid_alive(gpid) and ganesha_pid(c) is None
-        assert not mounts.leftovers(c) and not (c.root / mounts.RECORD).exists()
+        assert not mounts.leftovers(c) and not (c.root / mounts.JOURNAL).exists()
         # the run was stored up to the kill; its point never finished
         run = Store(tmp_path / "k.db").run("latest")
         assert run is not None

@@ -43,7 +43,7 @@ def test_null_suite_end_to_end_without_a_cluster(tmp_path, engine_ready):
 
     with Store(db) as st:
         run = st.run("latest")
-        assert run.status == "done" and run.env["target"]["kind"] == "none"
+        assert run.status == "done" and run.env["cluster"]["kind"] == "none"
         points = st.points(run.id)
         assert [pt["key"] for pt in points] == ["rr/iodepth=1", "rr/iodepth=8", "mix/iodepth=1", "mix/iodepth=8"]
         for pt in points:

@@ -23,7 +23,7 @@ def rec(t: float, iops: float, errors: int = 0, lat_ms: float | None = None, dt:
 # 10 s at 1000 IOPS, a fault at 10.2 s: 3 s at zero with errors, then back (two 900s, then 1000)
 SERIES = ([rec(t, 1000, lat_ms=2) for t in range(1, 11)] + [rec(11, 100, 5, 40), rec(12, 0, 8), rec(13, 0, 3)]
           + [rec(14, 900, lat_ms=3), rec(15, 950, lat_ms=3)] + [rec(t, 1000, lat_ms=2) for t in range(16, 25)])
-KILL = {"t_s": 10.2, "action": "kill", "target": "osd.1"}
+KILL = {"t_s": 10.2, "action": "kill", "daemon": "osd.1"}
 
 
 def test_dip_first_error_and_recovery():
@@ -40,7 +40,7 @@ def test_not_recovered_and_windows_per_fault():
     series = [rec(t, 1000) for t in range(1, 11)] + [rec(t, 200) for t in range(11, 30)]
     m, _ = recovery.point_metrics(series, [KILL])
     assert m["fault_recovery_s"] is None and m["fault_recovered"] is False and m["fault_first_error_s"] is None
-    start = {"t_s": 20.0, "action": "start", "target": "osd.1"}
+    start = {"t_s": 20.0, "action": "start", "daemon": "osd.1"}
     m, ws = recovery.point_metrics(SERIES, [start, KILL])  # any order in, time order out
     assert [w.action for w in ws] == ["kill", "start"]
     assert ws[0].recovery_s == pytest.approx(13 - 10.2) and ws[1].recovery_s == pytest.approx(0.0)
@@ -111,7 +111,7 @@ def test_expected_checks_by_fault():
     assert "OSD_DOWN" in recovery.expected_checks([KILL])
     assert "MON_DOWN" not in recovery.expected_checks([KILL])
     assert "OSDMAP_FLAGS" in recovery.expected_checks([{"action": "pause"}])
-    assert "MON_DOWN" in recovery.expected_checks([{"action": "kill", "target": "mon.a"}])
+    assert "MON_DOWN" in recovery.expected_checks([{"action": "kill", "daemon": "mon.a"}])
 
 
 def point(pid: int, iodepth: int, iops: float, intervals: list | None = None, errors: int = 0) -> StoredPoint:
@@ -146,7 +146,7 @@ def test_an_intended_fault_is_labelled_not_flagged():
 def test_timeline_chart_and_tables():
     fault = {"kind": "fault", "point_id": 3, "ts": 310.0, "message": "kill", "data": KILL}
     undo = {"kind": "fault", "point_id": 3, "ts": 330.0, "message": "start",
-            "data": {"t_s": 24.5, "action": "start", "target": "osd.1", "undo": True}}
+            "data": {"t_s": 24.5, "action": "start", "daemon": "osd.1", "undo": True}}
     run = run_with([fault, undo])
     charts = timeline.charts([run], "w")
     assert len(charts) == 1 and charts[0].svg.count('class="fault"') == 2
@@ -179,15 +179,15 @@ prep: {pools: [{name: p, size: 3}]}
 defaults: {on_error: continue, op_timeout: 5s, stall_timeout: 20s}
 workloads:
   - {name: a, interface: rados, pool: p, rw: write, runtime: 30s,
-     faults: [{at_s: 20s, action: start, target: osd.1}, {at_s: 5, action: kill, target: osd.1},
-              {at_s: 6, action: osd_out, target: 2}, {at_s: 7, action: pause}]}
+     faults: [{at_s: 20s, action: start, daemon: osd.1}, {at_s: 5, action: kill, target: osd.1},
+              {at_s: 6, action: osd_out, daemon: 2}, {at_s: 7, action: pause}]}
 """
     w = spec.parse(text).workloads[0]
     assert (w.on_error, w.op_timeout, w.stall_timeout) == ("continue", 5.0, 20.0)
-    assert [f.target for f in w.faults] == ["osd.1", "osd.1", "osd.2", None]
+    assert [f.daemon for f in w.faults] == ["osd.1", "osd.1", "osd.2", None]  # `target:`, the former name, too
     with pytest.raises(spec.SuiteError) as e:
-        spec.parse(text.replace("20s, action: start", "31s, action: start").replace("osd_out, target: 2",
-                                                                                   "osd_out, target: mon.a"))
+        spec.parse(text.replace("20s, action: start", "31s, action: start").replace("osd_out, daemon: 2",
+                                                                                   "osd_out, daemon: mon.a"))
     msg = e.value.message
     assert "2 problems" in msg and "past the point's end (30 s" in msg and "osd_out needs an OSD" in msg
     with pytest.raises(spec.SuiteError, match="op_timeout: 0 is not allowed"):

@@ -1,10 +1,9 @@
 """An attached cluster is left exactly as fathom found it: hygiene's settings are recorded before
 they change and put back when the run ends, fails, is interrupted, or (after SIGKILL) by
-`fathom cluster restore`. The ledger's pure logic is tested without a cluster."""
+`fathom cluster restore`. The journal's pure logic is tested without a cluster."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import threading
@@ -14,29 +13,32 @@ from pathlib import Path
 import pytest
 from conftest import FATHOM, run_fathom
 
+from fathom.attempt import Attempt
 from fathom.cluster.ceph import Ceph, Connection
+from fathom.cluster.journal import Entry, Journal
 from fathom.cluster.restore import (
-    Entry,
     Restorer,
     balancer_entries,
+    ceph_args,
     config_entry,
+    describe_prior,
     flag_entry,
     pool_entry,
     repair_commands,
-    restore_order,
+    setting,
     unrestored_message,
 )
 from fathom.errors import ClusterError
 from fathom.store import Store
 
-# ---- the ledger's logic (no cluster) ---------------------------------------------------------
+# ---- the journal's logic for settings (no cluster) -------------------------------------------
 
 
 def test_flag_already_set_is_left_alone_and_unset_one_is_recorded():
     assert flag_entry(["sortbitwise", "noscrub"], "noscrub") is None
     e = flag_entry(["sortbitwise"], "nodeep-scrub")
     assert e is not None and e.prior == "unset" and e.wanted == "set"
-    assert e.command == "ceph osd unset nodeep-scrub" and e.args() == ["osd", "unset", "nodeep-scrub"]
+    assert e.undo == "ceph osd unset nodeep-scrub" and ceph_args(e) == ["osd", "unset", "nodeep-scrub"]
 
 
 def test_balancer_off_already_is_left_alone():
@@ -45,12 +47,13 @@ def test_balancer_off_already_is_left_alone():
 
 def test_balancer_restore_turns_it_on_then_removes_the_option_balancer_on_wrote():
     es = balancer_entries({"active": True, "mode": "crush-compat"}, [])
-    assert [e.command for e in restore_order(es)] == ["ceph balancer on", "ceph config rm mgr mgr/balancer/active"]
+    assert [e.undo for e in Journal(entries=es).pending()] == ["ceph balancer on",
+                                                              "ceph config rm mgr mgr/balancer/active"]
     assert es[1].prior == "on (mode crush-compat)"
     # the option set explicitly before: put back its value, no rm
     es = balancer_entries({"active": True, "mode": "upmap"},
                           [{"section": "mgr", "name": "mgr/balancer/active", "value": "true", "mask": ""}])
-    assert [e.command for e in restore_order(es)] == ["ceph balancer on",
+    assert [e.undo for e in Journal(entries=es).pending()] == ["ceph balancer on",
                                                        "ceph config set mgr mgr/balancer/active true"]
 
 
@@ -59,32 +62,34 @@ def test_config_not_set_restores_by_rm_and_set_restores_the_prior_value():
             {"section": "client", "name": "rbd_io_scheduler", "value": "none", "mask": "host:h1"},
             {"section": "osd", "name": "rbd_io_scheduler", "value": "simple", "mask": ""}]
     e = config_entry(dump, "client", "rbd_cache", "false")
-    assert e is not None and e.prior == "true" and e.command == "ceph config set client rbd_cache true"
+    assert e is not None and e.prior == "true" and e.undo == "ceph config set client rbd_cache true"
     assert config_entry(dump, "client", "rbd_cache", "true") is None  # already wanted
     # a masked entry and another section are other settings: this one was not set
     e = config_entry(dump, "client", "rbd_io_scheduler", "none")
-    assert e is not None and e.prior is None and e.command == "ceph config rm client rbd_io_scheduler"
-    assert e.describe_prior() == "not set in the config db"
+    assert e is not None and e.prior is None and e.undo == "ceph config rm client rbd_io_scheduler"
+    assert describe_prior(e) == "not set in the config db"
 
 
 def test_pool_setting_and_quoting_of_odd_values():
     assert pool_entry("p", "pg_autoscale_mode", "off", "off") is None
     e = pool_entry("p", "pg_autoscale_mode", "warn", "off")
-    assert e is not None and e.command == "ceph osd pool set p pg_autoscale_mode warn"
+    assert e is not None and e.undo == "ceph osd pool set p pg_autoscale_mode warn"
     e = config_entry([{"section": "global", "name": "x", "value": "a b'c", "mask": ""}], "global", "x", "d")
-    assert e is not None and e.args() == ["config", "set", "global", "x", "a b'c"]
+    assert e is not None and ceph_args(e) == ["config", "set", "global", "x", "a b'c"]
 
 
 def test_restore_order_is_reverse_and_skips_restored():
-    a, b, c = (Entry(n, "unset", "set", f"ceph osd unset {n}") for n in ("a", "b", "c"))
-    b.restored = True
-    assert [e.what for e in restore_order([a, b, c])] == ["c", "a"]
-    assert Entry.from_dict(c.to_dict()) == c
+    a, b, c = (setting(n, "unset", "set", f"ceph osd unset {n}") for n in ("a", "b", "c"))
+    b.undone = True
+    pool = Entry("pool", "p1")
+    j = Journal(entries=[a, pool, b, c])
+    assert [e.what for e in Restorer(Ceph(Connection(conf="x")), j).pending()] == ["c", "a"]
+    assert Entry.from_dict(c.to_dict()) == c and Entry.from_dict(pool.to_dict()) == pool
 
 
 def test_repair_commands_carry_the_connection_in_the_order_given():
-    es = [Entry("osd flag noscrub", "unset", "set", "ceph osd unset noscrub"),
-          Entry("config client rbd_cache", None, "false", "ceph config rm client rbd_cache")]
+    es = [setting("osd flag noscrub", "unset", "set", "ceph osd unset noscrub"),
+          setting("config client rbd_cache", None, "false", "ceph config rm client rbd_cache")]
     cmds = repair_commands(es, {"conf": "/etc/my ceph.conf", "name": "client.ops", "keyring": "/k/ring"})
     assert cmds == ["ceph --conf '/etc/my ceph.conf' --name client.ops --keyring /k/ring osd unset noscrub",
                     "ceph --conf '/etc/my ceph.conf' --name client.ops --keyring /k/ring config rm client rbd_cache"]
@@ -95,15 +100,16 @@ def test_unreachable_cluster_leaves_entries_unrestored_with_their_commands(tmp_p
     conf = tmp_path / "ceph.conf"
     conf.write_text("[global]\nmon_host = 127.0.0.1:9\n")
     saved: list[dict] = []
-    r = Restorer(Ceph(Connection(conf=str(conf))), persist=saved.append)
-    r.fsid = "11111111-2222-3333-4444-555555555555"
-    r.entries = [Entry("osd flag noscrub", "unset", "set", "ceph osd unset noscrub"),
-                 Entry("balancer", "on (mode upmap)", "off", "ceph balancer on")]
+    ceph = Ceph(Connection(conf=str(conf)))
+    j = Journal(saved.append, [setting("osd flag noscrub", "unset", "set", "ceph osd unset noscrub"),
+                               setting("balancer", "on (mode upmap)", "off", "ceph balancer on")],
+                fsid="11111111-2222-3333-4444-555555555555", conn=ceph.conn.describe())
+    r = Restorer(ceph, j)
     left = r.restore(lambda m: None, probe_timeout=3)
     assert [e.what for e in left] == ["balancer", "osd flag noscrub"]
-    assert all(e.error and not e.restored for e in left)
-    assert saved and all(not e["restored"] and e["error"] for e in saved[-1]["entries"])
-    msg = unrestored_message(left, r.to_dict(), "r.db")
+    assert all(e.error and not e.undone for e in left)
+    assert saved and all(not e["undone"] and e["error"] for e in saved[-1]["entries"])
+    msg = unrestored_message(left, j.to_dict(), "r.db")
     assert f"ceph --conf {conf} --name client.admin balancer on" in msg
     assert msg.index("balancer on") < msg.index("osd unset noscrub")
     assert f"fathom cluster restore --conf {conf} --db r.db" in msg
@@ -172,7 +178,12 @@ def suite_file(tmp_path: Path) -> str:
 def record(db: Path) -> tuple[int, dict]:
     with Store(db) as st:
         run = st.run("latest")
-        return run.id, run.state["restore"]
+        return run.id, run.state["journal"]
+
+
+def settings(rec: dict) -> dict[str, dict]:
+    """The journal's setting entries by what they change."""
+    return {e["what"]: e for e in rec["entries"] if e["kind"] == "setting"}
 
 
 def remove_run_pools(ceph: Ceph, run_id: int) -> None:
@@ -205,7 +216,7 @@ def test_normal_end_puts_every_setting_back(cluster, ceph, engine_ready, found, 
     assert state(ceph) == before
     _, rec = record(db)
     assert rec["fsid"] == ceph.ceph("fsid")["fsid"] and rec["disposable"] is False
-    assert {e["what"] for e in rec["entries"]} == CHANGED and all(e["restored"] for e in rec["entries"])
+    assert set(settings(rec)) == CHANGED and all(e["undone"] for e in rec["entries"])
     assert "restored osd flag noscrub to unset (ceph osd unset noscrub)" in p.stderr
     # put back newest first: the last change (rbd_io_scheduler) is the first restored
     assert p.stderr.index("config client rbd_io_scheduler") < p.stderr.index("osd flag noscrub to unset")
@@ -227,7 +238,7 @@ def test_sigint_during_a_point_puts_every_setting_back(cluster, ceph, engine_rea
     run_id, rec = record(db)
     with Store(db) as st:
         assert st.run(run_id).status == "interrupted" and st.points(run_id)[0]["status"] == "interrupted"
-    assert {e["what"] for e in rec["entries"]} == CHANGED and all(e["restored"] for e in rec["entries"])
+    assert set(settings(rec)) == CHANGED and all(e["undone"] for e in rec["entries"])
     assert not [p for p in ceph.ceph("osd", "pool", "ls") if p.startswith(f"fathom-{run_id}-")]
 
 
@@ -243,25 +254,27 @@ def test_sigkill_leaves_settings_that_cluster_restore_puts_back(cluster, ceph, e
         killed = state(ceph)
         assert {"noscrub", "nodeep-scrub"} <= killed["flags"] and killed["balancer"][1] is False
         assert ("client", "rbd_cache", "false") in killed["config"]
-        assert {e["what"] for e in rec["entries"]} == CHANGED and not any(e["restored"] for e in rec["entries"])
+        assert set(settings(rec)) == CHANGED and not any(e["undone"] for e in settings(rec).values())
 
         # entries recorded for another cluster are refused, and nothing is applied
         with Store(db) as st:
-            st.merge_state(run_id, restore={**rec, "fsid": "00000000-0000-0000-0000-000000000000"})
+            st.merge_state(run_id, journal={**rec, "fsid": "00000000-0000-0000-0000-000000000000"})
         p = run_fathom("cluster", "restore", *attach(cluster), "--db", str(db), "--run", str(run_id))
         assert p.returncode != 0 and "refusing to restore" in p.stderr, p.stdout + p.stderr
         p = run_fathom("cluster", "restore", *attach(cluster), "--db", str(db))
         assert p.returncode == 0 and "not on this one" in p.stdout and "nothing to restore" in p.stdout
         assert state(ceph) == killed
         with Store(db) as st:
-            st.merge_state(run_id, restore=rec)
+            st.merge_state(run_id, journal=rec)
 
         p = run_fathom("cluster", "restore", *attach(cluster), "--db", str(db))
         assert p.returncode == 0, p.stdout + p.stderr
         assert f"run {run_id} " in p.stdout and "restored osd flag noscrub to unset" in p.stdout
         assert state(ceph) == before
         _, rec = record(db)
-        assert all(e["restored"] for e in rec["entries"])
+        assert all(e["undone"] for e in settings(rec).values())
+        # the pools it made stay the run's (a --resume adopts them); restore puts back settings only
+        assert not any(e["undone"] for e in rec["entries"] if e["kind"] == "pool")
         p = run_fathom("cluster", "restore", *attach(cluster), "--db", str(db))
         assert p.returncode == 0 and "nothing to restore" in p.stdout, p.stdout + p.stderr
     finally:
@@ -280,28 +293,38 @@ def test_settings_found_in_place_are_kept(cluster, ceph, engine_ready, found, tm
     assert after == before
     assert "noscrub" in after["flags"] and ("client", "rbd_cache", "true") in after["config"]
     _, rec = record(db)
-    by_what = {e["what"]: e for e in rec["entries"]}
+    by_what = settings(rec)
     assert "osd flag noscrub" not in by_what  # already wanted: not recorded, so not "restored" away
-    assert by_what["config client rbd_cache"]["command"] == "ceph config set client rbd_cache true"
+    assert by_what["config client rbd_cache"]["undo"] == "ceph config set client rbd_cache true"
     assert by_what["config client rbd_io_scheduler"]["prior"] is None
 
 
 @pytest.mark.cluster
-def test_a_resumed_restorer_keeps_the_killed_attempts_priors(ceph, found):
-    """The ledger of a killed attempt: carried on for the same cluster, refused for another one."""
+def test_a_resumed_restorer_keeps_the_killed_attempts_priors(ceph, found, tmp_path):
+    """The journal of a killed attempt: carried on for the same cluster, refused for another one."""
     fsid = ceph.ceph("fsid")["fsid"]
     ceph.ceph("osd", "set", "noscrub", fmt_json=False)  # as the killed attempt left it
     prev = {"fsid": fsid, "conn": ceph.conn.describe(), "disposable": False,
-            "entries": [Entry("osd flag noscrub", "unset", "set", "ceph osd unset noscrub").to_dict()]}
-    saved: list[dict] = []
-    r = Restorer(ceph, persist=saved.append, previous=prev)
-    r.osd_flags(["noscrub", "nodeep-scrub"])
-    assert [e.what for e in r.entries] == ["osd flag noscrub", "osd flag nodeep-scrub"]
-    assert json.loads(json.dumps(saved[-1]))["entries"][0]["prior"] == "unset"
-    assert r.restore(lambda m: None) == []
-    assert not {"noscrub", "nodeep-scrub"} & set(ceph.ceph("osd", "dump")["flags"].split(","))
+            "entries": [setting("osd flag noscrub", "unset", "set", "ceph osd unset noscrub").to_dict(),
+                        Entry("pool", "fathom-1-x-p").to_dict()]}
+    with Store(tmp_path / "j.db") as st:
+        rid = st.create_run("resumed")
 
-    other = {**prev, "fsid": "00000000-0000-0000-0000-000000000000"}
-    with pytest.raises(ClusterError, match="another cluster"):
-        Restorer(ceph, previous=other, repair_args=("--db", "x.db"))
-    assert Restorer(ceph, previous={**other, "disposable": True}).entries == []  # that cluster is gone
+        def attempt(journal: dict) -> Attempt:
+            st.merge_state(rid, journal=journal)
+            return Attempt.begin(st, rid, 1, lambda m: None)
+
+        r = Restorer(ceph, attempt(prev).journal(fsid, ceph.conn.describe(), disposable=False))
+        r.osd_flags(["noscrub", "nodeep-scrub"])
+        assert [e.what for e in reversed(r.pending())] == ["osd flag noscrub", "osd flag nodeep-scrub"]
+        saved = st.run(rid).state["journal"]
+        assert saved["entries"][0]["prior"] == "unset" and saved["entries"][1]["what"] == "fathom-1-x-p"
+        assert r.restore(lambda m: None) == []
+        assert not {"noscrub", "nodeep-scrub"} & set(ceph.ceph("osd", "dump")["flags"].split(","))
+
+        other = {**prev, "fsid": "00000000-0000-0000-0000-000000000000"}
+        with pytest.raises(ClusterError, match="another cluster") as exc:
+            attempt(other).journal(fsid, ceph.conn.describe(), disposable=False)
+        assert "fathom cluster restore" in str(exc.value.hint)
+        j = attempt({**other, "disposable": True}).journal(fsid, ceph.conn.describe(), disposable=False)
+        assert j.pending() == [] and j.fsid == fsid  # that cluster is gone, and what was made on it

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from fathom import plan, resume, spec
-from fathom.cluster.prep import Ledger
 
 SUITE = """\
 name: r
@@ -57,10 +56,3 @@ def test_readers_of_finished_writes_and_pools_holding_data():
     assert [p.key for p in resume.readers_without_data(points, {"w1", "seq", "w2"}, suite)] == ["rand"]
     assert resume.data_pools(points, {"w1", "seq"}, suite) == {"a"}
     assert resume.data_pools(points, set(), suite) == set()
-
-
-def test_ledger_round_trips_with_its_cluster():
-    led = Ledger(pools=["p"], ec_profiles=["p-ec"], images=[("p", "img0")], fsid="f-1")
-    back = Ledger.from_dict(led.to_dict())
-    assert back == led
-    assert Ledger.from_dict({}) == Ledger()

@@ -51,7 +51,7 @@ def test_placements_per_scheme_users_shards_purge_and_cleanup(four_osds, engine_
     assert got["ec22-placement"] == {"data_pool": "fathom.rgw.ec22", "index_pool": "fathom.rgw.index",
                                      "data_extra_pool": "fathom.rgw.non-ec"}, got
     keys = rgw.create_user(prep, "fathom-prep-test", tmp_path / "keys.json", four_osds.s3()["endpoint"])
-    assert keys.stat().st_mode & 0o777 == 0o600 and prep.created.rgw_users == ["fathom-prep-test"]
+    assert keys.stat().st_mode & 0o777 == 0o600 and prep.made("rgw_user") == ["fathom-prep-test"]
     secret = json.loads(keys.read_text())["secret_key"]
 
     for scheme in ("rep3", "ec22"):
@@ -73,7 +73,7 @@ def test_placements_per_scheme_users_shards_purge_and_cleanup(four_osds, engine_
     with pytest.raises(ClusterError, match="still use the pools"):
         prep.cleanup()  # the pools go after what uses them
     removed = rgw.cleanup(prep)
-    assert not prep.created.rgw_users and prep.cleanup()["pools"]
+    assert not prep.made("rgw_user") and prep.cleanup()["pools"]
     assert removed["rgw_users"] == ["fathom-prep-test"] and removed["rgw_placements"] == ["ec22-placement",
                                                                                            "rep3-placement"]
     assert "fathom-prep-test" not in ceph.radosgw_admin("user", "list")

@@ -124,7 +124,7 @@ def test_osd_classic_quick_end_to_end(quick_osd_run, tmp_path):
         assert env["hygiene"]["osd flag noscrub"] == "set" and env["hygiene"]["client rbd_io_scheduler"] == "none"
         assert run.state["prefill"]["images"] == 2 and "prefill" not in env  # the attempts' record, not the environment
         assert env["telemetry_cost"]["cost_pct_of_one_core"] is not None
-        assert env["target"]["kind"] == "local (disposable)"
+        assert env["cluster"]["kind"] == "local (disposable)"
         kinds = {e["kind"] for e in st.events(run.id)}
         assert {"health", "telemetry"} <= kinds
 
@@ -179,7 +179,7 @@ def test_resume_after_sigkill(cluster, ceph, tmp_path):
     secret = re.search(r"key = (\S+)", cluster.keyring_path.read_text()).group(1)
     assert secret.encode() not in db.read_bytes()
     with Store(db) as st:
-        assert "key" not in json.dumps(st.run("latest").env["target"]["connection"]).replace("keyring", "")
+        assert "key" not in json.dumps(st.run("latest").env["cluster"]["connection"]).replace("keyring", "")
     p = run_fathom("run", "--resume", str(run.id), "--db", str(db), *attach(cluster))
     assert p.returncode == 0 and "nothing to resume" in p.stderr
 
@@ -217,7 +217,7 @@ def test_ctrl_c_on_own_disposable_cluster(tmp_path):
         assert statuses == ["done", "interrupted"], statuses
         assert pts[0]["metrics"]["iops"] > 0
         assert any(e["kind"] == "interrupt" for e in st.events(run.id))
-        assert run.env["target"]["kind"] == "local (disposable)"
+        assert run.env["cluster"]["kind"] == "local (disposable)"
 
 
 def rados_bench_suite(tmp_path: Path, hygiene: bool = True) -> Path:
@@ -350,7 +350,7 @@ def test_resume_adopts_the_cluster_a_killed_attempt_left(tmp_path):
         osd_pids = {t["pid"] for t in st.telemetry(pts["seq"]["id"]) if t["source"] == "osd.0"}
         assert osd_pids == {pids["osd.0"]}
         assert "rewrite" not in [e["kind"] for e in st.events(run.id)]
-        assert run.env["target"]["adopted_from_attempt"] == run.state["attempts"][0]["tag"]
+        assert run.env["cluster"]["adopted_from_attempt"] == run.state["attempts"][0]["tag"]
 
 
 def test_resume_stops_an_unusable_cluster_a_killed_attempt_left(tmp_path):

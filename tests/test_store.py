@@ -213,7 +213,10 @@ def test_schema_3_attempt_state_moves_out_of_the_environment(tmp_path):
     with Store(path) as st:
         old = st.run(run)
         assert old.env == {"quick": False, "host": {"cores": 2}}
-        assert old.state == {k: v for k, v in env.items() if k not in ("quick", "host")}
+        moved = ("quick", "host", "prep_created", "restore")  # the last two: into the journal by schema 5
+        assert {k: v for k, v in old.state.items() if k != "journal"} == {k: v for k, v in env.items()
+                                                                           if k not in moved}
+        assert [(e["kind"], e["what"]) for e in old.state["journal"]["entries"]] == [("pool", "fathom-1-abc-p")]
         assert st.run(plain).env == {"quick": True} and st.run(plain).state == {}
         assert st.merge_state(run, data_lost={"k": "gone"})["data_tag"] == "fathom-1-abc"
         assert st.run(run).state["data_lost"] == {"k": "gone"} and "data_lost" not in st.run(run).env

@@ -10,13 +10,15 @@ A run is attempted until its points are done: the first `fathom run`, then each
   disposable cluster's directory, recorded before either is used, so the next attempt
   removes or adopts what a killed one left);
 - `data_lost`: finished write points whose data is gone, and why, until written again;
-- `pools`, `prefill`, `prep_created`/`prep_removed` and `restore`: what the attempts made
-  and changed on the cluster (fathom.cluster.prep's ledger, fathom.cluster.restore).
+- `pools` and `prefill`: the pools the attempts prepared and how their images were filled;
+- `journal`: the undo journal of what the attempts made and changed on the cluster
+  (fathom.cluster.journal: pools, images, RGW users and placements, settings).
 """
 
 from __future__ import annotations
 
 import secrets
+import shlex
 import shutil
 import tempfile
 import time
@@ -27,7 +29,8 @@ from typing import Any
 
 from fathom.cluster import health
 from fathom.cluster.local import LocalCluster
-from fathom.cluster.prep import Ledger
+from fathom.cluster.journal import OBJECT_KINDS, RGW_KINDS, SETTING, Journal
+from fathom.errors import ClusterError
 from fathom.spec import ClusterSpec
 from fathom.store import Store
 
@@ -87,17 +90,34 @@ class Attempt:
         if self.data_lost.pop(key, None) is not None:
             self.save(data_lost=self.data_lost)
 
-    def ledger(self, fsid: str) -> Ledger:
-        """What earlier attempts of this run made on this cluster: theirs to adopt, and this attempt's to remove."""
-        led = Ledger.from_dict(self.state.get("prep_created") or {})
-        if led.fsid == fsid:
-            return led
-        if led.fsid is None:  # recorded before ledgers named their cluster: only what carries the run's name
+    def journal(self, fsid: str, conn: dict[str, Any], disposable: bool) -> Journal:
+        """The run's undo journal for this attempt on the cluster `fsid`, kept in the run's state record at every
+        change. What earlier attempts made and changed on this cluster stays in it: theirs to adopt, and this
+        attempt's to undo. What they left on another cluster is refused while settings there are still to be put
+        back (unless that was a disposable cluster, gone or stopped), and otherwise dropped: it is not here."""
+        j = Journal.from_dict(self.state.get("journal"), persist=lambda rec: self.save(journal=rec))
+        pending = j.pending()
+        if j.fsid is None:  # recorded before journals named their cluster: only what carries the run's name
             mine = f"fathom-{self.run_id}-"
-            return Ledger(pools=[p for p in led.pools if p.startswith(mine)],
-                          ec_profiles=[e for e in led.ec_profiles if e.startswith(mine)],
-                          images=[(p, i) for p, i in led.images if p.startswith(mine)], fsid=fsid)
-        return Ledger(fsid=fsid)  # another cluster's (a disposable one since stopped): nothing of it is here
+            j.entries = [e for e in j.entries if e.undone or (e.kind in (*OBJECT_KINDS, *RGW_KINDS)
+                                                             and e.what.startswith(mine))]
+        elif pending and j.fsid != fsid:
+            settings = [e for e in pending if e.kind == SETTING]
+            if settings and not j.disposable and not j.moot:
+                conf = j.conn.get("conf")
+                raise ClusterError(
+                    f"{len(settings)} setting(s) changed by an earlier attempt are still to be restored on another "
+                    f"cluster (fsid {j.fsid}, conf {conf}), not this one (fsid {fsid})",
+                    hint="restore them first: `" + shlex.join(["fathom", "cluster", "restore", "--conf", str(conf),
+                                                               "--db", str(self.store.path), "--run",
+                                                               str(self.run_id)]) + "`")
+            if not j.disposable and not j.moot:  # a disposable cluster took what was made on it along
+                self.note(f"what an earlier attempt made on cluster {j.fsid} ({len(pending)} journal entries) is "
+                          f"not on this one ({fsid}): not adopted", entries=[e.to_dict() for e in pending])
+            j.entries = [e for e in j.entries if e.undone]
+        j.fsid, j.conn, j.disposable, j.moot = fsid, conn, disposable, None
+        j.save()
+        return j
 
     def left_behind(self, want: ClusterSpec | None) -> tuple[LocalCluster | None, str | None]:
         """Deal with what killed attempts left: their disposable clusters and scratch directories.

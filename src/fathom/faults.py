@@ -1,8 +1,10 @@
 """Faults during load: a workload's `faults:` schedule, run against the cluster on the engine's clock.
 
     faults:
-      - {at_s: 20, action: kill, target: osd.1}      # SIGKILL by the pid fathom recorded
-      - {at_s: 60, action: start, target: osd.1}
+      - {at_s: 20, action: kill, daemon: osd.1}      # SIGKILL by the pid fathom recorded
+      - {at_s: 60, action: start, daemon: osd.1}
+
+`daemon:` was called `target:` before; schedules that use the former name still load.
 
 `at_s` is on the engine's clock: `t` of its interval records, seconds from the
 start of the engine's main phase (the ramp included). The clock is read from the
@@ -13,13 +15,13 @@ Actions:
     kill       SIGKILL a daemon, by the pid fathom recorded when it started it   (local cluster)
     stop       SIGTERM a daemon and wait until it has exited                       (local cluster)
     start      start a daemon of the cluster that is not running                   (local cluster)
-    restart    stop, then start (e.g. `target: rgw`, or `mds.a`)                   (local cluster)
+    restart    stop, then start (e.g. `daemon: rgw`, or `mds.a`)                   (local cluster)
     osd_down, osd_out, osd_in    `ceph osd down|out|in N`                           (any cluster)
     pause, unpause               `ceph osd pause|unpause`: all client I/O held     (any cluster)
 
 An attached cluster's daemons are not fathom's: only the commands Ceph offers are
 allowed there. The FaultCompanion runs the schedule on its own thread, records
-each fault as an event (kind "fault": engine time, action, target, outcome, pids)
+each fault as an event (kind "fault": engine time, action, daemon, outcome, pids)
 and leaves nothing broken when the point ends: a daemon the schedule killed or
 stopped and that is still down is started again, a pause is undone, an OSD marked
 out is marked in, each with an event saying so. Only pids of the local cluster's
@@ -36,7 +38,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from fathom.analysis import recovery
 from fathom.companion import Companion, Contribution, Live
@@ -57,7 +59,8 @@ class Fault(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     at_s: float
     action: Literal[ACTIONS]  # type: ignore[valid-type]
-    target: str | None = None  # a daemon (osd.1, mon.a, mgr.x, mds.a, rgw); osd.N for osd_*; none for pause
+    # osd.1, mon.a, mgr.x, mds.a, rgw; osd.N for osd_*; none for pause. `target`: its former name, still read
+    daemon: str | None = Field(None, validation_alias=AliasChoices("daemon", "target"))
 
     @field_validator("at_s", mode="before")
     @classmethod
@@ -67,30 +70,30 @@ class Fault(BaseModel):
         except UsageError:
             raise ValueError("expected seconds on the engine's clock, such as 20 or 20s") from None
 
-    @field_validator("target", mode="before")
+    @field_validator("daemon", mode="before")
     @classmethod
-    def _target(cls, v: Any) -> Any:
+    def _daemon(cls, v: Any) -> Any:
         if isinstance(v, int) and not isinstance(v, bool):
-            return f"osd.{v}"  # `target: 1` for an osd_* action
+            return f"osd.{v}"  # `daemon: 1` for an osd_* action
         return v
 
     @model_validator(mode="after")
     def _shape(self) -> Fault:
-        a, t = self.action, self.target
+        a, t = self.action, self.daemon
         if a in ("pause", "unpause"):
             if t is not None:
-                raise ValueError(f"{a} acts on the whole cluster: leave out target ({t!r})")
+                raise ValueError(f"{a} acts on the whole cluster: leave out daemon ({t!r})")
         elif t is None:
-            raise ValueError(f"{a} needs a target ({'osd.N' if a.startswith('osd_') else 'a daemon such as osd.1'})")
+            raise ValueError(f"{a} needs a daemon ({'osd.N' if a.startswith('osd_') else 'such as osd.1'})")
         elif a.startswith("osd_"):
             if _osd_id(t) is None:
-                raise ValueError(f"{a} needs an OSD as target (osd.N), not {t!r}")
+                raise ValueError(f"{a} needs an OSD as daemon (osd.N), not {t!r}")
         elif daemon_kind(t) is None:
-            raise ValueError(f"target {t!r} is not a daemon name; expected osd.N, mon.X, mgr.X, mds.X or rgw")
+            raise ValueError(f"{t!r} is not a daemon name; expected osd.N, mon.X, mgr.X, mds.X or rgw")
         return self
 
     def describe(self) -> str:
-        return f"{self.action} {self.target}" if self.target else self.action
+        return f"{self.action} {self.daemon}" if self.daemon else self.action
 
 
 def _osd_id(name: str) -> int | None:
@@ -128,16 +131,16 @@ def schedule_problems(faults: list[Fault], cluster_kind: str, osds: int, end_s: 
         if cluster_kind == "attached" and f.action in LOCAL_ACTIONS:
             out.append((j, "action", f"{what}: an attached cluster's daemons are not fathom's to {f.action} (it "
                                      f"knows no pids there); attached clusters allow {', '.join(CEPH_ACTIONS)}"))
-        elif cluster_kind == "local" and f.target is not None and _name(f.target) not in known:
-            out.append((j, "target", f"{what}: the suite's local cluster has no daemon {f.target!r}"
-                                     f"{_did_you_mean(f.target, known)} (daemons: {', '.join(known)})"))
+        elif cluster_kind == "local" and f.daemon is not None and _name(f.daemon) not in known:
+            out.append((j, "daemon", f"{what}: the suite's local cluster has no daemon {f.daemon!r}"
+                                     f"{_did_you_mean(f.daemon, known)} (daemons: {', '.join(known)})"))
     if faults and engine not in ("fathom-engine",):
         out.append((0, "action", f"faults run on fathom-engine's interval clock; this workload runs on {engine}"))
     return out
 
 
-def _name(target: str) -> str:
-    return "client.rgw.fathom" if target == "rgw" else target
+def _name(daemon: str) -> str:
+    return "client.rgw.fathom" if daemon == "rgw" else daemon
 
 
 def _did_you_mean(word: str, known: list[str]) -> str:
@@ -158,17 +161,17 @@ def check_cluster(schedules: dict[str, list[Fault]], ceph: Any, local: Any | Non
                 problems.append(f"{what}: this cluster is attached, and an attached cluster's daemons are not "
                                 f"fathom's to {f.action} (no pids known); allowed there: {', '.join(CEPH_ACTIONS)}")
                 continue
-            if names is not None and f.target is not None:
-                if _name(f.target) not in names:
-                    problems.append(f"{what}: the cluster has no daemon {f.target!r}"
-                                    f"{_did_you_mean(f.target, sorted(names))} (daemons: {', '.join(sorted(names))})")
+            if names is not None and f.daemon is not None:
+                if _name(f.daemon) not in names:
+                    problems.append(f"{what}: the cluster has no daemon {f.daemon!r}"
+                                    f"{_did_you_mean(f.daemon, sorted(names))} (daemons: {', '.join(sorted(names))})")
                 continue
-            oid = _osd_id(f.target or "")
+            oid = _osd_id(f.daemon or "")
             if oid is not None:
                 if osd_ids is None:
                     osd_ids = {int(i) for i in (ceph.ceph("osd", "ls", timeout=30) or [])}
                 if oid not in osd_ids:
-                    problems.append(f"{what}: the cluster has no {f.target} (OSDs: "
+                    problems.append(f"{what}: the cluster has no {f.daemon} (OSDs: "
                                     f"{', '.join(f'osd.{i}' for i in sorted(osd_ids)) or 'none'})")
     if problems:
         raise FathomError(problems[0] if len(problems) == 1 else
@@ -185,15 +188,15 @@ class Executor:
     def __init__(self, ceph: Any, local: Any | None = None):
         self.ceph, self.local = ceph, local
 
-    def _daemon(self, target: str) -> Any:
-        name = _name(target)
+    def _daemon(self, daemon: str) -> Any:
+        name = _name(daemon)
         d = next((d for d in self.local.daemons() if d.name == name), None)
         if d is None:
-            raise FathomError(f"the local cluster has no daemon {target!r}")
+            raise FathomError(f"the local cluster has no daemon {daemon!r}")
         return d
 
-    def _signal(self, target: str, sig: int, wait_s: float) -> dict[str, Any]:
-        d = self._daemon(target)
+    def _signal(self, daemon: str, sig: int, wait_s: float) -> dict[str, Any]:
+        d = self._daemon(daemon)
         if not d.running:
             return {"outcome": "not running; nothing to do", "pid": d.pid}
         if not self.local.owns(d):  # a recycled pid is not ours to signal
@@ -211,15 +214,15 @@ class Executor:
             raise FathomError(f"{d.name} (pid {d.pid}) still runs {wait_s:.0f} s after SIGKILL")
         return {"outcome": "done", "pid": d.pid}
 
-    def start(self, target: str) -> dict[str, Any]:
-        d = self._daemon(target)
+    def start(self, daemon: str) -> dict[str, Any]:
+        d = self._daemon(daemon)
         if d.running:
             return {"outcome": "already running; nothing to do", "pid": d.pid}
         pid = self.local.start_daemon(d.name)
         return {"outcome": "done", "pid_before": d.pid, "pid": pid}
 
     def run(self, f: Fault) -> dict[str, Any]:
-        a, t = f.action, f.target
+        a, t = f.action, f.daemon
         if a in LOCAL_ACTIONS and self.local is None:
             raise FathomError(f"{a} needs fathom's local cluster (its daemons' pids)")
         if a == "kill":
@@ -282,7 +285,7 @@ class FaultCompanion(Companion):
                                                 f"at t={now_t:.1f} s" if now_t is not None else
                                                 f"fault {f.describe()} at {f.at_s:g} s not run: the engine sent no "
                                                 "interval record, so its clock never started",
-                                     "data": {"at_s": f.at_s, "action": f.action, "target": f.target,
+                                     "data": {"at_s": f.at_s, "action": f.action, "daemon": f.daemon,
                                               "outcome": "not run", "t_s": None}})
         self._undo(now_t)
         metrics, windows = recovery.point_metrics(self.intervals, recovery.acted([e["data"] for e in self._events]))
@@ -313,7 +316,7 @@ class FaultCompanion(Companion):
     def _do(self, f: Fault, undo: str | None = None) -> None:
         t_s = self._now_t()
         data: dict[str, Any] = {"at_s": None if undo else f.at_s, "t_s": round(t_s, 3) if t_s is not None else None,
-                                "action": f.action, "target": f.target}
+                                "action": f.action, "daemon": f.daemon}
         try:
             data.update(self.executor.run(f))
         except (FathomError, OSError) as exc:
@@ -322,15 +325,15 @@ class FaultCompanion(Companion):
             data["undo"] = True
         ok = not data.get("error")
         with self._lock:
-            if ok and f.target:
+            if ok and f.daemon:
                 if f.action in ("kill", "stop"):
-                    self._down.setdefault(f.target, f.at_s)
+                    self._down.setdefault(f.daemon, f.at_s)
                 elif f.action in ("start", "restart"):
-                    self._down.pop(f.target, None)
+                    self._down.pop(f.daemon, None)
                 elif f.action == "osd_out":
-                    self._out.setdefault(f.target, f.at_s)
+                    self._out.setdefault(f.daemon, f.at_s)
                 elif f.action == "osd_in":
-                    self._out.pop(f.target, None)
+                    self._out.pop(f.daemon, None)
             if ok and f.action == "pause":
                 self._paused = f.at_s if self._paused is None else self._paused
             elif ok and f.action == "unpause":
@@ -350,19 +353,19 @@ class FaultCompanion(Companion):
     def _undo(self, now_t: float | None) -> None:
         """Put back what the schedule left broken: start what it stopped, unpause, mark in."""
         end = f"the point ended at t={now_t:.1f} s" if now_t is not None else "the point ended"
-        scheduled = {(f.action, f.target): f.at_s for f in self.faults}
-        for target, at in list(self._down.items()):
-            planned = next((s for (a, t), s in scheduled.items() if t == target and a in ("start", "restart")
+        scheduled = {(f.action, f.daemon): f.at_s for f in self.faults}
+        for daemon, at in list(self._down.items()):
+            planned = next((s for (a, t), s in scheduled.items() if t == daemon and a in ("start", "restart")
                             and s > at), None)
-            why = (f"{target}, down since {at:g} s, was to start at {planned:g} s, but {end}" if planned is not None
-                   else f"{target} was left down by the schedule ({at:g} s) when {end}")
-            self._do(Fault(at_s=0, action="start", target=target), undo=f"{why}; started so the cluster is whole")
+            why = (f"{daemon}, down since {at:g} s, was to start at {planned:g} s, but {end}" if planned is not None
+                   else f"{daemon} was left down by the schedule ({at:g} s) when {end}")
+            self._do(Fault(at_s=0, action="start", daemon=daemon), undo=f"{why}; started so the cluster is whole")
         if self._paused is not None:
             self._do(Fault(at_s=0, action="unpause"),
                      undo=f"client I/O paused since {self._paused:g} s when {end}; unpaused")
-        for target, at in list(self._out.items()):
-            self._do(Fault(at_s=0, action="osd_in", target=target),
-                     undo=f"{target} marked out at {at:g} s when {end}; marked in")
+        for daemon, at in list(self._out.items()):
+            self._do(Fault(at_s=0, action="osd_in", daemon=daemon),
+                     undo=f"{daemon} marked out at {at:g} s when {end}; marked in")
 
 
 def faulted(events: list[dict[str, Any]]) -> bool:

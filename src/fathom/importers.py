@@ -18,6 +18,7 @@ from typing import Any
 
 from fathom.errors import FathomError
 from fathom.model import METRIC_COLUMNS, PERCENTILES, OpStats, PointResult, pooled_mean_stdev
+from fathom.report import studies
 from fathom.store import Store
 from fathom.units import format_size, parse_size
 
@@ -335,8 +336,11 @@ def import_table(store: Store, file: str, split_by: str | None = None, name: str
         which = f"rows where {split} = {value}" if split else "all rows"
         source = f"published table {desc}, {which} ({len(grp)} rows). Missing: " + "; ".join(missing) + "."
         run_name = (f"{name}-{value}" if split else name) if name else value
+        # the split value under its column's name (the 2014 table's `target` is the study's word); the 2014
+        # table is the files study's published figures, reported in its section beside a run of it
         run_id = store.create_run(run_name, kind="import", suite=f"table:{path.name}", source=source, status="done",
-                                  env={"published_table": path.name, **({split: value} if split else {})})
+                                  env={"published_table": path.name, **({split: value} if split else {}),
+                                       **({studies.ENV_KEY: [studies.FILES_STUDY]} if is2014 else {})})
         for idx, r in enumerate(grp):
             wl, params, m, pub = (_row_2014 if is2014 else _row_table)(r, split)
             key = f"{wl}-" + "-".join(f"{k}{params[k]}" for k in _PARAM_COLS if params.get(k) is not None
@@ -361,7 +365,8 @@ def _import_gains(store: Store, path: Path, data: bytes, rows: list[dict[str, st
     source = (f"published table {_describe_file(path, data)}: {GAINS_SOURCE}. Missing: absolute throughput and "
               "latency, percentiles, time to first byte, RGW CPU and memory, errors: only the four gains per size.")
     run_id = store.create_run(name or path.stem, kind="import", suite=f"table:{path.name}", source=source,
-                              status="done", env={"published_table": path.name, "gains": "replica 3 vs EC 2+2"})
+                              status="done", env={"published_table": path.name, "gains": "replica 3 vs EC 2+2",
+                                                  studies.ENV_KEY: [studies.RGW_STUDY]})
     for idx, r in enumerate(rows):
         size = _size_or_none(r["object_size"])
         params = {"interface": "s3", "object_size": size, "placement": "rep3 vs ec22"}

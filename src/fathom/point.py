@@ -118,28 +118,26 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     started_companions: list[Companion] = []
     try:
         # ---- prepare: what the interface needs made (a mount, a server, empty buckets), before the gate ----
-        try:
-            said = interfaces.prepare(params, ctx)
-            if said:
-                on_event({"kind": "prepare", "message": said})
-        except FathomError as exc:
-            status, error = "failed", exc.message
-        # ---- gate ----
-        if ceph is not None and status == "done":
-            gate = _gate(ceph, interfaces.get(params["interface"]).rgw, gate, gate_timeout, events)
-        # ---- start ----
-        for c in companions if status == "done" else []:
-            c.start(live)
-            started_companions.append(c)
-        # ---- engine ----
-        started = time.time()
-        try:
-            result = adapter.run(params, ctx) if status == "done" else None
-        except FathomError as exc:
-            status, error = "failed", exc.message
-            full_now = full.full_state(ceph) if ceph is not None else {}
-            if full_now:
-                error = f"the cluster is full ({full.describe(full_now)}): {error}"
+        error = _prepare(params, ctx, on_event)
+        if error is not None:  # nothing was made to measure on: no gate, no companions, no engine
+            status = "failed"
+        else:
+            # ---- gate ----
+            if ceph is not None:
+                gate = _gate(ceph, interfaces.get(params["interface"]).rgw, gate, gate_timeout, events)
+            # ---- start ----
+            for c in companions:
+                c.start(live)
+                started_companions.append(c)
+            # ---- engine ----
+            started = time.time()
+            try:
+                result = adapter.run(params, ctx)
+            except FathomError as exc:
+                status, error = "failed", exc.message
+                full_now = full.full_state(ceph) if ceph is not None else {}
+                if full_now:
+                    error = f"the cluster is full ({full.describe(full_now)}): {error}"
     except KeyboardInterrupt as exc:
         # the point in progress is kept, marked interrupted, with what was measured so far
         _record_interrupted(store, run_id, point, started_companions, gate, started, intervals, events, engine_rows,
@@ -180,6 +178,18 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     return PointOutcome(status, metrics, error, next_gate, faulted,
                         full_now if status == "failed" and ceph is not None and full_now else None,
                         point_hist)
+
+
+def _prepare(params: dict[str, Any], ctx: engines.PointContext, on_event: Callable[[dict[str, Any]], None]) \
+        -> str | None:
+    """Make what the point's interface needs (interfaces.prepare); the error that stops the point, or None."""
+    try:
+        said = interfaces.prepare(params, ctx)
+    except FathomError as exc:
+        return exc.message
+    if said:
+        on_event({"kind": "prepare", "message": said})
+    return None
 
 
 def _gate(ceph: Any, rgw: bool, gate: health.GateVerdict | None, timeout: float, events: list[dict[str, Any]]) \

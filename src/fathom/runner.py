@@ -240,6 +240,8 @@ class Phases:
             run_id = store.create_run(name, kind="suite", suite=work.loaded.source, suite_yaml=work.loaded.yaml_text,
                                       env={"quick": work.loaded.quick, "engine_override": work.loaded.engine,
                                            "plan_points": len(work.points),
+                                           # the study sections its report carries (fathom.report.studies)
+                                           **({"report": work.suite.report} if work.suite.report else {}),
                                            **({"slo": {"settings": src.settings.to_dict()}} if src else {})})
         phases = cls(opts, store, work, run_id, Held(attached=attached), needs_cluster, clients)
         if work.run_id is not None and not todo:
@@ -323,7 +325,7 @@ class Phases:
         else:
             desc = {"kind": "attached", "connection": held.attached.conn.describe(),
                     "fathom_local_cluster": bool(held.attached.local)}
-        self.store.merge_env(self.run_id, target=desc, **envinfo.collect(held.ceph))
+        self.store.merge_env(self.run_id, cluster=desc, **envinfo.collect(held.ceph))
 
     # ---- prepare: pools, images, prefill, RGW, hygiene, each recorded before it is made ----
     def prepare(self) -> None:
@@ -333,20 +335,16 @@ class Phases:
             return
         assert a is not None and held.attached is not None
         attached = held.cluster is None
-        # settings hygiene changes are recorded in the run's state before they are changed
-        restorer = Restorer(ceph, persist=lambda rec: a.save(restore=rec), disposable=not attached,
-                            previous=a.state.get("restore"),
-                            repair_args=("--db", str(self.opts.db), "--run", str(self.run_id)))
+        # what prep makes and hygiene changes is written to the run's journal before it is done
         fsid = ceph.ceph("fsid")["fsid"]
-        held.prep = prep = Prep(ceph, owner_prefix=a.data_tag, progress=_say, restorer=restorer,
-                                ledger=a.ledger(fsid), on_ledger=lambda led: a.save(prep_created=led.to_dict()))
-        prep.created.fsid = fsid
+        journal = a.journal(fsid, ceph.conn.describe(), disposable=not attached)
+        held.prep = prep = Prep(ceph, owner_prefix=a.data_tag, progress=_say, journal=journal)
         earlier_prefill = a.state.get("prefill")
         a.save(prefill=None)  # until this attempt knows its images are filled
         points, done = self.work.points, self.work.done
         held.prepared = p = _prepare(suite, prep, attached, a.data_tag, a.state.get("pools") or {},
                                      resume.data_pools(points, done, suite), a.note)
-        a.save(prep_created=prep.created.to_dict(), pools=p.pools)
+        a.save(pools=p.pools)
         # a pool made anew holds nothing of earlier attempts: the finished writes into it must run again
         for name in {q.name for q in suite.prep.pools} - set(p.adopted):
             a.lose({w.key for w in points if w.key in done and resume.writes_run_data(w)
@@ -367,7 +365,6 @@ class Phases:
         if suite.prep.rgw is not None:
             held.s3 = rgw_prep.prepare(prep, suite.prep.rgw, p.pools, held.attached.local, a.data_tag, attached,
                                        a.workdir)
-            a.save(prep_created=prep.created.to_dict())
             store.merge_env(self.run_id, rgw={k: v for k, v in held.s3.items() if k != "keys_file"})
         if suite.prep.hygiene.enabled:
             hy = prep.hygiene(list(p.pools.values()), rbd_cache=suite.prep.hygiene.rbd_cache,
@@ -545,7 +542,7 @@ def _record_cost(store: Store, run_id: int, sampler: telemetry.Sampler, asok_cpu
 
 def _prepare(suite: spec.Suite, prep: Prep, attached: bool, data_tag: str, earlier_pools: dict[str, str],
              holds_data: set[str], note: Any) -> _Prepared:
-    """Make the suite's pools and images, adopting those an earlier attempt of this run made (prep's ledger).
+    """Make the suite's pools and images, adopting those an earlier attempt of this run made (the run's journal).
 
     holds_data: suite pool names finished points used. A pool of the run that is not of
     the suite's shape (half-made by a killed attempt) is made anew only if it holds none.
@@ -554,13 +551,13 @@ def _prepare(suite: spec.Suite, prep: Prep, attached: bool, data_tag: str, earli
     for p in suite.prep.pools:
         # on someone else's cluster every pool carries the run's data tag; a disposable cluster is all ours
         actual = f"{data_tag}-{p.name}" if attached else p.name
-        if earlier_pools.get(p.name) in prep.created.pools:
+        if earlier_pools.get(p.name) in prep.made("pool"):
             actual = earlier_pools[p.name]
         ec = None
         if p.ec_k and p.ec_m:
             ec = prep.ec_profile(f"{actual}-ec", p.ec_k, p.ec_m)
         shape = {"pg_num": p.pg_num, "size": p.size, "min_size": p.min_size, "application": p.application}
-        info = prep.pool_info(actual) if actual in prep.created.pools else None
+        info = prep.pool_info(actual) if actual in prep.made("pool") else None
         if info is not None:
             diff = prep.shape_diff(actual, ec_profile=ec, **shape)  # type: ignore[arg-type]
             if not diff:
@@ -581,7 +578,7 @@ def _prepare(suite: spec.Suite, prep: Prep, attached: bool, data_tag: str, earli
         out.pools[p.name] = prep.pool(actual, ec_profile=ec, allow_ec_overwrites=bool(ec) and p.application != "rgw",
                                       **shape)  # type: ignore[arg-type]
     # pools an earlier attempt made that this one does not use (named otherwise, by an older fathom)
-    for name in [n for n in prep.created.pools if n not in out.pools.values()]:
+    for name in [n for n in prep.made("pool") if n not in out.pools.values()]:
         if prep.pool_info(name) is not None:
             note(f"removed pool {name} that an earlier attempt of this run left", pool=name)
         prep.remove_pool(name)
@@ -649,8 +646,8 @@ def _teardown(store: Store, run_id: int, a: Attempt, held: Held, keep: bool,
     if prep is not None and cluster is None:
         try:
             # RGW's users and placements before the pools they use (and radosgw-admin only if fathom made some)
-            removed = rgw_prep.cleanup(prep) if prep.created.rgw_users or prep.created.rgw_placements else {}
-            a.save(prep_created={}, prep_removed={**prep.cleanup(), **removed})
+            rgw_prep.cleanup(prep)
+            prep.cleanup()
         except FathomError as exc:
             errors.append(f"cleanup of what this run created failed: {exc.message}")
     if cluster is not None:
@@ -661,7 +658,7 @@ def _teardown(store: Store, run_id: int, a: Attempt, held: Held, keep: bool,
                 stopped = cluster.down()
                 _say(f"stopped the disposable cluster ({', '.join(stopped)})")
                 if prep is not None:
-                    prep.restorer.set_moot("the disposable cluster was stopped")
+                    prep.journal.set_moot("the disposable cluster was stopped")
             except FathomError as exc:
                 errors.append(exc.message)
     for e in errors:
@@ -678,7 +675,7 @@ def _restore_settings(store: Store, run_id: int, restorer: Restorer) -> None:
     if len(left) < todo:
         store.add_event(run_id, "restore", f"restored {todo - len(left)} setting(s) this run had changed")
     if left:
-        msg = unrestored_message(left, restorer.to_dict(), store.path)
+        msg = unrestored_message(left, restorer.journal.to_dict(), store.path)
         store.add_event(run_id, "warning", msg, data={"unrestored": [e.to_dict() for e in left],
                                                       "commands": restorer.repair_commands(left)})
         _say(f"warning: {msg}")

@@ -15,9 +15,10 @@ Layout:
                  known_hosts, accept_new_host_keys}: where the engines run (fathom.hosts); default this host
     slo:         {workload, p50, p90, p99, p999, error_rate, by: rate | iodepth, start, min, max, resolution,
                  probe, max_probe}: what `fathom slo` searches (fathom.probes; docs/slo.md)
+    report:      [files-study, rgw-study]: the study sections its runs' reports carry (fathom.report.studies)
     defaults:    fields every workload inherits
     workloads:   [{name, engine, rw, bs, ..., on_error, op_timeout, stall_timeout, faults, steady_state, sweep}]
-                 faults: [{at_s, action, target}] on the engine's clock (fathom.faults; docs/suites.md)
+                 faults: [{at_s, action, daemon}] on the engine's clock (fathom.faults; docs/suites.md)
                  steady_state: {metric, window_s, criteria: {slope, deviation}, min_s, max_s}
                  stops each point once settled; max_s is the runtime (docs/suites.md)
     sweep:       {mode: product | zip, <field>: [values]}  (suite-wide, a workload's own sweep replaces it)
@@ -45,6 +46,7 @@ from fathom.errors import FathomError, UsageError
 from fathom.faults import Fault, schedule_problems
 from fathom.hosts import ClientsSpec
 from fathom.prep_spec import PrepSpec
+from fathom.report import studies
 from fathom.suite_checks import (Problems, check_steady, check_sweeps, checked_sweep, error_text, field_path,
                                  known_defaults, line_map, workload_label)
 from fathom.suite_fields import StrictModel, positive_seconds, size_value, suggest
@@ -147,6 +149,7 @@ class Suite(StrictModel):
     repetitions: int = Field(1, ge=1, le=1000)
     clients: ClientsSpec | None = None  # client hosts the points run on (fathom.hosts); None: this host
     slo: SloSpec | None = None  # `fathom slo`'s targets and search (fathom.probes); `fathom run` ignores it
+    report: list[str] = []  # study sections its runs' reports carry (fathom.report.studies; stored in the run's env)
 
     @field_validator("defaults")
     @classmethod
@@ -155,6 +158,11 @@ class Suite(StrictModel):
         if bad:
             raise ValueError(f"unknown field {bad[0]!r}; allowed: {', '.join(WORKLOAD_FIELDS)}")
         return v
+
+    @field_validator("report")
+    @classmethod
+    def _report(cls, v: list[str]) -> list[str]:
+        return studies.check(v)
 
 
 @dataclass

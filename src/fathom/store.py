@@ -7,7 +7,7 @@ another's transaction up to the busy timeout, then fails with a message that say
 Secrets never reach this file: callers store Connection.describe(), not keys.
 
 The file carries its schema version (table meta). Opening an older file upgrades it in one
-transaction, one function per step (_update_to_2, ...); a newer file is refused.
+transaction, one function per step (fathom.migrate); a newer file is refused.
 
 Runs are referred to by id (an integer), by name, or as "latest".
 """
@@ -25,9 +25,10 @@ from typing import Any, Self, TypeVar
 
 from fathom import __version__
 from fathom.errors import FathomError
+from fathom.migrate import UPDATES
 
 DEFAULT_DB = Path("fathom-results.db")
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 BUSY_TIMEOUT_S = 60.0  # how long a process waits for another's write transaction (they last milliseconds)
 LOCAL_HOST = "local"  # host of an interval or sample that does not name one (one engine, on this host)
 # The histograms of a point merged over every engine instance: what readers by (point_id, op) get.
@@ -124,97 +125,7 @@ CREATE INDEX IF NOT EXISTS events_run ON events(run_id, ts);
 """
 
 
-def _update_to_2(db: sqlite3.Connection) -> None:
-    """Schema 1 -> 2: many engines per point. Intervals, histograms and telemetry name their host
-    (and engine instance); the histograms a point had become its merged ones (host '', instance -1)."""
-    db.execute("ALTER TABLE intervals ADD COLUMN host TEXT NOT NULL DEFAULT 'local'")
-    db.execute("ALTER TABLE intervals ADD COLUMN instance INTEGER NOT NULL DEFAULT 0")
-    db.execute("ALTER TABLE telemetry ADD COLUMN host TEXT NOT NULL DEFAULT 'local'")
-    # a primary key cannot be altered: a new table, the rows copied, the old one dropped
-    db.execute("""CREATE TABLE histograms_v2 (
-    point_id INTEGER NOT NULL REFERENCES points(id) ON DELETE CASCADE,
-    op TEXT NOT NULL,                        -- read | write | ... ; 'all' = merged over the ops
-    host TEXT NOT NULL DEFAULT 'local',      -- engine host; '' (with instance -1) = merged over every engine
-    instance INTEGER NOT NULL DEFAULT 0,     -- engine instance on that host; -1 = merged over every engine
-    hist TEXT NOT NULL,                      -- base64 HDR V2 deflate, values in ns
-    PRIMARY KEY (point_id, op, host, instance)
-)""")
-    db.execute("INSERT INTO histograms_v2 (point_id, op, host, instance, hist) "
-               "SELECT point_id, op, ?, ?, hist FROM histograms", (MERGED_HOST, MERGED_INSTANCE))
-    db.execute("DROP TABLE histograms")
-    db.execute("ALTER TABLE histograms_v2 RENAME TO histograms")
-
-
-def _measured_cpu(db: sqlite3.Connection, point_id: int) -> tuple[float, float, float] | None:
-    """(user s, sys s, seconds) of a stored point's measured intervals: CPU summed over engines, the
-    longest engine's measured seconds; None when its intervals carry no CPU."""
-    user = sys_ = 0.0
-    seconds: dict[tuple[str, int], float] = {}
-    seen = False
-    for data, host, inst in db.execute("SELECT data_json, host, instance FROM intervals WHERE point_id = ? AND "
-                                       "ramp = 0", (point_id,)):
-        rec = json.loads(data)
-        cpu = rec.get("cpu") or {}
-        if cpu.get("user_s") is None or cpu.get("sys_s") is None:
-            return None
-        seen = True
-        user, sys_ = user + float(cpu["user_s"]), sys_ + float(cpu["sys_s"])
-        seconds[(host, inst)] = seconds.get((host, inst), 0.0) + float(rec.get("dt") or 0.0)
-    return (user, sys_, max(seconds.values())) if seen else None
-
-
-MIGRATED_3 = ("store schema 3: client CPU of this run's fathom-engine points (usr_cpu, sys_cpu, "
-              "client_cpu_us_per_op) recomputed from their measured intervals (it was the whole process's, "
-              "start-up, prefill, ramp and teardown included); client_ctx_per_op, which counted the same, cleared "
-              "(the measured phase's was not stored); rgw_reconciled as stored compared GET/PUT counts only")
-
-
-def _update_to_3(db: sqlite3.Connection) -> None:
-    """Schema 2 -> 3: the measured phase is the base of client CPU per op (fathom-engine). Figures that can be
-    recomputed from the stored intervals are; the one that cannot is cleared; each run changed says so in an
-    event, so no stored number changes its meaning silently."""
-    runs: set[int] = set()
-    rows = db.execute("SELECT id, run_id, metrics_json FROM points WHERE engine = 'fathom-engine' AND "
-                      "metrics_json IS NOT NULL").fetchall()
-    for pid, run_id, mj in rows:
-        m = json.loads(mj)
-        if not any(m.get(k) is not None for k in ("usr_cpu", "client_cpu_us_per_op", "client_ctx_per_op")):
-            continue
-        got = _measured_cpu(db, pid)
-        for k in ("usr_cpu", "sys_cpu", "client_cpu_us_per_op", "client_ctx_per_op"):
-            m[k] = None
-        if got is not None:
-            user, sys_, seconds = got
-            if seconds > 0:
-                m["usr_cpu"], m["sys_cpu"] = 100.0 * user / seconds, 100.0 * sys_ / seconds
-            if m.get("total_ios"):
-                m["client_cpu_us_per_op"] = (user + sys_) / float(m["total_ios"]) * 1e6
-        db.execute("UPDATE points SET metrics_json = ? WHERE id = ?", (_dumps(m), pid))
-        runs.add(run_id)
-    for run_id in sorted(runs):
-        db.execute("INSERT INTO events (run_id, point_id, ts, kind, message, data_json) VALUES (?, NULL, ?, "
-                   "'migration', ?, NULL)", (run_id, time.time(), MIGRATED_3))
-
-
-# The keys of a run's attempt state, kept in its env by schema 3 and before
-STATE_KEYS = ("data_tag", "attempts", "data_lost", "pools", "prefill", "prep_created", "prep_removed", "restore")
-
-
-def _update_to_4(db: sqlite3.Connection) -> None:
-    """Schema 3 -> 4: a run's attempt state (what a resumed attempt and `fathom cluster restore` need) moves out
-    of its environment record into its own. Nothing measured changes."""
-    db.execute("ALTER TABLE runs ADD COLUMN state_json TEXT")
-    for run_id, ej in db.execute("SELECT id, env_json FROM runs").fetchall():
-        env = json.loads(ej or "{}")
-        state = {k: env.pop(k) for k in STATE_KEYS if k in env}
-        if state:
-            db.execute("UPDATE runs SET env_json = ?, state_json = ? WHERE id = ?", (_dumps(env), _dumps(state),
-                                                                                    run_id))
-
-
-# _UPDATES[n] takes a store at schema n-1 to schema n
-_UPDATES: dict[int, Callable[[sqlite3.Connection], None]] = {2: _update_to_2, 3: _update_to_3, 4: _update_to_4}
-assert sorted(_UPDATES) == list(range(2, SCHEMA_VERSION + 1))
+assert sorted(UPDATES) == list(range(2, SCHEMA_VERSION + 1))
 
 
 @dataclass
@@ -356,7 +267,7 @@ class Store:
                         self.db.execute(stmt)
                 else:
                     for n in range(version + 1, SCHEMA_VERSION + 1):
-                        _UPDATES[n](self.db)
+                        UPDATES[n](self.db)
                 self.db.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('schema_version', ?)",
                                 (str(SCHEMA_VERSION),))
         except sqlite3.Error as exc:

@@ -4,7 +4,7 @@ A workload's checks against the rest of its suite, reported at file:line, are in
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
 
@@ -19,17 +19,18 @@ RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw
 # file interfaces' own fields (fio's names); absent from other workloads' params
 FILE_FIELDS = ("path", "mount", "nrfiles", "filesize", "file_service", "ioengine", "direct", "invalidate", "fsync",
                "fdatasync", "end_fsync")
-# fields one interface owns (its module's Interface.own_fields: s3's placement, tls, max_inflight; nfs's server,
-# export); absent from other workloads' params
+# fields one interface owns, declared in its module (Interface.fields: s3's placement, tls, max_inflight; nfs's
+# server, export); absent from other workloads' params
 OWN_FIELDS = interfaces.own_fields()
 # open loop: the offered rate (ops/s over all engines on all hosts) and the arrivals; absent in closed loop
 OPEN_FIELDS = ("rate", "arrival")
 WORKLOAD_FIELDS = ("engine", "interface", "target", "pool", "rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime",
                    "ramp_time", "size", "object_size", "drop_caches", "on_error", "op_timeout", "stall_timeout",
                    "faults", "steady_state", *OPEN_FIELDS, *FILE_FIELDS, *OWN_FIELDS)
+# the interfaces' own sweepable fields (s3's placement and tls) are marked SWEEP in their modules
 SWEEPABLE = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp_time", "size", "object_size", "engine",
              "rate", "arrival",
-             "nrfiles", "filesize", "ioengine", "direct", "file_service", "placement", "tls")
+             "nrfiles", "filesize", "ioengine", "direct", "file_service", *interfaces.sweepable())
 
 
 class SweepSpec(StrictModel):
@@ -112,7 +113,9 @@ class SteadyStateSpec(StrictModel):
         return d
 
 
-class Workload(StrictModel):
+class CommonFields(StrictModel):
+    """A workload's fields that are no one interface's own (the file interfaces share theirs)."""
+
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     engine: str = "fathom-engine"
     # what the workload drives (fathom.interfaces); `target:` is its former name, still read
@@ -150,15 +153,27 @@ class Workload(StrictModel):
     fsync: int | None = Field(None, ge=0)
     fdatasync: int | None = Field(None, ge=0)
     end_fsync: bool | None = None
-    # s3: the RGW placement of prep.rgw the buckets are made on, TLS at RGW, and a cap on the bytes in flight
-    # (jobs x iodepth x object size; iodepth is lowered to fit, never below 1)
-    placement: str | None = None
-    tls: bool | None = None
-    max_inflight: int | None = None
-    # nfs: `export: cephfs | local` (nfs-ganesha fathom runs on its local cluster), or server HOST[:PORT] with
-    # the export's pseudo path
-    server: str | None = None
-    export: str | None = None
+
+
+if _twice := sorted(set(CommonFields.model_fields) & set(OWN_FIELDS)):
+    raise TypeError(f"interface fields that are common workload fields too: {', '.join(_twice)}")
+
+# The interfaces' own fields are a base of Workload: one model inheriting every interface module's `fields` model
+# (interfaces.fields_model()), built when the registry loads, so adding an interface touches its module only.
+# Workload stays a class statement (not create_model() over all the parts) so that a type checker reads it: its
+# common fields, validators and params() keep their types. Pydantic validates the result as one flat model: the same
+# field names in error locations, the same extra="forbid" refusal of an unknown field by name, the same field order
+# (common fields, the interfaces', sweep; spec.py's "allowed here" lists follow it), the interfaces' validators
+# inherited. A type checker cannot follow a base computed at import: it sees the stand-in below, whose attributes are
+# Any, so `w.placement` type-checks as Any rather than str | None.
+if TYPE_CHECKING:
+    class _InterfaceFields(StrictModel):
+        def __getattr__(self, name: str) -> Any: ...
+else:
+    _InterfaceFields = interfaces.fields_model()
+
+
+class Workload(_InterfaceFields, CommonFields):
     sweep: SweepSpec | None = None
 
     @field_validator("engine")
@@ -188,11 +203,6 @@ class Workload(StrictModel):
             return None if v is None else parse_rate(v, "rate")
         except UsageError:
             raise ValueError("expected ops/s above 0, such as 2000, 2.5k or 10k/s") from None
-
-    @field_validator("max_inflight", mode="before")
-    @classmethod
-    def _inflight(cls, v: Any) -> Any:
-        return None if v is None else size_value(v, "max_inflight")
 
     @field_validator("bs", "size", "object_size", "filesize", mode="before")
     @classmethod

@@ -62,11 +62,11 @@ def expected_checks(faults: list[dict[str, Any]]) -> set[str]:
     """Health checks these fault events (their `data`) may raise."""
     out: set[str] = set()
     for f in faults:
-        action, target = f.get("action") or "", f.get("target") or ""
+        action, daemon = f.get("action") or "", f.get("daemon") or ""
         if action in ("pause", "unpause"):
             out |= EXPECTED_CHECKS["pause"]
         else:
-            kind = "rgw" if "rgw" in target else target.split(".", 1)[0]
+            kind = "rgw" if "rgw" in daemon else daemon.split(".", 1)[0]
             out |= EXPECTED_CHECKS.get(kind, _PG)
     return out
 
@@ -75,7 +75,7 @@ def expected_checks(faults: list[dict[str, Any]]) -> set[str]:
 class FaultWindow:
     t_s: float
     action: str
-    target: str | None
+    daemon: str | None
     first_error_s: float | None
     min_iops: float | None
     min_mib_s: float | None
@@ -88,7 +88,7 @@ class FaultWindow:
         return asdict(self)
 
     def describe(self) -> str:
-        return f"{self.action} {self.target}" if self.target else self.action
+        return f"{self.action} {self.daemon}" if self.daemon else self.action
 
 
 def _in_band(x: float, base: float) -> bool:
@@ -140,7 +140,7 @@ def windows(ss: list[Sample], faults: list[dict[str, Any]]) -> tuple[float | Non
         p99s = [s.p99_ms for s in dip if s.p99_ms is not None]
         below = round(sum(s.dt for s in dip if not _in_band(s.iops, base)), 3) if base else None
         out.append(FaultWindow(
-            t0, str(f.get("action") or ""), f.get("target"),
+            t0, str(f.get("action") or ""), f.get("daemon"),
             round(max(err.t - t0, 0.0), 3) if err else None,
             min((s.iops for s in dip), default=None), min((s.mib_s for s in dip), default=None),
             max(p99s, default=None), round(max(rec_at - t0, 0.0), 3) if rec_at is not None else None,

@@ -179,6 +179,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     """Apply what killed runs left unrestored on this cluster (matched by fsid), newest run first."""
     from fathom.cluster import restore
+    from fathom.cluster.journal import SETTING, Journal
     from fathom.store import Store
 
     if not Path(args.db).is_file():
@@ -193,8 +194,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
     with Store(args.db) as store:
         runs = [store.run(args.run)] if args.run else list(reversed(store.runs()))
         for run in runs:
-            rec = run.state.get("restore") or {}
-            pending = [e for e in rec.get("entries", []) if not e.get("restored")]
+            rec = run.state.get("journal") or {}
+            pending = [e for e in rec.get("entries", []) if e.get("kind") == SETTING and not e.get("undone")]
             if not pending or rec.get("moot"):
                 continue
             who = f"run {run.id} ({run.name})"
@@ -213,15 +214,15 @@ def cmd_restore(args: argparse.Namespace) -> int:
                 print(f"skipped {msg}")
                 continue
             print(f"{who}: restoring {len(pending)} setting(s) on cluster {fsid}")
-            r = restore.Restorer(ceph, persist=lambda d, rid=run.id: store.merge_state(rid, restore=d),
-                         disposable=bool(rec.get("disposable")), previous=rec)
+            journal = Journal.from_dict(rec, persist=lambda d, rid=run.id: store.merge_state(rid, journal=d))
+            r = restore.Restorer(ceph, journal)
             left = r.restore(lambda m: print(f"  {m}"))
             restored += len(pending) - len(left)
             store.add_event(run.id, "restore", f"`fathom cluster restore` restored {len(pending) - len(left)} "
                                                f"setting(s) of {len(pending)}")
             if left:
                 failed += len(left)
-                msg = restore.unrestored_message(left, r.to_dict(), args.db)
+                msg = restore.unrestored_message(left, journal.to_dict(), args.db)
                 store.add_event(run.id, "warning", msg, data={"unrestored": [e.to_dict() for e in left],
                                                               "commands": r.repair_commands(left)})
                 print(msg)

@@ -260,9 +260,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             return 0
         env = r.env
         print(f"run {r.id} {r.name}: suite {r.suite}, {r.status}, {len(pts)} points stored")
-        for k in ("ceph_version", "fathom_version", "target", "telemetry_cost"):
-            if env.get(k) is not None:
-                print(f"  {k}: {env[k] if not isinstance(env[k], dict) else json.dumps(env[k])}")
+        for k in ("ceph_version", "fathom_version", "cluster", "report", "telemetry_cost"):
+            v = env.get(k)
+            if v is not None:
+                print(f"  {k}: {json.dumps(v) if isinstance(v, dict) else ', '.join(v) if isinstance(v, list) else v}")
         found = (env.get("slo") or {}).get("result")
         if found:
             print(f"  SLO search: {found['message']}")

@@ -13,7 +13,7 @@ Exports (pseudo paths, NFSv4 has no MOUNT protocol):
 - `/local`: DIR/nfs-local, a directory on the cluster directory's disk: the NFS
   baseline without Ceph.
 
-Started like the FUSE daemons (cluster.mounts): the step goes into DIR/mounts.json
+Started like the FUSE daemons (cluster.mounts): it goes into the cluster's journal (DIR/journal.json)
 before the process starts, the pid into DIR/run/ganesha.nfs.pid right after, and
 the daemon is listed in the cluster's state, so telemetry samples it (kind
 `ganesha`) and `mounts.teardown` (`fathom cluster down`, `cluster umount`, the next
@@ -22,9 +22,7 @@ run) stops it by pid, also after fathom was killed.
 
 from __future__ import annotations
 
-import os
 import socket
-import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -148,12 +146,10 @@ def ganesha(cluster: LocalCluster, need_cephfs: bool = False, port: int | None =
     conf_path(cluster).write_text(config(cluster, port, cephfs))
     log = cluster.log_dir / f"{GANESHA}.log"
     log.unlink(missing_ok=True)  # the tail shown on failure is this start's
-    mounts._note(cluster, {"kind": "daemon", "name": GANESHA})
-    pid = _start(cluster, ["ganesha.nfsd", "-F", "-f", str(conf_path(cluster)), "-L", str(log), "-N", "NIV_EVENT",
-                           "-p", str(d / "ganesha.pid")])
-    st = cluster.state() or st
-    st.update(ganesha_port=port, ganesha_cephfs=cephfs)
-    cluster._save_state(st)
+    mounts.journal(cluster).note("daemon", GANESHA)
+    pid = cluster.spawn(GANESHA, ["ganesha.nfsd", "-F", "-f", str(conf_path(cluster)), "-L", str(log), "-N",
+                                  "NIV_EVENT", "-p", str(d / "ganesha.pid")], ceph_args=False,
+                        ganesha_port=port, ganesha_cephfs=cephfs)
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         from fathom.cluster.local import pid_alive
@@ -172,22 +168,6 @@ def ganesha(cluster: LocalCluster, need_cephfs: bool = False, port: int | None =
     mounts.teardown(cluster, only=GANESHA)
     raise ClusterError(f"nfs-ganesha did not serve 127.0.0.1:{port} within {START_TIMEOUT_S:.0f} s\n{tail}",
                        hint=f"logs are in {cluster.log_dir}")
-
-
-def _start(cluster: LocalCluster, argv: list[str]) -> int:
-    """Start ganesha in the foreground in its own session, as the cluster starts its daemons; record its pid."""
-    st = cluster.state() or {}
-    out = open(cluster.log_dir / f"{GANESHA}.out", "ab")
-    env = dict(os.environ, CEPH_CONF=str(cluster.conf_path))
-    env.pop("CEPH_ARGS", None)
-    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
-                            start_new_session=True, close_fds=True)
-    out.close()
-    (cluster.run_dir / f"{GANESHA}.pid").write_text(f"{proc.pid}\n")
-    if GANESHA not in st.setdefault("daemons", []):
-        st["daemons"].append(GANESHA)
-        cluster._save_state(st)
-    return proc.pid
 
 
 def _alive(cluster: LocalCluster) -> bool:

@@ -7,7 +7,7 @@ Layout of DIR:
   s3.json               the RGW user's keys, when RGW runs (mode 0600)
   mon.a/ mgr.x/ osd.N/ mds.a/ rgw/   daemon data
   run/                  admin sockets and one pid file per daemon (written by fathom)
-  mnt/, mounts.json     mounts fathom made on the cluster and the record of them (cluster.mounts)
+  mnt/, journal.json    mounts and daemons fathom added to the cluster, and their undo journal (cluster.mounts)
   ganesha/, nfs-local/  nfs-ganesha's config and recovery directory, and its local export (cluster.ganesha)
   log/                  daemon logs and their stdout/stderr
 
@@ -322,12 +322,13 @@ rgw_dynamic_resharding = false
         self._tool("ceph-mon", "-c", str(self.conf_path), "--mkfs", "-i", "a", "--monmap", str(monmap),
                    "--keyring", kr)
 
-    def _start(self, st: dict[str, Any], name: str, argv: list[str]) -> int:
+    def _start(self, st: dict[str, Any], name: str, argv: list[str], ceph_args: bool = True) -> int:
         """Start one daemon in the foreground in its own session; record its pid at once."""
         out = open(self.log_dir / f"{name}.out", "ab")
         env = dict(os.environ, CEPH_CONF=str(self.conf_path))
         env.pop("CEPH_ARGS", None)
-        proc = subprocess.Popen(argv + ["-c", str(self.conf_path), "-f"], stdout=out, stderr=subprocess.STDOUT,
+        extra = ["-c", str(self.conf_path), "-f"] if ceph_args else []
+        proc = subprocess.Popen(argv + extra, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True, close_fds=True)
         out.close()
         (self.run_dir / f"{name}.pid").write_text(f"{proc.pid}\n")
@@ -335,6 +336,30 @@ rgw_dynamic_resharding = false
             st["daemons"].append(name)
             self._save_state(st)
         return proc.pid
+
+    def spawn(self, name: str, argv: list[str], ceph_args: bool = True, **state: Any) -> int:
+        """Start a daemon that lives with this cluster (a FUSE daemon, nfs-ganesha) as its own are started: in the
+        foreground in its own session, its pid file in run/, listed in the state (telemetry samples it, `down`
+        stops it). ceph_args: it takes the cluster's `-c CONF -f`; state: fields to keep in the state with it."""
+        st = self.state()
+        if st is None:
+            raise ClusterError(f"no fathom cluster in {self.root}")
+        pid = self._start(st, name, argv, ceph_args)
+        if state:
+            st.update(state)
+            self._save_state(st)
+        return pid
+
+    def forget(self, name: str, *fields: str) -> None:
+        """Drop a stopped daemon (and state fields kept with it) from the state, and its pid file."""
+        st = self.state()
+        if st is not None and (name in st.get("daemons", []) or any(f in st for f in fields)):
+            if name in st.get("daemons", []):
+                st["daemons"].remove(name)
+            for f in fields:
+                st.pop(f, None)
+            self._save_state(st)
+        (self.run_dir / f"{name}.pid").unlink(missing_ok=True)
 
     def start_daemon(self, name: str) -> int:
         """Start again one of this cluster's daemons that is not running (a fault stopped it); returns its pid.

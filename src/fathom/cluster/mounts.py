@@ -11,12 +11,13 @@ recorded and torn down here like the FUSE daemons.)
 The FUSE daemons run in the foreground in their own session, started like the
 cluster's daemons (pid file in DIR/run, listed in the cluster's state, so
 telemetry samples them and `down` stops them by pid). Every step is written to
-DIR/mounts.json *before* it is taken, so whatever a crash or a SIGKILL of
-fathom leaves behind is known: `teardown` (run by `fathom cluster down`, and by
-the next mount or run on that cluster) lazily unmounts each mount point,
-detaches each loop device and stops each FUSE daemon, in the reverse order,
-touching nothing that is not in the record. A `daemon` step (ganesha) is a daemon
-with no mount of its own, stopped by pid the same way.
+the cluster's undo journal (fathom.cluster.journal, in DIR/journal.json: kinds
+fuse, loop, mount, daemon) *before* it is taken, so whatever a crash or a SIGKILL
+of fathom leaves behind is known: `teardown` (run by `fathom cluster down`, and by
+the next mount or run on that cluster) lazily unmounts each mount point, detaches
+each loop device and stops each FUSE daemon, newest first, touching nothing that
+is not in the journal. A `daemon` entry (ganesha) is a daemon with no mount of its
+own, stopped by pid the same way.
 """
 
 from __future__ import annotations
@@ -27,15 +28,17 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from fathom.cluster.ceph import require_binaries
+from fathom.cluster.journal import MOUNT_KINDS, Journal, file_journal
 from fathom.errors import ClusterError
 
 if TYPE_CHECKING:
     from fathom.cluster.local import LocalCluster
 
-RECORD = "mounts.json"
+JOURNAL = "journal.json"
+LEGACY = "mounts.json"  # the record of fathom 0.x before the journal: read once, then replaced
 # daemon names (kind = the part before the dot, as telemetry groups them)
 CEPH_FUSE = "fuse.cephfs"
 RBD_FUSE = "rbd_fuse.fs"
@@ -54,23 +57,25 @@ def mount_table() -> dict[str, str]:
     return out
 
 
-def _record(cluster: LocalCluster) -> list[dict[str, Any]]:
-    try:
-        return json.loads((cluster.root / RECORD).read_text())
-    except (OSError, json.JSONDecodeError):
-        return []
-
-
-def _save(cluster: LocalCluster, steps: list[dict[str, Any]]) -> None:
-    tmp = cluster.root / (RECORD + ".tmp")
-    tmp.write_text(json.dumps(steps, indent=1))
-    tmp.replace(cluster.root / RECORD)
-
-
-def _note(cluster: LocalCluster, step: dict[str, Any]) -> None:
-    """Write a step down before taking it."""
-    steps = [s for s in _record(cluster) if s != step]
-    _save(cluster, steps + [step])
+def journal(cluster: LocalCluster) -> Journal:
+    """The cluster's own undo journal: the mounts and daemons fathom added to it."""
+    j = file_journal(cluster.root / JOURNAL)
+    legacy = cluster.root / LEGACY
+    if legacy.is_file():
+        try:
+            steps = json.loads(legacy.read_text())
+        except (OSError, json.JSONDecodeError):
+            steps = []
+        for st in steps:
+            kind = st.get("kind")
+            if kind == "loop":
+                j.note("loop", st["file"], **({"dev": st["dev"]} if st.get("dev") else {}))
+            elif kind in ("fuse", "daemon"):
+                j.note(kind, st["name"], **({"path": st["path"]} if st.get("path") else {}))
+            elif kind == "mount":
+                j.note("mount", st["path"])
+        legacy.unlink()
+    return j
 
 
 def _run(argv: list[str], what: str, timeout: float = 120) -> str:
@@ -90,8 +95,8 @@ def _start_fuse(cluster: LocalCluster, name: str, argv: list[str], mnt: Path) ->
         raise ClusterError(f"{mnt} is mounted already (a stale mount?)",
                            hint=f"`fathom cluster down --dir {cluster.root}` cleans the mounts fathom made")
     mnt.mkdir(parents=True, exist_ok=True)
-    _note(cluster, {"kind": "fuse", "name": name, "path": str(mnt)})
-    pid = cluster._start(st, name, argv)
+    journal(cluster).note("fuse", name, path=str(mnt))
+    pid = cluster.spawn(name, argv)
     deadline = time.monotonic() + MOUNT_TIMEOUT_S
     while time.monotonic() < deadline:
         if mount_table().get(str(mnt), "").startswith("fuse"):
@@ -139,13 +144,14 @@ def rbd_ext4(cluster: LocalCluster, size: int = 4 << 30) -> Path:
     fuse_dir = cluster.root / "mnt" / "rbd-fuse"
     _start_fuse(cluster, RBD_FUSE, ["rbd-fuse", "-p", RBD_POOL, "-r", RBD_IMAGE, str(fuse_dir)], fuse_dir)
     backing = fuse_dir / RBD_IMAGE
-    _note(cluster, {"kind": "loop", "file": str(backing)})
+    j = journal(cluster)
+    j.note("loop", str(backing))
     dev = _run(["losetup", "--find", "--show", str(backing)], "attaching a loop device to the RBD image").strip()
-    _note(cluster, {"kind": "loop", "file": str(backing), "dev": dev})
+    j.note("loop", str(backing), dev=dev)
     _run(["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0,nodiscard", dev],
          f"mkfs.ext4 on {dev}", timeout=600)
     mnt.mkdir(parents=True, exist_ok=True)
-    _note(cluster, {"kind": "mount", "path": str(mnt)})
+    j.note("mount", str(mnt))
     _run(["mount", "-t", "ext4", dev, str(mnt)], f"mounting {dev} at {mnt}")
     cluster.progress(f"ext4 on rbd {RBD_POOL}/{RBD_IMAGE} (rbd-fuse, {dev}) mounted at {mnt}")
     return mnt
@@ -166,34 +172,34 @@ def _loops_of(backing: str) -> list[str]:
 
 
 def teardown(cluster: LocalCluster, only: str | None = None) -> list[str]:
-    """Undo every recorded step, newest first (only those of the FUSE daemon `only` and what was built on it,
-    when given): lazy unmounts, loop detaches, FUSE daemons stopped by pid. Returns what was undone."""
-    steps = _record(cluster)
-    if not steps:
-        return []
+    """Undo every journal entry, newest first (only the FUSE daemon or daemon `only` and what was built on it,
+    when given): lazy unmounts, loop detaches, daemons stopped by pid. Returns what was undone."""
+    j = journal(cluster)
+    todo = list(reversed(j.pending(*MOUNT_KINDS)))  # oldest first
     if only is not None:
-        first = next((i for i, s in enumerate(steps) if s.get("name") == only), None)
-        if first is None:
-            return []
-        undo, keep = steps[first:], steps[:first]
-    else:
-        undo, keep = steps, []
+        first = next((i for i, e in enumerate(todo) if e.kind in ("fuse", "daemon") and e.what == only), None)
+        todo = [] if first is None else todo[first:]
     done = []
-    for s in reversed(undo):
-        if s["kind"] in ("mount", "fuse") and s["path"] in mount_table():
+    table = mount_table() if todo else {}
+    for e in reversed(todo):
+        path = e.data.get("path") if e.kind == "fuse" else e.what
+        if e.kind in ("mount", "fuse") and path in table:
             # lazy: a dead FUSE daemon's mount (ENOTCONN) or a busy one still goes away
-            subprocess.run(["umount", "-l", s["path"]], capture_output=True, timeout=60)
-            done.append(f"unmounted {s['path']}")
-        if s["kind"] == "loop":
-            for dev in _loops_of(s["file"]):
+            subprocess.run(["umount", "-l", path], capture_output=True, timeout=60)
+            done.append(f"unmounted {path}")
+        if e.kind == "loop":
+            for dev in _loops_of(e.what):
                 subprocess.run(["losetup", "-d", dev], capture_output=True, timeout=60)
                 done.append(f"detached {dev}")
-        if s["kind"] in ("fuse", "daemon"):
-            if _stop(cluster, s["name"]):
-                done.append(f"stopped {s['name']}")
-    _save(cluster, keep)
-    if not keep:
-        (cluster.root / RECORD).unlink(missing_ok=True)
+        if e.kind in ("fuse", "daemon") and _stop(cluster, e.what):
+            done.append(f"stopped {e.what}")
+        j.mark(e)
+    # what is undone has no use in the cluster's journal (a run's own keeps its history)
+    j.entries = [e for e in j.entries if not e.undone]
+    if j.entries:
+        j.save()
+    else:
+        (cluster.root / JOURNAL).unlink(missing_ok=True)
     return done
 
 
@@ -213,14 +219,7 @@ def _stop(cluster: LocalCluster, name: str) -> bool:
             while d.running and time.monotonic() < deadline:
                 time.sleep(0.1)
         stopped = True
-    st = cluster.state()
-    if st is not None and name in st.get("daemons", []):
-        st["daemons"].remove(name)
-        if name.startswith("ganesha."):
-            st.pop("ganesha_port", None)
-            st.pop("ganesha_cephfs", None)
-        cluster._save_state(st)
-    (cluster.run_dir / f"{name}.pid").unlink(missing_ok=True)
+    cluster.forget(name, *(("ganesha_port", "ganesha_cephfs") if name.startswith("ganesha.") else ()))
     return stopped
 
 

@@ -1,73 +1,45 @@
 """Preparing a cluster for a study: pools, EC profiles, RBD images, prefill, hygiene.
 
-Everything this module creates is written to a ledger (`created`), and `cleanup()`
-removes only what is in the ledger: fathom never deletes what it did not create.
-A pool named explicitly by the user is used as it is and never removed. Settings
-hygiene changes are recorded by a Restorer (fathom.cluster.restore) before they
-are changed, and put back when the run ends.
+Everything this module creates is written to the run's undo journal
+(fathom.cluster.journal: kinds pool, ec_profile, image) before it is made, and
+`cleanup()` removes only what the journal holds: fathom never deletes what it did not
+create. A pool named explicitly by the user is used as it is and never removed.
+Settings hygiene changes are written to the same journal by a Restorer
+(fathom.cluster.restore) before they are changed, and put back when the run ends.
 
-An entry goes into the ledger before the object is made, and `on_ledger` hears of
-every change: a process killed half-way through still leaves a ledger that names
-everything it may have made, so a later attempt of the same run can adopt or remove
-it. A ledger is valid on one cluster only (`fsid`).
+A process killed half-way through still leaves a journal that names everything it may
+have made, so a later attempt of the same run can adopt or remove it. A journal is
+valid on one cluster only (`fsid`).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fathom.cluster.ceph import Ceph
+from fathom.cluster.journal import OBJECT_KINDS, RGW_KINDS, Journal
 from fathom.cluster.restore import Restorer
 from fathom.errors import ClusterError, UsageError
 
 PG_NUM_CHOICES = "a power of two from 1 to 32768"
 
 
-@dataclass
-class Ledger:
-    """What fathom created, in creation order, so cleanup can undo exactly that."""
-
-    pools: list[str] = field(default_factory=list)
-    ec_profiles: list[str] = field(default_factory=list)
-    images: list[tuple[str, str]] = field(default_factory=list)  # (pool, image)
-    fsid: str | None = None  # the cluster these were made on
-    rgw_users: list[str] = field(default_factory=list)  # uids (their buckets go with them); cluster/rgw.py
-    rgw_placements: list[str] = field(default_factory=list)  # placement ids
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"pools": list(self.pools), "ec_profiles": list(self.ec_profiles),
-                "images": [f"{p}/{i}" for p, i in self.images], "fsid": self.fsid,
-                "rgw_users": list(self.rgw_users), "rgw_placements": list(self.rgw_placements)}
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "Ledger":
-        return cls(pools=list(d.get("pools") or []), ec_profiles=list(d.get("ec_profiles") or []),
-                   images=[tuple(i.split("/", 1)) for i in d.get("images") or []],  # type: ignore[misc]
-                   fsid=d.get("fsid"), rgw_users=list(d.get("rgw_users") or []),
-                   rgw_placements=list(d.get("rgw_placements") or []))
-
-
 class Prep:
     def __init__(self, ceph: Ceph, owner_prefix: str = "fathom", progress: Callable[[str], None] | None = None,
-                 restorer: Restorer | None = None, on_ledger: Callable[[Ledger], None] | None = None,
-                 ledger: Ledger | None = None):
-        """ledger: what an earlier attempt of the same run made on this cluster (adopted: cleanup removes it too)."""
+                 journal: Journal | None = None):
+        """journal: the run's undo journal, with what earlier attempts of the same run made on this cluster
+        (adopted: cleanup removes it too)."""
         self.ceph = ceph
-        self.restorer = restorer or Restorer(ceph)  # records every setting hygiene changes
+        self.journal = journal if journal is not None else Journal(conn=ceph.conn.describe())
+        self.restorer = Restorer(ceph, self.journal)  # writes down every setting hygiene changes
         self.prefix = owner_prefix
-        self.created = ledger or Ledger()
         self.settings: dict[str, str] = {}  # every setting applied, for the run's record
         self.progress = progress or (lambda msg: None)
-        self.on_ledger = on_ledger or (lambda ledger: None)
 
-    def note(self, kind: str, item: Any) -> None:
-        """Add to the ledger (once) and tell on_ledger, before the thing is made."""
-        entries: list[Any] = getattr(self.created, kind)
-        if item not in entries:
-            entries.append(item)
-            self.on_ledger(self.created)
+    def made(self, kind: str) -> list[str]:
+        """What of one kind (pool, ec_profile, image as "pool/image", rgw_user, rgw_placement) fathom made here."""
+        return self.journal.names(kind)
 
     # ---- pools -------------------------------------------------------------------
     def _pools(self) -> dict[str, dict[str, Any]]:
@@ -98,13 +70,14 @@ class Prep:
         return diff
 
     def remove_pool(self, name: str) -> None:
-        """Remove a pool this Prep's ledger holds (fathom made it), and drop it from the ledger."""
-        if name not in self.created.pools:
-            raise ClusterError(f"pool {name} is not in fathom's ledger; fathom removes only what it created")
+        """Remove a pool the journal holds (fathom made it), and mark it and its images undone."""
+        if not self.journal.holds("pool", name):
+            raise ClusterError(f"pool {name} is not in fathom's journal; fathom removes only what it created")
         self.ceph.ceph("osd", "pool", "rm", name, name, "--yes-i-really-really-mean-it", fmt_json=False)
-        self.created.pools.remove(name)
-        self.created.images = [(p, i) for p, i in self.created.images if p != name]
-        self.on_ledger(self.created)
+        for image in self.made("image"):
+            if image.split("/", 1)[0] == name:
+                self.journal.drop("image", image)
+        self.journal.drop("pool", name)
 
     def ec_profile(self, name: str, k: int, m: int, failure_domain: str = "osd") -> str:
         if k < 1 or m < 1:
@@ -116,9 +89,9 @@ class Prep:
                 raise ClusterError(f"erasure code profile {name} exists with k={got.get('k')} m={got.get('m')}, "
                                    f"not k={k} m={m}", hint="choose another profile name")
             return name
+        self.journal.note("ec_profile", name)
         self.ceph.ceph("osd", "erasure-code-profile", "set", name, f"k={k}", f"m={m}",
                        f"crush-failure-domain={failure_domain}", fmt_json=False)
-        self.created.ec_profiles.append(name)
         return name
 
     def pool(self, name: str, pg_num: int = 32, size: int = 1, min_size: int | None = None,
@@ -136,7 +109,7 @@ class Prep:
                                hint="name it explicitly to use it as it is, or choose another pool name")
         if not ec_profile and size < 1:
             raise UsageError(f"pool {name}: size must be at least 1, got {size}")
-        self.note("pools", name)
+        self.journal.note("pool", name)
         if ec_profile:
             self.ceph.ceph("osd", "pool", "create", name, str(pg_num), str(pg_num), "erasure", ec_profile,
                            fmt_json=False)
@@ -165,7 +138,7 @@ class Prep:
     # ---- images ------------------------------------------------------------------
     def adopt_images(self, pool: str, names: list[str], size_bytes: int) -> list[str]:
         """Those of `names` that an earlier attempt of this run made in `pool` and that still have this size."""
-        mine = {i for p, i in self.created.images if p == pool}
+        mine = {i.split("/", 1)[1] for i in self.made("image") if i.split("/", 1)[0] == pool}
         have = {i["image"]: int(i["size"]) for i in self.ceph.rbd("ls", "-l", "-p", pool) or []}
         return [n for n in names if n in mine and have.get(n) == size_bytes]
 
@@ -181,7 +154,7 @@ class Prep:
             args = ["create", f"{pool}/{name}", "--size", f"{size_bytes // 1024}K"]
             if data_pool:
                 args += ["--data-pool", data_pool]
-            self.note("images", (pool, name))
+            self.journal.note("image", f"{pool}/{name}")
             self.ceph.rbd(*args, fmt_json=False)
         self.progress(f"created {len(names)} RBD image(s) of {size_bytes / 2**20:.0f} MiB in {pool}")
         return names
@@ -227,7 +200,7 @@ class Prep:
             r.config_set("global", "osd_pool_default_pg_autoscale_mode", "off")
             applied["osd_pool_default_pg_autoscale_mode"] = "off"
             for p in pools:
-                if p not in self.created.pools:  # a pool fathom created has it off already, and goes at the end
+                if not self.journal.holds("pool", p):  # a pool fathom created has it off already, and goes at the end
                     r.pool_set(p, "pg_autoscale_mode", "off")
                 applied[f"pool {p} pg_autoscale_mode"] = "off"
         r.config_set("client", "rbd_cache", "true" if rbd_cache else "false")
@@ -239,35 +212,32 @@ class Prep:
         return applied
 
     # ---- cleanup -----------------------------------------------------------------
-    def cleanup(self) -> dict[str, Any]:
-        """Remove what this Prep created, newest first. Nothing else. What is already gone is skipped: the
-        ledger names things before they are made, and a killed attempt may not have made them. RGW users and
-        placements use the pools: fathom.cluster.rgw.cleanup removes them first, and until it has, this refuses."""
-        if self.created.rgw_users or self.created.rgw_placements:
-            raise ClusterError(f"RGW users ({', '.join(self.created.rgw_users) or 'none'}) and placements "
-                               f"({', '.join(self.created.rgw_placements) or 'none'}) fathom made still use the "
-                               "pools: not removing them first", hint="fathom.cluster.rgw.cleanup(prep) goes first")
+    def cleanup(self) -> dict[str, list[str]]:
+        """Remove what this Prep created, newest first, each marked undone in the journal. Nothing else. What is
+        already gone is skipped: the journal names things before they are made, and a killed attempt may not have
+        made them. RGW users and placements use the pools: fathom.cluster.rgw.cleanup removes them first, and
+        until it has, this refuses."""
+        rgw = [e.what for e in self.journal.pending(*RGW_KINDS)]
+        if rgw:
+            raise ClusterError(f"RGW users and placements fathom made ({', '.join(rgw)}) still use the pools: "
+                               "not removing them first", hint="fathom.cluster.rgw.cleanup(prep) goes first")
         removed: dict[str, list[str]] = {"images": [], "pools": [], "ec_profiles": []}
-        dropped = set()
         pools = self._pools()
-        for pool, image in reversed(self.created.images):
-            if pool in self.created.pools:
-                dropped.add((pool, image))  # goes with its pool
-                continue
-            if pool not in pools or image not in set(self.ceph.rbd("ls", "-p", pool) or []):
-                continue
-            self.ceph.rbd("rm", f"{pool}/{image}", fmt_json=False, timeout=600)
-            removed["images"].append(f"{pool}/{image}")
-        for pool in reversed(self.created.pools):
-            if pool not in pools:
-                continue
-            self.ceph.ceph("osd", "pool", "rm", pool, pool, "--yes-i-really-really-mean-it", fmt_json=False)
-            removed["pools"].append(pool)
-        removed["images"] += [f"{p}/{i}" for p, i in dropped]
-        for prof in reversed(self.created.ec_profiles):
-            self.ceph.ceph("osd", "erasure-code-profile", "rm", prof, fmt_json=False)
-            removed["ec_profiles"].append(prof)
-        self.created = Ledger(fsid=self.created.fsid)
-        self.on_ledger(self.created)
+        for e in self.journal.pending(*OBJECT_KINDS):
+            if e.kind == "image":
+                pool, image = e.what.split("/", 1)
+                if self.journal.holds("pool", pool):  # goes with the pool fathom made
+                    removed["images"].append(e.what)
+                elif pool in pools and image in set(self.ceph.rbd("ls", "-p", pool) or []):
+                    self.ceph.rbd("rm", e.what, fmt_json=False, timeout=600)
+                    removed["images"].append(e.what)
+            elif e.kind == "pool":
+                if e.what in pools:
+                    self.ceph.ceph("osd", "pool", "rm", e.what, e.what, "--yes-i-really-really-mean-it",
+                                   fmt_json=False)
+                    removed["pools"].append(e.what)
+            else:
+                self.ceph.ceph("osd", "erasure-code-profile", "rm", e.what, fmt_json=False)
+                removed["ec_profiles"].append(e.what)
+            self.journal.mark(e)
         return removed
-

@@ -3,16 +3,11 @@
 Before fathom changes a setting (an OSD flag, the balancer, a config-db option, a
 pool's autoscale mode) the Restorer reads what is there. A setting already in the
 wanted state is left alone and not recorded. Otherwise the prior value and the exact
-`ceph` command that puts it back are recorded, and the record is persisted (the run's
-state record in the results store, `restore`) before the change is made, so a run killed at
-any moment leaves what is needed to repair the cluster: `fathom cluster restore`.
-
-The record (`Restorer.to_dict()`):
-    fsid, conn (conf, client name, keyring path: never a key), disposable, host, pid,
-    moot (why restoring is not needed, e.g. the disposable cluster was stopped),
-    entries: [{what, prior, wanted, command, restored, error?}] in the order applied.
-A config option's prior is None when it was not set in the config db: restoring it
-means `ceph config rm`, not setting the default value.
+`ceph` command that puts it back are written to the run's undo journal
+(fathom.cluster.journal, kind `setting`: what, prior, wanted, undo) before the change
+is made, so a run killed at any moment leaves what is needed to repair the cluster:
+`fathom cluster restore`. A config option's prior is None when it was not set in the
+config db: restoring it means `ceph config rm`, not setting the default value.
 """
 
 from __future__ import annotations
@@ -21,50 +16,30 @@ import os
 import platform
 import shlex
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from fathom.cluster.ceph import Ceph
+from fathom.cluster.journal import SETTING, Entry, Journal
 from fathom.errors import ClusterError, FathomError
-
-Persist = Callable[[dict[str, Any]], None]
-
-
-@dataclass
-class Entry:
-    """One changed setting: what it was, what fathom set, and the command that puts it back."""
-
-    what: str
-    prior: str | None  # None: a config option that was not set in the config db
-    wanted: str
-    command: str  # "ceph osd unset noscrub": shell words, without connection options
-    restored: bool = False
-    error: str | None = None
-
-    def args(self) -> list[str]:
-        """The ceph arguments of `command`."""
-        words = shlex.split(self.command)
-        return words[1:] if words and words[0] == "ceph" else words
-
-    def describe_prior(self) -> str:
-        return "not set in the config db" if self.prior is None else self.prior
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {"what": self.what, "prior": self.prior, "wanted": self.wanted, "command": self.command,
-                             "restored": self.restored}
-        if self.error:
-            d["error"] = self.error
-        return d
-
-    @staticmethod
-    def from_dict(d: dict[str, Any]) -> Entry:
-        return Entry(what=d["what"], prior=d.get("prior"), wanted=d["wanted"], command=d["command"],
-                     restored=bool(d.get("restored")), error=d.get("error"))
-
 
 def _ceph_cmd(*args: str) -> str:
     return shlex.join(["ceph", *args])
+
+
+def setting(what: str, prior: str | None, wanted: str, undo: str) -> Entry:
+    """A journal entry for a changed setting; `undo` is the ceph command (shell words, no connection options)."""
+    return Entry(SETTING, what, undo=undo, prior=prior, wanted=wanted)
+
+
+def ceph_args(e: Entry) -> list[str]:
+    """The ceph arguments of an entry's undo command."""
+    words = shlex.split(e.undo)
+    return words[1:] if words and words[0] == "ceph" else words
+
+
+def describe_prior(e: Entry) -> str:
+    return "not set in the config db" if e.prior is None else str(e.prior)
 
 
 # ---- what a change needs to record: pure functions of what was read ------------------
@@ -72,7 +47,7 @@ def flag_entry(flags: Iterable[str], flag: str) -> Entry | None:
     """An OSD flag to set; None when it is already set."""
     if flag in set(flags):
         return None
-    return Entry(f"osd flag {flag}", "unset", "set", _ceph_cmd("osd", "unset", flag))
+    return setting(f"osd flag {flag}", "unset", "set", _ceph_cmd("osd", "unset", flag))
 
 
 def balancer_entries(status: dict[str, Any], dump: list[dict[str, Any]]) -> list[Entry]:
@@ -87,7 +62,7 @@ def balancer_entries(status: dict[str, Any], dump: list[dict[str, Any]]) -> list
     if not status.get("active"):
         return []
     cfg = config_entry(dump, "mgr", "mgr/balancer/active", "false")
-    bal = Entry("balancer", f"on (mode {status.get('mode') or '?'})", "off", _ceph_cmd("balancer", "on"))
+    bal = setting("balancer", f"on (mode {status.get('mode') or '?'})", "off", _ceph_cmd("balancer", "on"))
     return [e for e in (cfg, bal) if e is not None]
 
 
@@ -100,23 +75,38 @@ def config_entry(dump: list[dict[str, Any]], section: str, name: str, value: str
                  None)
     what = f"config {section} {name}"
     if found is None:
-        return Entry(what, None, value, _ceph_cmd("config", "rm", section, name))
+        return setting(what, None, value, _ceph_cmd("config", "rm", section, name))
     prior = str(found.get("value"))
     if prior == value:
         return None
-    return Entry(what, prior, value, _ceph_cmd("config", "set", section, name, prior))
+    return setting(what, prior, value, _ceph_cmd("config", "set", section, name, prior))
 
 
 def pool_entry(pool: str, key: str, current: str, value: str) -> Entry | None:
     """A pool setting to change; None when it already has `value`."""
     if current == value:
         return None
-    return Entry(f"pool {pool} {key}", current, value, _ceph_cmd("osd", "pool", "set", pool, key, current))
+    return setting(f"pool {pool} {key}", current, value, _ceph_cmd("osd", "pool", "set", pool, key, current))
 
 
-def restore_order(entries: list[Entry]) -> list[Entry]:
-    """Entries still to put back, newest first (the reverse of the order they were applied in)."""
-    return [e for e in reversed(entries) if not e.restored]
+def module_entry(ls: dict[str, Any], name: str) -> Entry | None:
+    """A mgr module to enable, from `ceph mgr module ls`; None when it is on already (enabled, or always on).
+
+    A module the mgr lists as unable to run, or does not list, is an error: enabling it would not make it run.
+    """
+    always = ls.get("always_on_modules") or []
+    if isinstance(always, dict):  # {release: [modules]} in some releases
+        always = [m for mods in always.values() for m in mods]
+    if name in set(ls.get("enabled_modules") or []) | set(always):
+        return None
+    found = next((m for m in ls.get("disabled_modules") or [] if m.get("name") == name), None)
+    if found is None:
+        raise ClusterError(f"the mgr has no module named {name!r}",
+                           hint="install the mgr's modules on the mgr hosts (Debian: ceph-mgr-modules-core)")
+    if not found.get("can_run", True):
+        raise ClusterError(f"mgr module {name} cannot run: {found.get('error_string') or 'no reason given'}",
+                           hint="install what it needs on the mgr hosts (prometheus: python3-cherrypy3)")
+    return setting(f"mgr module {name}", "disabled", "enabled", _ceph_cmd("mgr", "module", "disable", name))
 
 
 def repair_commands(entries: list[Entry], conn: dict[str, Any]) -> list[str]:
@@ -124,7 +114,7 @@ def repair_commands(entries: list[Entry], conn: dict[str, Any]) -> list[str]:
     opts = ["--conf", conn["conf"], "--name", conn.get("name") or "client.admin"]
     if conn.get("keyring"):
         opts += ["--keyring", conn["keyring"]]
-    return [shlex.join(["ceph", *opts, *e.args()]) for e in entries]
+    return [shlex.join(["ceph", *opts, *ceph_args(e)]) for e in entries]
 
 
 def process_alive(record: dict[str, Any]) -> bool:
@@ -147,65 +137,33 @@ def read_fsid(ceph: Ceph, timeout: float = 30.0) -> str:
 
 
 class Restorer:
-    """Changes cluster settings only after recording how to put them back; puts them back on request.
+    """Changes cluster settings only after writing down how to put them back; puts them back on request.
 
-    previous: the record a killed attempt of the same run left. On the same cluster its
-    entries are carried on (a setting it changed is not recorded again as "already wanted").
-    On another cluster it is refused while it has unrestored entries, unless it was a
-    disposable cluster (gone, or stopped by the next attempt).
+    journal: the run's undo journal (settings are its `setting` entries). A setting an
+    earlier attempt of the same run changed is pending there already: it is not written
+    again as "already wanted", and its recorded prior stays the true one.
     """
 
-    def __init__(self, ceph: Ceph, persist: Persist | None = None, disposable: bool = False,
-                 previous: dict[str, Any] | None = None, repair_args: tuple[str, ...] = ()):
+    def __init__(self, ceph: Ceph, journal: Journal | None = None):
         self.ceph = ceph
-        self.persist = persist or (lambda rec: None)
-        self.disposable = disposable
-        self.fsid: str | None = None
-        self.moot: str | None = None
-        self.entries: list[Entry] = []
-        prev = [Entry.from_dict(e) for e in (previous or {}).get("entries", [])]
-        if previous and any(not e.restored for e in prev) and not previous.get("moot"):
-            fsid = read_fsid(ceph)
-            if previous.get("fsid") == fsid:
-                self.fsid, self.entries = fsid, prev
-            elif not previous.get("disposable"):
-                conf = (previous.get("conn") or {}).get("conf")
-                raise ClusterError(
-                    f"{sum(not e.restored for e in prev)} setting(s) changed by an earlier attempt are still "
-                    f"to be restored on another cluster (fsid {previous.get('fsid')}, conf {conf}), not this one "
-                    f"(fsid {fsid})", hint="restore them first: "
-                    f"`{shlex.join(['fathom', 'cluster', 'restore', '--conf', str(conf), *repair_args])}`")
-
-    # ---- the record ----------------------------------------------------------------
-    def to_dict(self) -> dict[str, Any]:
-        return {"fsid": self.fsid, "conn": self.ceph.conn.describe(), "disposable": self.disposable,
-                "host": platform.node(), "pid": os.getpid(), "moot": self.moot,
-                "entries": [e.to_dict() for e in self.entries]}
-
-    def _save(self) -> None:
-        self.persist(self.to_dict())
+        self.journal = journal if journal is not None else Journal(conn=ceph.conn.describe())
 
     def pending(self) -> list[Entry]:
-        return restore_order(self.entries)
-
-    def set_moot(self, why: str) -> None:
-        """Nothing needs restoring any more (the cluster is gone); kept for the record."""
-        if self.entries:
-            self.moot = why
-            self._save()
+        """Settings still to put back, newest first (the reverse of the order they were applied in)."""
+        return self.journal.pending(SETTING)
 
     # ---- changes -------------------------------------------------------------------
     def _change(self, entries: list[Entry | None], *apply: str, timeout: float | None = None) -> bool:
         """Record the entries durably, then run `ceph *apply`. False when nothing needed changing."""
-        new = [e for e in entries if e is not None
-               # an earlier attempt of this run changed it: its recorded prior is the true one
-               and not any(o.what == e.what and not o.restored for o in self.entries)]
+        j = self.journal
+        # an earlier attempt of this run changed it: its recorded prior is the true one
+        new = [e for e in entries if e is not None and not j.holds(SETTING, e.what)]
         if not new:
             return False
-        if self.fsid is None:
-            self.fsid = read_fsid(self.ceph)
-        self.entries.extend(new)
-        self._save()
+        if j.fsid is None:
+            j.fsid = read_fsid(self.ceph)
+        j.entries.extend(new)
+        j.save()
         self.ceph.ceph(*apply, fmt_json=False, timeout=timeout)
         return True
 
@@ -228,6 +186,12 @@ class Restorer:
         got = self.ceph.ceph("osd", "pool", "get", pool, key)
         self._change([pool_entry(pool, key, str(got.get(key)), value)], "osd", "pool", "set", pool, key, value)
 
+    def mgr_module_enable(self, name: str) -> None:
+        """Enable a mgr module (e.g. prometheus); undone by `ceph mgr module disable NAME` when it was off.
+        The mgr restarts to load it: callers wait for what they need of it (`ceph mgr services`)."""
+        ls = self.ceph.ceph("mgr", "module", "ls")
+        self._change([module_entry(ls, name)], "mgr", "module", "enable", name, timeout=60)
+
     # ---- putting back ----------------------------------------------------------------
     def restore(self, say: Callable[[str], None], probe_timeout: float = 20.0) -> list[Entry]:
         """Put back every unrestored entry, newest first, each marked in the record as it is done.
@@ -243,19 +207,18 @@ class Restorer:
         except FathomError as exc:
             for e in todo:
                 e.error = exc.message
-            self._save()
+            self.journal.save()
             return todo
         left = []
         for e in todo:
             try:
-                self.ceph.ceph(*e.args(), fmt_json=False, timeout=60)
+                self.ceph.ceph(*ceph_args(e), fmt_json=False, timeout=60)
             except FathomError as exc:
-                e.error = exc.message
+                self.journal.mark(e, exc.message)
                 left.append(e)
             else:
-                e.restored, e.error = True, None
-                say(f"restored {e.what} to {e.describe_prior()} ({e.command})")
-            self._save()
+                self.journal.mark(e)
+                say(f"restored {e.what} to {describe_prior(e)} ({e.undo})")
         return left
 
     def repair_commands(self, entries: list[Entry] | None = None) -> list[str]:

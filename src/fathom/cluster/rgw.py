@@ -8,9 +8,9 @@ pools). A bucket picks its placement at creation through its LocationConstraint
 object go to that scheme's pool; a storage class instead would keep heads in the
 STANDARD pool. Placement changes take effect when RGW restarts (`restart`).
 
-Users, placements and buckets fathom makes are written to the Prep's ledger first
-(`rgw_users`, `rgw_placements`) and `cleanup()` removes exactly those; index shards
-and resharding are settings recorded by the Prep's Restorer and put back.
+Users and placements fathom makes are written to the run's undo journal first (kinds
+`rgw_user`, `rgw_placement`; a user's buckets go with it) and `cleanup()` removes exactly
+those; index shards and resharding are settings the Prep's Restorer writes down and puts back.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from fathom.cluster.journal import RGW_KINDS
 from fathom.cluster.prep import Prep
 from fathom.errors import ClusterError
 
@@ -40,10 +41,10 @@ def add_placement(prep: Prep, scheme: str, data_pool: str, index_pool: str, extr
     pid = placement_id(scheme)
     ceph = prep.ceph
     zg = ceph.radosgw_admin("zonegroup", "get", "--rgw-zonegroup", ZONEGROUP, timeout=60)
-    if any(t.get("name") == pid for t in zg.get("placement_targets", [])) and pid not in prep.created.rgw_placements:
+    if any(t.get("name") == pid for t in zg.get("placement_targets", [])) and pid not in prep.made("rgw_placement"):
         raise ClusterError(f"RGW placement target {pid} exists and fathom did not create it",
                            hint="choose another scheme name, or remove it with radosgw-admin zonegroup placement rm")
-    prep.note("rgw_placements", pid)
+    prep.journal.note("rgw_placement", pid)
     ceph.radosgw_admin("zonegroup", "placement", "add", "--rgw-zonegroup", ZONEGROUP, "--placement-id", pid,
                        timeout=60)
     ceph.radosgw_admin("zone", "placement", "add", "--rgw-zone", ZONE, "--placement-id", pid,
@@ -92,12 +93,12 @@ def pin_index_shards(prep: Prep, shards: int = 11) -> None:
 
 def create_user(prep: Prep, uid: str, keys_path: Path, endpoint: str, region: str = "default") -> Path:
     """An S3 user of fathom's own, its keys in a 0600 JSON file (the only place they are written)."""
-    if uid in prep.created.rgw_users:
+    if uid in prep.made("rgw_user"):
         return keys_path
     existing = prep.ceph.radosgw_admin("user", "list", timeout=60) or []
     if uid in existing:
         raise ClusterError(f"RGW user {uid} exists and fathom did not create it", hint="choose another user id")
-    prep.note("rgw_users", uid)
+    prep.journal.note("rgw_user", uid)
     # RGW makes the keys: they are never on a command line (ps, error messages); only its JSON answer holds them
     info = prep.ceph.radosgw_admin("user", "create", "--uid", uid, "--display-name", f"fathom {uid}", timeout=60)
     k = next((k for k in (info or {}).get("keys", []) if k.get("user") == uid), None)
@@ -116,7 +117,7 @@ def purge_bucket(prep: Prep, bucket: str) -> None:
     """Remove a bucket and its objects at once, bypassing GC (deleted tails would otherwise wait there for
     rgw_gc_obj_min_wait, 2 h by default, and be collected during a later point). Only buckets of fathom's users."""
     owner = (prep.ceph.radosgw_admin("bucket", "stats", "--bucket", bucket, timeout=60) or {}).get("owner")
-    if owner not in prep.created.rgw_users:
+    if owner not in prep.made("rgw_user"):
         raise ClusterError(f"bucket {bucket} belongs to {owner!r}, not to a user fathom created: not removing it")
     prep.ceph.radosgw_admin("bucket", "rm", "--bucket", bucket, "--purge-objects", "--bypass-gc", fmt_json=False,
                             timeout=3600)
@@ -124,26 +125,25 @@ def purge_bucket(prep: Prep, bucket: str) -> None:
 
 def cleanup(prep: Prep) -> dict[str, list[str]]:
     """Remove fathom's RGW users (with their buckets and objects, bypassing GC) and placement targets, newest
-    first; nothing else. What is already gone is skipped."""
+    first, each marked undone in the journal; nothing else. What is already gone is skipped."""
     removed: dict[str, list[str]] = {"rgw_users": [], "rgw_placements": []}
+    todo = prep.journal.pending(*RGW_KINDS)
     ceph = prep.ceph
-    users = set(ceph.radosgw_admin("user", "list", timeout=60) or [])
-    for uid in reversed(prep.created.rgw_users):
-        if uid in users:
-            for b in ceph.radosgw_admin("bucket", "list", "--uid", uid, timeout=60) or []:
+    users = set(ceph.radosgw_admin("user", "list", timeout=60) or []) if todo else set()
+    for e in todo:
+        if e.kind == "rgw_user" and e.what in users:
+            for b in ceph.radosgw_admin("bucket", "list", "--uid", e.what, timeout=60) or []:
                 ceph.radosgw_admin("bucket", "rm", "--bucket", b, "--purge-objects", "--bypass-gc",
                                    fmt_json=False, timeout=3600)
-            ceph.radosgw_admin("user", "rm", "--uid", uid, "--purge-data", fmt_json=False, timeout=600)
-            removed["rgw_users"].append(uid)
-    for pid in reversed(prep.created.rgw_placements):
-        ceph.radosgw_admin("zone", "placement", "rm", "--rgw-zone", ZONE, "--placement-id", pid, fmt_json=False,
-                           check=False, timeout=60)
-        ceph.radosgw_admin("zonegroup", "placement", "rm", "--rgw-zonegroup", ZONEGROUP, "--placement-id", pid,
-                           fmt_json=False, check=False, timeout=60)
-        removed["rgw_placements"].append(pid)
-    prep.created.rgw_users.clear()
-    prep.created.rgw_placements.clear()
-    prep.on_ledger(prep.created)
+            ceph.radosgw_admin("user", "rm", "--uid", e.what, "--purge-data", fmt_json=False, timeout=600)
+            removed["rgw_users"].append(e.what)
+        elif e.kind == "rgw_placement":
+            ceph.radosgw_admin("zone", "placement", "rm", "--rgw-zone", ZONE, "--placement-id", e.what,
+                               fmt_json=False, check=False, timeout=60)
+            ceph.radosgw_admin("zonegroup", "placement", "rm", "--rgw-zonegroup", ZONEGROUP, "--placement-id",
+                               e.what, fmt_json=False, check=False, timeout=60)
+            removed["rgw_placements"].append(e.what)
+        prep.journal.mark(e)
     return removed
 
 
@@ -182,7 +182,7 @@ def prepare(prep: Prep, spec: Any, pools: dict[str, str], local: Any, tag: str, 
     for name, pl in spec.placements.items():
         scheme = f"{tag}-{name}" if attached else name  # on a shared cluster every name carries the run's tag
         pid = placement_id(scheme)
-        if pid in have and pid in prep.created.rgw_placements:
+        if pid in have and pid in prep.made("rgw_placement"):
             schemes[name] = location(scheme)
             continue
         add_placement(prep, scheme, pools[pl.data_pool], pools[pl.index_pool], pools[pl.data_extra_pool])
@@ -200,7 +200,7 @@ def prepare(prep: Prep, spec: Any, pools: dict[str, str], local: Any, tag: str, 
                                hint="check `radosgw-admin zone get`; another process may have changed the zone")
     uid = tag
     keys = workdir / "s3-keys.json"
-    if uid in prep.created.rgw_users and uid in (prep.ceph.radosgw_admin("user", "list", timeout=60) or []):
+    if uid in prep.made("rgw_user") and uid in (prep.ceph.radosgw_admin("user", "list", timeout=60) or []):
         write_keys(prep, uid, keys, s3["endpoint"])
     else:
         create_user(prep, uid, keys, s3["endpoint"])
@@ -213,7 +213,7 @@ def prepare(prep: Prep, spec: Any, pools: dict[str, str], local: Any, tag: str, 
 def purge_user_buckets(prep: Prep, uid: str) -> list[str]:
     """Remove every bucket of a user fathom made, objects included, bypassing GC: a PUT point then starts on
     empty buckets, never overwriting (overwritten tails would go to GC) and never short of space."""
-    if uid not in prep.created.rgw_users:
+    if uid not in prep.made("rgw_user"):
         raise ClusterError(f"user {uid} was not made by fathom: not purging its buckets")
     buckets = prep.ceph.radosgw_admin("bucket", "list", "--uid", uid, timeout=60) or []
     for b in buckets:

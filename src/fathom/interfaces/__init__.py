@@ -4,19 +4,24 @@ One module per interface in this package, each defining `INTERFACE` (see
 base.Interface): its name, whether it needs a Ceph cluster, which fio-named
 modes it runs, what a point needs made before it runs (prepare: a mount, a
 server), and how a planned point becomes the fathom-engine target section
-(engine_spec; pure, so `fathom plan` and tests build every point's). Modules
-are found by listing the package, so adding an interface is one new file here
-(plus its Rust target module in engine/src/targets/).
+(engine_spec; pure, so `fathom plan` and tests build every point's), and the
+workload fields it alone takes (`fields`: a base.OwnFields model, which
+fields_model() merges into workload.Workload). Modules are found by listing the
+package, so adding an interface is one new file here (plus its Rust target
+module in engine/src/targets/).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from typing import Any
 
+from pydantic import create_model
+
 from fathom.errors import FathomError
-from fathom.interfaces.base import Interface
+from fathom.interfaces.base import Interface, OwnFields
 
 _REGISTRY: dict[str, Interface] = {}
 
@@ -63,6 +68,38 @@ def own_fields() -> tuple[str, ...]:
     return tuple(k for n in names() for k in get(n).own_fields)
 
 
+def sweepable() -> tuple[str, ...]:
+    """Every interface's own fields a suite may sweep (Interface.sweepable), in interface order."""
+    return tuple(k for n in names() for k in get(n).sweepable)
+
+
+def fields_model() -> type[OwnFields]:
+    """One model of every interface's own fields, for workload.Workload to inherit: a pydantic model whose bases
+    are the interfaces' `fields` models in interface order (pydantic lists a later base's fields first). Refuses
+    at import what would silently go wrong in the merge: a name two interfaces both declare (a field, or a
+    validator, which would hide the other's) and a field not defaulting to None (the workload's check that a
+    field is only set for its interface takes None for unset)."""
+    models: list[type[OwnFields]] = []
+    seen: dict[str, str] = {}
+    for n in names():
+        m = get(n).fields
+        if m is None:
+            continue
+        models.append(m)
+        decorators = m.__pydantic_decorators__
+        validators = [k for f in dataclasses.fields(decorators) for k in getattr(decorators, f.name)]
+        for k in (*m.model_fields, *validators):
+            if k in seen:
+                raise TypeError(f"interfaces {seen[k]} and {n} both declare {k!r} in their workload fields")
+            seen[k] = n
+        for k, f in m.model_fields.items():
+            if f.default is not None or f.default_factory is not None:
+                raise TypeError(f"interface {n}: workload field {k!r} must default to None")
+    if not models:
+        return OwnFields
+    return create_model("InterfaceFields", __base__=tuple(models), __module__=__name__)
+
+
 def prepare(params: dict, ctx: Any) -> str | None:
     """What the point's interface needs made before it runs (a mount, a server, empty buckets), made: a step of
     each point before its health gate; building its spec after it reads what it made, and makes nothing.
@@ -78,4 +115,5 @@ def get(name: str) -> Interface:
         raise FathomError(f"unknown interface {name!r}; interfaces: {', '.join(names())}") from None
 
 
-__all__ = ["Interface", "cluster_needed", "get", "names", "op_size", "own_fields", "per_job_bytes", "prepare"]
+__all__ = ["Interface", "OwnFields", "cluster_needed", "fields_model", "get", "names", "op_size", "own_fields",
+           "per_job_bytes", "prepare", "sweepable"]

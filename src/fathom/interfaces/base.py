@@ -5,9 +5,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
+from fathom.suite_fields import StrictModel
+
 if TYPE_CHECKING:
     from fathom import engine_spec
     from fathom.engines.base import PointContext
+
+
+class OwnFields(StrictModel):
+    """The workload fields one interface owns (its module's `Fields`, given as Interface.fields): their types,
+    defaults and validators, which the registry merges into workload.Workload. Each defaults to None: set on a
+    workload of another interface, it is refused ("placement applies to the s3 interface, not to rbd")."""
+
+
+class _Sweep:
+    """Marks an interface's field a suite may sweep: `tls: Annotated[bool | None, SWEEP] = None`."""
+
+    def __repr__(self) -> str:
+        return "SWEEP"
+
+
+SWEEP = _Sweep()
 
 
 @dataclass(frozen=True)
@@ -25,7 +43,8 @@ class Interface:
     needs_path: bool = False  # the workload must name a path (a local directory, file or device)
     # params -> True when a point needs no cluster after all (nfs against a server of the user's own)
     cluster_free: Callable[[dict[str, Any]], bool] | None = None
-    own_fields: tuple[str, ...] = ()  # workload fields only this interface takes (workload.Workload declares them)
+    # the workload fields only this interface takes, declared here (an OwnFields model; merged into workload.Workload)
+    fields: type[OwnFields] | None = None
     # its own checks of a workload (a workload.Workload) beyond its fields' types: raises ValueError
     check: Callable[[Any], None] | None = None
     # drives RGW: a local cluster needs rgw: true, and its health gate also waits for RGW's reshard queue and GC
@@ -37,6 +56,18 @@ class Interface:
     # adding to metrics and events
     metrics: Callable[..., None] | None = None
     op_size_key: str = "bs"  # the field that gives one op's size when set (s3: object_size; bs otherwise)
+
+    @property
+    def own_fields(self) -> tuple[str, ...]:
+        """The names of the workload fields only this interface takes (its `fields` model's), in their order."""
+        return tuple(self.fields.model_fields) if self.fields is not None else ()
+
+    @property
+    def sweepable(self) -> tuple[str, ...]:
+        """Its own fields a suite may sweep (marked SWEEP)."""
+        if self.fields is None:
+            return ()
+        return tuple(k for k, f in self.fields.model_fields.items() if any(m is SWEEP for m in f.metadata))
 
     def cluster_needed(self, params: dict[str, Any]) -> bool:
         """Whether a point with these params needs a Ceph cluster (a mount fathom makes is on one)."""

@@ -19,11 +19,19 @@ from typing import Any, Literal
 
 from fathom import engine_spec
 from fathom.errors import FathomError
-from fathom.interfaces.base import Interface, engine_rw
+from fathom.interfaces.base import Interface, OwnFields, engine_rw
 from fathom.interfaces.posix import DEFAULT_FILESIZE, fileset_fields, run_dir
 
 RW = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
 OWN_EXPORTS = ("cephfs", "local")  # exports of the ganesha fathom runs on its local cluster
+
+
+class Fields(OwnFields):
+    """nfs's workload fields: `export: cephfs | local` (nfs-ganesha fathom runs on its local cluster), or server
+    HOST[:PORT] with the export's pseudo path (checked by check())."""
+
+    server: str | None = None
+    export: str | None = None
 
 
 @dataclass
@@ -126,5 +134,5 @@ def target(p: dict[str, Any], ctx: Any) -> Nfs:
 
 
 INTERFACE = Interface(name="nfs", needs_cluster=True, rw_modes=RW, target=target, prepare=prepare, files=True,
-                      own_fields=("server", "export"), check=check,
+                      fields=Fields, check=check,
                       cluster_free=lambda p: bool(p.get("server")))

@@ -11,15 +11,32 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
+
+from pydantic import field_validator
 
 from fathom.errors import FathomError
-from fathom.interfaces.base import Interface
+from fathom.interfaces.base import SWEEP, Interface, OwnFields
+from fathom.suite_fields import size_value
 
 # fio rw name -> (engine op, pattern)
 MODES = {"write": ("put", "seq"), "read": ("get", "seq"), "randread": ("get", "rand")}
 
 KEYS_FILE = "s3.json"  # the local cluster's keys file, beside its ceph.conf
+
+
+class Fields(OwnFields):
+    """s3's workload fields: the RGW placement of prep.rgw the buckets are made on, TLS at RGW, and a cap on the
+    bytes in flight (jobs x iodepth x object size; iodepth is lowered to fit, never below 1)."""
+
+    placement: Annotated[str | None, SWEEP] = None
+    tls: Annotated[bool | None, SWEEP] = None
+    max_inflight: int | None = None
+
+    @field_validator("max_inflight", mode="before")
+    @classmethod
+    def _s3_inflight(cls, v: Any) -> Any:
+        return None if v is None else size_value(v, "max_inflight")
 
 
 @dataclass
@@ -195,5 +212,5 @@ def metrics(m: dict[str, Any], r: Any, params: dict[str, Any], intervals: list[d
 
 
 INTERFACE = Interface(name="s3", needs_cluster=True, rw_modes=tuple(MODES), target=target, prepare=prepare,
-                      own_fields=("placement", "tls", "max_inflight"), rgw=True,
+                      fields=Fields, rgw=True,
                       metrics=metrics, op_size_key="object_size")

@@ -1,4 +1,5 @@
-"""The 2014 file study's own tables, for runs of the fs-apps suite and the imported 2014 figures.
+"""The 2014 file study's own tables (study `files-study`, fathom.report.studies): from the runs that name
+it, the fs-apps suite's and the imported 2014 figures.
 
 Read and write throughput (KiB/s, the study's unit) per scenario, grid point (jobs/files) and
 target; the client's context switches per op (the study's chart); percentiles and client and
@@ -58,6 +59,7 @@ def collect(runs: list[RunData]) -> tuple[dict, dict, list[str], list[str]]:
                 scen, d = str(p.params["scenario"]), str(p.params["direction"])
                 if scen not in SCENARIOS:
                     continue
+                # the 2014 table's own column `target`, the import's split key (in its env), not a cluster
                 target = str(p.published.get("target") or r.env.get("target") or r.name)
                 kib = p.m(f"{d}_bw_mib_s")
                 if kib is not None:

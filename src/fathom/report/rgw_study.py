@@ -1,4 +1,5 @@
-"""The RGW study's own tables, for runs of the rgw suite and the imported replica 3 vs EC 2+2 table.
+"""The RGW study's own tables (study `rgw-study`, fathom.report.studies): from the runs that name it, the
+rgw suite's and the imported replica 3 vs EC 2+2 table.
 
 What the study published (IBM, ceph.io 2025), in its forms: the replica 3 vs EC 2+2 relative differences
 per object size (positive = replica 3 better), headline maxima per operation and size, the TLS delta table

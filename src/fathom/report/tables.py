@@ -1,7 +1,8 @@
 """What a report says, independent of its format: the generic sections of every workload and the assembler.
 
-The document model is doc.py; the studies' own sections (slo, files_study, rgw_study) and the timeline's and
-the per-host tables (perhost.py) come from their modules, which import the model, never this file.
+The document model is doc.py; the SLO search's section (slo.py), the studies' own (registered by name in
+studies.py) and the timeline's and the per-host tables (perhost.py) come from their modules, which import the
+model, never this file.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from fathom.analysis.data import (Level, RunData, StoredPoint, Throughput, assig
                                   throughput_for)
 from fathom.analysis.stats import KNEE_DEFINITION, knee_index, saturation_index
 from fathom.model import DAEMON_KINDS, FIGURE_WINDOWS, daemon_columns, daemon_kinds_in, daemon_label
-from fathom.report import files_study, perhost, rgw_study, slo, svg, timeline
+from fathom.report import perhost, slo, studies, svg, timeline
 from fathom.report.doc import INTENDED, NA, ChartOut, ReportDoc, Section, Table, fmt, fmt_tp
 from fathom.steady import Criteria, outcome_text
 
@@ -310,7 +311,7 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
         sections.append(Section(wl, tp.unit, charts(runs, wl, axis) + timeline.charts(runs, wl),
                                 [detail_table(r, wl, axis, kinds) for r in runs if r.curve(wl)]
                                 + timeline.tables(runs, wl) + perhost.tables(runs, wl), wl_flags))
-    sections = slo.sections(runs) + files_study.sections(runs) + rgw_study.sections(runs) + sections  # studies first
+    sections = slo.sections(runs) + studies.sections(runs) + sections  # studies first
     summary = Table("Summary", ["workload", "run", "peak throughput", "peak at", "knee at", "90% of peak at",
                                 "clat at peak (ms)", "OSD CPU at peak (% of one core)", "per OSD core at peak",
                                 "anomalies"], srows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],
