@@ -13,6 +13,7 @@ mod out;
 mod process;
 mod rate;
 mod rng;
+mod sample;
 mod spec;
 mod stats;
 mod targets;
@@ -32,11 +33,13 @@ const VERSION: &str = env!("CARGO_PKG_VERSION");
 const USAGE: &str = "usage: fathom-engine [SPEC.json | -]\n\
        fathom-engine --check [SPEC.json | -]\n\
        fathom-engine --version\n\
+       fathom-engine --sample [--interval S] [--duration S] [--threads-of NAME]... (see --sample --help)\n\
 Runs one point described by a JSON spec (protocol 2; a file, or stdin when absent or '-')\n\
 and writes JSON lines to stdout: start, interval (one per interval_s), summary.\n\
 With the spec's `control` set (spec from a file only), stdin is the control channel:\n\
 JSON lines {\"type\":\"stop\",\"reason\":..}, {\"type\":\"go\",\"at\":<epoch s>}, {\"type\":\"heartbeat\"}.\n\
 --check: validate the spec without connecting; prints {\"type\":\"spec\",\"protocol\":2,\"spec\":..}.\n\
+--sample: sample this host's CPU, memory, network, disks and Ceph daemons from /proc, a JSON line per interval.\n\
 Exit codes: 0 ok (also a control stop), 2 invalid spec, 3 target error / stall / stopped on error,\n\
 5 verify mismatch, 6 orchestrator lost (control EOF, heartbeats stopped, stdout closed),\n\
 128+N stopped by signal N (SIGTERM, SIGINT; the summary is still written).\n\
@@ -49,6 +52,9 @@ fn invalid(message: &str) -> ! {
 
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "--sample") {
+        sample::main(&args[1..]); // host sampling: its own arguments and records
+    }
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!("{USAGE}");
         return;
