@@ -15,6 +15,8 @@ DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-mds radosgw ceph-common fio uuid
 	librados2 librbd1 libcephfs2 python3-venv procps chromium openssl openssh-server iproute2 ceph-fuse rbd-fuse \
 	e2fsprogs nfs-ganesha nfs-ganesha-ceph nfs-ganesha-vfs libnfs-dev
 ENGINE := engine/target/release/fathom-engine
+# the host sampler alone (fathom-engine --sample without Ceph's libraries): built with the engine
+SAMPLER := engine/target/release/fathom-sampler
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
 .PHONY: help install deps venv engine demo test test-unit bench-engine bench-rados bench-null bench-steady bench-hosts \
@@ -44,9 +46,10 @@ $(VENV)/.installed: pyproject.toml
 	$(VENV)/bin/python -m compileall -q src
 	@touch $@
 
-engine: $(ENGINE)
+engine: $(ENGINE) $(SAMPLER)
 
-$(ENGINE): $(ENGINE_SRC)
+# One cargo build makes both binaries; either one missing or older than the sources runs it.
+$(ENGINE) $(SAMPLER): $(ENGINE_SRC)
 	@if [ -z "$(CARGO)" ]; then \
 	  echo "error: no Rust toolchain found; fathom-engine needs Rust >= $(RUST_MIN) (install it with rustup," \
 	       "then run make again; Debian 12's own rustc 1.63 is too old)" >&2; exit 1; fi
@@ -54,7 +57,7 @@ $(ENGINE): $(ENGINE_SRC)
 	  if [ "$$(printf '%s\n' "$(RUST_MIN)" "$$v" | sort -V | head -1)" != "$(RUST_MIN)" ]; then \
 	  echo "error: cargo $$v is too old; fathom-engine needs Rust >= $(RUST_MIN) (rustup update)" >&2; exit 1; fi
 	cd engine && $(CARGO) build --release --quiet
-	@touch $@
+	@touch $(ENGINE) $(SAMPLER)
 
 demo: install
 	bash scripts/demo.sh

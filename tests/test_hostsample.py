@@ -1,10 +1,13 @@
-"""`fathom-engine --sample` on this host with stand-in daemons (real processes named crimson-osd and ceph-osd,
-no cluster), checked against telemetry.proc_sample; hostsample's rates on hand-made records."""
+"""`fathom-sampler` on this host with stand-in daemons (real processes named crimson-osd and ceph-osd, no
+cluster), checked against telemetry.proc_sample; that it needs no Ceph library and writes what
+`fathom-engine --sample` (the same code, kept as an alias) writes; hostsample's rates on hand-made records."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,8 +20,17 @@ from fathom import hostsample, telemetry
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE = REPO / "engine" / "target" / "release" / "fathom-engine"
+SAMPLER = REPO / "engine" / "target" / "release" / "fathom-sampler"  # the sampler alone, uploaded to hosts
 PYTHON = os.path.realpath(sys.executable)  # the interpreter itself: a venv's symlink would lose its prefix
-needs_engine = pytest.mark.skipif(not ENGINE.exists(), reason=f"{ENGINE} is not built (cargo build --release)")
+needs_sampler = pytest.mark.skipif(not SAMPLER.exists(), reason=f"{SAMPLER} is not built (make engine)")
+# the two ways to start the sampler: the binary that is uploaded to cluster hosts, and the engine's alias
+INVOCATIONS = [pytest.param([str(SAMPLER)], id="fathom-sampler", marks=needs_sampler),
+               pytest.param([str(ENGINE), "--sample"], id="fathom-engine--sample",
+                            marks=pytest.mark.skipif(not ENGINE.exists(), reason=f"{ENGINE} is not built"))]
+# the libraries a Rust binary may need anywhere: glibc's and gcc's runtime (ldd's first word per line)
+RUNTIME_LIB = re.compile(r"(linux-vdso|linux-gate|ld-linux[\w.-]*|ld64|libc|libm|libgcc_s|libpthread|libdl|librt|"
+                         r"libutil)\.so")
+CEPH_LIB = re.compile(r"lib(rados|rbd|cephfs|ceph|rgw)|/ceph/")
 
 # A crimson stand-in: two threads, one spinning under a reactor's name, the main one asleep.
 SPIN = """
@@ -52,9 +64,9 @@ def _stop(p: subprocess.Popen) -> None:
     p.wait()
 
 
-def _engine_version() -> str:
-    out = subprocess.run([str(ENGINE), "--version"], capture_output=True, text=True, check=True).stdout
-    return out.split()[1]  # "fathom-engine 0.1.0 (protocol 2)"
+def _version(binary: Path) -> str:
+    out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, check=True).stdout
+    return out.split()[1]  # "fathom-sampler 0.1.0 (sample format 1)", "fathom-engine 0.1.0 (protocol 2)"
 
 
 def _cpu_lines() -> int:
@@ -62,7 +74,7 @@ def _cpu_lines() -> int:
         return sum(1 for line in f if line.startswith("cpu") and line[3:4].isdigit())
 
 
-@needs_engine
+@needs_sampler
 @pytest.mark.timeout(120)
 def test_sampler_finds_stand_in_daemons_and_agrees_with_proc_sample(tmp_path: Path) -> None:
     link = tmp_path / "bin" / "crimson-osd"  # a full path, as a containerized daemon shows from the host
@@ -73,8 +85,8 @@ def test_sampler_finds_stand_in_daemons_and_agrees_with_proc_sample(tmp_path: Pa
     lines: list[str] = []
     ours: list[dict[str, float] | None] = []  # telemetry's reading of the spinner right after each sample line
     try:
-        s = subprocess.Popen([str(ENGINE), "--sample", "--interval", "0.5", "--duration", "3"],
-                             stdout=subprocess.PIPE, text=True)
+        s = subprocess.Popen([str(SAMPLER), "--interval", "0.5", "--duration", "3"], stdout=subprocess.PIPE,
+                             text=True)
         assert s.stdout is not None
         for line in s.stdout:
             lines.append(line)
@@ -84,7 +96,7 @@ def test_sampler_finds_stand_in_daemons_and_agrees_with_proc_sample(tmp_path: Pa
     finally:
         _stop(crimson)
         _stop(osd)
-    stream = hostsample.parse(lines, version=_engine_version())
+    stream = hostsample.parse(lines, version=_version(SAMPLER))
     assert stream.end is not None and stream.end["stop"] == "duration" and stream.bad_lines == 0
     assert len(stream.samples) == stream.end["samples"] >= 2 and len(ours) == len(stream.samples)
 
@@ -120,6 +132,7 @@ def test_sampler_finds_stand_in_daemons_and_agrees_with_proc_sample(tmp_path: Pa
     assert set(hostsample.CPU_FIELDS) <= set(last["cpu"]) and last["ncpu"] == _cpu_lines()
     assert "lo" in last["net"] and last["mem_total"] >= last["mem_avail"] > 0
     assert stream.header["clk_tck"] == telemetry.CLK_TCK and stream.header["pid"] == s.pid
+    assert stream.header["engine"] == "fathom-sampler"
 
     # the stand-ins only: a cluster another test runs on this host may have an osd.3 or an osd.7 too
     mine = hostsample.HostStream(header=stream.header, samples=[
@@ -138,12 +151,12 @@ def test_sampler_finds_stand_in_daemons_and_agrees_with_proc_sample(tmp_path: Pa
     assert t["osd_cpu"] > 0 and t["host_cpu_pct"] is not None
 
 
-@needs_engine
+@needs_sampler
 @pytest.mark.timeout(120)
 def test_a_daemon_that_ends_is_dropped_and_a_signal_ends_the_sampler() -> None:
     osd = _start(["ceph-osd", "-c", IDLE, "--id=9"], PYTHON)
-    s = subprocess.Popen([str(ENGINE), "--sample", "--interval", "0.1", "--threads-of", "osd.9"],
-                         stdout=subprocess.PIPE, text=True)
+    s = subprocess.Popen([str(SAMPLER), "--interval", "0.1", "--threads-of", "osd.9"], stdout=subprocess.PIPE,
+                         text=True)
     assert s.stdout is not None
     records = []
     try:
@@ -174,20 +187,55 @@ def test_a_daemon_that_ends_is_dropped_and_a_signal_ends_the_sampler() -> None:
     assert not [r for r in records + rest if r["type"] == "error"]
 
 
-@needs_engine
-def test_sampler_arguments() -> None:
-    assert "--sample" in subprocess.run([str(ENGINE), "--help"], capture_output=True, text=True).stdout
-    h = subprocess.run([str(ENGINE), "--sample", "--help"], capture_output=True, text=True)
+@pytest.mark.parametrize("argv", INVOCATIONS)
+def test_sampler_arguments(argv: list[str]) -> None:
+    binary = Path(argv[0]).name
+    h = subprocess.run([*argv, "--help"], capture_output=True, text=True)
     assert h.returncode == 0 and "--threads-of" in h.stdout and "--interval" in h.stdout
+    assert h.stdout.startswith(f"usage: {' '.join([binary, *argv[1:]])} [--interval")
+    v = subprocess.run([*argv, "--version"], capture_output=True, text=True)
+    assert v.returncode == 0 and re.fullmatch(rf"{binary} \S+ \(sample format {hostsample.FORMAT}\)\n", v.stdout)
     for bad in (["--interval", "0"], ["--duration"], ["--threads-of"], ["--what"], ["--interval=x"]):
-        p = subprocess.run([str(ENGINE), "--sample", *bad], capture_output=True, text=True)
+        p = subprocess.run([*argv, *bad], capture_output=True, text=True)
         rec = json.loads(p.stdout)
         assert p.returncode == 2 and rec["kind"] == "invalid_args", (bad, p.stdout)
-    one = subprocess.run([str(ENGINE), "--sample", "--duration=0", "--threads-of", "none"], capture_output=True,
-                         text=True)
+    one = subprocess.run([*argv, "--duration=0", "--threads-of", "none"], capture_output=True, text=True)
     recs = [json.loads(line) for line in one.stdout.splitlines()]
     assert one.returncode == 0 and [r["type"] for r in recs] == ["sample_start", "sample", "sample_end"]
-    assert recs[0]["threads_of"] == []
+    assert recs[0]["threads_of"] == [] and recs[0]["engine"] == binary
+
+
+def test_sampler_needs_no_ceph_library_and_writes_what_engine_sample_writes() -> None:
+    """fathom-sampler starts where Ceph runs only in containers: no librados, librbd, libcephfs on the host."""
+    ldd = shutil.which("ldd")
+    if ldd is None:
+        pytest.skip("no ldd on this host")
+    assert SAMPLER.exists() and ENGINE.exists(), "build both binaries: make engine (one cargo build makes both)"
+    engine_libs = subprocess.run([ldd, str(ENGINE)], capture_output=True, text=True, check=True).stdout
+    assert re.search(r"^\s*librados\.so", engine_libs, re.M), engine_libs  # the check sees a Ceph library
+    out = subprocess.run([ldd, str(SAMPLER)], capture_output=True, text=True, check=True).stdout
+    libs = [line.split()[0] for line in out.splitlines() if line.strip()]
+    assert libs and not [x for x in libs if CEPH_LIB.search(x)], out
+    assert all(RUNTIME_LIB.match(Path(x).name) for x in libs), out  # not even libstdc++ (the engine's C++)
+    assert " => not found" not in out, out
+
+    # the same records as fathom-engine --sample: the same kinds, the same fields, the header naming its binary
+    runs = {}
+    for argv in ([str(SAMPLER)], [str(ENGINE), "--sample"]):
+        p = subprocess.run([*argv, "--duration=0", "--threads-of", "all"], capture_output=True, text=True,
+                           timeout=60)  # one sample: the same records whatever the machine's load
+        assert p.returncode == 0, p.stderr
+        runs[argv[-1]] = [json.loads(line) for line in p.stdout.splitlines()]
+    ours, engine = runs[str(SAMPLER)], runs["--sample"]
+    assert [r["type"] for r in ours] == [r["type"] for r in engine] == ["sample_start", "sample", "sample_end"]
+    assert [set(r) for r in ours] == [set(r) for r in engine]
+    assert set(ours[1]["cpu"]) == set(engine[1]["cpu"]) == set(hostsample.CPU_FIELDS)
+    assert (ours[0]["engine"], engine[0]["engine"]) == ("fathom-sampler", "fathom-engine")
+    assert ours[0]["version"] == engine[0]["version"] == _version(ENGINE) == _version(SAMPLER)
+    assert ours[0]["format"] == engine[0]["format"] == hostsample.FORMAT
+    for recs in (ours, engine):
+        assert hostsample.parse(map(json.dumps, recs), version=_version(ENGINE)).end is not None
+    assert "fathom-sampler" in subprocess.run([str(ENGINE), "--help"], capture_output=True, text=True).stdout
 
 
 # ---- hostsample on hand-made records -------------------------------------------------------------------

@@ -2,7 +2,6 @@
 //! argument or stdin) and writes JSON lines to stdout. See PROTOCOL.md.
 
 mod ceph;
-mod clock;
 mod control;
 mod engine;
 mod errno;
@@ -13,11 +12,13 @@ mod out;
 mod process;
 mod rate;
 mod rng;
-mod sample;
 mod spec;
 mod stats;
 mod targets;
 mod verify;
+
+// clock and sample are the library's (src/lib.rs), shared with fathom-sampler.
+use fathom_engine::{clock, sample};
 
 use clock::{mono_ns, wall_s};
 use engine::{Engine, PhaseEnd, Shared, StopCause};
@@ -39,7 +40,8 @@ and writes JSON lines to stdout: start, interval (one per interval_s), summary.\
 With the spec's `control` set (spec from a file only), stdin is the control channel:\n\
 JSON lines {\"type\":\"stop\",\"reason\":..}, {\"type\":\"go\",\"at\":<epoch s>}, {\"type\":\"heartbeat\"}.\n\
 --check: validate the spec without connecting; prints {\"type\":\"spec\",\"protocol\":2,\"spec\":..}.\n\
---sample: sample this host's CPU, memory, network, disks and Ceph daemons from /proc, a JSON line per interval.\n\
+--sample: sample this host's CPU, memory, network, disks and Ceph daemons from /proc, a JSON line per interval\n\
+(also the binary fathom-sampler, which links no Ceph library: for hosts with Ceph in containers).\n\
 Exit codes: 0 ok (also a control stop), 2 invalid spec, 3 target error / stall / stopped on error,\n\
 5 verify mismatch, 6 orchestrator lost (control EOF, heartbeats stopped, stdout closed),\n\
 128+N stopped by signal N (SIGTERM, SIGINT; the summary is still written).\n\
@@ -53,7 +55,7 @@ fn invalid(message: &str) -> ! {
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "--sample") {
-        sample::main(&args[1..]); // host sampling: its own arguments and records
+        sample::main("fathom-engine --sample", &args[1..]); // host sampling: its own arguments and records
     }
     if args.iter().any(|a| a == "-h" || a == "--help") {
         println!("{USAGE}");

@@ -1,14 +1,20 @@
-//! `fathom-engine --sample`: server-side measurements of a cluster host, where
-//! the Ceph daemons run and no Python is (the engine binary is uploaded and
-//! run over SSH). Every interval one JSON line on stdout with the host's CPU,
-//! memory, network and disk counters and every Ceph daemon process's CPU,
-//! RSS and context switches (per thread for crimson's reactors). Counters are
-//! cumulative and raw: the consumer (fathom.hostsample) differences them, so
-//! a line it misses loses nothing.
+//! `fathom-sampler` (also `fathom-engine --sample`): server-side measurements of
+//! a cluster host, where the Ceph daemons run and no Python is (the binary is
+//! uploaded and run over SSH). Every interval one JSON line on stdout with the
+//! host's CPU, memory, network and disk counters and every Ceph daemon
+//! process's CPU, RSS and context switches (per thread for crimson's reactors).
+//! Counters are cumulative and raw: the consumer (fathom.hostsample)
+//! differences them, so a line it misses loses nothing.
+//!
+//! `fathom-sampler` is this module alone (src/bin/fathom-sampler.rs): it links
+//! nothing of Ceph, so it starts on cephadm and Rook hosts, where Ceph's
+//! libraries live only in the containers. So this module uses nothing of the
+//! engine's but `crate::clock` and `crate::VERSION` (the library, src/lib.rs).
 //!
 //! Records (units: bytes, seconds; `ts` wall-clock epoch s, `mono` CLOCK_MONOTONIC s):
-//! - `sample_start`: engine, version, format, host, pid, interval_s, duration_s,
-//!   clk_tck, page_size, ncpu, boot_time, programs ({argv0: kind}), threads_of.
+//! - `sample_start`: engine (the binary: fathom-sampler or fathom-engine), version,
+//!   format, host, pid, interval_s, duration_s, clk_tck, page_size, ncpu,
+//!   boot_time, programs ({argv0: kind}), threads_of.
 //! - `sample`: seq, ts, mono, cpu {user nice system idle iowait irq softirq steal}
 //!   (s, all CPUs), ncpu, mem_total, mem_avail, net {iface: {rx_bytes rx_packets
 //!   rx_errs rx_drop tx_bytes tx_packets tx_errs tx_drop}}, disk {dev: {reads
@@ -29,6 +35,7 @@
 mod parse;
 mod procs;
 
+use crate::VERSION;
 use crate::clock::{mono_ns, wall_s};
 use parse::{CPU_FIELDS, NET_FIELDS};
 use procs::{Procs, read_seq, read_single};
@@ -39,7 +46,11 @@ use std::sync::atomic::{AtomicI32, Ordering};
 /// The record format; a consumer checks it with the version.
 pub const FORMAT: u32 = 1;
 
-pub const USAGE: &str = r#"usage: fathom-engine --sample [--interval SECONDS] [--duration SECONDS] [--threads-of NAME]...
+/// The help text; `invocation` is how the sampler was started (`fathom-sampler`, `fathom-engine --sample`).
+pub fn usage(invocation: &str) -> String {
+    format!(
+        r#"usage: {invocation} [--interval SECONDS] [--duration SECONDS] [--threads-of NAME]...
+       {invocation} --version
 Samples this host's CPU, memory, network and disks and its Ceph daemons (by argv[0]: ceph-osd, crimson-osd,
 ceph-mon, ceph-mgr, ceph-mds, radosgw, ganesha.nfsd, ceph-fuse, rbd-fuse; also in containers) from /proc,
 one JSON line per interval on stdout: a sample_start record (version, format), then `sample` records of
@@ -49,7 +60,10 @@ cumulative counters (the consumer differences them), then sample_end.
   --threads-of NAME    also list the threads of these daemons: a program (crimson-osd), a kind (osd),
                        a daemon (osd.3), `all` or `none`; repeatable (default: crimson-osd)
 Exit codes: 0 done (the duration ran out, or stopped by a signal), 2 invalid arguments,
-3 /proc unreadable, 6 stdout closed. Record fields: engine/src/sample.rs."#;
+3 /proc unreadable, 6 stdout closed. Record fields: engine/src/sample.rs.
+fathom-sampler and `fathom-engine --sample` are the same sampler; fathom-sampler links no Ceph library."#
+    )
+}
 
 struct Options {
     interval: f64,
@@ -57,9 +71,20 @@ struct Options {
     threads_of: Vec<String>,
 }
 
+/// Leave through `_exit`, as the engine does (stdout flushed first: the help text goes through it).
+fn exit(code: i32) -> ! {
+    let _ = std::io::stdout().flush();
+    // SAFETY: _exit never returns and touches no Rust state.
+    unsafe { libc::_exit(code) }
+}
+
+fn error(kind: &str, message: &str) {
+    emit(&serde_json::json!({"type": "error", "ts": wall_s(), "kind": kind, "message": message, "fatal": true}));
+}
+
 fn invalid(message: &str) -> ! {
-    crate::out::error("invalid_args", message, true);
-    crate::process::exit(2)
+    error("invalid_args", message);
+    exit(2)
 }
 
 fn seconds(flag: &str, v: Option<String>, lo: f64, hi: f64) -> f64 {
@@ -70,7 +95,7 @@ fn seconds(flag: &str, v: Option<String>, lo: f64, hi: f64) -> f64 {
     }
 }
 
-fn options(args: &[String]) -> Options {
+fn options(invocation: &str, args: &[String]) -> Options {
     let mut o = Options { interval: 1.0, duration: None, threads_of: Vec::new() };
     let mut threads_of: Option<Vec<String>> = None;
     let mut it = args.iter();
@@ -87,7 +112,7 @@ fn options(args: &[String]) -> Options {
                 Some(v) if !v.is_empty() && !v.starts_with('-') => threads_of.get_or_insert_default().push(v),
                 _ => invalid("--threads-of needs a name: a program, a kind, a daemon, all or none"),
             },
-            _ => invalid(&format!("unknown argument {a:?} for --sample (see --sample --help)")),
+            _ => invalid(&format!("unknown argument {a:?} for {invocation} (see {invocation} --help)")),
         }
     }
     o.threads_of = threads_of.unwrap_or_else(|| vec!["crimson-osd".into()]);
@@ -361,7 +386,7 @@ fn write_out(b: &[u8]) {
     // SAFETY: fd 1 stays open for the process's life; ManuallyDrop never closes it.
     let mut out = std::mem::ManuallyDrop::new(unsafe { File::from_raw_fd(1) });
     if out.write_all(b).is_err() {
-        crate::process::exit(6); // nobody reads the records any more
+        exit(6); // nobody reads the records any more
     }
 }
 
@@ -372,17 +397,23 @@ fn emit(v: &serde_json::Value) {
 }
 
 fn fatal(message: String) -> ! {
-    emit(&serde_json::json!({"type": "error", "ts": wall_s(), "kind": "proc", "message": message, "fatal": true}));
-    crate::process::exit(3)
+    error("proc", &message);
+    exit(3)
 }
 
-/// Run the sampler to its end and exit.
-pub fn main(args: &[String]) -> ! {
+/// Run the sampler to its end and exit. `invocation`: how it was started, `fathom-sampler` or
+/// `fathom-engine --sample` (its first word, the binary, goes in the header); `args` follow that.
+pub fn main(invocation: &str, args: &[String]) -> ! {
+    let binary = invocation.split(' ').next().unwrap_or(invocation);
     if args.iter().any(|a| a == "-h" || a == "--help") {
-        println!("{USAGE}");
-        crate::process::exit(0);
+        println!("{}", usage(invocation));
+        exit(0);
     }
-    let o = options(args);
+    if args.iter().any(|a| a == "-V" || a == "--version") {
+        println!("{binary} {VERSION} (sample format {FORMAT})");
+        exit(0);
+    }
+    let o = options(invocation, args);
     install_signals();
     procs::init_fd_budget();
     let open = |p: &str| File::open(p).unwrap_or_else(|e| fatal(format!("cannot open {p}: {e}")));
@@ -403,7 +434,7 @@ pub fn main(args: &[String]) -> ! {
         parse::PROGRAMS.iter().map(|p| (p.name.to_string(), p.kind.into())).collect();
     let t0 = mono_ns();
     emit(&serde_json::json!({
-        "type": "sample_start", "engine": "fathom-engine", "version": crate::VERSION, "format": FORMAT,
+        "type": "sample_start", "engine": binary, "version": VERSION, "format": FORMAT,
         "host": hostname(), "pid": std::process::id(), "ts": wall_s(), "mono": t0 as f64 / 1e9,
         "interval_s": o.interval, "duration_s": o.duration, "clk_tck": sysconf(libc::_SC_CLK_TCK, 100),
         "page_size": sysconf(libc::_SC_PAGESIZE, 4096), "ncpu": cpu.ncpu, "boot_time": cpu.btime,
@@ -436,5 +467,5 @@ pub fn main(args: &[String]) -> ! {
         "type": "sample_end", "ts": wall_s(), "mono": mono_ns() as f64 / 1e9, "samples": s.seq, "stop": stop,
         "self_cpu_s": self_cpu_s(), "wall_s": (mono_ns() - t0) as f64 / 1e9,
     }));
-    crate::process::exit(0)
+    exit(0)
 }

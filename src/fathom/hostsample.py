@@ -1,4 +1,4 @@
-"""Server-side measurements of a cluster host from `fathom-engine --sample` (run there over SSH).
+"""Server-side measurements of a cluster host from `fathom-sampler` (`fathom-engine --sample`; run there over SSH).
 
 The sampler writes JSON lines of cumulative counters read from /proc: a `sample_start` header (engine
 version, record format), one `sample` per interval (host CPU seconds, memory, NIC and disk counters;
@@ -83,7 +83,7 @@ def parse(lines: Iterable[str | bytes], version: str | None = None) -> HostStrea
         elif kind == "error":
             stream.errors.append(rec)
     if stream is None:
-        raise HostSampleError("no sample_start record: is this fathom-engine --sample output?")
+        raise HostSampleError("no sample_start record: is this fathom-sampler output?")
     stream.bad_lines = bad
     stream.samples.sort(key=lambda s: s["mono"])
     return stream
@@ -91,7 +91,7 @@ def parse(lines: Iterable[str | bytes], version: str | None = None) -> HostStrea
 
 def _check_header(rec: Any, version: str | None) -> None:
     if not isinstance(rec, dict) or rec.get("type") != "sample_start":
-        raise HostSampleError("the first record is not sample_start: is this fathom-engine --sample output?")
+        raise HostSampleError("the first record is not sample_start: is this fathom-sampler output?")
     if rec.get("format") != FORMAT:
         raise HostSampleError(f"sampler record format {rec.get('format')}, this fathom reads {FORMAT}: "
                               f"upload the matching engine")
