@@ -52,9 +52,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     _dir(umount)
     umount.set_defaults(func=cmd_umount)
 
-    status = csub.add_parser("status", help="health, daemons, pools, usage")
+    status = csub.add_parser("status", help="health, daemons, pools, usage; hosts, their daemons and which of "
+                                            "fathom's server-side sources reach each")
     _dir(status)
-    status.add_argument("--json", action="store_true", help="print one JSON object")
+    status.add_argument("--json", action="store_true", help="print one JSON object (hosts under `hosts`)")
     add_attach_args(status)
     status.set_defaults(func=cmd_status)
 
@@ -152,9 +153,16 @@ def parse_settings(items: list[str]) -> dict[str, dict[str, str]]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from fathom.cluster import inventory
+
     attached = attach_from_args(args)
-    st = attached_status(attached) if attached and not attached.local else LocalCluster(
-        attached.local.root if attached and attached.local else args.dir).status()
+    if attached and not attached.local:
+        st = attached_status(attached)
+    else:
+        cluster = LocalCluster(attached.local.root if attached and attached.local else args.dir)
+        st = cluster.status()
+        if st["health"] not in ("DOWN", "UNREACHABLE") and not st.get("error"):  # answering: a second look is cheap
+            st.update(inventory.gather(cluster.ceph(timeout=15), [d for d in cluster.daemons() if d.running], 15))
     if args.json:
         print(json.dumps(st, indent=2))
         return 0
@@ -171,6 +179,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"  pool {p['name']}: {p['objects']} objects, {p['stored_bytes'] / 2**20:.1f} MiB stored")
     if st.get("s3_endpoint"):
         print(f"  S3 endpoint {st['s3_endpoint']}")
+    if "hosts" in st:
+        for line in inventory.text_lines(st):
+            print(f"  {line}")
     if st.get("error"):
         print(f"  error: {st['error']}")
     return 0
@@ -238,18 +249,23 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 
 def attached_status(attached: Attachment) -> dict:
-    """Status of a cluster fathom did not start: what the mons say, plus daemons seen on this host."""
+    """Status of a cluster fathom did not start: what the mons say, the processes seen on this host, and the
+    hosts, daemons and sources by the cluster's metadata (fathom.cluster.inventory)."""
+    from fathom.cluster import inventory
+
     ceph = attached.ceph(timeout=30)
     s = ceph.probe(timeout=30)
     osdmap = s["osdmap"].get("osdmap", s["osdmap"])
     df = ceph.ceph("df")
+    here = attached.local_daemons()
     return {
         "dir": None, "conf": attached.conn.conf, "fsid": s.get("fsid"), "health": s["health"]["status"],
         "health_checks": {k: v["summary"]["message"] for k, v in s["health"].get("checks", {}).items()},
         "osds_up": int(osdmap.get("num_up_osds", 0)), "osds_in": int(osdmap.get("num_in_osds", 0)),
-        "daemons": [{"name": d.name, "pid": d.pid, "running": True} for d in attached.local_daemons()],
+        "daemons": [{"name": d.name, "pid": d.pid, "running": True} for d in here],
         "pools": [{"name": p["name"], "id": p["id"], "stored_bytes": p["stats"].get("stored", 0),
                    "objects": p["stats"].get("objects", 0)} for p in df.get("pools", [])],
         "usage": {k: df["stats"][k] for k in ("total_bytes", "total_used_raw_bytes", "total_avail_bytes")
                   if k in df["stats"]},
+        **inventory.gather(ceph, here, timeout=30),
     }
