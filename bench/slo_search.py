@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """SLO search against an exhaustive rate sweep: does `fathom slo` find what a fine sweep finds, in less time?
 
-    .venv/bin/python bench/slo_search.py [--cases rbd,rados,s3] [--probe 10] [--step 5] [--points 30]
+    .venv/bin/python bench/slo_search.py [--cases rbd,rados,s3] [--probe 10] [--step 5] [--low 10] [--high 150]
         [--json bench/results/slo.json] [--docs docs/benchmarks.md] [--keep-db PATH]
 
 One disposable local cluster (one BlueStore OSD, RGW), attached by every run. Per case (rbd randwrite 4K,
@@ -10,23 +10,30 @@ rados read 4M, S3 GET 64K) with a p99 target:
    load the cluster meets somewhere below its capacity (measured, so it fits this machine).
 1. `fathom slo` searches the open-loop rate (its own closed-loop calibration C, bracketing, bisection to
    5%); search_s is the wall time of its probes (calibration included; the write a read needs is not).
-2. `fathom run` sweeps the rate over a fine grid, --step % of C apart, --points of them (5% .. 150% of C),
-   each point as long as the search's probe at that rate (the same ops rule), judged by the search's own rule
-   (analysis.slo.judge, an interval straddling the target decided by the estimate); the reference answer is
-   the highest grid rate that met the target below the first that failed. sweep_s: its points' wall time.
+2. `fathom run` sweeps the rate over a fine geometric grid: from --low % of C up to --high %, each rate
+   --step % above the one before (geometric_grid: 56 rates by default), so the grid's step is --step % of
+   the answer wherever it lies (a linear grid in steps of C is coarse for an answer far below C: rbd's was
+   C / 4.8, where 5% of C is 24% of the answer). Each point runs as long as the search's probe at that rate
+   (the same ops rule, at most 120 s) and is judged by the search's own rule (analysis.slo.judge with the
+   point's interval histograms, an interval straddling the target decided by the estimate); the reference
+   answer is the highest grid rate that met the target below the first that failed. sweep_s: its points'
+   wall time. Expected, from points x length (+ ~2.5 s of ramp, gate and start each) at this box's C
+   (rbd ~8,000, rados 4M ~280, S3 ~1,500 ops/s): rbd and S3 ~12 min (every point 10 s), rados ~19 min (its
+   rates below 125 ops/s need 1,250 / rate s for 1,250 ops); with the pilots and searches about 65 min.
 3. `fathom slo` again. The cluster drifts on this box (capacity moved by a quarter within ten minutes in
    earlier runs), so the search runs before and after the sweep (A B A, which cancels a linear drift):
    found_rate is the mean of the two answers, search_s the mean of their times; both answers are kept.
 Target (issue #25): found within 10% of the reference, search_s under a third of sweep_s.
 
 Writes --json: a list of {"case", "target_p99_ms", "found_rate", "found_rates", "reference_rate", "search_s",
-"searches_s", "sweep_s", "probes", "sweep_points", "capacity", "grid"} and the docs section.
+"searches_s", "sweep_s", "probes", "batched_probes", "sweep_points", "capacity", "grid"} and the docs section.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import platform
 import shutil
 import subprocess
@@ -109,16 +116,26 @@ def wall_s(points: list[dict[str, Any]], workload: str) -> float:
     return points[mine[-1]]["ended"] - t0
 
 
-def reference(points: list[dict[str, Any]], workload: str, targets: slo.Targets, hists: dict[int, str | None]) \
-        -> tuple[float | None, list[dict[str, Any]]]:
+def geometric_grid(capacity: float, step_pct: float, low_pct: float, high_pct: float) -> list[float]:
+    """Rates from low_pct % of the capacity up to high_pct %, each step_pct % above the one before, to 4
+    significant digits as the search probes them: the step is the same fraction of the rate everywhere."""
+    ratio = 1 + step_pct / 100
+    n = math.floor(math.log(high_pct / low_pct) / math.log(ratio) + 1e-9) + 1
+    return [float(f"{capacity * low_pct / 100 * ratio ** k:.4g}") for k in range(n)]
+
+
+def reference(points: list[dict[str, Any]], workload: str, targets: slo.Targets, hists: dict[int, str | None],
+              ivals: dict[int, list[list[str]] | None]) -> tuple[float | None, list[dict[str, Any]]]:
     """The highest grid rate that met the target below the first that failed (a point too short for its
-    percentile skipped), and every grid point's verdict."""
+    percentile skipped), and every grid point's verdict. Decided by the estimate where an interval straddles
+    the target, so the interval rule only shows in the reasons (the batch means: how much the seconds of a
+    point disagreed)."""
     rows, best = [], None
     for p in sorted((p for p in points if p["workload"] == workload), key=lambda p: p["params"]["rate"]):
         m, rate = p["metrics"] or {}, p["params"]["rate"]
         got = {"ops": int(m.get("total_ios") or 0), "errors": int(m.get("errors") or 0), "hist": hists[p["id"]],
                "kept": m.get("schedule_kept"), "achieved": m.get("achieved_rate_ops_s"),
-               "client": m.get("client_thread_max_pct")}
+               "client": m.get("client_thread_max_pct"), "ivals": ivals[p["id"]]}
         v = slo.judge(probes.observation(rate, got, targets), targets, "ops/s", final=True)
         rows.append({"rate": rate, "outcome": v.outcome, "reasons": v.reasons})
     for r in rows:
@@ -150,7 +167,7 @@ def run_case(label: str, case: dict[str, Any], args: argparse.Namespace, conn: l
     targets = slo.Targets({"p99": case["p99_ms"]})
     first = search(case, args, conn, db, tmp, "search-before")
     cap = float(first["calibration"]["iops"])
-    rates = [round(cap * args.step / 100 * k, 1) for k in range(1, args.points + 1)]
+    rates = geometric_grid(cap, args.step, args.low, args.high)
     runtimes = [probes.probe_runtime(r, targets, args.probe, 120.0) for r in rates]
     f = tmp / f"{wl}-sweep.yaml"
     f.write_text(yaml.safe_dump(suite(case, f"{wl}-sweep", args, {"rate": rates, "runtime": runtimes})))
@@ -159,7 +176,8 @@ def run_case(label: str, case: dict[str, Any], args: argparse.Namespace, conn: l
         run = st.run(f"{wl}-sweep")
         pts = st.points(run.id)
         hists = {p["id"]: _point_hist(st.histograms(p["id"])) for p in pts}
-    ref, grid = reference(pts, wl, targets, hists)
+        ivals = {p["id"]: probes.interval_hists(st.timeline(p["id"])) for p in pts}
+    ref, grid = reference(pts, wl, targets, hists, ivals)
     second = search(case, args, conn, db, tmp, "search-after")
     both = [first, second]
     found = [s["result"]["load"] for s in both]
@@ -170,7 +188,12 @@ def run_case(label: str, case: dict[str, Any], args: argparse.Namespace, conn: l
            "status": [s["result"]["status"] for s in both], "probes": [len(s["result"]["probes"]) for s in both],
            "sweep_points": len(rates), "capacity": round(cap, 1),
            "capacities": [round(float(s["calibration"]["iops"]), 1) for s in both],
+           # probes judged with batch means too (0: the runner gave the search no interval records)
+           "batched_probes": [sum(1 for p in s["result"]["probes"] if p["obs"].get("batches")) for s in both],
            "answer": [s["result"]["message"] for s in both], "grid": grid}
+    if not all(out["batched_probes"]):
+        print("  warning: a search judged its probes without batch means (no interval records reached it)",
+              file=sys.stderr, flush=True)
     print(f"  found {out['found_rate']} ops/s, reference {ref} ops/s; search {out['search_s']} s, sweep "
           f"{out['sweep_s']} s", file=sys.stderr, flush=True)
     return out
@@ -225,13 +248,16 @@ def docs_section(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         "rate sweep of the same workload on one local cluster (one BlueStore OSD, RGW, 2 cores shared with the "
         "client). Per case the search runs before and after the sweep (the cluster drifts on this box; A B A "
         "cancels a linear drift), and the search's figure is the mean of the two. The sweep's grid is "
-        f"{args.step:g}% of the first search's closed-loop rate C apart, {args.points} rates; each point runs as "
-        f"long as the search's probe at that rate (at least {args.probe:g} s, 1,250 ops), and is judged by the "
-        "search's own rule. Reference: the highest grid rate that met the target below the first that failed. "
-        "Targets (#25): within 10% of the reference in under a third of the sweep's time. The p99 target is "
-        f"{args.target_factor:g} x the p99 of a closed-loop pilot at the workload's iodepth (measured here, so "
-        "the answer lies below capacity). Times include gates, engine starts, ramps and drains; the search's "
-        "includes its calibration. Before / after: the two searches.", "",
+        f"geometric: from {args.low:g}% to {args.high:g}% of the first search's closed-loop rate C, each rate "
+        f"{args.step:g}% above the one before ({len(geometric_grid(1.0, args.step, args.low, args.high))} rates), "
+        f"so wherever the answer lies the grid's step is {args.step:g}% of it. Each point runs as long as the "
+        f"search's probe at that rate (at least {args.probe:g} s, 1,250 ops) and is judged by the search's own "
+        "rule (with its interval histograms; an interval around the target decided by the estimate). Reference: "
+        "the highest grid rate that met the target below the first that failed. Targets (#25): within 10% of "
+        "the reference in under a third of the sweep's time (the sweep's time grows with its grid's points). "
+        f"The p99 target is {args.target_factor:g} x the p99 of a closed-loop pilot at the workload's iodepth "
+        "(measured here, so the answer lies below capacity). Times include gates, engine starts, ramps and "
+        "drains; the search's includes its calibration. Before / after: the two searches.", "",
         "| case | target | C before / after (ops/s) | search before / after (ops/s) | search mean | sweep (ops/s) "
         "| search vs sweep | search time | sweep time | sweep / search |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|", *rows, "",
@@ -243,8 +269,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cases", default="rbd,rados,s3", help="which of: rbd, rados, s3")
     ap.add_argument("--probe", type=float, default=10.0, help="shortest probe, seconds (search and sweep)")
-    ap.add_argument("--step", type=float, default=5.0, help="sweep grid step, %% of the closed-loop rate")
-    ap.add_argument("--points", type=int, default=30, help="sweep grid points")
+    ap.add_argument("--step", type=float, default=5.0, help="sweep grid step, %% of the rate below it")
+    ap.add_argument("--low", type=float, default=10.0, help="sweep grid's lowest rate, %% of the closed-loop rate")
+    ap.add_argument("--high", type=float, default=150.0, help="sweep grid's highest rate, %% of the closed-loop rate")
     ap.add_argument("--target-factor", type=float, default=1.0,
                     help="p99 target = this x the p99 of a closed-loop pilot at the workload's iodepth")
     ap.add_argument("--json", type=Path)

@@ -82,6 +82,8 @@ def test_a_target_no_load_meets_names_the_lowest_probe(cluster, tmp_path, engine
         res = st.run("latest").env["slo"]["result"]
     assert res["status"] == "none" and res["load"] is None and res["failed_at"] == 100
     assert [pr["load"] for pr in res["probes"]] == [400, 200, 100]
+    # the 100 ops/s probe ran >= 10 s for its 1,000 ops: its interval took its per-second batches into account
+    assert (res["probes"][-1]["obs"]["batches"] or 0) >= 5
     assert "no load meets p99 <= 0.01 ms: the lowest probe, 100 ops/s, failed" in p.stderr
 
 

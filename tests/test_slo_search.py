@@ -166,3 +166,159 @@ def test_the_suite_field_and_the_command_line_over_it():
 def test_rates_are_probed_at_four_significant_digits_and_the_bound_ends_the_bracket():
     s = search(lambda r: 1.0, start=3482.2499680023284, lo=54.41, hi=13928.999872)
     assert [p.load for p in s.probes] == [3482.0, 6964.0, 13930.0] and s.result().status == "ceiling"
+
+
+# ---- batch means: per-second intervals of synthetic probes, through the run side's own observation ----
+
+def records(seconds: list[list[float]]) -> tuple[str, list[dict]]:
+    """Per-second latencies in ms as a point's merged histogram and its engine interval records."""
+    from fathom import hdr
+
+    hists = []
+    for lat in seconds:
+        h = hdr.new()
+        for v in lat:
+            h.record_value(int(v * 1e6))
+        hists.append(hdr.encode(h))
+    recs = [{"t": i + 1.0, "ramp": False, "ops": {"write": {"ops": len(lat), "hist": h}}}
+            for i, (lat, h) in enumerate(zip(seconds, hists))]
+    return hdr.encode(hdr.merge(hists)), recs
+
+
+def sampled(seconds: list[list[float]], load: float = 1000.0) -> dict:
+    """A probe as Probes merges it, from per-second latencies in ms."""
+    from fathom import probes
+
+    hist, recs = records(seconds)
+    return {"ops": sum(map(len, seconds)), "errors": 0, "hist": hist, "ivals": probes.interval_hists(recs),
+            "kept": True, "achieved": load}
+
+
+def seconds_of(rng: random.Random, p99_ms: float, n: int = 10, per_s: int = 1000,
+               slow: set[int] = frozenset(), factor: float = 3.0) -> list[list[float]]:
+    """n seconds of lognormal latencies whose p99 is p99_ms; the seconds in `slow` are `factor` times slower."""
+    sigma = 0.25
+    scale = p99_ms / math.exp(2.326 * sigma)
+    return [[scale * (factor if i in slow else 1.0) * rng.lognormvariate(0, sigma) for _ in range(per_s)]
+            for i in range(n)]
+
+
+def observe(got: dict, targets: slo.Targets = P99_5MS, batches: bool = True, load: float = 1000.0) \
+        -> slo.Observation:
+    from fathom import probes
+
+    return probes.observation(load, got if batches else {**got, "ivals": None}, targets)
+
+
+def width(iv: tuple[float, ...]) -> float:
+    return iv[-1] - iv[-2]
+
+
+def test_independent_latencies_give_a_batch_interval_about_as_wide_as_the_order_statistics():
+    ratios = []
+    for seed in range(8):
+        got = sampled(seconds_of(random.Random(seed), 5.0))
+        with_b, order = observe(got), observe(got, batches=False)
+        assert with_b.batches == 10 and order.batches is None and not order.batch
+        ratios.append(width(with_b.batch["p99"]) / width(order.percentiles["p99"]))
+    # t_9 / 1.96 = 1.15 times the binomial width on average, scattered by the batches' own variance
+    assert all(0.5 <= r <= 2.0 for r in ratios), ratios
+    assert 0.9 <= sum(ratios) / len(ratios) <= 1.5, ratios
+
+
+def test_independent_latencies_leave_the_search_where_it_was():
+    curve = lambda r: 1 + 4 * (r / 1000) ** 3  # noqa: E731  p99 5 ms at exactly 1000 ops/s
+    answers = {}
+    for batches in (False, True):
+        rng = random.Random(11)
+        s = slo.Search(P99_5MS, start=100, lo=10, hi=100_000)
+        while (load := s.next_load()) is not None:
+            assert len(s.probes) < 40, "the search must end"
+            obs = observe(sampled(seconds_of(rng, curve(load))), batches=batches, load=load)
+            s.record(slo.judge(obs, P99_5MS, s.unit, final=s.final(load)))
+        r = s.result()
+        assert r.status == "found" and 900 <= r.load <= 1050, r.message
+        answers[batches] = r.load
+    assert abs(answers[True] / answers[False] - 1) <= 0.05, answers
+
+
+@pytest.mark.parametrize("side", ["meets", "fails"])
+def test_bursty_latency_turns_a_clear_probe_borderline_and_it_is_repeated(side):
+    rng = random.Random(3)
+    got = sampled(seconds_of(rng, 5.0, slow=set(rng.sample(range(10), 5))))
+    with_b, order = observe(got), observe(got, batches=False)
+    _, o_lo, o_hi = order.percentiles["p99"]
+    b_lo, b_hi = with_b.batch["p99"]
+    assert b_hi - b_lo >= 3 * (o_hi - o_lo)  # the seconds disagree: the batches see it, the ranks do not
+    assert with_b.percentiles["p99"][1:] == (min(o_lo, b_lo), max(o_hi, b_hi))  # the wider of the two
+    limit = (o_hi + b_hi) / 2 if side == "meets" else (o_lo + b_lo) / 2
+    targets = slo.Targets({"p99": limit})
+    assert slo.judge(order, targets, "ops/s").outcome == side
+    v = slo.judge(with_b, targets, "ops/s")
+    assert v.outcome == "borderline" and "from 10 batches" in v.reasons[0]
+    s = slo.Search(targets, start=1000, lo=10, hi=100_000)
+    s.record(v)
+    assert s.next_load() == 1000  # run again there, merged with this one
+
+
+def test_batch_intervals_never_go_under_the_order_statistics_and_need_enough_intervals():
+    n, q = 20_000, 0.99
+    # every second alike (no spread between batches): the binomial width stands
+    lo, hi, b = slo.bounds(n, q, [2000] * 10, [20] * 10)
+    assert (lo, hi) == slo.quantile_bounds(n, q) and b is not None and b[:2] == (q, q)
+    assert slo.batch_bounds(q, [2000] * 4, [20] * 4) is None  # 4 seconds: too few to say anything
+    assert slo.batch_bounds(q, [2000] * 4 + [0] * 6, [20] * 4 + [0] * 6) is None  # seconds without ops left out
+    # a long probe's seconds are grouped: at most MAX_BATCHES batches
+    assert slo.batch_bounds(q, [100] * 120, [1, 0] * 60)[2] == slo.MAX_BATCHES
+    # a stall second of few, slow ops weighs by its ops (ratio estimator), not as much as a full second
+    lo_w, hi_w, _ = slo.batch_bounds(q, [2000] * 9 + [20], [20] * 9 + [20])
+    lo_u, hi_u, _ = slo.batch_bounds(q, [2000] * 10, [20] * 9 + [2000])
+    assert hi_w - lo_w < hi_u - lo_u
+
+
+def test_interval_records_to_batches():
+    from fathom import hdr, probes
+
+    h = hdr.new()
+    h.record_value(1_000_000)
+    one = hdr.encode(h)
+    rec = lambda **kw: {"ops": {"read": {"ops": 1, "hist": one}}, **kw}  # noqa: E731
+    got = probes.interval_hists([rec(ramp=True), rec(), rec(), rec(tail=True)])
+    assert got == [[one], [one, one]]  # the ramp left out, the partial last interval joined to the one before
+    fio = {"approx": True, "ops": {"read": {"ops": 5.0, "bytes": None}}}
+    assert probes.interval_hists([rec(), fio]) is None and probes.interval_hists([]) is None
+    assert probes._over([one], 500_000) == (1, 1) and probes._over([one], 1_000_000) == (1, 0)
+
+
+def test_batch_figures_serialise_and_old_observations_still_judge():
+    got = sampled(seconds_of(random.Random(5), 2.0))
+    v = slo.judge(observe(got), P99_5MS, "ops/s")
+    d = v.to_dict()
+    assert v.outcome == "meets" and d["obs"]["batches"] == 10 and len(d["obs"]["batch"]["p99"]) == 2
+    old = slo.judge(slo.Observation(100, 20_000, 0, {"p99": (4.0, 3.9, 4.1)}), P99_5MS, "ops/s")
+    assert old.outcome == "meets" and old.to_dict()["obs"]["batch"] == {} and old.obs.batches is None
+
+
+def test_the_run_side_merges_a_repeated_probes_intervals():
+    from types import SimpleNamespace
+
+    from fathom import probes
+    from fathom.plan import Point
+
+    rng = random.Random(3)
+    base = Point(0, "w/1", "w", "fathom-engine", 1, {"iodepth": 64, "runtime": 10.0, "ramp_time": 2.0}, {})
+    src = probes.Probes(probes.Settings(slo.Targets({"p99": 15.0}), "w", start=1000, lo=10, hi=1000), base)
+    gen = src.points()
+    point = next(gen)
+    for _ in range(2):
+        assert point.params["rate"] == 1000  # the second: the first was borderline, so it runs again there
+        seconds = seconds_of(rng, 5.0, slow=set(rng.sample(range(10), 5)))
+        hist, recs = records([[0.5]] + seconds)  # a ramp second first: left out
+        recs[0]["ramp"] = True
+        m = {"total_ios": 10_000, "errors": 0, "schedule_kept": True, "achieved_rate_ops_s": 1000.0, "iops": 1000.0,
+             "client_thread_max_pct": 20.0}
+        src.record(point, SimpleNamespace(status="done", metrics=m, error=None, hist=hist, intervals=recs))
+        point = next(gen, None)  # the probe judged, the next one made
+    first, merged = (p.obs for p in src.search.probes[:2])
+    assert src.search.probes[0].outcome == "borderline" and first.batches == 10
+    assert merged.probes == 2 and merged.batches == 20 and merged.ops == 20_000

@@ -82,6 +82,7 @@ class PointOutcome:
     faulted: bool = False  # faults ran: the next point's gate must wait for a clean cluster itself
     full: dict[str, str] | None = None  # the cluster's full states when the point failed on them
     hist: str | None = None  # every op kind's latency histogram merged (HDR, base64), as stored
+    intervals: list[dict[str, Any]] | None = None  # the engine's interval records (an SLO probe's batches)
 
 
 def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext, companions: list[Companion],
@@ -177,7 +178,7 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
                        perf_counters=got.perf_counters, events=events)
     return PointOutcome(status, metrics, error, next_gate, faulted,
                         full_now if status == "failed" and ceph is not None and full_now else None,
-                        point_hist)
+                        point_hist, intervals)
 
 
 def _prepare(params: dict[str, Any], ctx: engines.PointContext, on_event: Callable[[dict[str, Any]], None]) \

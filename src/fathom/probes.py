@@ -1,8 +1,12 @@
 """An SLO search as a run: each probe a point of the run, built when the last one has been judged.
 
 The runner asks `points()` for its next point and tells `record()` how it went; between the two the
-search (fathom.analysis.slo) decides the next load. Probes at one load are merged (their histograms, ops
-and errors) before they are judged again, so a borderline answer narrows instead of flipping. Each probe
+search (fathom.analysis.slo) decides the next load. Probes at one load are merged (their histograms, ops,
+errors and per-second intervals) before they are judged again, so a borderline answer narrows instead of
+flipping. A percentile's interval is the wider of the order-statistic one and the batch-means one from the
+probe's per-second interval histograms (slo's module doc): the outcome's `intervals`, the engine's interval
+records as the point stores them (one stream, merged over engines); without them (an outcome that does not
+carry them, an engine whose records have no histograms) the order statistics alone judge. Each probe
 runs long enough for the targeted percentiles: MIN_TAIL ops beyond the highest one (a p99.9 needs 10,000
 ops), at least `probe_s`, at most `max_probe_s`. The suite's workloads before the searched one run once
 first, as `fathom run` runs them (the write whose objects a searched read reads).
@@ -218,7 +222,7 @@ class Probes:
         if out.status != "done":
             raise UsageError(f"probe {point.key} {out.status}: {out.error or 'no figures'}; the search stops",
                              hint="see `fathom show` for the run's events")
-        merged = self._merge(load, m, out.hist, point)
+        merged = self._merge(load, m, out.hist, point, interval_hists(out.intervals))
         obs = self._observation(load, merged)
         v = slo.judge(obs, self.settings.targets, self.unit, final=self.search.final(load))
         if v.outcome == "short":
@@ -232,12 +236,13 @@ class Probes:
         self.say(f"probe {len(self.search.probes)}: {what}: {v.outcome}"
                  + (f" ({'; '.join(v.reasons)})" if v.reasons else ""))
 
-    def _merge(self, load: float, m: dict[str, Any], hist: str | None, point: Point) -> dict[str, Any]:
+    def _merge(self, load: float, m: dict[str, Any], hist: str | None, point: Point,
+               ivals: list[list[str]] | None = None) -> dict[str, Any]:
         prev = self._merged.get(load)
         cur = {"ops": int(m.get("total_ios") or 0), "errors": int(m.get("errors") or 0),
                "hist": hist, "kept": m.get("schedule_kept"), "achieved": m.get("achieved_rate_ops_s"),
                "client": m.get("client_thread_max_pct"), "iops": m.get("iops") or 0.0, "probes": 1,
-               "keys": [point.key]}
+               "keys": [point.key], "ivals": ivals}
         if prev is not None:
             cur = {"ops": prev["ops"] + cur["ops"], "errors": prev["errors"] + cur["errors"],
                    "hist": hdr.encode(hdr.merge([h for h in (prev["hist"], hist) if h])) if hist or prev["hist"]
@@ -247,7 +252,9 @@ class Probes:
                    "achieved": _mean(prev["achieved"], cur["achieved"]),
                    "client": max((x for x in (prev["client"], cur["client"]) if x is not None), default=None),
                    "iops": _mean(prev["iops"], cur["iops"]), "probes": prev["probes"] + 1,
-                   "keys": prev["keys"] + cur["keys"]}
+                   "keys": prev["keys"] + cur["keys"],
+                   # one probe without them and the merged histogram has ops the intervals lack
+                   "ivals": prev["ivals"] + ivals if prev["ivals"] is not None and ivals is not None else None}
         self._merged[load] = cur
         return cur
 
@@ -264,18 +271,60 @@ class Probes:
 
 def observation(load: float, got: dict[str, Any], targets: slo.Targets) -> slo.Observation:
     """A probe's figures for the search: ops, errors, schedule and busiest client thread from `got` (as
-    Probes merges them), each targeted percentile with its 95% interval from the histogram `got["hist"]`."""
+    Probes merges them), each targeted percentile with its 95% interval from the histogram `got["hist"]`
+    (and, given `got["ivals"]` from interval_hists, the batch means of its per-second intervals)."""
     pct: dict[str, tuple[float, float, float]] = {}
-    h = got.get("hist")
-    n = hdr.count(h) if h else 0
+    batch: dict[str, tuple[float, float]] = {}
+    batches = None
+    d = hdr.decode(got["hist"]) if got.get("hist") else None
+    ivals = got.get("ivals")
     for key in targets.latency_ms:
-        if n:
-            q = slo.QUANTILES[key]
-            lo, hi = slo.quantile_bounds(n, q)
-            pct[key] = (hdr.percentile(h, 100 * q) / 1e6, hdr.percentile(h, 100 * lo) / 1e6,
-                        hdr.percentile(h, 100 * hi) / 1e6)
+        if d is None or not d.get_total_count():
+            break
+        q = slo.QUANTILES[key]
+        est = hdr.percentile(d, 100 * q)
+        per = [_over(hs, est) for hs in ivals] if ivals else []
+        lo, hi, b = slo.bounds(int(d.get_total_count()), q, [o for o, _ in per], [e for _, e in per])
+        pct[key] = (est / 1e6, hdr.percentile(d, 100 * lo) / 1e6, hdr.percentile(d, 100 * hi) / 1e6)
+        if b is not None:
+            batch[key] = (hdr.percentile(d, 100 * b[0]) / 1e6, hdr.percentile(d, 100 * b[1]) / 1e6)
+            batches = b[2]
     return slo.Observation(load, got["ops"], got["errors"], pct, got.get("kept"), got.get("achieved"),
-                           got.get("client"), got.get("probes", 1))
+                           got.get("client"), got.get("probes", 1), batch, batches)
+
+
+def interval_hists(records: list[dict[str, Any]] | None) -> list[list[str]] | None:
+    """Per measured interval, its op kinds' latency histograms, from a point's interval records in time order
+    (the ramp's left out; a last partial one joins the one before it, too short to be a batch of its own).
+    None when a record with ops has no histogram (fio's estimated records): partial intervals would not
+    add up to the probe's histogram."""
+    out: list[list[str]] = []
+    for rec in records or []:
+        if rec.get("ramp"):
+            continue
+        ops = (rec.get("ops") or {}).values()
+        if rec.get("approx") or any(o.get("ops") and not o.get("hist") for o in ops):
+            return None
+        hists = [o["hist"] for o in ops if o.get("ops") and o.get("hist")]
+        if rec.get("tail") and out:
+            out[-1] = out[-1] + hists
+        else:
+            out.append(hists)
+    return out or None
+
+
+def _over(hists: list[str], value_ns: int) -> tuple[int, int]:
+    """One interval's ops and how many took longer than value_ns: beyond the histogram bucket that holds
+    value_ns (hdr.percentile's estimate is that bucket's highest value, so no op of it counts as over)."""
+    if not hists:
+        return 0, 0
+    m = hdr.merge(hists)
+    total = int(m.get_total_count())
+    if not total:
+        return 0, 0
+    at = m.get_counts_array_index(value_ns)
+    top = m.get_counts_array_index(m.get_max_value())
+    return total, int(sum(m.counts[at + 1:top + 1])) if top > at else 0
 
 
 def probe_runtime(load: float | None, targets: slo.Targets, probe_s: float, max_probe_s: float) -> float:

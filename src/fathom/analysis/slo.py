@@ -7,15 +7,34 @@ is in it) or a closed-loop iodepth. Each probe is judged on its own figures:
                 (open loop) the schedule was not kept: arrivals were left unissued, the cluster fell behind
     meets       every percentile's whole interval at or below its target, errors within theirs
     borderline  a target inside a percentile's interval: the probe is repeated at the same load (the
-                repeats' histograms merged, so the interval narrows); after MAX_REPEATS it is decided by
-                the estimate and the answer says so
+                repeats' histograms and intervals merged, so the interval narrows); after MAX_REPEATS it is
+                decided by the estimate and the answer says so
     client      the probe would fail but the client's busiest engine thread was saturated: the load
                 generator's limit, not the cluster's; the search stops there and says so
     short       fewer ops than the percentiles need (min_ops); the driver runs it longer
 
-A percentile's interval is distribution-free: the order statistics whose ranks bound n*q by 1.96
-binomial standard deviations, read from the merged histogram (`quantile_bounds`). A percentile q needs
-at least 10 ops beyond it to mean anything: MIN_TAIL / (1 - q) ops (p99: 1,000; p99.9: 10,000).
+A percentile's 95% interval is the wider of two, both read from the probe's merged histogram as the
+quantiles q - h .. q + h (the estimate is the q-quantile):
+
+- order statistics (`quantile_bounds`): h = 1.96 binomial standard deviations of the rank, sqrt(q(1-q)/n).
+  Distribution-free, but it takes the n ops as independent draws.
+- batch means (`batch_bounds`): the probe's per-second intervals, consecutive ones grouped into at most
+  MAX_BATCHES batches; per batch the ops and how many of them took longer than the estimate (a fraction
+  of ops over a latency is what a target is about: "p99 <= T" is "at most 1% of ops over T"). That
+  fraction's standard error comes from how the batches disagree (a ratio estimator: batches weigh by their
+  ops), and h is Student's t (b - 1 degrees of freedom) times it: the order statistics' construction with
+  the spread measured instead of assumed. Latency that comes in bursts (a flush, a compaction: slow seconds
+  among fast ones) makes the batches disagree and widens h; independent latencies give about the
+  order-statistic width (t_9 / 1.96 = 1.15 times it, give or take the variance's own noise).
+
+Why the wider (the union of the two): each is valid under its own assumption, independence or batches
+longer than a burst; the union covers the percentile whenever either does, without having to know which
+holds. The binomial width is a floor the batches cannot go under: a few batches can agree by chance, and
+a probe cannot be more precise than its op count allows. A probe with fewer than MIN_BATCHES intervals
+(or without per-interval histograms) has the order-statistic interval alone.
+
+A percentile q needs at least 10 ops beyond it to mean anything: MIN_TAIL / (1 - q) ops (p99: 1,000;
+p99.9: 10,000).
 
 Search: from `start`, double while a probe meets (up to `hi`), halve while it fails (down to `lo`); then
 bisect the bracket [highest meeting, lowest failing] until it is narrower than `resolution` of its low end
@@ -26,6 +45,7 @@ its reasons say why the step above failed.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
@@ -35,6 +55,12 @@ Z95 = 1.959964
 MIN_TAIL = 10  # ops beyond a percentile for it to mean anything
 MAX_REPEATS = 3  # probes at one borderline load, merged, before the estimate decides
 CLIENT_BOUND_PCT = 90.0  # busiest engine thread, % of one core (as anomalies.client_bound)
+MIN_BATCHES = 5  # fewer per-second intervals: their variance is too noisy to say anything (t_4 = 2.78)
+MAX_BATCHES = 30  # longer probes get longer batches, which span longer bursts
+# Student t, two-sided 95% (the 97.5% quantile), by degrees of freedom 1..30
+T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+        2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+        2.045, 2.042)
 NAMES = {"p50": "p50", "p90": "p90", "p99": "p99", "p999": "p99.9"}
 QUANTILES = {"p50": 0.5, "p90": 0.9, "p99": 0.99, "p999": 0.999}
 Outcome = Literal["meets", "fails", "borderline", "client", "short"]
@@ -64,7 +90,9 @@ class Targets:
 @dataclass
 class Observation:
     """One probe's figures (several probes at one load merged): ops, errors, per targeted percentile its
-    estimate and 95% interval in ms, the open-loop schedule and the client's busiest thread."""
+    estimate and 95% interval in ms (the wider of the two: module doc), the open-loop schedule and the
+    client's busiest thread. `batch`: per percentile the batch-means interval alone (ms), over `batches`
+    batches; empty (and None) without per-interval histograms, as in runs stored before it."""
 
     load: float
     ops: int
@@ -74,6 +102,8 @@ class Observation:
     achieved: float | None = None  # ops/s (open loop)
     client_thread_pct: float | None = None
     probes: int = 1  # how many probes were merged into this one
+    batch: dict[str, tuple[float, float]] = field(default_factory=dict)  # key -> (lo, hi), batch means only
+    batches: int | None = None
 
 
 @dataclass
@@ -87,6 +117,7 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["obs"]["percentiles"] = {k: list(v) for k, v in self.obs.percentiles.items()}
+        d["obs"]["batch"] = {k: list(v) for k, v in self.obs.batch.items()}
         return d
 
 
@@ -97,6 +128,37 @@ def quantile_bounds(n: int, q: float) -> tuple[float, float]:
     lo_rank = max(1.0, math.floor(n * q - half))
     hi_rank = min(float(n), math.ceil(n * q + half) + 1)
     return lo_rank / n, hi_rank / n
+
+
+def batch_bounds(q: float, ops: Sequence[int], over: Sequence[int]) -> tuple[float, float, int] | None:
+    """The batch-means 95% interval of the q-quantile as quantiles (module doc), and its number of batches.
+
+    ops, over: per consecutive interval, its ops and how many took longer than the q-quantile's estimate.
+    Intervals without ops are left out; None with fewer than MIN_BATCHES left."""
+    got = [(n, e) for n, e in zip(ops, over) if n > 0]
+    if len(got) < MIN_BATCHES:
+        return None
+    b = min(len(got), MAX_BATCHES)
+    cuts = [round(i * len(got) / b) for i in range(b + 1)]
+    ns = [sum(n for n, _ in got[cuts[i]:cuts[i + 1]]) for i in range(b)]
+    es = [sum(e for _, e in got[cuts[i]:cuts[i + 1]]) for i in range(b)]
+    total = sum(ns)
+    frac = sum(es) / total
+    # the ratio estimator's variance: a stall second completes few ops (closed loop), and weighs as few
+    var = b / (b - 1) * sum((e - frac * n) ** 2 for n, e in zip(ns, es)) / total ** 2
+    half = T975[min(b - 1, len(T975)) - 1] * math.sqrt(var)
+    return max(q - half, 0.0), min(q + half, 1.0), b
+
+
+def bounds(n: int, q: float, ops: Sequence[int] = (), over: Sequence[int] = ()) \
+        -> tuple[float, float, tuple[float, float, int] | None]:
+    """A percentile's 95% interval as quantiles: the wider of the order-statistic and the batch-means
+    interval (module doc), with the batch-means one (None: too few intervals, or none given)."""
+    lo, hi = quantile_bounds(n, q)
+    b = batch_bounds(q, ops, over)
+    if b is not None:
+        lo, hi = min(lo, b[0]), max(hi, b[1])
+    return lo, hi, b
 
 
 def judge(obs: Observation, targets: Targets, unit: str, final: bool = False) -> Verdict:
@@ -119,7 +181,9 @@ def judge(obs: Observation, targets: Targets, unit: str, final: bool = False) ->
             fails.append(f"no {NAMES[key]} measured")
             continue
         est, lo, hi = obs.percentiles[key]
-        text = f"{NAMES[key]} {est:.3g} ms (95% CI {lo:.3g}-{hi:.3g})"
+        b = obs.batch.get(key)
+        by = f" from {obs.batches} batches" if b is not None and (b[0] <= lo or b[1] >= hi) else ""
+        text = f"{NAMES[key]} {est:.3g} ms (95% CI {lo:.3g}-{hi:.3g}{by})"
         if lo > limit:
             fails.append(f"{text} > {limit:g} ms")
         elif hi > limit:
