@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fathom import telemetry
 from fathom.cluster.ceph import Ceph
 from fathom.cluster.local import Daemon
 from fathom.errors import FathomError
@@ -35,7 +36,7 @@ from fathom.mgrprom import MODULE, SOURCE
 
 LOCAL = "local"
 EXPORTED_KINDS = ("osd", "mon", "mds", "rgw")  # daemons whose counters the prometheus module exports
-ASOK_KINDS = ("osd", "rgw")  # daemons whose admin socket fathom reads on this host (telemetry.PERF_KINDS)
+ASOK_KINDS = telemetry.PERF_KINDS  # daemons whose admin socket fathom reads on this host
 PID_MAX = 4194304  # a messenger nonce above this is random, not a pid
 UNKNOWN_HOST = "(no hostname)"
 NO_SSH = "not this host, no SSH sampler yet"

@@ -32,7 +32,6 @@ SETTING = "setting"
 OBJECT_KINDS = ("pool", "ec_profile", "image")
 RGW_KINDS = ("rgw_user", "rgw_placement")
 MOUNT_KINDS = ("fuse", "loop", "mount", "daemon")
-KINDS = (SETTING, *OBJECT_KINDS, *RGW_KINDS, *MOUNT_KINDS)
 
 
 @dataclass
