@@ -13,7 +13,7 @@ CARGO := $(shell command -v cargo 2>/dev/null || ls $$HOME/.cargo/bin/cargo 2>/d
 RUST_MIN := 1.85
 DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-mds radosgw ceph-common fio uuid-runtime g++ libradospp-dev \
 	librados2 librbd1 libcephfs2 python3-venv procps chromium openssl openssh-server iproute2 ceph-fuse rbd-fuse \
-	e2fsprogs nfs-ganesha nfs-ganesha-ceph nfs-ganesha-vfs libnfs-dev
+	e2fsprogs nfs-ganesha nfs-ganesha-ceph nfs-ganesha-vfs libnfs-dev prometheus prometheus-node-exporter
 ENGINE := engine/target/release/fathom-engine
 # the host sampler alone (fathom-engine --sample without Ceph's libraries): built with the engine
 SAMPLER := engine/target/release/fathom-sampler

@@ -2,6 +2,7 @@
 """The orchestrator with many engines on client hosts: its CPU, the merge, the start skew (`make bench-hosts`).
 
     sudo .venv/bin/python bench/hosts_scale.py [--hosts 8] [--per-host 8] [--seconds 300] [--delay-us 1000]
+                                               [--server-hosts 8] [--daemons 16]
                                                [--json bench/results/hosts-scale.json] [--docs docs/benchmarks.md]
 
 Client hosts are network namespaces on a bridge, each with its own sshd
@@ -18,6 +19,11 @@ Measured:
   interval to the last, as % of one core, and per engine;
 - merge_s: the exact merge of the whole point after it ran, engines x intervals
   records aligned by index with their histograms added (fathom.merge);
+- with --server-hosts: that many more namespace hosts sampled over SSH for the whole point as `fathom run
+  --server-host` samples a cluster's hosts (fathom.servers: fathom-sampler uploaded, clocks, one stream
+  per host read on the orchestrator's loop), with --daemons stand-in `ceph-osd -i N` processes on the
+  machine, which every server host's sampler lists (one PID namespace); their stream is inside the CPU
+  figure, and server_window_s is the per-point work after it (the hosts' records over the point);
 - start skew: how far apart the engines' measured phases began (first
   interval's `ts - t`, both read at the interval's end; host clock offsets
   removed). The namespaces share one kernel clock, so this is the spread of
@@ -37,24 +43,47 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from docsection import update_docs  # noqa: E402
 
-from fathom import merge, netns  # noqa: E402
+import subprocess  # noqa: E402
+
+from fathom import merge, netns, servers  # noqa: E402
 from fathom.engine_spec import Control, EngineSpec, Load  # noqa: E402
 from fathom.engines import group as group_mod  # noqa: E402
 from fathom.engines.clients import Clients, _result  # noqa: E402
 from fathom.engines.fathom_engine import check_engine  # noqa: E402
-from fathom.hosts import ClientsSpec  # noqa: E402
+from fathom.hosts import ClientHost, ClientsSpec  # noqa: E402
 from fathom.interfaces.null import Null  # noqa: E402
 
 TITLE = "## Many client hosts: what the orchestrator costs"
 TARGETS = {"orchestrator_cpu_pct_of_core": 25.0, "merge_s": 2.0, "start_skew_ms": 5.0}
 
 
-def measure(hosts: int, per_host: int, seconds: float, delay_us: int) -> dict:
-    with netns.Testbed(hosts=hosts, max_sessions=per_host + 10) as tb:
+STANDIN = "import sys; print('ready', flush=True); sys.stdin.read()"
+
+
+def standins(n: int) -> list[subprocess.Popen]:
+    """n sleeping processes named `ceph-osd -i N` (python with argv[0] set), each ready when returned."""
+    out = []
+    for i in range(n):
+        p = subprocess.Popen(["ceph-osd", "-c", STANDIN, "-i", str(i)], executable=os.path.realpath(sys.executable),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        out.append(p)
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    return out
+
+
+def measure(hosts: int, per_host: int, seconds: float, delay_us: int, server_hosts: int = 0,
+            daemons: int = 0) -> dict:
+    with netns.Testbed(hosts=hosts + server_hosts, max_sessions=per_host + 10) as tb:
         spec = ClientsSpec.model_validate({
             "hosts": [{"host": h.addr, "user": "root", "key_file": tb.key_file, "instances": per_host,
-                       "engine_dir": f"{tb.dir}/engine-{i}"} for i, h in enumerate(tb.hosts)],
+                       "engine_dir": f"{tb.dir}/engine-{i}"} for i, h in enumerate(tb.hosts[:hosts])],
             "known_hosts": tb.known_hosts})
+        fakes = standins(daemons)
+        srv = None
+        if server_hosts:
+            srv = servers.Servers.open(servers.ServersSpec(
+                hosts=[ClientHost(host=h.addr, user="root", key_file=tb.key_file, engine_dir=f"{tb.dir}/srv-{i}")
+                       for i, h in enumerate(tb.hosts[hosts:])], known_hosts=tb.known_hosts), {})
         t0 = time.monotonic()
         clients = Clients.open(spec)
         connect_s = time.monotonic() - t0
@@ -67,10 +96,21 @@ def measure(hosts: int, per_host: int, seconds: float, delay_us: int) -> dict:
         events: list[dict] = []
         g = group_mod.Group(instances, str(check_engine()), 1.0, "continue",
                             lambda rec: marks.append((time.process_time(), time.monotonic())), events.append)
+        t_point = time.time()
+        window_s = records = None
         try:
             group_mod.run_group(g, 120.0, seconds + 180.0)
+            if srv is not None:
+                t = time.perf_counter()
+                recs, _ = srv.window(t_point, time.time())
+                window_s, records = time.perf_counter() - t, len(recs)
         finally:
             clients.close()
+            if srv is not None:
+                srv.close()
+            for f in fakes:
+                f.kill()
+                f.wait()
         if len(marks) < 3 or g.failed or g.lost_hosts:
             raise SystemExit(f"the point did not run through: {g.failed or g.lost_hosts or 'too few intervals'}")
         (c0, w0), (c1, w1) = marks[0], marks[-2]  # the last merged interval is the engines' partial one
@@ -96,7 +136,9 @@ def measure(hosts: int, per_host: int, seconds: float, delay_us: int) -> dict:
                                       "p90": round(late[int(len(late) * 0.9)], 3), "max": round(late[-1], 3)},
                 "max_clock_offset_ms": round(max(abs(c.offset_s) for c in g.clocks.values()) * 1e3, 3),
                 "max_rtt_ms": round(max(c.rtt_s for c in g.clocks.values()) * 1e3, 3),
-                "connect_and_install_s": round(connect_s, 2), "ops": ops, "iops": round(ops / res.runtime_s)}
+                "connect_and_install_s": round(connect_s, 2), "ops": ops, "iops": round(ops / res.runtime_s),
+                "server_hosts": server_hosts, "daemons": daemons,
+                "server_window_s": None if window_s is None else round(window_s, 3), "server_records": records}
 
 
 def section(r: dict) -> str:
@@ -125,6 +167,8 @@ def section(r: dict) -> str:
         f"| largest clock offset measured / round trip, ms | {r['max_clock_offset_ms']:.3f} / {r['max_rtt_ms']:.3f}"
         " | |",
         f"| connecting to {r['hosts']} hosts and installing the engine, s | {r['connect_and_install_s']:.2f} | |",
+        *([f"| the server hosts' records over the point ({r['server_records']:,} records), s | "
+           f"{r['server_window_s']:.3f} | |"] if r.get("server_hosts") else []),
         "",
         "The namespaces share one kernel clock, so the offsets are what the NTP-style measurement over SSH reads "
         "when there is none (its error is half the round trip), and the start skew is the spread of the engines' "
@@ -146,13 +190,15 @@ def main() -> int:
     ap.add_argument("--per-host", type=int, default=8)
     ap.add_argument("--seconds", type=float, default=300.0)
     ap.add_argument("--delay-us", type=int, default=1000)
+    ap.add_argument("--server-hosts", type=int, default=8, help="cluster hosts sampled over SSH during the point")
+    ap.add_argument("--daemons", type=int, default=16, help="stand-in OSD processes each server host lists")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--docs", type=Path)
     a = ap.parse_args()
     why = netns.available()
     if why:
         raise SystemExit(f"bench-hosts {why}")
-    r = measure(a.hosts, a.per_host, a.seconds, a.delay_us)
+    r = measure(a.hosts, a.per_host, a.seconds, a.delay_us, a.server_hosts, a.daemons)
     if a.per_host > 1:  # the same start with one engine per host: the mechanism without the wake-up storm
         one = measure(a.hosts, 1, 10.0, a.delay_us)
         r["one_per_host"] = {k: one[k] for k in ("engines", "start_skew_ms", "start_after_go_ms",

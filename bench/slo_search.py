@@ -2,7 +2,7 @@
 """SLO search against an exhaustive rate sweep: does `fathom slo` find what a fine sweep finds, in less time?
 
     .venv/bin/python bench/slo_search.py [--cases rbd,rados,s3] [--probe 10] [--step 5] [--low 10] [--high 150]
-        [--json bench/results/slo.json] [--docs docs/benchmarks.md] [--keep-db PATH]
+        [--json bench/results/slo.json] [--docs docs/benchmarks.md] [--keep-db PATH] [--merge EARLIER.json]
 
 One disposable local cluster (one BlueStore OSD, RGW), attached by every run. Per case (rbd randwrite 4K,
 rados read 4M, S3 GET 64K) with a p99 target:
@@ -238,7 +238,8 @@ def docs_section(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         before, after = r["found_rates"]
         t0, t1 = r["searches_s"]
         c0, c1 = r["capacities"]
-        rows.append(f"| {r['case']} | p99 <= {r['target_p99_ms']:g} ms | {_n(c0)} / {_n(c1)} | {_n(before)} / "
+        rows.append(f"| {r['case']}{' (' + r['measured'] + ')' if r.get('measured') else ''} | "
+                    f"p99 <= {r['target_p99_ms']:g} ms | {_n(c0)} / {_n(c1)} | {_n(before)} / "
                     f"{_n(after)} | {_n(r['found_rate'])} | {_n(r['reference_rate'])} | {close} | {t0:.0f} / "
                     f"{t1:.0f} s ({r['probes'][0]} / {r['probes'][1]} probes) | {r['sweep_s']:.0f} s "
                     f"({r['sweep_points']} points) | {speed} |")
@@ -277,6 +278,8 @@ def main() -> None:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--docs", type=Path)
     ap.add_argument("--keep-db", type=Path)
+    ap.add_argument("--merge", type=Path, help="an earlier --json: its cases this run does not repeat are kept "
+                                               "(each result carries the date it was measured)")
     args = ap.parse_args()
     keys = {"rbd": "rbd randwrite 4K", "rados": "rados read 4M", "s3": "S3 GET 64K"}
     chosen = [keys[c.strip()] for c in args.cases.split(",") if c.strip()]
@@ -294,6 +297,13 @@ def main() -> None:
         subprocess.run([FATHOM, "cluster", "down", "--dir", str(cdir)], stdin=subprocess.DEVNULL)
         if not args.keep_db:
             shutil.rmtree(tmp, ignore_errors=True)
+    for r in results:
+        r["measured"] = time.strftime("%Y-%m-%d %H:%M")
+    if args.merge:
+        earlier = json.loads(args.merge.read_text())
+        ran = {r["case"] for r in results}
+        order = list(CASES)
+        results = sorted([r for r in earlier if r["case"] not in ran] + results, key=lambda r: order.index(r["case"]))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(results, indent=2) + "\n")

@@ -8,4 +8,4 @@ echo "lint: ruff, cargo fmt --check, cargo clippy -D warnings"
 (cd engine && "$CARGO" fmt --check && "$CARGO" clippy --release --quiet -- -D warnings)
 echo "engine unit tests: cargo test"
 (cd engine && "$CARGO" test --release --quiet)
-exec .venv/bin/python -m pytest -q -p no:cacheprovider --timeout=900 "$@"
+exec .venv/bin/python -m pytest -q -p no:cacheprovider --timeout=900 --durations=25 "$@"

@@ -107,11 +107,12 @@ def test_a_daemon_is_on_the_host_its_metadata_names_whatever_this_hosts_proc_sho
     assert not b["this_host"] and b["matched_by"] is None and b["addresses"] == ["10.0.0.2"]
     osd1 = by_name(r)["osd.1"]
     assert osd1["host"] == "b" and set(sources(osd1)) == {"mgr-prometheus"}
-    assert b["missing"] == ["CPU and memory of the host and its daemons: not this host, no SSH sampler yet"]
+    assert b["missing"] == [f"CPU and memory of the host and its daemons: {inv.NO_SSH}"]
+    assert "--server-host" in inv.NO_SSH
     assert "10.0.0.2" not in r["hosts"][0]["addresses"]
     text = "\n".join(inv.text_lines(r))
     assert "  b (not this host): 10.0.0.2" in text
-    assert "missing: CPU and memory of the host and its daemons: not this host, no SSH sampler yet" in text
+    assert f"missing: CPU and memory of the host and its daemons: {inv.NO_SSH}" in text
     assert "front 10.0.0.2:6800 back 10.0.0.2:6802" in text
     # seen from b (by its address, whatever its name), b is this host and vm is not
     from_b = inv.inventory(two_hosts(), inv.ThisHost("client-b", frozenset({"10.0.0.2"})), [])

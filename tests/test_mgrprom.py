@@ -10,7 +10,7 @@ import pytest
 
 from fathom import mgrprom, telemetry
 from fathom.analysis import reconcile
-from fathom.cluster.ceph import Ceph
+from fathom.cluster.ceph import Ceph, Connection
 from fathom.cluster.journal import Journal
 from fathom.cluster.local import LOOPBACK, LocalCluster, free_port
 from fathom.cluster.restore import Restorer, module_entry
@@ -345,3 +345,21 @@ def test_module_counts_equal_the_admin_sockets_and_the_module_is_put_back(cluste
     wait_mgr_without_module(ceph)
     assert "prometheus" not in ceph.ceph("mgr", "module", "ls")["enabled_modules"]
     assert prometheus_config(ceph) == config_found
+
+
+@pytest.mark.cluster
+def test_a_client_that_may_not_enable_the_module_is_told_so(cluster, ceph, tmp_path):
+    """A read-only client (`mon 'allow r'`): the enable is refused by the cluster, and the error says the module
+    is off and this client may not enable it, with the fix; the module stays off."""
+    keyring = tmp_path / "ro.keyring"
+    ceph.ceph("auth", "get-or-create", "client.fathom-ro", "mon", "allow r", "mgr", "allow r", "-o", str(keyring),
+              fmt_json=False)
+    try:
+        ro = Ceph(Connection(conf=str(cluster.conf_path), name="client.fathom-ro", keyring=str(keyring)))
+        with pytest.raises(ClusterError, match="is off and this client may not enable it") as exc:
+            mgrprom.enable(Restorer(ro, Journal()), bind=LOOPBACK, port=free_port())
+        assert "ceph mgr module enable prometheus" in (exc.value.hint or "")
+        assert "prometheus" not in ceph.ceph("mgr", "module", "ls")["enabled_modules"]
+        assert prometheus_config(ceph) == []
+    finally:
+        ceph.ceph("auth", "rm", "client.fathom-ro", fmt_json=False)

@@ -166,3 +166,31 @@ def test_sampler_sees_rgw_and_mds_of_a_real_cluster(tmp_path):
         assert m["mds_ctx_switches_s"] > 0  # an idle MDS still ticks (beacons, log flushes)
     finally:
         c.down()
+
+
+def test_summarize_hosts_each_on_its_own_sample_times():
+    """Two cluster hosts sampling half a second apart (never at one instant) and this host as a client: each
+    kind is summed over hosts of each host's mean; host CPU is busy cores over all cores; NIC bytes add up;
+    the client host's own CPU is left out of host_cpu_pct."""
+    t0 = 3000.0
+    s = []
+    for i in range(1, 6):
+        for host, shift, osd_cpu, busy, ncpu, rx in (("a", 0.0, 80.0, 1.0, 4, 100 * 2**20),
+                                                     ("b", 0.5, 40.0, 3.0, 8, 300 * 2**20)):
+            ts = t0 + i + shift
+            s.append({**_proc(ts, "osd", f"osd.{host}", osd_cpu, 1000.0), "host": host, "via": "ssh"})
+            s.append({"ts": ts, "dt": 1.0, "kind": "host", "source": "host", "cpu_pct": 100.0 * busy / ncpu,
+                      "cores": busy, "ncpu": ncpu, "rss_mib": 1.0, "host": host, "via": "ssh",
+                      "net_rx_bytes_s": rx, "net_tx_bytes_s": rx / 2})
+        s.append({"ts": t0 + i + 0.2, "dt": 1.0, "kind": "client_host", "source": "host", "cpu_pct": 99.0,
+                  "cores": 1.98, "ncpu": 2, "rss_mib": 1.0})
+    m = telemetry.summarize(s, t0 + 1, t0 + 5)
+    assert m["osd_cpu"] == pytest.approx(120.0)  # 80 + 40: summed over hosts (matching by time would average)
+    assert m["osd_mem_mib"] == 2000.0
+    assert m["host_cpu_pct"] == pytest.approx(100.0 * (1 + 3) / (4 + 8))  # busy cores over all cores
+    assert m["server_hosts"] == 2
+    assert m["net_rx_mib_s"] == pytest.approx(400.0) and m["net_tx_mib_s"] == pytest.approx(200.0)
+    assert m["net_busiest_host_mib_s"] == pytest.approx(300.0)
+    per = telemetry.per_host(s, t0 + 1, t0 + 5)
+    assert per["a"]["osd_cpu"] == pytest.approx(80.0) and per["b"]["host_cpu_pct"] == pytest.approx(37.5)
+    assert per["a"]["via"] == "ssh" and set(per) == {"a", "b"}  # the client host has no cluster figures

@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -193,12 +193,20 @@ def clients_from_args(clients: list[str] | None, clients_file: str | None, base:
         data["known_hosts"] = known_hosts
     if accept_new:
         data["accept_new_host_keys"] = True
+    return validated(ClientsSpec, data, "clients")
+
+
+_M = TypeVar("_M", bound=BaseModel)
+
+
+def validated(model: type[_M], data: dict[str, Any], what: str) -> _M:
+    """model from data, or a UsageError naming `what`, the field and the problem."""
     try:
-        return ClientsSpec.model_validate(data)
+        return model.model_validate(data)
     except ValidationError as exc:
         e = exc.errors()[0]
         where = ".".join(str(p) for p in e["loc"])
-        raise UsageError(f"clients: {where}: {e['msg'].removeprefix('Value error, ')}") from None
+        raise UsageError(f"{what}: {where}: {e['msg'].removeprefix('Value error, ')}") from None
 
 
 def _read_clients_file(path: str) -> tuple[list[Any], dict[str, Any]]:
@@ -228,3 +236,17 @@ def _read_clients_file(path: str) -> tuple[list[Any], dict[str, Any]]:
         except ValueError as exc:
             raise UsageError(f"--clients-file {path}: {exc}") from None
     return out, opts
+
+
+def clients_for(suite_clients: ClientsSpec | None, choice: ClientChoice | None, engines: set[str]) \
+        -> ClientsSpec | None:
+    """A run's client hosts: the command line's (--client, --clients-file) over the suite's; None for one
+    engine on this host. `engines`: the engines of the points to run (client hosts run fathom-engine only)."""
+    cs = (choice or ClientChoice()).over(suite_clients)
+    if cs is None or cs.only_local:
+        return None
+    other = sorted(e for e in engines if e != "fathom-engine")
+    if other:
+        raise UsageError(f"client hosts run fathom-engine points only; this run has {', '.join(other)} points",
+                         hint="run those workloads on fathom-engine (--engine fathom-engine), or without clients")
+    return cs

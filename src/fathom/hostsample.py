@@ -74,7 +74,7 @@ def parse(lines: Iterable[str | bytes], version: str | None = None) -> HostStrea
         if stream is None:
             if kind == "error":
                 raise HostSampleError(f"the sampler failed: {rec.get('message')}")
-            _check_header(rec, version)
+            check_header(rec, version)
             stream = HostStream(header=rec)
         elif kind == "sample":
             stream.samples.append(rec)
@@ -89,7 +89,8 @@ def parse(lines: Iterable[str | bytes], version: str | None = None) -> HostStrea
     return stream
 
 
-def _check_header(rec: Any, version: str | None) -> None:
+def check_header(rec: Any, version: str | None) -> None:
+    """HostSampleError unless rec is a sample_start of FORMAT (and of `version`, when given)."""
     if not isinstance(rec, dict) or rec.get("type") != "sample_start":
         raise HostSampleError("the first record is not sample_start: is this fathom-sampler output?")
     if rec.get("format") != FORMAT:
@@ -107,7 +108,8 @@ def _delta(a: float | None, b: float | None) -> float | None:
     return b - a
 
 
-def _rate(a: float | None, b: float | None, dt: float, scale: float = 1.0) -> float | None:
+def rate(a: float | None, b: float | None, dt: float, scale: float = 1.0) -> float | None:
+    """(b - a) * scale / dt for a cumulative counter; None when either is missing or it went down."""
     d = _delta(a, b)
     return None if d is None or dt <= 0 else d * scale / dt
 
@@ -151,7 +153,7 @@ def _net(a: dict[str, Any], b: dict[str, Any], dt: float) -> dict[str, dict[str,
     out = {}
     for name, cb in b.get("net", {}).items():
         ca = a.get("net", {}).get(name, {})
-        out[name] = {r: _rate(ca.get(k, 0), cb.get(k), dt) for k, r in NET_RATES}
+        out[name] = {r: rate(ca.get(k, 0), cb.get(k), dt) for k, r in NET_RATES}
     return out
 
 
@@ -161,10 +163,10 @@ def _disk(a: dict[str, Any], b: dict[str, Any], dt: float) -> dict[str, dict[str
     out = {}
     for name, db in b.get("disk", {}).items():
         da = a.get("disk", {}).get(name, {})
-        r = {rk: _rate(da.get(k, 0), db.get(k), dt) for k, rk in DISK_RATES}
-        util = _rate(da.get("io_s", 0.0), db.get("io_s"), dt, 100.0)
+        r = {rk: rate(da.get(k, 0), db.get(k), dt) for k, rk in DISK_RATES}
+        util = rate(da.get("io_s", 0.0), db.get("io_s"), dt, 100.0)
         r["util_pct"] = None if util is None else min(util, 100.0)
-        r["queue"] = _rate(da.get("weighted_s", 0.0), db.get("weighted_s"), dt)
+        r["queue"] = rate(da.get("weighted_s", 0.0), db.get("weighted_s"), dt)
         out[name] = r
     return out
 
@@ -180,18 +182,18 @@ def _tasks(pa: dict[str, Any], pb: dict[str, Any], dt: float) -> list[dict[str, 
     out = []
     for t in pb.get("tasks", []):
         ta = before.get(t["tid"], {})
-        cpu = _rate(ta.get("utime", 0.0) + ta.get("stime", 0.0), t["utime"] + t["stime"], dt, 100.0)
+        cpu = rate(ta.get("utime", 0.0) + ta.get("stime", 0.0), t["utime"] + t["stime"], dt, 100.0)
         out.append({"tid": t["tid"], "comm": t.get("comm", ""), "cpu_pct": cpu, "last_cpu": t.get("last_cpu"),
-                    "vctx_s": _rate(ta.get("vctx", 0), t["vctx"], dt),
-                    "nvctx_s": _rate(ta.get("nvctx", 0), t["nvctx"], dt)})
+                    "vctx_s": rate(ta.get("vctx", 0), t["vctx"], dt),
+                    "nvctx_s": rate(ta.get("nvctx", 0), t["nvctx"], dt)})
     out.sort(key=lambda x: -(x["cpu_pct"] or 0.0))
     return out
 
 
 def _proc_rates(pa: dict[str, Any], pb: dict[str, Any], dt: float) -> dict[str, Any]:
     """One process between two samples, in telemetry's per-daemon sample units."""
-    cpu = _rate(pa["utime"] + pa["stime"], pb["utime"] + pb["stime"], dt, 100.0)
-    vctx, nvctx = _rate(pa["vctx"], pb["vctx"], dt), _rate(pa["nvctx"], pb["nvctx"], dt)
+    cpu = rate(pa["utime"] + pa["stime"], pb["utime"] + pb["stime"], dt, 100.0)
+    vctx, nvctx = rate(pa["vctx"], pb["vctx"], dt), rate(pa["nvctx"], pb["nvctx"], dt)
     return {"cpu_pct": cpu, "cores": None if cpu is None else cpu / 100.0, "rss_mib": pb["rss"] / MIB,
             "vctx_s": vctx, "nvctx_s": nvctx, "threads": pb.get("threads")}
 
@@ -266,8 +268,14 @@ def window(stream: HostStream, t_from: float | None = None, t_to: float | None =
     out["net"] = _net(a, b, dt)
     out["disk"] = _disk(a, b, dt)
     out["daemons"] = _daemons(win)
-    out["sampler_cpu_pct"] = _rate(a.get("self_cpu_s"), b.get("self_cpu_s"), dt, 100.0)
+    out["sampler_cpu_pct"] = rate(a.get("self_cpu_s"), b.get("self_cpu_s"), dt, 100.0)
     return out
+
+
+def nic_total(net: dict[str, dict[str, float | None]], rate: str) -> float:
+    """A rate summed over the interfaces but loopback (a bond and its members both count: name the
+    interfaces in the report when that matters)."""
+    return sum(r.get(rate) or 0.0 for name, r in net.items() if name != "lo")
 
 
 def interval_samples(stream: HostStream) -> list[dict[str, Any]]:
@@ -275,8 +283,8 @@ def interval_samples(stream: HostStream) -> list[dict[str, Any]]:
     telemetry.Sampler's samples ({ts, source, kind, pid, cpu_pct, cores, rss_mib, vctx_s, nvctx_s, threads,
     dt}; host: cpu_pct of all cores, rss_mib = memory in use, mem_total_mib), each with `host`.
 
-    telemetry.summarize groups by `ts`: give it one host's records (hosts sample at different instants);
-    for a cluster, `summarize(windows)` sums the hosts.
+    telemetry.summarize groups them by `host`, then by `ts` (hosts sample at different instants), and sums
+    the hosts, as `summarize(windows)` does over whole windows.
     """
     out: list[dict[str, Any]] = []
     host = stream.host
@@ -296,9 +304,11 @@ def interval_samples(stream: HostStream) -> list[dict[str, Any]]:
                         "host": host})
         c = host_cpu(a, b)
         if c["cpu_pct"] is not None:
+            net = _net(a, b, dt)
             out.append({"ts": b["ts"], "source": "host", "kind": "host", "pid": None, "cpu_pct": c["cpu_pct"],
-                        "cores": c["cores"], "rss_mib": (b["mem_total"] - b["mem_avail"]) / MIB,
-                        "mem_total_mib": b["mem_total"] / MIB, "dt": dt, "host": host})
+                        "cores": c["cores"], "ncpu": b.get("ncpu"), "rss_mib": (b["mem_total"] - b["mem_avail"]) / MIB,
+                        "mem_total_mib": b["mem_total"] / MIB, "dt": dt, "host": host,
+                        "net_rx_bytes_s": nic_total(net, "rx_bytes_s"), "net_tx_bytes_s": nic_total(net, "tx_bytes_s")})
     return out
 
 

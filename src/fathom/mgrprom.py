@@ -184,12 +184,35 @@ def enable(restorer: Restorer, bind: str | None = None, port: int | None = None,
     default port may be another cluster's on the same host. A module already on is left as it is.
     """
     if module_entry(restorer.ceph.ceph("mgr", "module", "ls"), MODULE) is not None:  # off, and able to run
-        if bind is not None:
-            restorer.config_set("mgr", f"mgr/{MODULE}/server_addr", bind)
-        if port is not None:
-            restorer.config_set("mgr", f"mgr/{MODULE}/server_port", str(port))
-        restorer.mgr_module_enable(MODULE)
+        try:
+            if bind is not None:
+                restorer.config_set("mgr", f"mgr/{MODULE}/server_addr", bind)
+            if port is not None:
+                restorer.config_set("mgr", f"mgr/{MODULE}/server_port", str(port))
+            restorer.mgr_module_enable(MODULE)
+        except ClusterError as exc:
+            if not DENIED.search(exc.message):
+                raise
+            raise ClusterError(f"the mgr's {MODULE} module is off and this client may not enable it: {exc.message}",
+                               hint=f"have an admin enable it (`ceph mgr module enable {MODULE}`; fathom then "
+                                    "leaves it on), give the client `mon 'allow *'`, or run without "
+                                    "--mgr-prometheus") from None
     return find_endpoint(restorer.ceph, timeout)
+
+
+DENIED = re.compile(r"EACCES|access denied|permission denied|not authorized", re.I)
+
+
+def own_endpoint(attached: Any) -> tuple[str | None, int | None]:
+    """Where a module fathom enables should listen: on fathom's own cluster, its address and a free port (the
+    default 9283 may be another cluster's on this host); on a user's cluster, the module's own defaults."""
+    local = getattr(attached, "local", None)
+    if local is None:
+        return None, None
+    from fathom.cluster.local import LOOPBACK, free_port
+
+    bind = (local.state() or {}).get("bind") or LOOPBACK
+    return bind, free_port(bind)
 
 
 def stats_period(ceph: Ceph) -> float:

@@ -287,4 +287,19 @@ def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any
     r.extra["telemetry_window"] = win
     srv = telemetry.summarize(samples, win["from"], win["to"])
     m.update({k: v for k, v in srv.items() if k in METRIC_COLUMNS})
+    if srv.get("server_hosts"):  # the cluster's hosts measured one by one: each host's figures, for per-node tables
+        r.extra["server_hosts"] = telemetry.per_host(samples, win["from"], win["to"])
     return m, hists
+
+
+def record_cost(store: Store, run_id: int, sampler: telemetry.Sampler, asok_cpu_s: float) -> float | None:
+    """What telemetry cost: the sampler thread's CPU plus admin-socket reads, % of one core while sampling."""
+    wall = sampler.wall_s
+    cost = 100.0 * (sampler.cpu_s + asok_cpu_s) / wall if wall > 0 else None
+    info = {"sampler_cpu_s": round(sampler.cpu_s, 4), "asok_cpu_s": round(asok_cpu_s, 4), "sampled_s": round(wall, 2),
+            "cost_pct_of_one_core": round(cost, 3) if cost is not None else None, "interval_s": sampler.interval,
+            "daemons": [d.name for d in sampler.daemons]}
+    store.merge_env(run_id, telemetry_cost=info)
+    store.add_event(run_id, "telemetry", f"telemetry cost {cost:.2f}% of one core over {wall:.0f} s sampled"
+                    if cost is not None else "no telemetry sampled", data=info)
+    return cost

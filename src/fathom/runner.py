@@ -46,7 +46,8 @@ from fathom.cluster.restore import Restorer, unrestored_message
 from fathom.cluster.attach import Attachment
 from fathom.attempt import Attempt
 from fathom.errors import FathomError, UsageError
-from fathom.hosts import ClientChoice, ClientsSpec
+from fathom import hosts
+from fathom.hosts import ClientChoice
 from fathom.progress import Progress
 from fathom.store import Store
 from fathom import telemetry
@@ -71,6 +72,9 @@ class RunOptions:
     # suite's `slo:` (fathom.probes.settings)
     attach: Attachment | None = None  # the cluster the command line attached to (the runner checks it is reachable)
     clients: ClientChoice | None = None  # the command line's client hosts, over the suite's
+    servers: Any = None  # fathom.servers.ServersSpec: the cluster's hosts sampled over SSH (attached clusters)
+    mgr_prometheus: bool = False  # every daemon's perf counters from the mgr's prometheus module (enabled if off)
+    prometheus: str | None = None  # an existing Prometheus with node-exporter: the cluster hosts' figures
 
 
 @dataclass
@@ -174,6 +178,8 @@ class Held:
     contexts: dict[str, engines.PointContext] = field(default_factory=dict)
     progress: Progress | None = None
     telemetry: point_mod.TelemetryCompanion | None = None
+    coverage: Any = None  # fathom.servers.Coverage: the cluster's hosts sampled over SSH or read from Prometheus
+    exporter: Any = None  # fathom.mgrprom.Exporter, with --mgr-prometheus
 
     @property
     def ceph(self) -> Any:
@@ -221,7 +227,7 @@ class Phases:
         for name in sorted({p.engine for p in todo}):
             engines.get(name).check()  # fail before starting a cluster: e.g. the engine binary is missing
         needs_cluster = any(interfaces.cluster_needed(p.params) for p in todo)
-        clients = _clients_spec(work.suite, opts.clients, todo)
+        clients = hosts.clients_for(work.suite.clients, opts.clients, {p.engine for p in todo})
         attached = opts.attach
         c = work.suite.cluster
         if attached is not None:
@@ -231,6 +237,10 @@ class Phases:
             attached.ceph().probe()
         schedules = {p.workload: [faults.Fault.model_validate(f) for f in p.params.get("faults") or []] for p in todo}
         schedules = {wl: fs for wl, fs in schedules.items() if fs}
+        if (opts.servers is not None or opts.prometheus) and attached is None:
+            raise UsageError("--server-host and --prometheus measure the hosts of an attached cluster; the "
+                             "disposable cluster runs on this host, which fathom samples itself",
+                             hint="attach with --conf, or leave them out")
         if attached is not None and schedules:  # before anything is made: a fault this cluster cannot take
             faults.check_cluster(schedules, attached.ceph(), attached.local)
         run_id = work.run_id
@@ -260,6 +270,7 @@ class Phases:
         try:
             self.connect_clients()
             self.start_cluster()
+            self.connect_servers()
             self.prepare()
             self.run_points()
         except KeyboardInterrupt:
@@ -327,6 +338,15 @@ class Phases:
                     "fathom_local_cluster": bool(held.attached.local)}
         self.store.merge_env(self.run_id, cluster=desc, **envinfo.collect(held.ceph))
 
+    # ---- servers: the cluster's hosts sampled (SSH, Prometheus), placed by the cluster's own metadata ----
+    def connect_servers(self) -> None:
+        opts, held = self.opts, self.held
+        if (opts.servers is not None or opts.prometheus) and held.ceph is not None:
+            from fathom import servers
+
+            held.coverage = servers.connect(held.ceph, opts.servers, opts.prometheus, _say)
+            self.store.merge_env(self.run_id, **held.coverage.env)
+
     # ---- prepare: pools, images, prefill, RGW, hygiene, each recorded before it is made ----
     def prepare(self) -> None:
         held, suite, a, store = self.held, self.work.suite, self.attempt, self.store
@@ -370,6 +390,12 @@ class Phases:
             hy = prep.hygiene(list(p.pools.values()), rbd_cache=suite.prep.hygiene.rbd_cache,
                               rbd_io_scheduler=suite.prep.hygiene.rbd_io_scheduler)
             store.merge_env(self.run_id, hygiene=hy)
+        if self.opts.mgr_prometheus:
+            from fathom import mgrprom
+
+            ex = held.exporter = mgrprom.Exporter(ceph, mgrprom.enable(prep.restorer,
+                                                                       *mgrprom.own_endpoint(held.attached)))
+            store.merge_env(self.run_id, mgr_prometheus={"url": ex.url, "stats_period_s": ex.period})
 
     def context(self, point: plan.Point) -> engines.PointContext:
         held, a, params = self.held, self.attempt, point.params
@@ -395,20 +421,30 @@ class Phases:
         ceph = held.ceph
         daemons = held.attached.local_daemons() if held.attached else []
         local = held.attached.local if held.attached else None
+        cov = held.coverage
+        if cov is not None:  # the other sources cover their hosts; this host's sampler what the metadata leaves it
+            daemons = [d for d in daemons if d.name in cov.here_daemons]
         held.telemetry = tel = point_mod.TelemetryCompanion(
-            telemetry.Sampler(daemons), daemons, local.run_dir if local else None,
-            refresh=held.attached.local_daemons if held.attached and local else None)
+            telemetry.Sampler(daemons, host_kind=cov.here_host if cov else "host"), daemons,
+            local.run_dir if local else None,
+            refresh=held.attached.local_daemons if held.attached and local and cov is None else None)
         next_gate: health.GateVerdict | None = None
         gate_timeout = self.opts.gate_timeout
         held.progress = prog = Progress(None if source else len(points), [] if source else todo, tty=self.opts.tty)
         companions: list[Companion] = [tel, point_mod.ProgressCompanion(prog)]
+        if cov is not None:
+            companions[1:1] = cov.companions()
+        if held.exporter is not None:  # after telemetry: a daemon's admin socket counters win (histograms too)
+            from fathom.mgrprom import MgrPrometheusCompanion
+
+            companions.insert(1, MgrPrometheusCompanion(held.exporter))
         if outcome.skipped:
             prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")
         rewrite_before = {rw.before.key: rw for rw in resume.rewrites(points, work.done, a.data_lost, work.suite)}
         full_state: dict[str, str] | None = None  # set once a point failed on a full cluster under --on-full skip
         for n, point in enumerate(source.points() if source else todo, start=len(points) - len(todo) + 1):
             if full_state is not None and point.params.get("rw") not in resume.READ_MODES:
-                _skip(store, run_id, point, full_state, prog.say)
+                full.skip(store, run_id, point, full_state, prog.say)
                 outcome.failed += 1
                 continue
             rw = rewrite_before.get(point.key)
@@ -435,8 +471,8 @@ class Phases:
             gate_timeout = max(self.opts.gate_timeout, faults.RECOVERY_GATE_S) if res.faulted else \
                 self.opts.gate_timeout
             if res.faulted and held.attached is not None:  # a restarted daemon has a new pid
-                tel.sampler.daemons = [d for d in held.attached.local_daemons() if d.pid]
-                tel.daemons = held.attached.local_daemons()
+                tel.daemons = [d for d in held.attached.local_daemons() if cov is None or d.name in cov.here_daemons]
+                tel.sampler.daemons = [d for d in tel.daemons if d.pid]
             prog.point_end(point, res.status, res.metrics, res.error)
             if res.status == "done":
                 outcome.done += 1
@@ -448,7 +484,7 @@ class Phases:
                 raise FathomError(f"{', '.join(dead)} stopped during point {point.key}; run {run_id} stopped",
                                   hint=f"resume later with `fathom run --resume {run_id} --db {self.opts.db}`")
             if res.full:
-                _on_full(store, run_id, point, res.full, self.opts)
+                full.on_full(store, run_id, point, res.full, self.opts.on_full, self.opts.db)
                 full_state = res.full
         outcome.status = "done" if outcome.failed == 0 else "failed"
         if source is not None:
@@ -482,62 +518,17 @@ class Phases:
         assert a is not None
         if held.clients is not None:
             held.clients.close()
+        if held.coverage is not None:
+            held.coverage.close()
         if held.progress is not None:
             held.progress.close()
         if held.telemetry is not None:
-            self.outcome.telemetry_cost_pct = _record_cost(store, run_id, held.telemetry.sampler,
+            self.outcome.telemetry_cost_pct = point_mod.record_cost(store, run_id, held.telemetry.sampler,
                                                            held.telemetry.asok_cpu_s)
         store.finish_run(run_id, self.outcome.status)
         _teardown(store, run_id, a, held, self.opts.keep_cluster, on_cleaned=lambda engine, pool: a.lose(
             _writes_into(work.points, store.done_keys(run_id), work.suite, held.prepared.pools, engine, pool),
             f"the run's objects in pool {pool} were removed when attempt {a.tag} ended"))
-
-
-def _clients_spec(suite: spec.Suite, choice: ClientChoice | None, todo: list[plan.Point]) -> ClientsSpec | None:
-    """The run's client hosts: the command line's (--client, --clients-file) over the suite's; None for one
-    engine on this host."""
-    cs = (choice or ClientChoice()).over(suite.clients)
-    if cs is None or cs.only_local:
-        return None
-    other = sorted({p.engine for p in todo if p.engine != "fathom-engine"})
-    if other:
-        raise UsageError(f"client hosts run fathom-engine points only; this run has {', '.join(other)} points",
-                         hint="run those workloads on fathom-engine (--engine fathom-engine), or without clients")
-    return cs
-
-
-def _on_full(store: Store, run_id: int, point: plan.Point, state: dict[str, str], opts: RunOptions) -> None:
-    """A point failed on a full cluster, and every write after it would too. Policy `stop` ends the run (the
-    rest stays to do: `--resume` runs it once there is room); `skip` records the writes left as skipped, each
-    with why, and still runs the reads (a full cluster serves them)."""
-    why = f"the cluster is full ({full.describe(state)})"
-    if opts.on_full != "skip":
-        raise FathomError(f"point {point.key} ended because {why}; run {run_id} stopped, finished points kept",
-                          hint=f"free space (or raise the pool's quota), then "
-                               f"`fathom run --resume {run_id} --db {opts.db}`")
-    store.add_event(run_id, "skipped", f"point {point.key} failed because {why}: the writes after it are "
-                    "skipped, the reads run (--on-full skip)", data={"full": state, "point": point.key})
-
-
-def _skip(store: Store, run_id: int, point: plan.Point, state: dict[str, str], say: Any) -> None:
-    why = f"the cluster is full ({full.describe(state)})"
-    store.record_point(run_id, point.idx, point.key, point.workload, point.engine, point.params, "skipped",
-                       error=f"skipped: {why}; it writes (--on-full skip)",
-                       events=[{"kind": "skipped", "message": f"skipped: {why}"}])
-    say(f"{point.key} skipped: it writes and {why}")
-
-
-def _record_cost(store: Store, run_id: int, sampler: telemetry.Sampler, asok_cpu_s: float) -> float | None:
-    """What telemetry cost: the sampler thread's CPU plus admin-socket reads, % of one core while sampling."""
-    wall = sampler.wall_s
-    cost = 100.0 * (sampler.cpu_s + asok_cpu_s) / wall if wall > 0 else None
-    info = {"sampler_cpu_s": round(sampler.cpu_s, 4), "asok_cpu_s": round(asok_cpu_s, 4), "sampled_s": round(wall, 2),
-            "cost_pct_of_one_core": round(cost, 3) if cost is not None else None, "interval_s": sampler.interval,
-            "daemons": [d.name for d in sampler.daemons]}
-    store.merge_env(run_id, telemetry_cost=info)
-    store.add_event(run_id, "telemetry", f"telemetry cost {cost:.2f}% of one core over {wall:.0f} s sampled"
-                    if cost is not None else "no telemetry sampled", data=info)
-    return cost
 
 
 def _prepare(suite: spec.Suite, prep: Prep, attached: bool, data_tag: str, earlier_pools: dict[str, str],

@@ -101,8 +101,10 @@ NCPU = os.cpu_count() or 1
 class Sampler:
     """Samples once a second between start() and stop(); samples are rates over the previous second."""
 
-    def __init__(self, daemons: list[Daemon], interval: float = 1.0):
+    def __init__(self, daemons: list[Daemon], interval: float = 1.0, host_kind: str = "host"):
         self.daemons = [d for d in daemons if d.pid]
+        # "client_host" when the cluster's hosts are sampled elsewhere (over SSH) and this is not one of them
+        self.host_kind = host_kind
         self.interval = interval
         self.engine_pid: int | None = None
         self.samples: list[dict[str, Any]] = []
@@ -186,9 +188,9 @@ class Sampler:
             p = prev[1]
             dtot = h["total"] - p["total"]
             busy = 100.0 * (h["busy"] - p["busy"]) / dtot if dtot > 0 else 0.0
-            out.append({"ts": now, "source": "host", "kind": "host", "pid": None, "cpu_pct": busy,
+            out.append({"ts": now, "source": "host", "kind": self.host_kind, "pid": None, "cpu_pct": busy,
                         "cores": busy / 100.0 * NCPU, "rss_mib": (h["mem_total"] - h["mem_avail"]) / 2**20,
-                        "mem_total_mib": h["mem_total"] / 2**20, "dt": now - prev[0]})
+                        "mem_total_mib": h["mem_total"] / 2**20, "ncpu": NCPU, "dt": now - prev[0]})
         if not baseline:
             self.samples.extend(out)
 
@@ -198,41 +200,88 @@ class Sampler:
         return 100.0 * self.cpu_s / self.wall_s if self.wall_s > 0 else None
 
 
-NOT_DAEMONS = ("host", "engine")  # sample kinds that are not Ceph (or gateway) daemons
+NOT_DAEMONS = ("host", "engine", "client_host")  # sample kinds that are not Ceph (or gateway) daemons
+MIB = 2**20
 
 
 def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict[str, Any]:
-    """Server-side metrics over [t_from, t_to]: means over sample times of per-kind sums.
+    """Server-side metrics over [t_from, t_to]: per host, means over its sample times of per-kind sums; then
+    summed over the hosts (each host samples at its own instants, so times are never matched across hosts).
 
     For every daemon kind in the samples (osd, mon, mgr, rgw, mds, or any other Daemon.kind):
     `{kind}_cpu` (% of one core), `{kind}_cores`, `{kind}_mem_mib` (RSS) and `{kind}_ctx_switches_s`
-    (voluntary + involuntary), each summed over that kind's daemons at a sample time, then averaged
-    over the sample times where the kind was seen. A kind with no samples gets no keys at all.
-    Plus host_cpu_pct (% of all cores), engine_cpu_pct (% of one core) and telemetry_samples.
+    (voluntary + involuntary), each summed over that kind's daemons at a host's sample time, averaged over
+    that host's sample times where the kind was seen, and summed over hosts. A kind with no samples gets no
+    keys at all. Plus host_cpu_pct (busy cores of the sampled hosts over all their cores), server_hosts (hosts
+    with a host sample), net_rx_mib_s / net_tx_mib_s (their interfaces but loopback, summed),
+    net_busiest_host_mib_s (the host whose received or sent MiB/s was highest), engine_cpu_pct (% of one core)
+    and telemetry_samples (the fewest sample times of a host). A sample's `host` (default: this host) names
+    its host; kind `client_host` is this host when it is not one of the cluster's (left out of host_cpu_pct).
     """
     win = [s for s in samples if t_from <= s["ts"] - s.get("dt", 1.0) / 2 and s["ts"] <= t_to + 0.5]
     if not win:  # a very short window: use what there is
         win = samples
-    by_ts: dict[float, dict[str, list[dict[str, Any]]]] = {}
+    hosts: dict[str, dict[float, dict[str, list[dict[str, Any]]]]] = {}
     for s in win:
-        by_ts.setdefault(s["ts"], {}).setdefault(s["kind"], []).append(s)
+        hosts.setdefault(s.get("host") or "local", {}).setdefault(s["ts"], {}).setdefault(s["kind"], []).append(s)
 
-    def mean_of(kind: str, value: Any) -> float | None:
-        """Mean over sample times of value(sample) summed over the kind's sources at that time."""
+    def mean_of(by_ts: dict[float, dict[str, list[dict[str, Any]]]], kind: str, value: Any) -> float | None:
+        """Mean over one host's sample times of value(sample) summed over the kind's sources at that time."""
         sums = [sum(value(x) for x in group[kind]) for group in by_ts.values() if kind in group]
         return sum(sums) / len(sums) if sums else None
+
+    def total(kind: str, value: Any) -> float | None:
+        means = [m for by_ts in hosts.values() if (m := mean_of(by_ts, kind, value)) is not None]
+        return sum(means) if means else None
 
     out: dict[str, Any] = {}
     kinds = {s["kind"] for s in win} - set(NOT_DAEMONS)
     for kind in sorted(kinds):
-        cpu = mean_of(kind, lambda x: x["cpu_pct"])
+        cpu = total(kind, lambda x: x["cpu_pct"])
         out[f"{kind}_cpu"] = cpu
         out[f"{kind}_cores"] = cpu / 100.0 if cpu is not None else None
-        out[f"{kind}_mem_mib"] = mean_of(kind, lambda x: x["rss_mib"])
-        out[f"{kind}_ctx_switches_s"] = mean_of(kind, lambda x: x.get("vctx_s", 0.0) + x.get("nvctx_s", 0.0))
-    out["host_cpu_pct"] = mean_of("host", lambda x: x["cpu_pct"])
-    out["engine_cpu_pct"] = mean_of("engine", lambda x: x["cpu_pct"])
-    out["telemetry_samples"] = len(by_ts)
+        out[f"{kind}_mem_mib"] = total(kind, lambda x: x["rss_mib"])
+        out[f"{kind}_ctx_switches_s"] = total(kind, lambda x: (x.get("vctx_s") or 0.0) + (x.get("nvctx_s") or 0.0))
+    busy = ncpu = 0.0
+    rx = tx = None
+    busiest: float | None = None
+    for by_ts in hosts.values():
+        cores = mean_of(by_ts, "host", lambda x: x.get("cores", x["cpu_pct"] / 100.0 * (x.get("ncpu") or NCPU)))
+        if cores is None:
+            continue
+        recs = [g["host"][0] for g in by_ts.values() if "host" in g]
+        busy += cores
+        ncpu += recs[-1].get("ncpu") or NCPU
+        if any("net_rx_bytes_s" in r for r in recs):
+            r_ = (mean_of(by_ts, "host", lambda x: x.get("net_rx_bytes_s") or 0.0) or 0.0) / MIB
+            t_ = (mean_of(by_ts, "host", lambda x: x.get("net_tx_bytes_s") or 0.0) or 0.0) / MIB
+            rx, tx = (rx or 0.0) + r_, (tx or 0.0) + t_
+            busiest = max(busiest or 0.0, r_, t_)
+    server_hosts = sum(1 for by_ts in hosts.values() if any("host" in g for g in by_ts.values()))
+    out["host_cpu_pct"] = 100.0 * busy / ncpu if ncpu else None
+    if server_hosts > 1 or rx is not None:
+        out["server_hosts"] = server_hosts
+    if rx is not None:
+        out["net_rx_mib_s"], out["net_tx_mib_s"], out["net_busiest_host_mib_s"] = rx, tx, busiest
+    engine = [m for by_ts in hosts.values() if (m := mean_of(by_ts, "engine", lambda x: x["cpu_pct"])) is not None]
+    out["engine_cpu_pct"] = sum(engine) if engine else None
+    out["telemetry_samples"] = min((len(by_ts) for by_ts in hosts.values()), default=0)
+    return out
+
+
+def per_host(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict[str, dict[str, Any]]:
+    """summarize() per host (the cluster's hosts and this one), for tables per node: each host's CPU busy %
+    of its cores, NIC MiB/s, and per daemon kind its CPU and RSS; `via` names the source of its samples."""
+    hosts: dict[str, list[dict[str, Any]]] = {}
+    for s in samples:
+        hosts.setdefault(s.get("host") or "local", []).append(s)
+    out = {}
+    for host, mine in sorted(hosts.items()):
+        m = summarize(mine, t_from, t_to)
+        keep = {k: v for k, v in m.items() if v is not None and (k in ("host_cpu_pct", "net_rx_mib_s", "net_tx_mib_s")
+                                                                  or k.endswith(("_cpu", "_mem_mib")))}
+        if keep:  # a client host (this one, when it holds no daemon) has none
+            out[host] = {**keep, "via": ", ".join(sorted({str(s.get("via") or "local") for s in mine}))}
     return out
 
 

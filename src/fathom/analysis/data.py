@@ -48,6 +48,7 @@ class StoredPoint:
     intervals: list[dict[str, Any]] = field(default_factory=list)  # engine records, loaded for points with faults
     # a point on several engines: per-host rows, host clocks, start skew (fathom.engines.clients)
     clients: dict[str, Any] = field(default_factory=dict)
+    servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # host -> its figures (telemetry.per_host)
     level: tuple[Any, ...] = ()
     label: str = ""
 
@@ -104,7 +105,8 @@ def load_run(store: Store, ref: str) -> RunData:
                 gate=p.get("gate") or {},
                 clients={k: (res.get("extra") or {}).get(k) for k in ("hosts", "clocks", "start_skew_ms",
                                                                       "clients_lost")}
-                if (res.get("extra") or {}).get("hosts") else {}))
+                if (res.get("extra") or {}).get("hosts") else {},
+                servers=(res.get("extra") or {}).get("server_hosts") or {}))
         run_events = store.events(r.id)
         events.extend({**e, "run_id": r.id} for e in run_events)
         faulted = {e["point_id"] for e in run_events if e["kind"] == "fault"}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from fathom.hosts import ClientChoice
@@ -21,6 +21,37 @@ def add_client_args(p: argparse.ArgumentParser, what: str = "the engines") -> No
     g.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
     g.add_argument("--accept-new-host-keys", action="store_true",
                    help="add the key of a host not yet in known_hosts (a changed key is always refused)")
+
+
+def add_server_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("server hosts (an attached cluster's hosts, sampled over SSH: daemon CPU, memory and "
+                             "context switches, host CPU, NICs and disks; fathom.servers)")
+    g.add_argument("--server-host", action="append", metavar="USER@HOST[:PORT]",
+                   help="a host of the cluster, reached over SSH (fathom-sampler is uploaded there); `cluster`: "
+                        "every host the cluster's metadata names, at its daemons' address; repeatable")
+    g.add_argument("--server-hosts-file", metavar="FILE",
+                   help="server hosts and options from a YAML file (hosts, discover, user, key_file, addresses: "
+                        "{metadata host name: address}, interval_s, max_clock_offset_s), or one host per line")
+    g.add_argument("--server-key", metavar="FILE", help="private key for the server hosts (default: ssh-agent, "
+                                                       "then ~/.ssh/id_*)")
+    g.add_argument("--prometheus", metavar="URL",
+                   help="an existing Prometheus that scrapes node-exporter on the cluster's hosts (cephadm deploys "
+                        "one): host CPU, memory, NIC and disk bytes per point where SSH is not allowed")
+    g.add_argument("--mgr-prometheus", action="store_true",
+                   help="every daemon's perf counters from the mgr's prometheus module, wherever it runs (enabled "
+                        "if off, disabled again at the end; each point boundary waits for a fresh collection, "
+                        "up to ~20 s)")
+
+
+def server_spec(args: argparse.Namespace) -> Any:
+    """The server hosts the options name (a fathom.servers.ServersSpec), or None."""
+    if not getattr(args, "server_host", None) and not getattr(args, "server_hosts_file", None):
+        return None
+    from fathom.servers import servers_file, servers_from_args
+
+    base = servers_file(args.server_hosts_file) if args.server_hosts_file else None
+    return servers_from_args(args.server_host, args.server_key, getattr(args, "known_hosts", None),
+                             bool(getattr(args, "accept_new_host_keys", False)), base)
 
 
 def client_choice(args: argparse.Namespace) -> ClientChoice:

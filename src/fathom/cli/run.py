@@ -11,7 +11,7 @@ from pathlib import Path
 from fathom.errors import FathomError, UsageError
 from fathom.store import DEFAULT_DB, Store
 from fathom.cluster.attach import add_attach_args, attach_from_args
-from fathom.cli.clientargs import add_client_args, client_choice
+from fathom.cli.clientargs import add_client_args, add_server_args, client_choice, server_spec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "run those that read")
     add_attach_args(p, client_name_flag="--client-name")  # --name is the run's name here
     add_client_args(p)
+    add_server_args(p)
     p.add_argument("--bind", metavar="ADDR", help="the disposable local cluster listens on ADDR instead of "
                                                   "127.0.0.1 (so that client hosts other than this one reach it)")
     p.set_defaults(func=cmd_run)
@@ -74,6 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                                                           "each probe (default 300s)")
     add_attach_args(p, client_name_flag="--client-name")
     add_client_args(p)
+    add_server_args(p)
     p.add_argument("--bind", metavar="ADDR", help="the disposable local cluster listens on ADDR instead of "
                                                   "127.0.0.1 (so that client hosts other than this one reach it)")
     p.set_defaults(func=cmd_slo)
@@ -210,7 +212,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         resume=args.resume,
         keep_cluster=args.keep_cluster, gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"),
         on_full=args.on_full, bind=args.bind, attach=attach_from_args(args, probe_timeout=None),
-        clients=client_choice(args),
+        clients=client_choice(args), servers=server_spec(args), mgr_prometheus=args.mgr_prometheus,
+        prometheus=args.prometheus,
     )
     outcome = runner.run(opts)
     return outcome.exit_code
@@ -227,7 +230,9 @@ def cmd_slo(args: argparse.Namespace) -> int:
     opts = runner.RunOptions(suite_ref=args.suite, quick=args.quick, db=Path(args.db), name=name,
                              keep_cluster=args.keep_cluster,
                              gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"), bind=args.bind,
-                             slo=given, attach=attach_from_args(args, probe_timeout=None), clients=client_choice(args))
+                             slo=given, attach=attach_from_args(args, probe_timeout=None), clients=client_choice(args),
+                             servers=server_spec(args), mgr_prometheus=args.mgr_prometheus,
+                             prometheus=args.prometheus)
     outcome = runner.run(opts)
     return outcome.exit_code
 

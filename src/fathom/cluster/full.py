@@ -32,3 +32,25 @@ def full_state(ceph: Any) -> dict[str, str]:
 
 def describe(state: dict[str, str]) -> str:
     return "; ".join(f"{k}: {v}" for k, v in state.items())
+
+
+def on_full(store: Any, run_id: int, point: Any, state: dict[str, str], policy: str, db: Any) -> None:
+    """A point failed on a full cluster, and every write after it would too. Policy `stop` ends the run (the
+    rest stays to do: `--resume` runs it once there is room); `skip` records the writes left as skipped, each
+    with why, and still runs the reads (a full cluster serves them)."""
+    why = f"the cluster is full ({describe(state)})"
+    if policy != "skip":
+        raise FathomError(f"point {point.key} ended because {why}; run {run_id} stopped, finished points kept",
+                          hint=f"free space (or raise the pool's quota), then "
+                               f"`fathom run --resume {run_id} --db {db}`")
+    store.add_event(run_id, "skipped", f"point {point.key} failed because {why}: the writes after it are "
+                    "skipped, the reads run (--on-full skip)", data={"full": state, "point": point.key})
+
+
+def skip(store: Any, run_id: int, point: Any, state: dict[str, str], say: Any) -> None:
+    """Record a write point left under --on-full skip as skipped, with why."""
+    why = f"the cluster is full ({describe(state)})"
+    store.record_point(run_id, point.idx, point.key, point.workload, point.engine, point.params, "skipped",
+                       error=f"skipped: {why}; it writes (--on-full skip)",
+                       events=[{"kind": "skipped", "message": f"skipped: {why}"}])
+    say(f"{point.key} skipped: it writes and {why}")

@@ -12,8 +12,9 @@ Sources of server-side figures:
   OSDs and RGWs, its admin socket (perf counters).
 - mgr-prometheus: the active mgr's prometheus module (fathom.mgrprom): perf counters of every OSD, MON, MDS
   and RGW wherever it runs; no CPU or memory, and no mgr's own counters.
-An SSH sampler per host is not built yet, so it is never listed as a source: hosts other than this one have
-no source for CPU and memory, and the inventory says so per host.
+- ssh: fathom-sampler on the host over SSH (fathom.servers), during a run given --server-host: CPU, memory and
+  context switches of its daemons, host CPU, NICs and disks. Status does not connect to hosts, so it says
+  per host other than this one that CPU and memory come only that way.
 
 Everything but `gather` and `this_host` is pure: it takes the commands' JSON, so captured outputs test it.
 Metadata keys differ between releases; a missing one leaves its field empty, never an error.
@@ -39,7 +40,7 @@ EXPORTED_KINDS = ("osd", "mon", "mds", "rgw")  # daemons whose counters the prom
 ASOK_KINDS = telemetry.PERF_KINDS  # daemons whose admin socket fathom reads on this host
 PID_MAX = 4194304  # a messenger nonce above this is random, not a pid
 UNKNOWN_HOST = "(no hostname)"
-NO_SSH = "not this host, no SSH sampler yet"
+NO_SSH = "not this host: sample it over SSH (fathom run --server-host USER@HOST)"
 COMMANDS = {"osd": ("osd", "metadata"), "mon": ("mon", "metadata"), "mgr": ("mgr", "metadata"),
             "mds": ("mds", "metadata"), "service": ("service", "dump"), "mon_dump": ("mon", "dump"),
             "mgr_dump": ("mgr", "dump")}
@@ -365,10 +366,7 @@ def inventory(raw: dict[str, Any], here: ThisHost, local: list[Daemon],
     the metadata puts here fathom can sample, never where a daemon is.
     """
     module = module_state(raw.get("mgr_dump"))
-    by_host: dict[str, list[ClusterDaemon]] = {}
-    for d in cluster_daemons(raw):
-        by_host.setdefault(d.host or UNKNOWN_HOST, []).append(d)
-    hosts = [_host(name, ds, here, local, module) for name, ds in by_host.items()]
+    hosts = [_host(name, ds, here, local, module) for name, ds in placement(raw).items()]
     hosts.sort(key=lambda h: (not h["this_host"], h["host"] == UNKNOWN_HOST, h["host"]))
     return {"this_host": {"hostname": here.hostname, "addresses": _sorted_ips(here.addresses)},
             "mgr_prometheus": module, "hosts": hosts, "inventory_errors": list(errors or [])}
@@ -394,9 +392,9 @@ def this_host() -> ThisHost:
     return ThisHost(socket.gethostname(), frozenset(addrs))
 
 
-def gather(ceph: Ceph, local: list[Daemon], timeout: float = 20.0, here: ThisHost | None = None) -> dict[str, Any]:
-    """The inventory of a reachable cluster. The commands run side by side, each bounded by timeout; one that
-    fails is named in inventory_errors and the rest still count."""
+def gather_raw(ceph: Ceph, timeout: float = 20.0) -> tuple[dict[str, Any], list[str]]:
+    """The metadata commands' JSON (keys of COMMANDS) and the errors of those that failed. The commands run
+    side by side, each bounded by timeout; one that fails is named and the rest still count."""
     raw: dict[str, Any] = {}
     errors = []
     with ThreadPoolExecutor(max_workers=4) as pool:
@@ -406,7 +404,21 @@ def gather(ceph: Ceph, local: list[Daemon], timeout: float = 20.0, here: ThisHos
                 raw[key] = fut.result()
             except FathomError as exc:
                 errors.append(exc.message)
+    return raw, errors
+
+
+def gather(ceph: Ceph, local: list[Daemon], timeout: float = 20.0, here: ThisHost | None = None) -> dict[str, Any]:
+    """The inventory of a reachable cluster (gather_raw, then inventory)."""
+    raw, errors = gather_raw(ceph, timeout)
     return inventory(raw, here or this_host(), local, errors)
+
+
+def placement(raw: dict[str, Any]) -> dict[str, list[ClusterDaemon]]:
+    """Host name (as the metadata has it) -> the daemons the metadata puts there."""
+    by_host: dict[str, list[ClusterDaemon]] = {}
+    for d in cluster_daemons(raw):
+        by_host.setdefault(d.host or UNKNOWN_HOST, []).append(d)
+    return by_host
 
 
 # ---- text --------------------------------------------------------------------------------------------

@@ -147,12 +147,16 @@ class LocalCluster:
     # ---- up ----------------------------------------------------------------
     def up(self, osds: int = 1, osd_size: int = 10 * 1024**3, objectstore: str = "bluestore",
            rgw: bool = False, mds: bool = False, timeout: float = 120.0,
-           settings: dict[str, dict[str, str]] | None = None, bind: str | None = None) -> bool:
+           settings: dict[str, dict[str, str]] | None = None, bind: str | None = None,
+           places: dict[str, dict[str, Any]] | None = None) -> bool:
         """Start the cluster. Returns False (and changes nothing) if it is already up.
 
         settings: extra ceph.conf options by section ({"osd": {"osd_op_num_shards": "8"}}).
         bind: the IPv4 address every daemon listens on (default 127.0.0.1): one of this host's that
         client hosts reach, for engines on other hosts.
+        places: daemons started elsewhere than this host, by name: {"osd.1": {"prefix": [argv that enters the
+        other host, e.g. nsenter into a network namespace], "addr": its address there}} (a multi-host
+        topology on one machine, as tests build with fathom.netns).
         """
         addr = _bind_address(bind or LOOPBACK)
         if osds < 1:
@@ -195,7 +199,7 @@ class LocalCluster:
             "fsid": str(uuid.uuid4()), "mon_host": f"[v2:{addr}:{mon_v2},v1:{addr}:{mon_v1}]", "bind": addr,
             "osds": osds, "osd_size": osd_size, "objectstore": objectstore, "rgw": rgw, "mds": mds,
             "rgw_port": rgw_port, "rgw_tls_port": rgw_tls_port, "daemons": [], "created": time.time(), "ready_s": None,
-            "settings": settings or {},
+            "settings": settings or {}, "places": places or {},
         }
         self._save_state(state)
         if rgw:
@@ -328,6 +332,9 @@ rgw_dynamic_resharding = false
         env = dict(os.environ, CEPH_CONF=str(self.conf_path))
         env.pop("CEPH_ARGS", None)
         extra = ["-c", str(self.conf_path), "-f"] if ceph_args else []
+        place = (st.get("places") or {}).get(name)
+        if place:  # exec'd by the prefix, so the pid is the daemon's
+            argv = [*place["prefix"], *argv, "--public-addr", place["addr"], "--cluster-addr", place["addr"]]
         proc = subprocess.Popen(argv + extra, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, env=env, start_new_session=True, close_fds=True)
         out.close()

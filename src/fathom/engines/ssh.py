@@ -107,10 +107,11 @@ def sha256_file(path: Path) -> str:
 
 
 class SshHost:
-    """One client host reached over SSH: its connection, the engine installed there, commands."""
+    """One host reached over SSH: its connection, the binary installed there, commands. `role` is how
+    messages name it: a client host runs engines, a server host (fathom.servers) the sampler."""
 
-    def __init__(self, spec: ClientHost, opts: ClientsSpec):
-        self.spec, self.opts = spec, opts
+    def __init__(self, spec: ClientHost, opts: ClientsSpec, role: str = "client host"):
+        self.spec, self.opts, self.role = spec, opts, role
         self.name = spec.name
         self.conn: Any = None
         self.engine: str | None = None  # the engine's path on the host, once installed and checked
@@ -151,20 +152,20 @@ class SshHost:
             self.conn, _ = await asyncssh.create_connection(_Client, self.spec.host, **kwargs)
         except asyncssh.HostKeyNotVerifiable as exc:
             if known_entries:
-                raise HostError(f"client host {self.name}: its host key does not match {known} ({exc.reason}); "
+                raise HostError(f"{self.role} {self.name}: its host key does not match {known} ({exc.reason}); "
                                 "it changed, or this is another machine",
                                 hint=f"if the change is expected, remove the old key with `ssh-keygen -R "
                                      f"{self._known_name()} -f {known}` and connect again") from None
-            raise HostError(f"client host {self.name}: not in {known}, and new host keys are not accepted",
+            raise HostError(f"{self.role} {self.name}: not in {known}, and new host keys are not accepted",
                             hint="add its key (check the fingerprint, then connect once with ssh), or pass "
                                  "--accept-new-host-keys (suite: clients.accept_new_host_keys: true)") from None
         except asyncssh.PermissionDenied:
-            raise HostError(f"client host {self.name}: the SSH login as {self.spec.user or 'the local user'} was "
+            raise HostError(f"{self.role} {self.name}: the SSH login as {self.spec.user or 'the local user'} was "
                             "refused", hint="load a key into ssh-agent, or give the host's key_file") from None
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
             why = "no answer within " f"{self.opts.connect_timeout_s:g} s" \
                 if isinstance(exc, asyncio.TimeoutError) else str(exc) or type(exc).__name__
-            raise HostError(f"client host {self.name} is unreachable over SSH (port {self.spec.port}): {why}",
+            raise HostError(f"{self.role} {self.name} is unreachable over SSH (port {self.spec.port}): {why}",
                             hint="check the address, that sshd runs there and that the network lets SSH through"
                             ) from None
 
@@ -210,11 +211,11 @@ class SshHost:
         import asyncssh
 
         if self.conn is None:
-            raise HostError(f"client host {self.name}: not connected ({self.lost or 'closed'})")
+            raise HostError(f"{self.role} {self.name}: not connected ({self.lost or 'closed'})")
         try:
             r = await asyncio.wait_for(self.conn.run(cmd, check=False), timeout)
         except (asyncssh.Error, OSError, asyncio.TimeoutError) as exc:
-            raise HostError(f"client host {self.name}: `{cmd[:60]}` failed: {exc or type(exc).__name__}") from None
+            raise HostError(f"{self.role} {self.name}: `{cmd[:60]}` failed: {exc or type(exc).__name__}") from None
         return (r.exit_status if r.exit_status is not None else 255, str(r.stdout or ""), str(r.stderr or ""))
 
     async def pid_alive(self, pid: int) -> bool:
@@ -227,26 +228,28 @@ class SshHost:
     # ---- the engine ----------------------------------------------------------------------
     async def install_engine(self, local: Path, sha: str, protocol: int) -> str:
         """The engine on the host, uploaded when missing or different, checked to run and speak `protocol`."""
-        if self.spec.engine:
-            path = self.spec.engine
-        else:
-            d = f"{self.spec.engine_dir.rstrip('/')}/{sha[:16]}"
-            path = f"{d}/fathom-engine"
-            q = shlex.quote(path)
-            rc, out, _ = await self.run(f"sha256sum {q} 2>/dev/null")
-            if rc != 0 or out.split()[:1] != [sha]:
-                await self._upload(local, d, path, sha)
+        path = self.spec.engine or await self.install(local, sha, "fathom-engine")
         self.engine = path
         await self._check_engine(path, protocol)
+        return path
+
+    async def install(self, local: Path, sha: str, name: str) -> str:
+        """`local` at `<engine_dir>/<sha256 prefix>/<name>` on the host, uploaded when missing or different."""
+        d = f"{self.spec.engine_dir.rstrip('/')}/{sha[:16]}"
+        path = f"{d}/{name}"
+        rc, out, _ = await self.run(f"sha256sum {shlex.quote(path)} 2>/dev/null")
+        if rc != 0 or out.split()[:1] != [sha]:
+            await self._upload(local, d, path, sha)
         return path
 
     async def _upload(self, local: Path, d: str, path: str, sha: str) -> None:
         import asyncssh
 
+        what = Path(path).name
         tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(3).hex()}"
         rc, _, err = await self.run(f"mkdir -p {shlex.quote(d)}")
         if rc != 0:
-            raise HostError(f"client host {self.name}: cannot make {d}: {err.strip()}",
+            raise HostError(f"{self.role} {self.name}: cannot make {d}: {err.strip()}",
                             hint="give the host an engine_dir its user can write")
         try:
             async with self.conn.start_sftp_client() as sftp:
@@ -255,12 +258,12 @@ class SshHost:
                 rc, out, _ = await self.run(f"sha256sum {shlex.quote(tmp)}")
                 if rc != 0 or out.split()[:1] != [sha]:
                     await sftp.remove(tmp)
-                    raise HostError(f"client host {self.name}: the engine uploaded to {tmp} does not have the "
+                    raise HostError(f"{self.role} {self.name}: the {what} uploaded to {tmp} does not have the "
                                     f"hash sent ({out.split()[:1]} != {sha[:16]}...); removed it")
                 await sftp.posix_rename(tmp, path)
         except (asyncssh.Error, OSError) as exc:
             await self.run(f"rm -f {shlex.quote(tmp)}")
-            raise HostError(f"client host {self.name}: uploading the engine to {path} failed: {exc}",
+            raise HostError(f"{self.role} {self.name}: uploading {what} to {path} failed: {exc}",
                             hint="check the space and permissions of engine_dir there") from None
 
     async def _check_engine(self, path: str, protocol: int) -> None:
@@ -274,17 +277,17 @@ class SshHost:
                 missing += [ln.split()[0] for ln in ldd.splitlines() if "not found" in ln]
                 missing = list(dict.fromkeys(missing))
                 pkgs = ", ".join(dict.fromkeys(LIB_PACKAGES.get(x, x.split(".so")[0]) for x in missing))
-                raise HostError(f"client host {self.name}: the engine cannot load {', '.join(missing)} "
+                raise HostError(f"{self.role} {self.name}: the engine cannot load {', '.join(missing)} "
                                 f"({m.group(2).strip()})",
                                 hint=f"install the package(s) {pkgs} on {self.name} (the Ceph client libraries "
                                      "of the cluster's release)")
-            raise HostError(f"client host {self.name}: `{path} --version` failed (exit {rc}): "
+            raise HostError(f"{self.role} {self.name}: `{path} --version` failed (exit {rc}): "
                             f"{(err or out).strip()[-300:]}",
                             hint="the engine needs the same CPU architecture and a glibc at least as new as "
                                  "this host's")
         m = re.search(r"\(protocol (\d+)\)", out)
         if not m or int(m.group(1)) != protocol:
-            raise HostError(f"client host {self.name}: {path} speaks protocol {m.group(1) if m else '?'}, this "
+            raise HostError(f"{self.role} {self.name}: {path} speaks protocol {m.group(1) if m else '?'}, this "
                             f"fathom needs {protocol}", hint="remove it there (fathom uploads its own when the "
                                                               "host's engine setting is left out)")
         self.facts["engine_version"] = out.strip()
@@ -308,16 +311,22 @@ async def connect_all(opts: ClientsSpec, engine: Path, protocol: int) -> list[Ss
         await h.install_engine(engine, sha, protocol)
 
     results = await asyncio.gather(*(one(h) for h in hosts), return_exceptions=True)
-    errors = [r for r in results if isinstance(r, BaseException)]
-    if errors:
-        for h in hosts:
-            h.close()
-        for e in errors:
-            if not isinstance(e, FathomError):
-                raise e
-        first = errors[0]
-        assert isinstance(first, FathomError)
-        if len(errors) == 1:
-            raise first
-        raise HostError("; ".join(e.message for e in errors if isinstance(e, FathomError)), hint=first.hint)
+    raise_any(results, lambda: [h.close() for h in hosts])
     return hosts
+
+
+def raise_any(results: list[Any], close: Any) -> None:
+    """The per-host failures of a gather(return_exceptions=True), if any, as one HostError naming every host
+    that failed (one alone as it is; anything not a FathomError raised as is), after close()."""
+    errors = [r for r in results if isinstance(r, BaseException)]
+    if not errors:
+        return
+    close()
+    for e in errors:
+        if not isinstance(e, FathomError):
+            raise e
+    first = errors[0]
+    assert isinstance(first, FathomError)
+    if len(errors) == 1:
+        raise first
+    raise HostError("; ".join(e.message for e in errors if isinstance(e, FathomError)), hint=first.hint)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 
 from fathom.analysis.data import RunData, throughput_for
+from fathom.model import daemon_kind_order, daemon_label
 from fathom.report.doc import Table, fmt, fmt_tp
 
 
@@ -43,4 +44,28 @@ def tables(runs: list[RunData], wl: str) -> list[Table]:
                              ["host", "engines", f"throughput ({tp.unit})", "p99 (ms)",
                               "client CPU (% of one core)", "clock offset (ms)", "status"],
                              rows, ["l", "r", "r", "r", "r", "r", "l"], notes))
+    return out
+
+
+def server_tables(runs: list[RunData], wl: str) -> list[Table]:
+    """Per point measured on several cluster hosts: each host's CPU, NIC bytes and daemons (per node, as the
+    RGW study gives RGW CPU and memory per node and the NIC limit per node)."""
+    out = []
+    for r in runs:
+        for p in r.curve(wl):
+            if not p.servers:
+                continue
+            kinds = daemon_kind_order({k[:-4] for h in p.servers.values() for k in h if k.endswith("_cpu")
+                                       and k != "host_cpu_pct"})
+            rows = [[host, h.get("via", ""), fmt(h.get("host_cpu_pct")), fmt(h.get("net_rx_mib_s")),
+                     fmt(h.get("net_tx_mib_s"))]
+                    + [x for k in kinds for x in (fmt(h.get(f"{k}_cpu")), fmt(h.get(f"{k}_mem_mib"), "int"))]
+                    for host, h in p.servers.items()]
+            heads = ["host", "source", "CPU busy (% of its cores)", "NIC rx (MiB/s)", "NIC tx (MiB/s)"] + [
+                x for k in kinds for x in (f"{daemon_label(k)} CPU (% of one core)", f"{daemon_label(k)} RSS (MiB)")]
+            out.append(Table(f"{wl} {p.label}: {r.name}: server hosts", heads, rows,
+                             ["l", "l"] + ["r"] * (len(heads) - 2),
+                             ["Each host's figures over the point's telemetry window, from its own samples (see "
+                              "'Server measurements: sources'); NIC: every interface but loopback. The point's "
+                              "row sums the hosts."]))
     return out

@@ -1,0 +1,74 @@
+"""Where a run's server figures came from: one table per run that sampled server hosts or read counters
+elsewhere than this host's admin sockets, with what no source covered and why.
+
+A figure is only as good as its source, and on a multi-host cluster some are missing: a host fathom could
+not reach, a daemon the metadata places where no process has its name, counters the mgr's module does not
+export. The point tables show the figures; this says which source gave them and what they leave out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fathom.analysis.data import RunData
+from fathom.report.doc import Section, Table
+
+NAME = "Server measurements: sources"
+
+
+def _last_sources(r: RunData) -> dict[str, Any]:
+    """The hosts of the run's latest `sources` event of the SSH source (per host: metadata host, daemons,
+    missing, foreign, the sampler's own CPU)."""
+    for e in reversed(r.events):
+        if e["kind"] == "sources" and (e.get("data") or {}).get("source") == "ssh":
+            return e["data"].get("hosts") or {}
+    return {}
+
+
+def table(r: RunData) -> Table | None:
+    servers, mgr, prom = r.env.get("servers"), r.env.get("mgr_prometheus"), r.env.get("prometheus")
+    if not servers and not mgr and not prom:
+        return None
+    seen = _last_sources(r)
+    rows = []
+    for h in (servers or {}).get("hosts", []):
+        s = seen.get(h["hostname"]) or {}
+        daemons = ", ".join(sorted(s.get("daemons") or {})) or "none"
+        missing = ", ".join(s.get("missing") or []) or "none"
+        cost = s.get("sampler_cpu_pct")
+        rows.append([h["name"], h["hostname"], h.get("metadata_host") or "(none)",
+                     "fathom-sampler over SSH" + (f" ({cost:.2f}% of one core there)" if cost is not None else ""),
+                     f"{h['clock_offset_s'] * 1e3:+.1f} ± {h['clock_rtt_s'] * 5e2:.1f}", daemons, missing])
+    if prom:
+        rows += [[h, h, h, f"node-exporter via Prometheus {prom.get('version') or ''} at {prom['url']}",
+                  f"{prom['clock_offset_s'] * 1e3:+.1f}", "none (no per-process figures there)", "n/a"]
+                 for h in prom["hosts"]]
+        rows += [[h, "", h, "none: Prometheus scrapes no node-exporter there", "", "", "all"]
+                 for h in prom.get("not_scraped") or []]
+    notes = ["CPU, memory and context switches per daemon, host CPU and NIC bytes: each server host's "
+             "fathom-sampler, its samples moved onto this host's clock by the offset shown (measured over SSH, "
+             "± half the round trip). A daemon counts on the host the cluster's metadata places it on, never "
+             "where a /proc merely shows a process of that name."]
+    if mgr:
+        notes.append(f"Perf counters: the mgr's prometheus module at {mgr.get('url')} for every daemon it exports "
+                     "(OSD, MON, MDS, RGW); an OSD or RGW on this host keeps its admin socket's (with histograms). "
+                     "The module leaves out counters below priority 'useful' and every histogram (osd.subop*, "
+                     "bluestore.kv_commit_lat, rocksdb.*).")
+    else:
+        notes.append("Perf counters: admin sockets on this host only; daemons elsewhere have none (pass "
+                     "--mgr-prometheus to read every daemon's from the mgr's prometheus module).")
+    foreign = {n: pids for s in seen.values() for n, pids in (s.get("foreign") or {}).items()}
+    if foreign:
+        notes.append("Not counted (the metadata places them elsewhere): " + ", ".join(
+            f"{n} (pid {', '.join(map(str, p))})" for n, p in sorted(foreign.items())) + ".")
+    lost = sorted({e["message"] for e in r.events if e["kind"] in ("server_lost", "server_late", "servers")
+                   or (e["kind"] == "sources" and (e.get("data") or {}).get("error"))})
+    notes += lost
+    return Table(f"{r.name}: server hosts", ["host", "hostname", "metadata host", "source", "clock offset (ms)",
+                                             "daemons counted", "placed there, not found"],
+                 rows, ["l", "l", "l", "l", "r", "l", "l"], notes)
+
+
+def sections(runs: list[RunData]) -> list[Section]:
+    tables = [t for r in runs if (t := table(r)) is not None]
+    return [Section(NAME, "", [], tables, [])] if tables else []
