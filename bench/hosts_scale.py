@@ -151,7 +151,10 @@ def section(r: dict) -> str:
         f"{platform.release()}): {r['engines']} engines ({r['hosts']} client hosts x {r['per_host']}, network "
         f"namespaces with their own sshd on one bridge), the null target with a {r['delay_us']} µs op delay, "
         f"iodepth 1, one point of {r['seconds']:g} s started together over SSH as `fathom run` starts a many-host "
-        f"point ({r['iops']:,} IOPS merged).", "",
+        f"point ({r['iops']:,} IOPS merged)"
+        + (f", while {r['server_hosts']} more namespace hosts were sampled as a cluster's hosts over SSH "
+           f"(`--server-host`: fathom-sampler every second, each listing {r['daemons']} stand-in OSD processes)"
+           if r.get("server_hosts") else "") + ".", "",
         "| figure | value | target |", "|---|---|---|",
         f"| orchestrator CPU, % of one core, every thread (SSH, records, live merge) | "
         f"{r['orchestrator_cpu_pct_of_core']:.2f} ({r['orchestrator_cpu_pct_per_engine']:.3f} per engine) | "
