@@ -134,10 +134,6 @@ METRIC_COLUMNS: dict[str, str] = {
     "rgw_failed_req": "RGW failed_req counter delta over the point",
     "rgw_initial_lat_ms": "RGW's own mean time to the first byte of its answer (perf counter get_initial_lat for "
                           "GETs, put_initial_lat for PUTs) over the point, ms",
-    **{c: d for kind in DAEMON_KINDS for c, d in daemon_columns(kind).items()},
-    "host_cpu_pct": "CPU busy on the cluster's sampled hosts, % of all their cores (this host alone on a local "
-                    "cluster)",
-    "engine_cpu_pct": "load generator process CPU, % of one core, sampled like the daemons",
     # server hosts sampled over SSH (fathom.servers): the cluster's hosts, each on its own clock moved onto this one's
     "server_hosts": "hosts whose CPU and daemons were sampled for the point (over SSH, and this host when it "
                     "holds daemons)",
@@ -145,6 +141,10 @@ METRIC_COLUMNS: dict[str, str] = {
     "net_tx_mib_s": "MiB/s sent by the sampled hosts' interfaces (loopback excluded), summed over hosts",
     "net_busiest_host_mib_s": "the busiest sampled host's NIC MiB/s (received or sent, whichever is higher): "
                               "near the NIC's line rate, the network sets the limit",
+    **{c: d for kind in DAEMON_KINDS for c, d in daemon_columns(kind).items()},
+    "host_cpu_pct": "CPU busy on the cluster's sampled hosts, % of all their cores (this host alone on a local "
+                    "cluster)",
+    "engine_cpu_pct": "load generator process CPU, % of one core, sampled like the daemons",
 }
 
 # What span of time each figure covers and where it comes from, by group: the reports' definitions and
@@ -172,7 +172,7 @@ FIGURE_WINDOWS: list[tuple[tuple[str, ...], str, str]] = [
                                                                       "tick; p99 from each second's merged histograms"),
     (("rgw_reconciled", "rgw_failed_req", "rgw_initial_lat_ms"),
      "the RGW counters read before the engine starts and after it ends", "RGW perf counter deltas"),
-    (("host_cpu_pct", "engine_cpu_pct", "net_rx_mib_s", "net_tx_mib_s", "net_busiest_host_mib_s",
+    (("host_cpu_pct", "engine_cpu_pct", "server_hosts", "net_rx_mib_s", "net_tx_mib_s", "net_busiest_host_mib_s",
       *[c for kind in DAEMON_KINDS for c in daemon_columns(kind)]),
      "the telemetry window: the ramp's end to the last measured interval's end (the engine's phase clock)",
      "per-second samples of /proc (this host's, and fathom-sampler's on server hosts over SSH), averaged per host "

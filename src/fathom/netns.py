@@ -13,7 +13,7 @@ in a mount namespace where /usr/lib/<arch> is a farm of links to the real
 files without librados and librbd: a host without the Ceph client libraries.
 `cut(i)` takes host i's link down (its network is gone, its processes run on).
 Everything made is removed on exit, also after a failure; names carry "fh" and
-this process's id, so two test runs never collide.
+this process's id and a letter per testbed, so neither two test runs nor two testbeds of one collide.
 """
 
 from __future__ import annotations
@@ -51,10 +51,13 @@ class NsHost:
 
 
 class Testbed:
+    _made = 0  # testbeds made by this process: each gets its own names and subnet
+
     def __init__(self, hosts: int = 2, no_ceph_libs: tuple[int, ...] = (), max_sessions: int = 100):
-        tag = f"fh{os.getpid() % 100000}"
+        n, Testbed._made = Testbed._made, Testbed._made + 1
+        tag = f"fh{os.getpid() % 100000}{chr(ord('a') + n % 26)}"
         self.bridge = f"{tag}br"
-        net = 20 + os.getpid() % 200
+        net = 20 + (os.getpid() + 7 * n) % 200
         self.prefix = f"10.215.{net}"
         self.bridge_addr = f"{self.prefix}.1"
         self.hosts = [NsHost(f"{tag}c{i}", f"{self.prefix}.{11 + i}", f"{tag}v{i}") for i in range(hosts)]
