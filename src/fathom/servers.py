@@ -92,16 +92,24 @@ def servers_file(path: str) -> ServersSpec:
         data = {"hosts": data}
     if not isinstance(data, dict):
         raise UsageError(f"--server-hosts-file {path}: expected a mapping of server options or a list of hosts")
-    hosts = []
-    for h in data.get("hosts") or []:
+    hosts, discover = _hosts(data.get("hosts") or [], f"--server-hosts-file {path}")
+    return validated(ServersSpec, {**data, "hosts": hosts, "discover": data.get("discover") or discover},
+                     f"--server-hosts-file {path}")
+
+
+def _hosts(items: list[Any], where: str) -> tuple[list[Any], bool]:
+    """(hosts as ClientHost fields, whether `cluster` asked for discovery) of a list of user@host[:port]
+    strings or mappings."""
+    out, discover = [], False
+    for h in items:
         if h == DISCOVER:
-            data["discover"] = True
+            discover = True
             continue
         try:
-            hosts.append(parse_client(h) if isinstance(h, str) else h)
+            out.append(parse_client(h) if isinstance(h, str) else h)
         except ValueError as exc:
-            raise UsageError(f"--server-hosts-file {path}: {exc}".replace("client host", "server host")) from None
-    return validated(ServersSpec, {**data, "hosts": hosts}, f"--server-hosts-file {path}")
+            raise UsageError(f"{where}: {exc}".replace("client host", "server host")) from None
+    return out, discover
 
 
 def servers_from_args(hosts: list[str] | None, key_file: str | None = None, known_hosts: str | None = None,
@@ -109,16 +117,8 @@ def servers_from_args(hosts: list[str] | None, key_file: str | None = None, know
     """--server-host (repeatable; `cluster` discovers) over a servers file's; None when nothing names one."""
     data: dict[str, Any] = base.model_dump() if base is not None else {}
     if hosts:
-        named = []
-        for h in hosts:
-            if h == DISCOVER:
-                data["discover"] = True
-                continue
-            try:
-                named.append(parse_client(h))
-            except ValueError as exc:
-                raise UsageError(f"--server-host: {exc}".replace("client host", "server host")) from None
-        data["hosts"] = named
+        data["hosts"], discover = _hosts(hosts, "--server-host")
+        data["discover"] = data.get("discover") or discover
     if not data or not (data.get("hosts") or data.get("discover")):
         return None
     if key_file:
