@@ -287,7 +287,7 @@ def docs_section(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         "and the answers moved with it, the cluster drifted (the mean is then the estimate for the sweep, which "
         "ran between them); where C held and the answers did not, the search did.", "",
         "The searches' answers: " + "; ".join(f"{r['case']}: {' / '.join(r['answer'])}" for r in results) + ".",
-        "", *history(results)])
+        "", *first_failures(results), *history(results)])
 
 
 SUMMARY = ("measured", "target_p99_ms", "target_factor", "found_rate", "reference_rate", "search_s", "sweep_s")
@@ -304,6 +304,22 @@ def merge(earlier: list[dict[str, Any]], results: list[dict[str, Any]]) -> list[
             new["earlier"] = [{k: old.get(k) for k in SUMMARY}, *old.get("earlier", [])]
     order = list(CASES)
     return sorted([r for r in earlier if r["case"] not in ran] + results, key=lambda r: order.index(r["case"]))
+
+
+def first_failures(results: list[dict[str, Any]]) -> list[str]:
+    """Each sweep's first failing rate and why, and the rates above it that met anyway (the sweep not monotone
+    there: the reference stops at the first failure)."""
+    out = []
+    for r in results:
+        grid = [g for g in r.get("grid", []) if g["outcome"] != "short"]
+        first = next((i for i, g in enumerate(grid) if g["outcome"] != "meets"), None)
+        if first is None:
+            continue
+        g = grid[first]
+        above = [x["rate"] for x in grid[first + 1:] if x["outcome"] == "meets"]
+        out.append(f"{r['case']}: {_n(g['rate'])} ops/s ({'; '.join(g['reasons']) or g['outcome']})"
+                   + (f"; above it met: {', '.join(_n(x) for x in above)} ops/s" if above else ""))
+    return ["The sweeps' first failures: " + "; ".join(out) + ".", ""] if out else []
 
 
 def history(results: list[dict[str, Any]]) -> list[str]:
