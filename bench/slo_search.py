@@ -276,7 +276,8 @@ def docs_section(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         "the reference in under a third of the sweep's time (the sweep's time grows with its grid's points). "
         "The p99 target is a factor x the p99 of a closed-loop pilot at the workload's iodepth (measured here, "
         "so the answer lies below capacity): 1x for rados and S3, 6x for rbd. At 1x rbd's target fell in a band "
-        "where its p99 is flat within its noise (30-160 ms from 750 to 4,800 ops/s), where no method that "
+        "where its p99 is flat within its noise (30-160 ms from 750 to 4,800 ops/s in its sweep of 2026-11-27 "
+        "12:17, under earlier runs below), where no method that "
         "judges a rate from 10-30 s of it defines the answer to 10%; at 6x, as rados's and S3's at 1x, the target "
         "lies where the p99 climbs steeply. Times include gates, engine starts, ramps and "
         "drains; the search's includes its calibration. Before / after: the two searches.", "",
