@@ -89,14 +89,16 @@ METRIC_COLUMNS: dict[str, str] = {
     "runtime_s": "measured seconds (ramp excluded): the window to the stop plus the drain to the last "
                  "measured completion (the IOPS divisor, as rados bench counts)",
     "drain_s": "seconds from the stop to the last measured completion (part of runtime_s); one op slow to "
-               "return (up to the op timeout) lengthens it",
+               "return (up to the op timeout) lengthens it, and in open loop so does the window's backlog, "
+               "issued and measured after the stop (for at most a tenth of the window, 1 to 30 s)",
     # open-loop points (load.rate; null in closed loop): what the schedule asked and what ran
     "offered_rate_ops_s": "open loop: the rate the schedule asked for, ops/s, summed over engines",
     "achieved_rate_ops_s": "open loop: successful measured ops per measured second (the point's IOPS), summed "
                            "over engines",
-    "unissued_ops": "open loop: arrivals intended before the stop that were never issued (the backlog left)",
+    "unissued_ops": "open loop: arrivals intended before the stop that were never issued (the backlog left "
+                    "once the drain's time was up)",
     "schedule_kept": "open loop: true when every engine issued its schedule (at most 1% of the window's arrivals, "
-                     "or one op, left unissued); false: the offered rate was not delivered",
+                     "or one op, left unissued after the drain); false: the offered rate was not delivered",
     "steady_state": "with a workload's steady_state: 'reached' (the point stopped early) or 'not reached' (by max_s)",
     "steady_s": "measured seconds until the steady-state criteria held (the stop request); ramp excluded",
     # points with faults (fathom.faults; figures from fathom.analysis.recovery, on the engine's clock)

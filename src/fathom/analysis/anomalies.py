@@ -28,8 +28,8 @@ Rules (thresholds are deliberately loose: a clean sweep must pass untouched):
   so neither side's figures are a clean limit.
 - schedule_not_kept: an open-loop point whose engines left arrivals unissued (schedule_kept false): its
   rates are what the cluster took under a growing backlog, not its behaviour at the offered rate.
-- long_drain: the wait from the stop to the slowest measured op's return is over 5% of the measured
-  time the point's rates divide by.
+- long_drain: the wait from the stop to the slowest measured op's return (in open loop, also the
+  window's backlog, issued after the stop) is over 5% of the measured time the point's rates divide by.
 - A point with intended faults (a `faults:` schedule) is labelled as such, not flagged: its dip
   (collapse), its errors and the health checks its faults raise are what it measures. A health
   check its faults do not explain (analysis.recovery.EXPECTED_CHECKS) is still flagged.
@@ -331,6 +331,7 @@ def measurement_flags(p: StoredPoint) -> list[tuple[str, str]]:
     d = long_drain(p)
     if d is not None:
         window, drain = d
+        backlog = " and the window's backlog" if p.metrics.get("offered_rate_ops_s") is not None else ""
         out.append(("long_drain", f"IOPS divides by {window:.3g} s of window plus {drain:.3g} s waiting for the "
-                                  f"slowest op ({drain / (window + drain):.0%} of the measured time)"))
+                                  f"slowest op{backlog} ({drain / (window + drain):.0%} of the measured time)"))
     return out
