@@ -284,6 +284,9 @@ def docs_section(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         "| case | target | C before / after (ops/s) | search before / after (ops/s) | search / C | search mean "
         "| sweep (ops/s) | search vs sweep | search time | sweep time | sweep / search |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows, "",
+        *(["Rows without a time were measured on 2026-11-27 before 4453f0a, where an open-loop point's backlog "
+            "at its end was counted unissued instead of being issued and measured (docs/slo.md, \"A stall at a "
+            "probe's end\").", ""] if any(not r.get("measured") for r in results) else []),
         "search / C: each search's answer over its own closed-loop rate. Where C moved between the two searches "
         "and the answers moved with it, the cluster drifted (the mean is then the estimate for the sweep, which "
         "ran between them); where C held and the answers did not, the search did.", "",
@@ -372,8 +375,10 @@ def main() -> None:
         subprocess.run([FATHOM, "cluster", "down", "--dir", str(cdir)], stdin=subprocess.DEVNULL)
         if not args.keep_db:
             shutil.rmtree(tmp, ignore_errors=True)
+    commit = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
     for r in results:
-        r["measured"] = time.strftime("%Y-%m-%d %H:%M")
+        r["measured"] = time.strftime("%Y-%m-%d %H:%M") + (f", {commit}" if commit else "")
     if args.merge:
         results = merge(json.loads(args.merge.read_text()), results)
     if args.json:
