@@ -284,9 +284,10 @@ def docs_section(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         "| case | target | C before / after (ops/s) | search before / after (ops/s) | search / C | search mean "
         "| sweep (ops/s) | search vs sweep | search time | sweep time | sweep / search |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|", *rows, "",
-        *(["Rows without a time were measured on 2026-11-27 before 4453f0a, where an open-loop point's backlog "
-            "at its end was counted unissued instead of being issued and measured (docs/slo.md, \"A stall at a "
-            "probe's end\").", ""] if any(not r.get("measured") for r in results) else []),
+        *(["Rows without a time, and earlier runs before 15:03 on 2026-11-27, were measured before 4453f0a: an "
+            "open-loop point's backlog at its end was then counted unissued instead of being issued and measured "
+            "(docs/slo.md, \"A stall at a probe's end\").", ""] if any(not r.get("measured") for r in results)
+          else []),
         "search / C: each search's answer over its own closed-loop rate. Where C moved between the two searches "
         "and the answers moved with it, the cluster drifted (the mean is then the estimate for the sweep, which "
         "ran between them); where C held and the answers did not, the search did.", "",
