@@ -275,11 +275,13 @@ def docs_section(results: list[dict[str, Any]], args: argparse.Namespace) -> str
         "the highest grid rate that met the target below the first that failed. Targets (#25): within 10% of "
         "the reference in under a third of the sweep's time (the sweep's time grows with its grid's points). "
         "The p99 target is a factor x the p99 of a closed-loop pilot at the workload's iodepth (measured here, "
-        "so the answer lies below capacity): 1x for rados and S3, 6x for rbd. At 1x rbd's target fell in a band "
+        "so the answer lies below capacity), each row's factor in its target column: --target-factor "
+        f"({args.target_factor:g}x) unless the case has its own (rbd: "
+        f"{factor(CASES['rbd randwrite 4K'], args):g}x). At 1x rbd's target fell in a band "
         "where its p99 is flat within its noise (30-160 ms from 750 to 4,800 ops/s in its sweep of 2026-11-27 "
         "12:17, under earlier runs below), where no method that "
-        "judges a rate from 10-30 s of it defines the answer to 10%; at 6x, as rados's and S3's at 1x, the target "
-        "lies where the p99 climbs steeply. Times include gates, engine starts, ramps and "
+        "judges a rate from 10-30 s of it defines the answer to 10%; at its own factor, as rados's and S3's at 1x, "
+        "the target lies where the p99 climbs steeply. Times include gates, engine starts, ramps and "
         "drains; the search's includes its calibration. Before / after: the two searches.", "",
         "| case | target | C before / after (ops/s) | search before / after (ops/s) | search / C | search mean "
         "| sweep (ops/s) | search vs sweep | search time | sweep time | sweep / search |",
