@@ -163,3 +163,16 @@ def test_a_companion_ends_the_point_through_the_control_channel(tmp_path, engine
         assert pt["metrics"]["total_ios"] > 0
         kinds = [e["kind"] for e in st.events(run_id)]
         assert "companion" in kinds and "stop" in kinds
+
+
+def test_compare_repeat_json_keeps_stdout_for_the_json(tmp_path, engine_ready):
+    suite = tmp_path / "tiny.yaml"
+    suite.write_text(SUITE.replace("runtime: 2s, ramp_time: 0.5s", "runtime: 1s, ramp_time: 0s")
+                     .replace("  - {name: mix, rw: randrw, rwmixread: 70, numjobs: 2}\n", "")
+                     .replace("[1, 8]", "[1]"))
+    p = run_fathom("compare", str(suite), str(suite), "--repeat", "1", "--format", "json",
+                   "--db", str(tmp_path / "r.db"), timeout=180)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)  # the trials' progress went to stderr, so stdout parses whole
+    assert [w["workload"] for w in got["workloads"]] == ["rr"]
+    assert "trial 1/1" in p.stderr

@@ -53,3 +53,45 @@ def test_a_twenty_percent_regression_at_every_level_is_caught_at_three_trials():
     assert sum(reg for _, reg in got) / len(got) >= 0.9  # --fail-on-regression 10% fires on it too
     # one trial cannot tell it from noise, and says so rather than guess
     assert all(v == "no verdict (1 trial)" for v, _ in _verdicts(1, 0.8, seed=7))
+
+
+def _tail_noisy_run(name: str, rid: int, rng: random.Random) -> RunData:
+    """One trial of the same system as a busy host gives it: throughput within about 10%, p99 spread so wide
+    that identical runs differ by more than 2x about one time in four (as an outside check found on real runs)."""
+    pts = []
+    for qd, iops in LEVELS:
+        x = iops * rng.lognormvariate(0.0, 0.10)
+        p99 = qd / iops * 3e3 * rng.lognormvariate(0.0, 0.45)
+        pts.append(StoredPoint(run=name, run_id=rid, workload="w", params={"iodepth": qd},
+                               metrics={"iops": x, "p99_ms": p99, "clat_ms": qd / x * 1e3, "total_ios": int(x * 60)}))
+    return RunData(name, [rid], "suite", "done", None, {}, None, pts, [])
+
+
+def test_one_trial_gives_no_tail_verdict_and_at_most_one_percent_false_verdicts():
+    rng = random.Random(35)
+    pairs = 1000
+    wrong = fired = 0
+    tail_gaps = 0
+    for i in range(pairs):
+        base, new = _tail_noisy_run("base", 2 * i, rng), _tail_noisy_run("new", 2 * i + 1, rng)
+        (w,) = compare(base, [new], TOLERANCE, fail_on_regression=0.10).workloads
+        wrong += w.verdict in ("better", "worse")
+        fired += w.regression
+        tail_gaps += any(max(lv.lat.ratio, 1 / lv.lat.ratio) > 2 for lv in w.levels)
+        assert all(lv.lat.verdict == "no verdict (1 trial)" for lv in w.levels)
+    assert tail_gaps > pairs * 0.3  # the simulation does put identical runs' tails beyond 2x apart
+    assert wrong <= pairs * 0.01 and fired <= pairs * 0.01, (wrong, fired)
+
+
+def test_the_gate_quotes_the_figure_that_fired():
+    rng = random.Random(3)
+    base = _run("base", 1, 3, 1.0, rng)
+    new = _run("new", 2, 3, 1.0, rng)
+    for p in new.points:
+        if p.params["iodepth"] == 16:
+            p.metrics["p99_ms"] *= 3  # only the tail at one level got worse
+    (w,) = compare(base, [new], TOLERANCE, fail_on_regression=0.10).workloads
+    assert w.regression and w.fired
+    assert all(j.what == "p99 latency" for j in w.fired if j.level is not None)
+    text = w.fired_text()
+    assert "p99 latency at level 16: 0.3" in text and "throughput" not in text

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
@@ -100,8 +101,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(compare_text.render(c))
     if c.regressed:
-        print("fathom: regression: " + ", ".join(f"{w.workload} ({w.new}: {w.ratio:.3f}x of {w.base})"
-                                                 for w in c.regressed), file=sys.stderr)
+        print("fathom: regression (above 1 is better): " + ", ".join(f"{w.workload} ({w.new}: {w.fired_text()})"
+                                                                      for w in c.regressed), file=sys.stderr)
         return EXIT_REGRESSION
     return 0
 
@@ -135,7 +136,8 @@ def run_trials(args: argparse.Namespace, refs: list[str]) -> list[str]:
             argv = ["run", ref, "--db", args.db, "--name", name] + (["--quick"] if args.quick else [])
             print(f"fathom compare --repeat: trial {trial}/{args.repeat} of {ref} as run {name}", file=sys.stderr)
             ns = build_parser("run").parse_args(argv)
-            rc = ns.func(ns)
+            with contextlib.redirect_stdout(sys.stderr):  # stdout is the comparison's alone (--format json parses)
+                rc = ns.func(ns)
             if rc:
                 raise FathomError(f"--repeat: trial {trial} of {ref} (run {name}) ended with exit code {rc}",
                                   hint=f"see `fathom show {name}`; the trials that finished are stored")

@@ -108,6 +108,6 @@ def render(c: Comparison) -> str:
     if c.fail_on_regression is not None:
         reg = c.regressed
         o.append(f"Regression gate ({c.fail_on_regression * 100:g}%): " + (
-            "FAILED: " + ", ".join(f"{w.workload} ({w.new}, {fmt(w.tp_gain_pct, 'pct')})" for w in reg)
+            "FAILED: " + ", ".join(f"{w.workload} ({w.new}: {w.fired_text()})" for w in reg)
             if reg else "passed"))
     return "\n".join(o) + "\n"
