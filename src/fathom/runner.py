@@ -75,6 +75,7 @@ class RunOptions:
     servers: Any = None  # fathom.servers.ServersSpec: the cluster's hosts sampled over SSH (attached clusters)
     mgr_prometheus: bool = False  # every daemon's perf counters from the mgr's prometheus module (enabled if off)
     prometheus: str | None = None  # an existing Prometheus with node-exporter: the cluster hosts' figures
+    labels: dict[str, str] = field(default_factory=dict)  # --label, over the suite's labels (fathom.labels)
 
 
 @dataclass
@@ -250,9 +251,13 @@ class Phases:
             run_id = store.create_run(name, kind="suite", suite=work.loaded.source, suite_yaml=work.loaded.yaml_text,
                                       env={"quick": work.loaded.quick, "engine_override": work.loaded.engine,
                                            "plan_points": len(work.points),
+                                           **({"labels": lab} if (lab := {**work.suite.labels, **opts.labels})
+                                              else {}),
                                            # the study sections its report carries (fathom.report.studies)
                                            **({"report": work.suite.report} if work.suite.report else {}),
                                            **({"slo": {"settings": src.settings.to_dict()}} if src else {})})
+        elif opts.labels:  # --resume with --label: the stored labels, the new ones over them
+            store.merge_env(run_id, labels={**(store.run(run_id).env.get("labels") or {}), **opts.labels})
         phases = cls(opts, store, work, run_id, Held(attached=attached), needs_cluster, clients)
         if work.run_id is not None and not todo:
             store.finish_run(run_id, "done")

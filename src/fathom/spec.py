@@ -16,6 +16,7 @@ Layout:
     slo:         {workload, p50, p90, p99, p999, error_rate, by: rate | iodepth, start, min, max, resolution,
                  probe, max_probe}: what `fathom slo` searches (fathom.probes; docs/slo.md)
     report:      [files-study, rgw-study]: the study sections its runs' reports carry (fathom.report.studies)
+    labels:      {KEY: VALUE}: tags on every run of the suite (fathom.labels; `--label` adds and replaces)
     defaults:    fields every workload inherits
     workloads:   [{name, engine, rw, bs, ..., on_error, op_timeout, stall_timeout, faults, steady_state, sweep}]
                  faults: [{at_s, action, daemon}] on the engine's clock (fathom.faults; docs/suites.md)
@@ -41,7 +42,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
-from fathom import interfaces
+from fathom import interfaces, labels
 from fathom.errors import FathomError, UsageError
 from fathom.faults import Fault, schedule_problems
 from fathom.hosts import ClientsSpec
@@ -150,6 +151,14 @@ class Suite(StrictModel):
     clients: ClientsSpec | None = None  # client hosts the points run on (fathom.hosts); None: this host
     slo: SloSpec | None = None  # `fathom slo`'s targets and search (fathom.probes); `fathom run` ignores it
     report: list[str] = []  # study sections its runs' reports carry (fathom.report.studies; stored in the run's env)
+    labels: dict[str, str] = {}  # tags on its runs (fathom.labels), under the command line's --label
+
+    @field_validator("labels", mode="before")
+    @classmethod
+    def _labels(cls, v: Any) -> dict[str, str]:
+        if not isinstance(v, dict):
+            raise ValueError("labels: a mapping of KEY: VALUE, e.g. {build: abc123, nodes: 8}")
+        return labels.checked(v)
 
     @field_validator("defaults")
     @classmethod

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+from fathom import labels
 from fathom.errors import FathomError, UsageError
 from fathom.store import DEFAULT_DB, Store
 from fathom.cluster.attach import add_attach_args, attach_from_args
@@ -34,6 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", help="run name (default: suite name and time)")
     _engine(p)
     p.add_argument("--resume", metavar="RUN", help="continue run RUN (id or name): only points not done are run")
+    _label(p)
     p.add_argument("--keep-cluster", action="store_true", help="leave the disposable local cluster running")
     p.add_argument("--gate-timeout", default="300s", help="wait at most this long for a clean cluster before "
                                                           "each point (default 300s)")
@@ -70,6 +72,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-probe", metavar="SECONDS", help="longest probe (default 120s)")
     _db(p)
     p.add_argument("--name", help="run name (default: suite name, 'slo' and time)")
+    _label(p)
     p.add_argument("--keep-cluster", action="store_true", help="leave the disposable local cluster running")
     p.add_argument("--gate-timeout", default="300s", help="wait at most this long for a clean cluster before "
                                                           "each probe (default 300s)")
@@ -104,6 +107,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 def _engine(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", help="run every workload on this engine (fathom-engine, fio, rados-bench) "
                                     "instead of the suite's choice")
+
+
+def _label(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--label", action="append", default=[], metavar="KEY=VALUE",
+                   help="tag the run, e.g. build=abc123 or nodes=8 (repeatable; over the suite's labels:); "
+                        "`fathom history --by KEY` orders runs by it")
 
 
 def _db(p: argparse.ArgumentParser) -> None:
@@ -213,7 +222,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         keep_cluster=args.keep_cluster, gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"),
         on_full=args.on_full, bind=args.bind, attach=attach_from_args(args, probe_timeout=None),
         clients=client_choice(args), servers=server_spec(args), mgr_prometheus=args.mgr_prometheus,
-        prometheus=args.prometheus,
+        prometheus=args.prometheus, labels=labels.parse(args.label),
     )
     outcome = runner.run(opts)
     return outcome.exit_code
@@ -232,7 +241,7 @@ def cmd_slo(args: argparse.Namespace) -> int:
                              gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"), bind=args.bind,
                              slo=given, attach=attach_from_args(args, probe_timeout=None), clients=client_choice(args),
                              servers=server_spec(args), mgr_prometheus=args.mgr_prometheus,
-                             prometheus=args.prometheus)
+                             prometheus=args.prometheus, labels=labels.parse(args.label))
     outcome = runner.run(opts)
     return outcome.exit_code
 
@@ -265,7 +274,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             return 0
         env = r.env
         print(f"run {r.id} {r.name}: suite {r.suite}, {r.status}, {len(pts)} points stored")
-        for k in ("ceph_version", "fathom_version", "cluster", "report", "telemetry_cost"):
+        for k in ("ceph_version", "fathom_version", "labels", "cluster", "report", "telemetry_cost"):
             v = env.get(k)
             if v is not None:
                 print(f"  {k}: {json.dumps(v) if isinstance(v, dict) else ', '.join(v) if isinstance(v, list) else v}")
