@@ -176,3 +176,29 @@ def test_compare_repeat_json_keeps_stdout_for_the_json(tmp_path, engine_ready):
     got = json.loads(p.stdout)  # the trials' progress went to stderr, so stdout parses whole
     assert [w["workload"] for w in got["workloads"]] == ["rr"]
     assert "trial 1/1" in p.stderr
+
+
+def test_every_planned_point_is_stored_and_a_repeated_point_is_refused(tmp_path, engine_ready):
+    """Points are keyed by workload, swept values and repetition, and the store keeps one result per key: a
+    run stores as many points as it planned, and a sweep naming one point twice never runs."""
+    from fathom import plan, spec
+
+    text = ("name: keyed\ndefaults: {interface: null, runtime: 0.3s, bs: 4k, rw: randread}\n"
+            "workloads:\n  - {name: rr}\nsweep: {mode: zip, ramp_time: [0s, 0.2s, 0s], iodepth: [1, 1, 4]}\n"
+            "repetitions: 2\n")
+    suite = tmp_path / "keyed.yaml"
+    suite.write_text(text)
+    planned = [p.key for p in plan.expand(spec.parse(text, "keyed.yaml"))]
+    db = tmp_path / "r.db"
+    p = run_fathom("run", str(suite), "--db", str(db), timeout=180)
+    assert p.returncode == 0, p.stderr
+    assert "6 point(s) done" in p.stdout + p.stderr
+    with Store(db) as st:
+        stored = st.points(st.run("latest").id)
+        assert [pt["key"] for pt in stored] == planned and len(planned) == 6
+        assert all(pt["status"] == "done" for pt in stored)
+
+    suite.write_text(text.replace("iodepth: [1, 1, 4]", "iodepth: [1, 1, 1]"))
+    p = run_fathom("run", str(suite), "--db", str(tmp_path / "dup.db"), timeout=60)
+    assert p.returncode == 2 and "points 1 and 3 are one point (ramp_time=0.0, iodepth=1)" in p.stderr
+    assert "repetitions: 4" in p.stderr

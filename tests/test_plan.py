@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from conftest import run_fathom
 
 from fathom import interfaces, plan, spec
@@ -136,3 +138,23 @@ def test_op_size_is_the_interfaces_own_size_field_when_set():
     # rados' object_size is the object's, not the op's: a 4 MiB object written 64 KiB at a time
     assert interfaces.op_size({"interface": "rados", "bs": 65536, "object_size": 4 << 20}) == 65536
     assert interfaces.op_size({"bs": 8192}) == 8192  # an imported point with no interface
+
+
+def test_sweep_points_that_are_one_point_are_never_planned():
+    """The store keeps one result per key: a plan must not hold two points with one key (a suite made
+    without spec's checks is refused by expand itself)."""
+    s = spec.parse(BASE + "sweep: {mode: zip, iodepth: [1, 2]}\n", "p.yaml")
+    dup = s.model_copy(update={"workloads": [s.workloads[0].model_copy(update={
+        "sweep": s.workloads[0].sweep.model_copy(update={"iodepth": [1, 2, 1]})})]})
+    with pytest.raises(spec.SuiteError, match="workload 'a': sweep points 1, 3 are one point"):
+        plan.expand(dup)
+
+
+def test_zip_rows_repeating_values_in_one_axis_are_distinct_points():
+    pts = expand(BASE + "sweep: {mode: zip, ramp_time: [0s, 4s, 0s, 4s], iodepth: [1, 1, 8, 8]}\n"
+                 "repetitions: 2\n")
+    a = [p for p in pts if p.workload == "a"]
+    assert [(p.params["ramp_time"], p.params["iodepth"], p.rep) for p in a] == [
+        (0.0, 1, 1), (4.0, 1, 1), (0.0, 8, 1), (4.0, 8, 1), (0.0, 1, 2), (4.0, 1, 2), (0.0, 8, 2), (4.0, 8, 2)]
+    assert len({p.key for p in pts}) == len(pts)
+    assert a[1].key == "a/ramp_time=4.0/iodepth=1/rep=1"

@@ -232,3 +232,44 @@ def test_a_swept_value_bad_for_several_workloads_is_one_problem():
 def test_yaml_syntax_error_stays_alone():
     msg = error_of(GOOD.replace("bs: 4k}", "bs: 4k, iodepht: 4}") + "colour: [unclosed\n")
     assert msg.startswith("s.yaml:10: not valid YAML") and "\n" not in msg and "iodepht" not in msg
+
+
+ZIP_REPEATED = """\
+name: t
+defaults: {interface: null, runtime: 1s, rw: randread}
+workloads:
+  - {name: rr, bs: 4k}
+sweep: {mode: zip, ramp_time: [0s, 4s, 0s, 4s, 0s, 4s]}
+"""
+
+
+def test_a_zip_sweep_that_repeats_points_is_refused_with_the_fix():
+    # alone: six rows, two points; each run would store two results and overwrite the other four
+    msg = error_of(ZIP_REPEATED)
+    assert msg == ("s.yaml:5: workload 'rr': sweep: points 1, 3 and 5 are one point (ramp_time=0.0); "
+                   "points 2, 4 and 6 are one point (ramp_time=4.0); a run keeps one result per point, so the later "
+                   "would overwrite the earlier. List each value (zip: each row) once and set `repetitions: 3` to "
+                   "measure every point 3 times (whole passes over the plan, stored apart as rep=1, 2, ...)")
+    # beside another list whose rows repeat with it: the same rows
+    beside = error_of(ZIP_REPEATED.replace("0s, 4s]}", "0s, 4s], iodepth: [1, 2, 1, 2, 1, 2]}"))
+    assert "points 1, 3 and 5 are one point (ramp_time=0.0, iodepth=1)" in beside
+    # a workload's own sweep is reported at its line and by its path
+    own = error_of(ZIP_REPEATED.replace("bs: 4k}", "bs: 4k, sweep: {mode: zip, iodepth: [1, 2, 1]}}")
+                   .replace("sweep: {mode: zip, ramp_time: [0s, 4s, 0s, 4s, 0s, 4s]}\n", ""))
+    assert own.startswith("s.yaml:4: workload 'rr': workloads[0].sweep: points 1 and 3 are one point (iodepth=1)")
+
+
+def test_repeated_values_in_distinct_zip_rows_are_points():
+    s = parse(ZIP_REPEATED.replace("0s, 4s]}", "0s, 4s], iodepth: [1, 1, 8, 8, 32, 32]}"))
+    assert s.workloads[0].sweep is not None
+
+
+def test_a_product_sweep_cannot_repeat_a_point_either():
+    # values equal once normalized are one point too: 4k is 4096
+    msg = error_of(ZIP_REPEATED.replace("sweep: {mode: zip, ramp_time: [0s, 4s, 0s, 4s, 0s, 4s]}",
+                                        "sweep: {bs: [4k, 8k, 4096], iodepth: [1, 2]}"))
+    assert ("s.yaml:5: workload 'rr': sweep: points 1 and 5 are one point (bs=4096, iodepth=1); points 2 and 6 "
+            "are one point (bs=4096, iodepth=2);") in msg
+    assert "`repetitions: 2`" in msg
+    # a suite already repeated: the repetitions that give each point as many trials as written
+    assert "`repetitions: 6`" in error_of(ZIP_REPEATED + "repetitions: 2\n")

@@ -9,14 +9,14 @@ repetition), which is what --resume matches on.
 
 from __future__ import annotations
 
-import itertools
+import copy
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from fathom import interfaces
-from fathom.spec import Suite
+from fathom.spec import Suite, SuiteError
 from fathom.units import format_size
-from fathom.workload import Workload
+from fathom.workload import point_key, repeated_points, swept_points
 
 # per-point cost beyond runtime + ramp here (gate, process start, connect, teardown): for the ETA only
 OVERHEAD_S = 2.0
@@ -58,36 +58,23 @@ class Point:
         return " ".join(parts)
 
 
-def _combos(w: Workload) -> list[dict[str, Any]]:
-    if not w.sweep:
-        return [{}]
-    axes = w.sweep.axes()
-    keys = list(axes)
-    if w.sweep.mode == "zip":
-        return [dict(zip(keys, vals)) for vals in zip(*axes.values())]
-    return [dict(zip(keys, vals)) for vals in itertools.product(*axes.values())]
-
-
-def _fmt(k: str, v: Any) -> str:
-    return f"{v:g}" if k == "rate" else str(v)  # rate=1200, not 1200.0 (other keys stay as stored runs have them)
-
-
 def expand(suite: Suite) -> list[Point]:
+    per_workload = [(w.name, swept_points(w)) for w in suite.workloads]
+    for name, pts in per_workload:
+        if (same := repeated_points(name, [swept for _, swept in pts])):  # spec refuses these at file:line
+            key, pos = same[0]
+            raise SuiteError(f"workload {name!r}: sweep points {', '.join(map(str, pos))} are one point ({key}): "
+                             "their results would overwrite each other; list each value once and set "
+                             "repetitions to measure every point several times")
     points: list[Point] = []
     for rep in range(1, suite.repetitions + 1):
-        for w in suite.workloads:
-            base = w.params()
-            for combo in _combos(w):
-                # swept values were validated by spec; re-validating normalizes units (e.g. "4k" -> 4096)
-                params = Workload.model_validate({**base, **combo, "name": w.name, "sweep": None}).params() \
-                    if combo else dict(base)
+        for name, pts in per_workload:
+            for params0, swept in pts:
+                params = copy.deepcopy(params0)  # every point its own (reps share the validated fields)
                 _cap_inflight(params)
-                swept = {k: params[k] for k in combo}
-                key = w.name + "".join(f"/{k}={_fmt(k, v)}" for k, v in swept.items())
-                if suite.repetitions > 1:
-                    key += f"/rep={rep}"
-                points.append(Point(idx=len(points), key=key, workload=w.name, engine=params["engine"], rep=rep,
-                                    params=params, swept=swept))
+                key = point_key(name, swept, rep if suite.repetitions > 1 else None)
+                points.append(Point(idx=len(points), key=key, workload=name, engine=params["engine"], rep=rep,
+                                    params=params, swept=dict(swept)))
     return points
 
 

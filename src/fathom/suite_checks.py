@@ -13,7 +13,7 @@ from fathom import steady
 from fathom.errors import UsageError
 from fathom.suite_fields import suggest
 from fathom.units import parse_duration
-from fathom.workload import WORKLOAD_FIELDS, Workload, sweep_problems
+from fathom.workload import WORKLOAD_FIELDS, Workload, repeated_points, swept_points, sweep_problems
 
 
 class Problems:
@@ -119,9 +119,33 @@ def check_sweeps(workloads: list[Workload | None], data: dict[str, Any], own_swe
                     path = ("workloads", i, "sweep", key, j) if own else ("sweep", key, j)
                     msg = f"{field_path(path)}: {value!r} is not allowed for {key}; {error_text(exc.errors()[0])}"
                     found.setdefault((path, msg), []).append(w.name)
+        if not any(names and names[-1] == w.name for names in found.values()):  # its values are fine
+            where = ("workloads", i, "sweep") if own else ("sweep",)
+            if (msg := _repeated(w, where, data.get("repetitions"))) is not None:
+                found.setdefault((where, msg), []).append(w.name)
     for (path, msg), names in found.items():
         who = f"workload {names[0]!r}" if len(names) == 1 else f"workloads {', '.join(map(repr, names))}"
         problems.add(path, f"{who}: {msg}")
+
+
+def _repeated(w: Workload, path: tuple, repetitions: Any) -> str | None:
+    """A sweep whose points repeat (a zip row or product combination written twice, or equal once normalized:
+    4k and 4096): each is one point of the run (one key), so their results would overwrite each other, and
+    `fathom run` would say it did more points than it stored. Repetitions are the suite's `repetitions`."""
+    try:
+        same = repeated_points(w.name, [swept for _, swept in swept_points(w)])
+    except ValidationError:
+        return None  # a combination that is not a valid workload is reported by the checks of its values
+    if not same:
+        return None
+    def one(key: str, pos: list[int]) -> str:
+        where = ", ".join(map(str, pos[:-1])) + f" and {pos[-1]}"
+        return f"points {where} are one point ({key.split('/', 1)[1].replace('/', ', ')})"
+
+    n = max(len(pos) for _, pos in same) * (repetitions if isinstance(repetitions, int) else 1)
+    return (f"{field_path(path)}: {'; '.join(one(k, pos) for k, pos in same)}; a run keeps one result per point, so "
+            f"the later would overwrite the earlier. List each value (zip: each row) once and set `repetitions: {n}` "
+            f"to measure every point {n} times (whole passes over the plan, stored apart as rep=1, 2, ...)")
 
 
 def line_map(node: yaml.Node | None) -> dict[tuple, int]:

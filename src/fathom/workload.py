@@ -4,6 +4,7 @@ A workload's checks against the rest of its suite, reported at file:line, are in
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, ConfigDict, Field, field_validator, model_validator
@@ -281,3 +282,46 @@ class Workload(_InterfaceFields, CommonFields):
         out = self.model_dump(exclude={"sweep", "name"})
         return {k: v for k, v in out.items()
                 if v is not None or k not in (*OPEN_FIELDS, *FILE_FIELDS, *OWN_FIELDS)}
+
+
+def sweep_combos(sweep: SweepSpec | None) -> list[dict[str, Any]]:
+    """The sweep's value combinations as written, in plan order (product: the last axis varies fastest; zip:
+    the lists walked together); [{}] without a sweep."""
+    if not sweep:
+        return [{}]
+    axes = sweep.axes()
+    rows = zip(*axes.values()) if sweep.mode == "zip" else itertools.product(*axes.values())
+    return [dict(zip(axes, vals)) for vals in rows]
+
+
+def swept_points(w: Workload) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(params, swept) of every point of the workload in plan order: every field with the combination applied,
+    and the swept fields alone, units normalized (bs 4k -> 4096), as the point's key names them."""
+    base = w.params()
+    out = []
+    for combo in sweep_combos(w.sweep):
+        # re-validating normalizes units; the swept values themselves were validated by spec
+        params = Workload.model_validate({**base, **combo, "name": w.name, "sweep": None}).params() \
+            if combo else dict(base)
+        out.append((params, {k: params[k] for k in combo}))
+    return out
+
+
+def _fmt(k: str, v: Any) -> str:
+    return f"{v:g}" if k == "rate" else str(v)  # rate=1200, not 1200.0 (other keys stay as stored runs have them)
+
+
+def point_key(workload: str, swept: dict[str, Any], rep: int | None = None) -> str:
+    """A point's stable identity in its run (what --resume matches and the store keeps one point per):
+    the workload, its swept values, and the repetition when the suite repeats."""
+    return workload + "".join(f"/{k}={_fmt(k, v)}" for k, v in swept.items()) + (f"/rep={rep}" if rep else "")
+
+
+def repeated_points(workload: str, swept: list[dict[str, Any]]) -> list[tuple[str, list[int]]]:
+    """Points of one workload's sweep (swept_points' swept values, in order) that are one point: the same key,
+    from a zip row or product combination repeated, or values equal once normalized (4k and 4096). (key,
+    1-based positions) of each. The store keeps one point per key: these would overwrite each other's results."""
+    seen: dict[str, list[int]] = {}
+    for i, values in enumerate(swept, 1):
+        seen.setdefault(point_key(workload, values), []).append(i)
+    return [(k, pos) for k, pos in seen.items() if len(pos) > 1]
