@@ -133,3 +133,25 @@ def test_repetitions_merge_their_histograms_not_their_percentiles():
     assert cell.value("clat_ms") == pytest.approx((1.0 * 9000 + 10.0 * 1000) / 10000)  # weighted by ops
     cell.points[1].hists = {}
     assert cell.value("p99_ms") is None  # without every histogram: n/a, never an average of percentiles
+
+
+def test_node_scaling_from_runs_labelled_nodes():
+    m4 = 4 * 2**20
+
+    def run(rid: int, nodes: str | None, bws: list[float]) -> RunData:
+        pts = [pt("ec22", m4, "randread", bw, 40.0) for bw in bws]
+        for i, p in enumerate(pts):
+            p.run_id, p.workload, p.params = rid, "client-scaling", {**p.params, "numjobs": 2 ** i}
+        return RunData(f"r{rid}", [rid], "suite", "done", None, {"labels": {"nodes": nodes}} if nodes else {},
+                       "rgw", pts, [])
+
+    runs = [run(1, "4", [100.0, 150.0]), run(2, "12", [300.0, 410.0]), run(3, "8", [200.0, 260.0]),
+            run(4, "4", [120.0, 170.0])]
+    (sec,) = rgw_study.sections(runs)
+    (t,) = [t for t in sec.tables if t.title.startswith("Node scaling")]
+    # each run's peak over its client levels, the mean over runs of one node count, nodes in numeric order
+    assert [r[2:] for r in t.rows] == [["4", "160.00", "2"], ["8", "260.00", "1"], ["12", "410.00", "1"]]
+    assert any(c.slug == "rgw-nodes" for c in sec.charts)
+    # one node count, or no labels: no node scaling
+    (sec,) = rgw_study.sections([run(1, "4", [100.0]), run(2, None, [300.0])])
+    assert not any(t.title.startswith("Node scaling") for t in sec.tables)
