@@ -101,3 +101,43 @@ def test_every_daemon_kind_has_its_columns(tmp_path):
     assert (j["rgw_cpu"], j["mds_mem_mib"], q["rgw_mem_mib"], q["mds_mem_mib"]) == (40.0, 30.0, 200.0, 30.0)
     # kinds that were not sampled are empty, never 0
     assert c["mon_cpu"] == "" and j["mon_cpu"] is None and q["mgr_mem_mib"] is None and q["mds_cpu"] is None
+
+
+def test_open_loop_counts_are_exported_in_every_format(tmp_path):
+    """intended_ops and issued_ops beside unissued_ops: what the schedule asked, what was issued, what was not,
+    summed over engines; empty in closed loop; from the stored schedule for points stored before they were
+    metrics."""
+    cols = export.columns()
+    i = cols.index("offered_rate_ops_s")
+    assert cols[i:i + 6] == ["offered_rate_ops_s", "achieved_rate_ops_s", "intended_ops", "issued_ops",
+                             "unissued_ops", "schedule_kept"]
+    about = {d["column"]: d for d in export.dictionary()}
+    assert about["issued_ops"]["window"] == about["unissued_ops"]["window"] != ""
+    assert "intended" in about["intended_ops"]["meaning"] and "issued" in about["issued_ops"]["meaning"]
+    sched = {"rate": 800.0, "arrival": "poisson", "offered_rate": 800.0, "intended_ops": 3200, "issued_ops": 3100,
+             "unissued_ops": 100, "achieved_rate": 760.0, "schedule_kept": False, "ops": 3100}
+    r = PointResult(engine="fathom-engine", runtime_s=4.0, ops={"read": OpStats(ops=3040, bytes=3040 * 4096,
+                                                                                runtime_s=4.0)},
+                    extra={"schedule": sched})
+    m = base_metrics(r)
+    assert (m["intended_ops"], m["issued_ops"], m["unissued_ops"]) == (3200, 3100, 100)
+    db = tmp_path / "e.db"
+    with Store(db) as st:
+        run = st.create_run("open", suite="s")
+        params = {"rw": "randread", "bs": 4096, "iodepth": 4, "numjobs": 1, "rate": 800.0}
+        st.record_point(run, 0, "a/rate=800", "a", "fathom-engine", params, "done", metrics=m)
+        old = {k: v for k, v in m.items() if k not in ("intended_ops", "issued_ops")}  # stored before
+        st.record_point(run, 1, "b/rate=800", "b", "fathom-engine", params, "done", metrics=old,
+                        result={"extra": {"schedule": sched}})
+        closed = base_metrics(PointResult(engine="fathom-engine", runtime_s=4.0, ops={"read": OpStats(
+            ops=10, bytes=40960, runtime_s=4.0)}))
+        st.record_point(run, 2, "c", "c", "fathom-engine", params, "done", metrics=closed)
+    run_fathom("export", "--db", str(db), "--format", "csv", "-o", str(tmp_path / "e.csv"), check=True)
+    run_fathom("export", "--db", str(db), "-o", str(tmp_path / "e.parquet"), check=True)
+    js = json.loads(run_fathom("export", "--db", str(db), "--format", "json", check=True).stdout)
+    rows = list(csv.DictReader((tmp_path / "e.csv").open()))
+    table = pq.read_table(tmp_path / "e.parquet").to_pylist()
+    for got in (js, table):
+        assert [(x["intended_ops"], x["issued_ops"], x["unissued_ops"]) for x in got] == [
+            (3200, 3100, 100), (3200, 3100, 100), (None, None, None)]
+    assert [(x["intended_ops"], x["issued_ops"]) for x in rows] == [("3200", "3100"), ("3200", "3100"), ("", "")]

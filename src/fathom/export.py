@@ -4,8 +4,8 @@ Columns: run_id, run, suite, idx, key, workload, engine, rep, status, rw, bs
 (bytes), iodepth, numjobs, rwmixread, runtime_s, ramp_s, target, pool, then every
 metric of fathom.model.METRIC_COLUMNS (iops, bw_mib_s, total_ios, clat_ms,
 clat_stdev_ms, p50/p90/p99/p999_ms, p99_all_ms, drain_s, the open-loop
-offered_rate_ops_s, achieved_rate_ops_s, unissued_ops and schedule_kept (empty in
-closed loop), usr_cpu, sys_cpu, ...), then for every daemon
+offered_rate_ops_s, achieved_rate_ops_s, intended_ops, issued_ops, unissued_ops and
+schedule_kept (empty in closed loop), usr_cpu, sys_cpu, ...), then for every daemon
 kind of fathom.model.DAEMON_KINDS (osd, rgw, mds, mon, mgr, ganesha, fuse) its
 {kind}_cpu (% of one core summed over the threads of all daemons of that kind),
 {kind}_cores (the same in cores), {kind}_mem_mib (RSS MiB, summed) and
@@ -25,7 +25,7 @@ import json
 import sys
 from typing import Any
 
-from fathom.model import METRIC_COLUMNS, figure_window
+from fathom.model import METRIC_COLUMNS, figure_window, open_loop_metrics
 from fathom.store import Store
 
 ID_COLUMNS = ("run_id", "run", "suite", "idx", "key", "workload", "engine", "rep", "status")
@@ -72,6 +72,11 @@ def rows(store: Store, run_id: int) -> list[dict[str, Any]]:
             row[col] = q.get(k)
         for k in (*METRIC_COLUMNS, "engine_cpu_pct"):
             row[k] = m.get(k)
+        # points stored before intended_ops and issued_ops were metrics: from the schedule stored in the result
+        sched = ((p["result"] or {}).get("extra") or {}).get("schedule")
+        for k, v in open_loop_metrics(sched).items():
+            if row.get(k) is None:
+                row[k] = v
         row["started"], row["ended"], row["error"] = p["started"], p["ended"], p["error"]
         out.append(row)
     return out
@@ -101,7 +106,8 @@ def write(rs: list[dict[str, Any]], fmt: str, path: str | None, cols: list[str] 
 
         types = {"run_id": pa.int64(), "idx": pa.int64(), "rep": pa.int64(), "bs": pa.int64(),
                  "iodepth": pa.int64(), "numjobs": pa.int64(), "rwmixread": pa.int64(), "total_ios": pa.int64(),
-                 "errors": pa.int64(), "unissued_ops": pa.int64(), "schedule_kept": pa.bool_()}
+                 "errors": pa.int64(), "intended_ops": pa.int64(), "issued_ops": pa.int64(),
+                 "unissued_ops": pa.int64(), "schedule_kept": pa.bool_()}
         # text-valued metrics too (a float column would refuse "reached", "ok")
         strings = {"run", "suite", "key", "workload", "engine", "status", "rw", "target", "pool", "error",
                    "steady_state", "rgw_reconciled"}

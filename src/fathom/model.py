@@ -95,6 +95,10 @@ METRIC_COLUMNS: dict[str, str] = {
     "offered_rate_ops_s": "open loop: the rate the schedule asked for, ops/s, summed over engines",
     "achieved_rate_ops_s": "open loop: successful measured ops per measured second (the point's IOPS), summed "
                            "over engines",
+    "intended_ops": "open loop: arrivals the schedule intended from the ramp's end to the stop, summed over "
+                    "engines (offered_rate_ops_s over the window)",
+    "issued_ops": "open loop: ops issued after the ramp's end (the window's arrivals, the ramp's backlog issued "
+                  "late, and the window's backlog issued in the drain), summed over engines",
     "unissued_ops": "open loop: arrivals intended before the stop that were never issued (the backlog left "
                     "once the drain's time was up)",
     "schedule_kept": "open loop: true when every engine issued its schedule (at most 1% of the window's arrivals, "
@@ -163,7 +167,7 @@ FIGURE_WINDOWS: list[tuple[tuple[str, ...], str, str]] = [
      MEASURED, "merged latency histograms of successful ops (over op kinds, engines and hosts; percentiles are "
                "never averaged); n/a for sources without histograms"),
     (("p99_all_ms",), MEASURED, "merged histograms of successful, failed and timed-out ops"),
-    (("offered_rate_ops_s", "unissued_ops", "schedule_kept"),
+    (("offered_rate_ops_s", "intended_ops", "issued_ops", "unissued_ops", "schedule_kept"),
      "the open-loop schedule's arrivals from the ramp's end to the stop", "each engine's schedule, summed"),
     (("usr_cpu", "sys_cpu", "client_cpu_us_per_op", "client_ctx_per_op", "client_thread_max_pct"),
      "fathom-engine: the measured phase (ramp's end to the last measured completion); fio and rados bench: "
@@ -288,7 +292,8 @@ def open_loop_metrics(schedule: Mapping[str, Any] | None) -> dict[str, Any]:
         return {}
     offered = schedule.get("offered_rate", schedule.get("rate"))
     return {"offered_rate_ops_s": float(offered) if offered is not None else None,
-            "achieved_rate_ops_s": schedule.get("achieved_rate"), "unissued_ops": schedule.get("unissued_ops"),
+            "achieved_rate_ops_s": schedule.get("achieved_rate"), "intended_ops": schedule.get("intended_ops"),
+            "issued_ops": schedule.get("issued_ops"), "unissued_ops": schedule.get("unissued_ops"),
             "schedule_kept": schedule.get("schedule_kept")}
 
 
