@@ -30,8 +30,9 @@ def unbound(decorator: Any) -> Any:
 
 
 def test_the_fields_are_declared_in_their_interfaces_module_and_merged_into_the_workload():
-    assert set(OWNERS) >= {"s3", "nfs"}
+    assert set(OWNERS) >= {"s3", "nfs", "null"}
     assert interfaces.get("s3").own_fields == ("placement", "tls", "max_inflight")
+    assert interfaces.get("null").own_fields == ("delay_us",)
     assert interfaces.get("nfs").own_fields == ("server", "export")
     for name, iface in OWNERS.items():
         model = iface.fields
@@ -63,9 +64,10 @@ def test_workload_py_declares_no_interface_field():
 
 def test_sweepable_interface_fields_are_marked_in_their_module():
     assert interfaces.get("s3").sweepable == ("placement", "tls")
-    assert {"placement", "tls"} <= set(workload.SWEEPABLE)
+    assert interfaces.get("null").sweepable == ("delay_us",)
+    assert {"placement", "tls", "delay_us"} <= set(workload.SWEEPABLE)
     assert not {"max_inflight", "server", "export"} & set(workload.SWEEPABLE)
-    assert workload.SWEEPABLE[-2:] == interfaces.sweepable()
+    assert workload.SWEEPABLE[-len(interfaces.sweepable()):] == interfaces.sweepable()
 
 
 def test_a_field_of_one_interface_is_refused_on_another():
@@ -88,6 +90,11 @@ def test_own_fields_on_their_interface_keep_their_validation_and_defaults():
     with pytest.raises(ValidationError) as e:
         Workload.model_validate({"name": "w", "interface": "s3", "max_inflight": "lots"})
     assert e.value.errors()[0]["loc"] == ("max_inflight",) and "expected a size" in str(e.value)
+    w = Workload.model_validate({"name": "w", "interface": "null", "delay_us": "250"})
+    assert w.delay_us == 250 and w.params()["delay_us"] == 250
+    with pytest.raises(ValidationError) as e:
+        Workload.model_validate({"name": "w", "interface": "null", "delay_us": -1})
+    assert e.value.errors()[0]["loc"] == ("delay_us",)
     plain = Workload.model_validate({"name": "w"})
     assert all(getattr(plain, k) is None for k in interfaces.own_fields())
     assert not set(interfaces.own_fields()) & set(plain.params())  # unset: absent from params

@@ -37,3 +37,10 @@ def test_a_field_changed_between_runs_does_not_split_their_levels():
     b = _run("b", 2, [({"iodepth": d, "bs": 8192}, 90.0 * d) for d in (1, 4)])
     assign_levels([a, b])
     assert [p.label for p in a.curve("w")] == [p.label for p in b.curve("w")] == ["1", "4"]
+
+
+def test_null_delays_are_levels():
+    r = _run("a", 1, [({"iodepth": 4, "delay_us": 0}, 9000.0), ({"iodepth": 4, "delay_us": 10_000}, 400.0)])
+    assign_levels([r])
+    assert [(x.label, x.mean("iops")) for x in levels(r.curve("w"))] == [("0", 9000.0), ("10000", 400.0)]
+    assert level_axis_name([r], "w") == "delay_us"

@@ -78,6 +78,22 @@ def test_null_suite_end_to_end_without_a_cluster(tmp_path, engine_ready):
         assert "null-sweep" in text and "rr" in text and "mix" in text
 
 
+def test_delay_us_is_a_workload_field_and_a_sweep_axis(tmp_path, engine_ready):
+    """null's delay_us reaches the engine: one slot with 20 ms per op completes about 50 ops/s."""
+    suite = tmp_path / "delay.yaml"
+    suite.write_text("name: delay\ndefaults: {engine: fathom-engine, interface: null, runtime: 2s, iodepth: 1}\n"
+                     "workloads:\n  - {name: rr, rw: randread}\nsweep: {delay_us: [0, 20000]}\n")
+    db = tmp_path / "d.db"
+    p = run_fathom("run", str(suite), "--db", str(db), timeout=120)
+    assert p.returncode == 0, p.stderr
+    with Store(db) as st:
+        points = st.points(st.run("latest").id)
+    assert [pt["key"] for pt in points] == ["rr/delay_us=0", "rr/delay_us=20000"]
+    instant, delayed = (pt["metrics"] for pt in points)
+    assert delayed["p50_ms"] >= 20.0 and instant["p50_ms"] < 1.0
+    assert delayed["iops"] <= 50.0 < instant["iops"]  # one slot: at most 1 / 20 ms
+
+
 def _engine_child(parent: int) -> int | None:
     """The fathom-engine process a fathom run has started, by its parent pid."""
     for proc in Path("/proc").iterdir():

@@ -21,14 +21,14 @@ RW_MODES = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw
 FILE_FIELDS = ("path", "mount", "nrfiles", "filesize", "file_service", "ioengine", "direct", "invalidate", "fsync",
                "fdatasync", "end_fsync")
 # fields one interface owns, declared in its module (Interface.fields: s3's placement, tls, max_inflight; nfs's
-# server, export); absent from other workloads' params
+# server, export; null's delay_us); absent from other workloads' params
 OWN_FIELDS = interfaces.own_fields()
 # open loop: the offered rate (ops/s over all engines on all hosts) and the arrivals; absent in closed loop
 OPEN_FIELDS = ("rate", "arrival")
 WORKLOAD_FIELDS = ("engine", "interface", "target", "pool", "rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime",
                    "ramp_time", "size", "object_size", "drop_caches", "on_error", "op_timeout", "stall_timeout",
                    "faults", "steady_state", *OPEN_FIELDS, *FILE_FIELDS, *OWN_FIELDS)
-# the interfaces' own sweepable fields (s3's placement and tls) are marked SWEEP in their modules
+# the interfaces' own sweepable fields (s3's placement and tls, null's delay_us) are marked SWEEP in their modules
 SWEEPABLE = ("rw", "bs", "iodepth", "numjobs", "rwmixread", "runtime", "ramp_time", "size", "object_size", "engine",
              "rate", "arrival",
              "nrfiles", "filesize", "ioengine", "direct", "file_service", *interfaces.sweepable())

@@ -19,7 +19,7 @@ from fathom.store import Store
 # never taken as repetitions of one; the order is the labels'.
 SWEEP_KEYS = ("numjobs", "iodepth", "clients", "threads", "files", "rate", "placement", "object_size", "tls", "rw",
               "bs", "rwmixread", "nrfiles", "filesize", "size", "engine", "ioengine", "direct", "file_service",
-              "runtime", "ramp_time")
+              "runtime", "ramp_time", "delay_us")
 # an SLO search's probes (params `slo_probe`) run as long as their percentiles need: not a level axis
 _PROBE_SET = ("runtime", "ramp_time")
 LARGE_BLOCK = 64 * 1024  # from this size up, throughput is reported in MiB/s (as the OSD study does)

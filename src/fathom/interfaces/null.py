@@ -7,12 +7,23 @@ without Ceph and measures the engine's own overhead.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from fathom import engine_spec
-from fathom.interfaces.base import Interface, engine_rw
+from fathom.interfaces.base import SWEEP, Interface, OwnFields, engine_rw
 
 RW = ("read", "write", "randread", "randwrite", "rw", "readwrite", "randrw")
+MAX_DELAY_US = 3_600_000_000  # the engine's limit: one hour
+
+
+class Fields(OwnFields):
+    """null's workload field: `delay_us`, how long each op takes (µs after its submission, on the target's own
+    timer thread; 0: done inside the submit call). With iodepth it sets a known capacity (slots / delay),
+    which is what open-loop and SLO runs without a cluster need to be checked against."""
+
+    delay_us: Annotated[int | None, SWEEP, Field(ge=0, le=MAX_DELAY_US)] = None
 
 
 @dataclass
@@ -41,7 +52,8 @@ class Null:
 
 def target(p: dict[str, Any], ctx: Any) -> Null:
     return Null(rw=engine_rw(p["rw"]), bs=int(p["bs"]), rwmixread=int(p["rwmixread"]),  # type: ignore[arg-type]
-                numjobs=int(p["numjobs"]), size=int(p["size"]) if p.get("size") else None)
+                numjobs=int(p["numjobs"]), size=int(p["size"]) if p.get("size") else None,
+                delay_us=int(p.get("delay_us") or 0))
 
 
-INTERFACE = Interface(name="null", needs_cluster=False, rw_modes=RW, target=target)
+INTERFACE = Interface(name="null", needs_cluster=False, rw_modes=RW, target=target, fields=Fields)
