@@ -218,3 +218,26 @@ def test_every_planned_point_is_stored_and_a_repeated_point_is_refused(tmp_path,
     p = run_fathom("run", str(suite), "--db", str(tmp_path / "dup.db"), timeout=60)
     assert p.returncode == 2 and "points 1 and 3 are one point (ramp_time=0.0, iodepth=1)" in p.stderr
     assert "repetitions: 4" in p.stderr
+
+
+def test_show_has_the_swept_bs_and_the_rates_that_differ(tmp_path, engine_ready):
+    """`fathom show`'s point table names what tells points apart: bs when swept, the open-loop rate when it
+    differs across points (`closed` for a closed-loop one)."""
+    suite = tmp_path / "axes.yaml"
+    suite.write_text("name: axes\ndefaults: {interface: null, runtime: 0.5s, rw: randread}\n"
+                     "workloads:\n  - {name: open, rate: 400}\n  - {name: flat}\nsweep: {bs: [4k, 64k]}\n")
+    db = tmp_path / "a.db"
+    run_fathom("run", str(suite), "--db", str(db), timeout=120, check=True)
+    out = run_fathom("show", "latest", "--db", str(db), check=True).stdout.splitlines()
+    at = next(i for i, line in enumerate(out) if line.split()[:2] == ["#", "workload"])
+    assert out[at].split()[:7] == ["#", "workload", "engine", "bs", "rate", "ops/s", "iodepth"]
+    assert [line.split()[1:5] for line in out[at + 1:]] == [
+        ["open", "fathom-engine", "4KiB", "400"], ["open", "fathom-engine", "64KiB", "400"],
+        ["flat", "fathom-engine", "4KiB", "closed"], ["flat", "fathom-engine", "64KiB", "closed"]]
+    # one workload, closed loop, nothing swept: no such column
+    suite.write_text("name: plain\ndefaults: {interface: null, runtime: 0.5s, rw: randread}\n"
+                     "workloads:\n  - {name: flat}\n")
+    run_fathom("run", str(suite), "--db", str(db), timeout=120, check=True)
+    out = run_fathom("show", "latest", "--db", str(db), check=True).stdout.splitlines()
+    assert next(line for line in out if line.split()[:2] == ["#", "workload"]).split()[:4] == [
+        "#", "workload", "engine", "iodepth"]

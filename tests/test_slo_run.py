@@ -120,3 +120,31 @@ def test_a_sweep_other_than_the_load_and_a_resume_are_refused(tmp_path, engine_r
     assert "every load met p99 <= 100 ms up to the search's bound, 1,000 ops/s" in p.stderr
     p = run_fathom("run", "--resume", "latest", "--db", str(db), timeout=60)
     assert p.returncode == 2 and "is an SLO search" in p.stderr
+
+
+def test_show_prints_the_search_its_probes_and_their_rates(tmp_path, engine_ready):
+    """`fathom show` of an SLO run: what was searched, the answer and why, a line per probe with its load,
+    figures and verdict, and the probes' offered rate as a column of the point table (null interface: no
+    cluster; a 1 µs p99 no load meets)."""
+    suite = tmp_path / "n.yaml"
+    suite.write_text(NULL.replace("  - {name: b, rw: randwrite}\n", ""))
+    db = tmp_path / "n.db"
+    p = run_fathom("slo", str(suite), "--db", str(db), "--p99", "0.001ms", "--from", "1000", "--min", "500",
+                   "--max", "1000", "--probe", "1s", timeout=180)
+    assert p.returncode == 0, p.stderr
+    with Store(db) as st:
+        res = st.run("latest").env["slo"]["result"]
+    assert res["status"] == "none" and [pr["load"] for pr in res["probes"]] == [1000, 500]
+    out = run_fathom("show", "latest", "--db", str(db), check=True).stdout.splitlines()
+    at = out.index("  SLO search: p99 <= 0.001 ms, workload a, by rate (open loop)")
+    assert out[at + 1].startswith("    answer: none; failed at 500 ops/s; why: p99 ")
+    assert out[at + 2] == f"    {res['message']}"
+    head = out[at + 3].split()
+    assert head[:4] == ["probe", "load", "ops", "p99"] and head[-3:] == ["merged", "verdict", "why"]
+    for i, (line, pr) in enumerate(zip(out[at + 4:at + 6], res["probes"]), start=1):
+        est, lo, hi = pr["obs"]["percentiles"]["p99"]
+        assert line.split()[:4] == [str(i), f"{pr['load']:,.0f}", "ops/s", f"{pr['obs']['ops']:,}"]
+        assert f"{est:.3g} ({lo:.3g}-{hi:.3g})" in line and "  fails  " in line and pr["reasons"][0] in line
+    table = out[at + 6:]
+    assert table[0].split()[:5] == ["#", "workload", "engine", "rate", "ops/s"]
+    assert [row.split()[3] for row in table[1:]] == ["1,000", "500"]

@@ -87,7 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     _db(p)
     p.set_defaults(func=cmd_ls)
 
-    p = sub.add_parser("show", help="one run: environment and a table of its points")
+    p = sub.add_parser("show", help="one run: environment, an SLO search's answer and probes, and a table of its "
+                                    "points (the fields it sweeps, bs and rate among them, as columns)")
     p.add_argument("run", nargs="?", default="latest", help="run id or name (default: latest)")
     _db(p)
     p.add_argument("--json", action="store_true", help="print the run and its points as JSON")
@@ -278,23 +279,108 @@ def cmd_show(args: argparse.Namespace) -> int:
             v = env.get(k)
             if v is not None:
                 print(f"  {k}: {json.dumps(v) if isinstance(v, dict) else ', '.join(v) if isinstance(v, list) else v}")
-        found = (env.get("slo") or {}).get("result")
-        if found:
-            print(f"  SLO search: {found['message']}")
         host = env.get("host") or {}
         if host:
             print(f"  host: {host.get('cpu_model')}, {host.get('cores')} cores, "
                   f"{(host.get('mem_bytes') or 0) / 2**30:.1f} GiB, kernel {host.get('kernel')}")
-        print(f"  {'#':>3} {'workload':<13} {'engine':<13} {'iodepth':>7} {'jobs':>4} {'status':<11} {'IOPS':>10} "
-              f"{'MiB/s':>9} {'clat ms':>8} {'p99 ms':>8} {'OSD cpu%':>8} {'OSD MiB':>8}")
+        found = env.get("slo")
+        if isinstance(found, dict) and found.get("result"):
+            for line in _slo_lines(found):
+                print(f"  {line}")
+        axes = _point_axes(pts)
+        head = ["#", "workload", "engine", *("rate ops/s" if a == "rate" else a for a in axes), "iodepth", "jobs",
+                "status", "IOPS", "MiB/s", "clat ms", "p99 ms", "OSD cpu%", "OSD MiB"]
+        rows = []
         for p in pts:
-            m = p["metrics"] or {}
-            q = p["params"]
-            print(f"  {p['idx'] + 1:>3} {p['workload'][:13]:<13} {p['engine']:<13} {q.get('iodepth', ''):>7} "
-                  f"{q.get('numjobs', ''):>4} {p['status']:<11} {_f(m.get('iops'), 0):>10} "
-                  f"{_f(m.get('bw_mib_s'), 1):>9} {_f(m.get('clat_ms'), 3):>8} {_f(m.get('p99_ms'), 3):>8} "
-                  f"{_f(m.get('osd_cpu'), 0):>8} {_f(m.get('osd_mem_mib'), 0):>8}")
+            m, q = p["metrics"] or {}, p["params"] or {}
+            rows.append([str(p["idx"] + 1), p["workload"], p["engine"], *(_axis_value(a, q) for a in axes),
+                         str(q.get("iodepth", "")), str(q.get("numjobs", "")), p["status"], _f(m.get("iops"), 0),
+                         _f(m.get("bw_mib_s"), 1), _f(m.get("clat_ms"), 3), _f(m.get("p99_ms"), 3),
+                         _f(m.get("osd_cpu"), 0), _f(m.get("osd_mem_mib"), 0)])
+        for line in _text_table(head, rows, left={"workload", "engine", "status"}):
+            print(f"  {line}")
     return 0
+
+
+def _point_axes(pts: list[dict]) -> list[str]:
+    """Point fields shown as columns of `show` besides iodepth and jobs: bs and the open-loop rate when the run
+    sweeps them (its keys name them: `rr/bs=4096`, an SLO probe's `rr/slo/3/rate=2000`) or they differ across
+    points, then any other field the run sweeps, so no two rows of different points look alike."""
+    swept: list[str] = []
+    for p in pts:
+        for part in p["key"].split("/")[1:]:
+            name = part.split("=", 1)[0] if "=" in part else None
+            if name and name not in ("rep", "iodepth", "numjobs", *swept):
+                swept.append(name)
+    axes = [a for a in ("bs", "rate") if a in swept or len({repr((p["params"] or {}).get(a)) for p in pts}) > 1]
+    return axes + [a for a in swept if a not in axes]
+
+
+def _axis_value(axis: str, q: dict) -> str:
+    from fathom.units import format_size
+
+    v = q.get(axis)
+    if axis == "rate":  # open loop's offered ops/s; a point without one ran closed loop
+        return "closed" if v is None else f"{v:,.0f}" if v >= 10 else f"{v:g}"
+    if v is None:
+        return "-"
+    if axis in ("bs", "size", "object_size", "filesize") and isinstance(v, int):
+        return format_size(v)
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _slo_lines(found: dict) -> list[str]:
+    """An SLO run's search (`fathom slo`, stored in its environment): what it searched, the answer, why the
+    step above failed, and every probe with its load, figures and verdict."""
+    from fathom.analysis import slo
+    from fathom.units import format_rate
+
+    s, res = found.get("settings") or {}, found["result"]
+    unit = found.get("unit", "ops/s")
+
+    def load(x: float | None) -> str:
+        return "n/a" if x is None else format_rate(x) if unit == "ops/s" else f"iodepth {x:g}"
+
+    t = s.get("targets") or {}
+    targets = slo.Targets(t.get("latency_ms") or {}, t.get("error_rate"))
+    keys = sorted(targets.latency_ms, key=lambda k: slo.QUANTILES[k])
+    by = "rate (open loop)" if unit == "ops/s" else "iodepth (closed loop)"
+    out = [f"SLO search: {targets.describe()}, workload {s.get('workload') or '-'}, by {by}",
+           f"  answer: {'none' if res.get('load') is None else load(res['load'])}"
+           + (f" ({res['status']})" if res.get("status") not in ("found", "none") else "")
+           + (f"; failed at {load(res['failed_at'])}" if res.get("failed_at") is not None else "")
+           + (f"; why: {'; '.join(res['why'])}" if res.get("why") else ""),
+           f"  {res.get('message', '')}"]
+    cal = found.get("calibration")
+    if cal:
+        out.append(f"  closed-loop probe at iodepth {cal.get('iodepth')}: {format_rate(cal['iops'])}; "
+                   "the search ran from half that up to twice it")
+    rows = []
+    for i, pr in enumerate(res.get("probes") or [], start=1):
+        o = pr.get("obs") or {}
+        pcts = [(lambda v: f"{v[0]:.3g} ({v[1]:.3g}-{v[2]:.3g})" if v else "n/a")((o.get("percentiles") or {})
+                                                                                  .get(k)) for k in keys]
+        kept = o.get("schedule_kept")
+        sched = "n/a" if kept is None else "kept" if kept else "NOT kept"
+        client = o.get("client_thread_pct")
+        rows.append([str(i), load(pr.get("load")), f"{o.get('ops', 0):,}", *pcts, f"{o.get('errors', 0):,}", sched,
+                     "n/a" if client is None else f"{client:.0f}", str(o.get("probes", 1)),
+                     str(pr.get("outcome")) + (" (by estimate)" if pr.get("decided_by_estimate") else ""),
+                     "; ".join(pr.get("reasons") or [])])
+    head = ["probe", "load", "ops", *(f"{slo.NAMES[k]} ms (95% CI)" for k in keys), "errors", "schedule",
+            "client %", "merged", "verdict", "why"]
+    return out + [f"  {line}" for line in _text_table(head, rows, left={"schedule", "verdict", "why"})]
+
+
+def _text_table(head: list[str], rows: list[list[str]], left: set[str]) -> list[str]:
+    """Columns as wide as their widest cell; text columns (left) to the left, figures to the right; the last
+    column unpadded."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(head)]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) if h in left else c.rjust(w) for c, w, h in zip(cells, widths, head)).rstrip()
+
+    return [line(head), *(line(r) for r in rows)]
 
 
 def _f(v: float | None, nd: int) -> str:
