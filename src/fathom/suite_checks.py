@@ -132,6 +132,8 @@ def _repeated(w: Workload, path: tuple, repetitions: Any) -> str | None:
     """A sweep whose points repeat (a zip row or product combination written twice, or equal once normalized:
     4k and 4096): each is one point of the run (one key), so their results would overwrite each other, and
     `fathom run` would say it did more points than it stored. Repetitions are the suite's `repetitions`."""
+    if w.sweep and "runtime" in w.sweep.axes() and w.steady_state and w.steady_state.max_s is not None:
+        return None  # max_s is every point's runtime: check_steady reports the runtime sweep
     try:
         same = repeated_points(w.name, [swept for _, swept in swept_points(w)])
     except ValidationError:
