@@ -68,6 +68,14 @@ impl PhaseStats {
         (self.count, self.sum, self.min, self.max) = (0, 0, u64::MAX, 0);
         self.hist.reset();
     }
+
+    fn absorb(&mut self, o: &PhaseStats) {
+        self.count += o.count;
+        self.sum += o.sum;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+        self.hist.add(&o.hist).expect("histograms of one shape");
+    }
 }
 
 impl Default for KindStats {
@@ -132,6 +140,23 @@ impl KindStats {
         }
     }
 
+    /// Add `o`'s ops (recorded after this one's) to these.
+    pub fn absorb(&mut self, o: &KindStats) {
+        self.ops += o.ops;
+        self.bytes += o.bytes;
+        self.errors += o.errors;
+        self.lat_sum += o.lat_sum;
+        self.lat_min = self.lat_min.min(o.lat_min);
+        self.lat_max = self.lat_max.max(o.lat_max);
+        if o.ops > 0 {
+            self.last_lat = o.last_lat;
+        }
+        self.hist.add(&o.hist).expect("histograms of one shape");
+        for ((_, p), (_, q)) in self.phases.iter_mut().zip(o.phases.iter()) {
+            p.absorb(q);
+        }
+    }
+
     pub fn interval_json(&self) -> Value {
         let mut v = json!({
             "ops": self.ops, "bytes": self.bytes, "errors": self.errors,
@@ -193,6 +218,104 @@ impl KindStats {
             v["phases"] = Value::Object(m);
         }
         v
+    }
+}
+
+/// The next grid point after `t`: every `interval` ns up to `ramp_end`, one exactly at it, then every `interval`
+/// from there (engine.rs, interval records).
+pub fn grid_after(t: u64, interval: u64, ramp_end: u64) -> u64 {
+    if t < ramp_end { (t + interval).min(ramp_end) } else { t + interval }
+}
+
+/// Interval statistics split at a grid point, so that a record written late holds exactly the ops that
+/// completed in the span it names. `cur`: ops that completed before `at`; `next`: from `at` to `until`, the
+/// grid point after it. `at` is the first grid point not yet written, moved on by ops that completed past
+/// `until` (the record was not written for more than an interval while ops kept completing: it will span
+/// those grid points); so `at` is never after the last grid point passed when the record is written.
+pub struct Split {
+    pub cur: Vec<KindStats>,
+    next: Vec<KindStats>,
+    at: u64,
+    until: u64,
+    interval: u64,
+    ramp_end: u64,
+}
+
+impl Split {
+    pub fn new(stats: Vec<KindStats>) -> Self {
+        Split { next: stats.clone(), cur: stats, at: u64::MAX, until: u64::MAX, interval: 0, ramp_end: 0 }
+    }
+
+    /// A phase's grid (see grid_after) from its first grid point `first`; `interval` 0: no grid (a
+    /// preparation pass), every op goes to `cur`.
+    pub fn begin(&mut self, first: u64, interval: u64, ramp_end: u64) {
+        self.reset();
+        (self.interval, self.ramp_end) = (interval, ramp_end);
+        (self.at, self.until) = if interval == 0 { (u64::MAX, u64::MAX) } else { (first, self.grid(first)) };
+    }
+
+    fn grid(&self, t: u64) -> u64 {
+        grid_after(t, self.interval, self.ramp_end)
+    }
+
+    /// The statistics of an op that completed at `end` (monotonic ns).
+    #[inline]
+    pub fn at(&mut self, end: u64) -> &mut [KindStats] {
+        if end < self.at {
+            return &mut self.cur;
+        }
+        if end >= self.until {
+            // past next's span: the record not yet written will span the grid points up to the one before `end`
+            self.fold();
+            let mut g = self.until;
+            while self.grid(g) <= end {
+                g = self.grid(g);
+            }
+            (self.at, self.until) = (g, self.grid(g));
+        }
+        &mut self.next
+    }
+
+    fn fold(&mut self) {
+        for (c, n) in self.cur.iter_mut().zip(self.next.iter_mut()) {
+            if n.ops + n.errors > 0 {
+                c.absorb(n);
+                n.reset();
+            }
+        }
+    }
+
+    /// Make `cur` the record that ends at grid point `g`, the last one passed (None: the phase's tail, every op
+    /// so far). Returns the ops (errors included) that completed after `g`, left for the next record.
+    pub fn close(&mut self, g: Option<u64>) -> u64 {
+        match g {
+            Some(g) if self.at >= g => self.next.iter().map(|k| k.ops + k.errors).sum(),
+            _ => {
+                self.fold();
+                0
+            }
+        }
+    }
+
+    /// After the record was written from `cur`: the ops that completed after its end begin the next record,
+    /// which ends at grid point `next_tick` or later.
+    pub fn reopen(&mut self, next_tick: u64) {
+        for k in self.cur.iter_mut() {
+            k.reset();
+        }
+        std::mem::swap(&mut self.cur, &mut self.next);
+        (self.at, self.until) = (next_tick, self.grid(next_tick));
+    }
+
+    pub fn reset(&mut self) {
+        for k in self.cur.iter_mut().chain(self.next.iter_mut()) {
+            k.reset();
+        }
+    }
+
+    /// Whether any op or error is waiting for a record.
+    pub fn any(&self) -> bool {
+        self.cur.iter().chain(self.next.iter()).any(|k| k.ops + k.errors > 0)
     }
 }
 
@@ -268,6 +391,91 @@ mod tests {
         assert!((50_000..=50_100).contains(&p50), "{p50}");
         k.reset();
         assert_eq!(k.summary_json(1.0)["lat_ns"]["min"], 0);
+    }
+
+    /// ops (errors included) of a record's statistics
+    fn n(stats: &[KindStats]) -> u64 {
+        stats.iter().map(|k| k.ops + k.errors).sum()
+    }
+
+    #[test]
+    fn a_record_holds_the_ops_that_completed_in_its_span() {
+        // grid every 1,000 ns from 0; the record of tick 1 is written late, at 1,400: the ops after 1,000
+        // belong to tick 2's record, not to tick 1's
+        let mut s = Split::new(vec![KindStats::default()]);
+        s.begin(1_000, 1_000, 0);
+        for end in [100, 900, 1_000, 1_300] {
+            s.at(end)[0].record(10, 1);
+        }
+        s.at(950)[0].errors += 1; // completions need not come in order
+        assert_eq!(s.close(Some(1_000)), 2);
+        assert_eq!((s.cur[0].ops, s.cur[0].errors), (2, 1));
+        s.reopen(2_000);
+        assert_eq!(n(&s.cur), 2);
+        s.at(1_999)[0].record(10, 1);
+        assert_eq!(s.close(Some(2_000)), 0);
+        assert_eq!(n(&s.cur), 3);
+    }
+
+    #[test]
+    fn a_record_late_by_several_ticks_spans_them_and_no_more() {
+        // the submitter stalls from 500 to 3,200 while completions go on (another thread): its record spans
+        // ticks 1-3 (0..3,000) and the op at 3,100 is the next record's
+        let mut s = Split::new(vec![KindStats::default()]);
+        s.begin(1_000, 1_000, 0);
+        for end in [400, 1_500, 2_500, 2_999, 3_100] {
+            s.at(end)[0].record(10, 1);
+        }
+        s.at(2_000)[0].record(10, 1); // late in arriving: still inside the span
+        assert_eq!(s.close(Some(3_000)), 1);
+        assert_eq!(n(&s.cur), 5);
+        assert_eq!(s.cur[0].last_lat, 10);
+        s.reopen(4_000);
+        assert_eq!(n(&s.cur), 1);
+        // the last grid point passed may lie beyond every op: the record still takes all of them
+        s.at(4_200)[0].record(10, 1);
+        assert_eq!(s.close(Some(6_000)), 0);
+        assert_eq!(n(&s.cur), 2);
+        s.reopen(7_000);
+        assert_eq!(n(&s.cur), 0);
+        // the tail takes everything
+        s.at(7_500)[0].record(10, 1);
+        s.at(8_100)[0].record(10, 1);
+        assert_eq!(s.close(None), 0);
+        assert_eq!(n(&s.cur), 2);
+    }
+
+    #[test]
+    fn the_grid_has_a_point_at_the_ramps_end() {
+        let mut s = Split::new(vec![KindStats::default()]);
+        s.begin(1_000, 1_000, 1_500); // ramp ends at 1,500: grid 1,000, 1,500, 2,500
+        s.at(1_600)[0].record(10, 1);
+        s.at(2_600)[0].record(10, 1);
+        // the first record, written at 2,600, spans grid points 1,000, 1,500 and 2,500; the op at 2,600 is after them
+        assert_eq!(s.close(Some(2_500)), 1);
+        assert_eq!(n(&s.cur), 1);
+        assert_eq!(grid_after(1_000, 1_000, 1_500), 1_500);
+        assert_eq!(grid_after(1_500, 1_000, 1_500), 2_500);
+    }
+
+    #[test]
+    fn a_preparation_pass_has_no_grid() {
+        let mut s = Split::new(vec![KindStats::default()]);
+        s.begin(0, 0, 0);
+        s.at(u64::MAX - 1)[0].record(10, 1);
+        assert_eq!(n(&s.cur), 1);
+    }
+
+    #[test]
+    fn absorb_adds_counts_and_histograms() {
+        let (mut a, mut b) = (KindStats::default(), KindStats::default());
+        a.record(1_000, 10);
+        b.record(3_000, 20);
+        b.record(2_000, 20);
+        a.absorb(&b);
+        assert_eq!((a.ops, a.bytes, a.lat_min, a.lat_max, a.last_lat), (3, 50, 1_000, 3_000, 2_000));
+        assert_eq!(a.hist.len(), 3);
+        assert_eq!(a.mean(), 2_000.0);
     }
 
     #[test]
