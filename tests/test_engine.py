@@ -10,19 +10,17 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from fathom import hdr, merge
+from fathom import hdr
 from fathom.engines import fathom_engine as fe
 from fathom.errors import FathomError
 
@@ -215,18 +213,34 @@ def test_open_loop_in_overload_counts_the_window_and_says_the_schedule_was_not_k
 
 def test_a_backlog_at_the_window_end_is_issued_and_measured(engine):
     # 2 slots x 50 ms: at most 40 ops/s against 42 asked, so about 8 arrivals wait at the stop (a stall at the
-    # end looks the same). They are issued after it, measured from their intended start, and the schedule is
-    # kept, where at the stop alone it was not (8 > 1% of the window's ~126 arrivals). Timer slack of 10 ms
-    # per op would still drain within the 1 s the drain may take.
+    # end looks the same). They are issued after it and measured from their intended start: none is left
+    # unissued, where at the stop alone 8 were (> 1% of the window's ~126 arrivals). Timer slack of 10 ms per op
+    # would still drain within the 1 s the drain may take. Whether the schedule was kept is the achieved rate's
+    # to say (the window and its drain completed under 40 ops/s of the 42 that arrived: at the 5% the rule
+    # allows, so either way; a clear overload is the next test's).
     r = fe.run_point(null_spec({"duration_s": 4, "ramp_s": 1, "rate": 42, "iodepth": 2},
                                target={"delay_us": 50_000}), timeout=30)
     s, sch = r.summary, r.summary["schedule"]
     stop = 1 + s["window_s"]  # seconds from the phase's start; interval records end on whole seconds
     after = sum(i["ops"]["read"]["ops"] for i in r.intervals if i["t"] - i["dt"] >= stop - 1e-3)
     assert after > 2, r.intervals  # more than the two slots in flight at the stop: the backlog's ops
-    assert sch["unissued_ops"] == 0 and sch["schedule_kept"] is True
+    assert sch["unissued_ops"] == 0
     assert sch["issued_ops"] == s["ops"]["read"]["ops"] == sch["ops"]
-    assert 0.05 < s["drain_s"] < 1.2 and sch["achieved_rate"] < 42
+    assert 0.05 < s["drain_s"] < 1.2 and sch["achieved_rate"] < 40
+    assert sch["intended_rate"] == pytest.approx(sch["intended_ops"] / s["window_s"])
+    assert sch["schedule_kept"] is (sch["achieved_rate"] >= (0.95 * sch["intended_ops"] - 1) / s["window_s"])
+
+
+def test_an_overload_the_drain_absorbs_is_not_a_kept_schedule(engine):
+    # 4 slots x 10 ms: at most 400 ops/s against 440 asked (10% over) on a 3 s window. The backlog (~160 ops)
+    # drains within the 1 s the drain may take (on an idle host: none left unissued, and the unissued count
+    # alone called it kept). What shows the overload is the achieved rate, the capacity, about 10% under the
+    # arrivals' rate: beyond the 5% a kept schedule allows.
+    r = fe.run_point(null_spec({"duration_s": 4, "ramp_s": 1, "rate": 440, "iodepth": 4},
+                               target={"delay_us": 10_000}), timeout=30)
+    sch = r.summary["schedule"]
+    assert sch["achieved_rate"] <= 400 and sch["intended_rate"] == pytest.approx(440, rel=0.01)
+    assert sch["schedule_kept"] is False
 
 
 def test_open_loop_below_capacity_keeps_its_schedule(engine):
@@ -300,59 +314,6 @@ def test_interval_cpu_adds_up_to_the_summary(engine):
     assert summed > 0
     # Intervals miss only the start-up before the main phase and the last few lines after the tail.
     assert summed <= total + 1e-3 and total - summed < 0.2, (summed, total)
-
-
-def test_a_late_record_covers_exactly_its_grid_span_and_merges_so(engine):
-    """Two engines started together; one is stopped (SIGSTOP) for 1.5 s from the middle of its second
-    interval to the middle of its third, so its record of tick 2 is written late. A record ends at its last
-    grid point, not when it was written: every record covers whole ticks (t and dt multiples of the
-    interval), holds the ops that completed in them, and the merge of both engines counts each second once,
-    so a span's ops / dt is the rate of those seconds. Before, the late record ran to the moment it was
-    written (t 2.8, dt 1.8 for tick 2), the merged span took the longest dt, and the next merged span
-    counted those 0.8 s again."""
-    at = time.time() + 1.0  # both ready by then (null: nothing to connect); a past time would start at once
-
-    def one(stop: bool) -> fe.EngineRun:
-        box: dict = {}
-
-        def on_record(rec: dict) -> None:
-            if rec["type"] == "ready":
-                box["proc"].go(at)
-            elif stop and rec["type"] == "interval" and not box.get("stopped"):
-                box["stopped"] = True
-                time.sleep(0.3)  # into tick 2, at ~1.3 s
-                os.kill(box["proc"].pid, signal.SIGSTOP)
-                time.sleep(1.5)  # past the grid point at 2 s, to ~2.8 s: its record is written 0.8 s late
-                os.kill(box["proc"].pid, signal.SIGCONT)
-
-        return fe.run_point(null_spec({"duration_s": 5, "iodepth": 4}, target={"delay_us": 1000},
-                                      control={"wait": True}),
-                            on_record=on_record, on_proc=lambda p: box.update(proc=p), timeout=60)
-
-    with ThreadPoolExecutor(2) as pool:
-        runs = [f.result() for f in [pool.submit(one, True), pool.submit(one, False)]]
-
-    def n(rec: dict) -> int:
-        return sum(o["ops"] + o["errors"] for o in rec["ops"].values())
-
-    for r in runs:
-        assert r.exit_code == 0, r.summary
-        grid = [x for x in r.intervals if not x.get("tail")]
-        assert [x["tick"] for x in grid] == [sum(y["ticks"] for y in grid[:i + 1]) for i in range(len(grid))]
-        for x in grid:
-            assert x["t"] == pytest.approx(x["tick"], abs=1e-6), x  # its end is its grid point
-            assert x["dt"] == pytest.approx(x["ticks"], abs=1e-6), x  # ... and it covers the ticks it names
-        # spans follow one another, nothing counted twice; every completion in exactly one record, and each
-        # record's `finished` the count up to its end
-        assert sum(x["dt"] for x in r.intervals) == pytest.approx(r.intervals[-1]["t"], abs=1e-6)
-        assert sum(n(x) for x in r.intervals) == r.summary["finished"]
-        assert [x["finished"] for x in grid] == [sum(n(y) for y in grid[:i + 1]) for i in range(len(grid))]
-    merged = merge.merge_intervals([r.intervals for r in runs])
-    for x in merged:
-        if not x.get("tail"):
-            assert (x["t"], x["dt"]) == pytest.approx((x["tick"], x["ticks"]), abs=1e-6), x
-    assert sum(x["dt"] for x in merged) == pytest.approx(merged[-1]["t"], abs=1e-6)
-    assert sum(n(x) for x in merged) == sum(r.summary["finished"] for r in runs)
 
 
 def _on(kind: str, act: Callable[[fe.EngineProcess, dict], None]):

@@ -83,6 +83,25 @@ def test_many_engines_sum_their_schedules():
     assert merge.merge_schedules([None, None]) is None
 
 
+def test_the_merged_schedule_is_kept_by_the_engines_rule_on_the_sums():
+    def sched(achieved: float, kept: bool = True) -> dict:  # 4,000 arrivals in a 10 s window, none left over
+        return {**_schedule(400.0, achieved, 4000, 4000, 0, kept), "intended_rate": 400.0}
+
+    # each engine within 5% of its arrivals' rate: kept, the rates summed
+    ok = merge.merge_schedules([sched(390.0), sched(385.0)])
+    assert ok["schedule_kept"] is True and ok["intended_rate"] == 800.0 and ok["achieved_rate"] == 775.0
+    # engines that call themselves kept (records without the rate rule) but achieved 10% under their arrivals'
+    # rate: the point did not keep its schedule
+    short = merge.merge_schedules([sched(362.0), sched(360.0)])
+    assert short["schedule_kept"] is False and short["unissued_ops"] == 0
+    assert base_metrics(merge.point_result([merge.engine_totals(_summary(schedule=s), [])
+                                            for s in (sched(362.0), sched(360.0))]))["schedule_kept"] is False
+    # one op spared per engine: 20 arrivals each in 2 s, 18 done over 2 s is within 5% less one op
+    few = {**_schedule(10.0, 9.0, 20, 20, 0, True), "intended_rate": 10.0}
+    assert merge.merge_schedules([few, few])["schedule_kept"] is True
+    assert merge.schedule_rate_kept(8.9, 10.0, 20) is False and merge.schedule_rate_kept(9.0, 10.0, 20) is True
+
+
 def _group(summaries: list[dict | None], intervals: list[list[dict]] | None = None) -> SimpleNamespace:
     ivs = intervals or [[] for _ in summaries]
     return SimpleNamespace(instances=[SimpleNamespace(run=EngineRun(summary=s, intervals=iv))

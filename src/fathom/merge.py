@@ -258,14 +258,32 @@ def ctx_per_op(cm: dict[str, Any] | None, ops: dict[str, Any]) -> dict[str, floa
             for k in ("voluntary", "involuntary")}
 
 
-_SCHEDULE_SUMS = ("rate", "offered_rate", "achieved_rate", "intended_ops", "issued_ops", "unissued_ops", "ops")
+_SCHEDULE_SUMS = ("rate", "offered_rate", "achieved_rate", "intended_ops", "issued_ops", "unissued_ops", "ops",
+                  "intended_rate")
+# the achieved rate's shortfall against the arrivals' rate a kept schedule allows (engine/src/rate.rs KEPT_TOLERANCE)
+KEPT_TOLERANCE = 0.05
+
+
+def _rate_floor(intended_rate: float, intended_ops: int) -> float:
+    """The lowest achieved rate one engine's window keeps its schedule at: (1 - KEPT_TOLERANCE) of its arrivals'
+    rate, one op of the window spared (the window is intended_ops / intended_rate)."""
+    if intended_ops <= 0 or intended_rate <= 0:
+        return 0.0
+    return ((1 - KEPT_TOLERANCE) * intended_ops - 1) * intended_rate / intended_ops
+
+
+def schedule_rate_kept(achieved: float, intended_rate: float, intended_ops: int) -> bool:
+    """The rate half of a kept schedule for one engine's window (engine/src/rate.rs schedule_kept)."""
+    return achieved >= _rate_floor(intended_rate, intended_ops)
 
 
 def merge_schedules(schedules: Sequence[dict[str, Any] | None], engines: int | None = None) -> dict[str, Any] | None:
     """Several engines' open-loop `schedule` as the point's (None in closed loop): rates and op counts summed
-    (each engine runs its own schedule), kept only if every engine kept it, the largest lag, the mean lag
-    weighted by each engine's ops. engines: how many engines ran; one without a schedule (lost before its
-    summary) leaves the sums partial and the schedule not known to be kept."""
+    (each engine runs its own schedule), the largest lag, the mean lag weighted by each engine's ops. Kept only
+    if every engine kept it and the summed achieved rate is within the engines' rule of the summed arrivals'
+    rate (KEPT_TOLERANCE, one op spared per engine; implied by every engine keeping it, checked so that the
+    point's figures hold it whatever an engine's record says). engines: how many engines ran; one without a
+    schedule (lost before its summary) leaves the sums partial and the schedule not known to be kept."""
     got = [s for s in schedules if s]
     if not got:
         return None
@@ -276,6 +294,9 @@ def merge_schedules(schedules: Sequence[dict[str, Any] | None], engines: int | N
             out[k] = sum(s[k] for s in got)
     if all(s.get("schedule_kept") is not None for s in got):
         out["schedule_kept"] = all(bool(s["schedule_kept"]) for s in got) and len(got) >= n
+        if all(s.get(k) is not None for s in got for k in ("intended_rate", "intended_ops", "achieved_rate")):
+            floor = sum(_rate_floor(float(s["intended_rate"]), int(s["intended_ops"])) for s in got)
+            out["schedule_kept"] = out["schedule_kept"] and out["achieved_rate"] >= floor
     if any(s.get("max_lag_ns") is not None for s in got):
         out["max_lag_ns"] = max(int(s.get("max_lag_ns") or 0) for s in got)
     w = [(float(s.get("mean_lag_ns") or 0.0), int(s.get("ops", s.get("issued_ops")) or 0)) for s in got]

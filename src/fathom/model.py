@@ -101,8 +101,10 @@ METRIC_COLUMNS: dict[str, str] = {
                   "late, and the window's backlog issued in the drain), summed over engines",
     "unissued_ops": "open loop: arrivals intended before the stop that were never issued (the backlog left "
                     "once the drain's time was up)",
-    "schedule_kept": "open loop: true when every engine issued its schedule (at most 1% of the window's arrivals, "
-                     "or one op, left unissued after the drain); false: the offered rate was not delivered",
+    "schedule_kept": "open loop: true when every engine kept its schedule: at most 1% of the window's arrivals (or "
+                     "one op) left unissued after the drain, and the achieved rate at least 95% of the rate the "
+                     "window's arrivals came at (intended_ops / window_s, one op spared; the point's summed rates "
+                     "held to the same); false: the offered rate was not delivered",
     "steady_state": "with a workload's steady_state: 'reached' (the point stopped early) or 'not reached' (by max_s)",
     "steady_s": "measured seconds until the steady-state criteria held (the stop request); ramp excluded",
     # points with faults (fathom.faults; figures from fathom.analysis.recovery, on the engine's clock)

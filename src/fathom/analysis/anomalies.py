@@ -26,8 +26,9 @@ Rules (thresholds are deliberately loose: a clean sweep must pass untouched):
   host cores, or fio's usr+sys (% of one core, summed over jobs) against 100% per job.
 - host_busy: the host was over 95% busy during the point: client and cluster competed for cores,
   so neither side's figures are a clean limit.
-- schedule_not_kept: an open-loop point whose engines left arrivals unissued (schedule_kept false): its
-  rates are what the cluster took under a growing backlog, not its behaviour at the offered rate.
+- schedule_not_kept: an open-loop point whose engines left arrivals unissued or achieved over 5% under
+  their arrivals' rate (schedule_kept false): its rates are what the cluster took under a backlog, not its
+  behaviour at the offered rate.
 - long_drain: the wait from the stop to the slowest measured op's return (in open loop, also the
   window's backlog, issued after the stop) is over 5% of the measured time the point's rates divide by.
 - A point with intended faults (a `faults:` schedule) is labelled as such, not flagged: its dip
@@ -327,7 +328,7 @@ def measurement_flags(p: StoredPoint) -> list[tuple[str, str]]:
                     f"open loop: schedule not kept: offered {_fmt(offered) if offered is not None else 'n/a'} "
                     f"ops/s, achieved {_fmt(achieved) if achieved is not None else 'n/a'} ops/s, "
                     f"{_fmt(left) if left is not None else 'n/a'} arrivals never issued: the figures are the "
-                    "cluster under a growing backlog, not at the offered rate"))
+                    "cluster under a backlog, not at the offered rate"))
     d = long_drain(p)
     if d is not None:
         window, drain = d

@@ -349,8 +349,9 @@ def facts_rows(s: dict[str, Any], row: Any) -> list[str]:
         lines.append(row("Latency p99 incl. errors(s):", cpp_g(s["latency_p99_all"])))
     if sch and sch.get("schedule_kept") is False:
         lines.append(f"Warning: the open-loop schedule was not kept: {sch['unissued_ops']} of the "
-                     f"{sch['intended_ops']} arrivals intended in the window were never issued; the rates above "
-                     "are what the cluster took under a growing backlog, not the offered rate")
+                     f"{sch['intended_ops']} arrivals intended in the window were never issued, or the achieved "
+                     "rate fell over 5% short of theirs; the rates above are what the cluster took under a "
+                     "backlog, not the offered rate")
     lines += drain_note(s.get("window_s"), s.get("drain_s"))
     return lines
 

@@ -51,8 +51,9 @@ DEFINITIONS = [
     "latency to the failure or the timeout), from the merged histograms; the other latency figures are of "
     "successful ops only.",
     "Open loop (a fixed arrival rate): offered is the rate asked for, achieved the successful measured ops per "
-    "second, unissued the arrivals never issued by the stop; the schedule was kept when at most 1% (or one op) "
-    "were left. A point that did not keep it measured the cluster under a growing backlog.",
+    "second, unissued the arrivals never issued once the window's backlog had its drain; the schedule was kept "
+    "when at most 1% (or one op) were left and the achieved rate was at least 95% of the rate the window's "
+    "arrivals came at (one op spared). A point that did not keep it measured the cluster under a backlog.",
     "Anomaly rules: " + " ".join(line.strip() for line in anom.__doc__.split("Rules", 1)[1].splitlines()[1:]),
     *(f"Window of {_names(cols)}: {window}; source: {source}." for cols, window, source in FIGURE_WINDOWS),
 ]
@@ -271,7 +272,8 @@ def offered_chart(curves: list[tuple[RunData, list[StoredPoint]]], wl: str) -> C
     title = f"{wl}: latency vs offered load"
     return ChartOut("offered", title, svg.render(svg.Chart(
         title, "offered rate (ops/s, all engines)", "latency from intended start (ms)", series,
-        note="labels on p99: achieved ops/s; red rings: schedule not kept (arrivals left unissued)")))
+        note="labels on p99: achieved ops/s; red rings: schedule not kept (arrivals left unissued, or "
+             "achieved over 5% short)")))
 
 
 def flatten(d: Any, prefix: str = "") -> list[tuple[str, str]]:
