@@ -10,17 +10,19 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from fathom import hdr
+from fathom import hdr, merge
 from fathom.engines import fathom_engine as fe
 from fathom.errors import FathomError
 
@@ -314,6 +316,59 @@ def test_interval_cpu_adds_up_to_the_summary(engine):
     assert summed > 0
     # Intervals miss only the start-up before the main phase and the last few lines after the tail.
     assert summed <= total + 1e-3 and total - summed < 0.2, (summed, total)
+
+
+def test_a_late_record_covers_exactly_its_grid_span_and_merges_so(engine):
+    """Two engines started together; one is stopped (SIGSTOP) for 1.5 s from the middle of its second
+    interval to the middle of its third, so its record of tick 2 is written late. A record ends at its last
+    grid point, not when it was written: every record covers whole ticks (t and dt multiples of the
+    interval), holds the ops that completed in them, and the merge of both engines counts each second once,
+    so a span's ops / dt is the rate of those seconds. Before, the late record ran to the moment it was
+    written (t 2.8, dt 1.8 for tick 2), the merged span took the longest dt, and the next merged span
+    counted those 0.8 s again."""
+    at = time.time() + 1.0  # both ready by then (null: nothing to connect); a past time would start at once
+
+    def one(stop: bool) -> fe.EngineRun:
+        box: dict = {}
+
+        def on_record(rec: dict) -> None:
+            if rec["type"] == "ready":
+                box["proc"].go(at)
+            elif stop and rec["type"] == "interval" and not box.get("stopped"):
+                box["stopped"] = True
+                time.sleep(0.3)  # into tick 2, at ~1.3 s
+                os.kill(box["proc"].pid, signal.SIGSTOP)
+                time.sleep(1.5)  # past the grid point at 2 s, to ~2.8 s: its record is written 0.8 s late
+                os.kill(box["proc"].pid, signal.SIGCONT)
+
+        return fe.run_point(null_spec({"duration_s": 5, "iodepth": 4}, target={"delay_us": 1000},
+                                      control={"wait": True}),
+                            on_record=on_record, on_proc=lambda p: box.update(proc=p), timeout=60)
+
+    with ThreadPoolExecutor(2) as pool:
+        runs = [f.result() for f in [pool.submit(one, True), pool.submit(one, False)]]
+
+    def n(rec: dict) -> int:
+        return sum(o["ops"] + o["errors"] for o in rec["ops"].values())
+
+    for r in runs:
+        assert r.exit_code == 0, r.summary
+        grid = [x for x in r.intervals if not x.get("tail")]
+        assert [x["tick"] for x in grid] == [sum(y["ticks"] for y in grid[:i + 1]) for i in range(len(grid))]
+        for x in grid:
+            assert x["t"] == pytest.approx(x["tick"], abs=1e-6), x  # its end is its grid point
+            assert x["dt"] == pytest.approx(x["ticks"], abs=1e-6), x  # ... and it covers the ticks it names
+        # spans follow one another, nothing counted twice; every completion in exactly one record, and each
+        # record's `finished` the count up to its end
+        assert sum(x["dt"] for x in r.intervals) == pytest.approx(r.intervals[-1]["t"], abs=1e-6)
+        assert sum(n(x) for x in r.intervals) == r.summary["finished"]
+        assert [x["finished"] for x in grid] == [sum(n(y) for y in grid[:i + 1]) for i in range(len(grid))]
+    merged = merge.merge_intervals([r.intervals for r in runs])
+    for x in merged:
+        if not x.get("tail"):
+            assert (x["t"], x["dt"]) == pytest.approx((x["tick"], x["ticks"]), abs=1e-6), x
+    assert sum(x["dt"] for x in merged) == pytest.approx(merged[-1]["t"], abs=1e-6)
+    assert sum(n(x) for x in merged) == sum(r.summary["finished"] for r in runs)
 
 
 def _on(kind: str, act: Callable[[fe.EngineProcess, dict], None]):

@@ -11,7 +11,7 @@ use crate::out;
 use crate::rate::{Lag, Schedule, schedule_kept};
 use crate::rng::Rng;
 use crate::spec::{OnError, Spec};
-use crate::stats::{Errors, KindStats};
+use crate::stats::{Errors, KindStats, Split, grid_after};
 use crate::targets::Target;
 use crate::verify;
 use serde_json::{Map, Value, json};
@@ -117,7 +117,8 @@ pub struct Engine<'a> {
     kinds: Vec<OpKind>,
     /// Index of each op kind's statistics (NO_KIND: not one of the target's kinds).
     kidx: [u8; OpKind::COUNT],
-    interval: Vec<KindStats>,
+    /// The interval records' statistics, split at the grid (a late record holds its span's ops, no more).
+    interval: Split,
     pub total: Vec<KindStats>,
     /// Per job in the measured phase: ops and bytes issued after the ramp.
     job_ops: Vec<u64>,
@@ -193,7 +194,7 @@ impl<'a> Engine<'a> {
             queue,
             free: Vec::with_capacity(n),
             rng: Rng::new(spec.seed),
-            interval: stats.clone(),
+            interval: Split::new(stats.clone()),
             total: stats,
             kinds,
             kidx,
@@ -266,11 +267,12 @@ impl<'a> Engine<'a> {
         }
     }
 
-    fn record_error(&mut self, idx: usize, e: ErrKind, lat: u64) {
+    /// `at`: when the op ended (its completion, its timeout, its failed submission), which decides its interval.
+    fn record_error(&mut self, idx: usize, e: ErrKind, lat: u64, at: u64) {
         let s = &self.slots[idx];
         let (kind, ramp) = (s.kind, s.ramp);
         let ki = self.ki(kind);
-        self.interval[ki].errors += 1;
+        self.interval.at(at)[ki].errors += 1;
         let what = self.target.describe(s);
         if self.measuring && !ramp {
             self.total[ki].errors += 1;
@@ -297,8 +299,8 @@ impl<'a> Engine<'a> {
         let lat = end.saturating_sub(s.intended_ns);
         let (kind, ramp) = (s.kind, s.ramp);
         match rc {
-            Err(e) => self.record_error(idx, e, lat),
-            Ok(n) => self.completed(idx, kind, ramp, lat, n),
+            Err(e) => self.record_error(idx, e, lat, end),
+            Ok(n) => self.completed(idx, kind, ramp, lat, n, end),
         }
         if self.measuring && !ramp {
             self.measured_end = self.measured_end.max(end);
@@ -306,7 +308,7 @@ impl<'a> Engine<'a> {
     }
 
     #[inline]
-    fn completed(&mut self, idx: usize, kind: OpKind, ramp: bool, lat: u64, n: u64) {
+    fn completed(&mut self, idx: usize, kind: OpKind, ramp: bool, lat: u64, n: u64, end: u64) {
         {
             let s = &self.slots[idx];
             self.target.on_success(s);
@@ -325,8 +327,9 @@ impl<'a> Engine<'a> {
         }
         let ki = self.ki(kind);
         let phases = &self.slots[idx].phases;
-        self.interval[ki].record(lat, n);
-        self.interval[ki].record_phases(phases);
+        let iv = &mut self.interval.at(end)[ki];
+        iv.record(lat, n);
+        iv.record_phases(phases);
         if self.measuring && !ramp {
             self.total[ki].record(lat, n);
             self.total[ki].record_phases(phases);
@@ -365,7 +368,7 @@ impl<'a> Engine<'a> {
                 let lat = now.saturating_sub(s.intended_ns);
                 self.started += 1;
                 self.finished += 1;
-                self.record_error(idx, e, lat);
+                self.record_error(idx, e, lat, now);
                 Err(())
             }
         }
@@ -379,7 +382,7 @@ impl<'a> Engine<'a> {
                 self.slots[i].state = State::Zombie;
                 self.zombies += 1;
                 self.finished += 1;
-                self.record_error(i, ErrKind::Timeout, lat);
+                self.record_error(i, ErrKind::Timeout, lat, now);
             }
         }
     }
@@ -388,8 +391,7 @@ impl<'a> Engine<'a> {
     /// every interval from there. No interval straddles the ramp's end (a fractional ramp included), and
     /// engines started together share the grid, so records with one `tick` cover one span.
     fn grid_next(&self, t: u64) -> u64 {
-        let i = self.ph.interval_ns;
-        if t < self.ramp_end { (t + i).min(self.ramp_end) } else { t + i }
+        grid_after(t, self.ph.interval_ns, self.ramp_end)
     }
 
     /// The process's CPU, context switches and threads now.
@@ -398,32 +400,38 @@ impl<'a> Engine<'a> {
         Mark { at, user: cpu.0, sys: cpu.1, vol, invol, threads }
     }
 
-    /// `grid`: the grid point this record ends at and how many it spans; None for the phase's tail.
-    fn emit_interval(&mut self, now: u64, prev: u64, grid: Option<(u64, u64)>) {
-        // `ts` is the wall time of `now` (the interval's end), read before the histograms are encoded and
-        // the CPU read: so `ts - t` is the phase's start on the wall clock, however late this record is
-        // written (many engines on few cores are preempted here; the skew across hosts is read from it).
-        let ts = wall_s() - mono_ns().saturating_sub(now) as f64 / NS;
+    /// `grid`: the grid point this record ends at (the last one passed by `now`) and how many it spans; None for
+    /// the phase's tail, which ends `now`. A record covers its span exactly, however late it is written (a
+    /// stalled submitter, a stopped process): it ends at its grid point, holds the ops that completed in its
+    /// span (those after it wait in `interval` for the next record), and the next record starts there. So no
+    /// time is in two records and ops / dt is the rate of those seconds. CPU, `started` and `in_flight` are
+    /// read when it is written.
+    fn emit_interval(&mut self, now: u64, grid: Option<(u64, u64)>) {
+        let (end, ticks, tail) = match grid {
+            Some((g, n)) => (g, n, false),
+            None => (now, 1, true),
+        };
+        // `ts` is the wall time of `end`, read before the histograms are encoded and the CPU read: so `ts - t`
+        // is the phase's start on the wall clock, however late this record is written (many engines on few
+        // cores are preempted here; the skew across hosts is read from it).
+        let ts = wall_s() - mono_ns().saturating_sub(end) as f64 / NS;
+        let after = self.interval.close(grid.map(|(g, _)| g));
         let mut ops = Map::new();
-        for (k, st) in self.kinds.iter().zip(self.interval.iter_mut()) {
+        for (k, st) in self.kinds.iter().zip(self.interval.cur.iter()) {
             ops.insert(k.name().to_string(), st.interval_json());
-            st.reset();
         }
         let (user, sys, _) = crate::clock::rusage();
         let (u0, s0) = std::mem::replace(&mut self.cpu_mark, (user, sys));
         let threads = crate::clock::thread_cpu();
         let busiest = crate::clock::thread_delta(&self.threads_mark, &threads).into_iter().next();
-        let (end, ticks, tail) = match grid {
-            Some((g, n)) => (g, n, false),
-            None => (now, 1, true),
-        };
         self.ph.tick_no += ticks;
         let mut rec = json!({
             "type": "interval", "ts": ts,
-            "t": (now - self.phase_start) as f64 / NS, "dt": (now - prev) as f64 / NS,
+            "t": (end - self.phase_start) as f64 / NS, "dt": end.saturating_sub(self.ph.prev_emit) as f64 / NS,
             "tick": self.ph.tick_no, "ticks": ticks,
             "ramp": end <= self.ramp_end && self.ramp_end > self.phase_start,
-            "in_flight": self.in_flight, "started": self.started, "finished": self.finished,
+            // completions up to the record's end: the records so far add up to it
+            "in_flight": self.in_flight, "started": self.started, "finished": self.finished - after,
             "ops": ops,
             // The engine's own CPU in this interval (all threads), so it travels with the data; and its busiest
             // thread's, which says whether the engine itself (one submitter, one callback thread) was the limit.
@@ -435,6 +443,12 @@ impl<'a> Engine<'a> {
             rec["tail"] = json!(true);
         }
         out::emit(&rec);
+        self.ph.prev_emit = end;
+        if tail {
+            self.interval.reset();
+        } else {
+            self.interval.reopen(self.ph.next_tick);
+        }
         if self.measured_mark.is_none() && end >= self.ramp_end {
             self.measured_mark = Some(Self::mark(now, (user, sys), threads.clone()));
         }
@@ -499,6 +513,8 @@ impl<'a> Engine<'a> {
             inline: l.rate.is_none() || !measuring,
         };
         self.ph.next_tick = self.grid_next(start);
+        // ops go to the record of the grid span they complete in (a preparation pass has no grid)
+        self.interval.begin(self.ph.next_tick, if measuring { interval_ns } else { 0 }, self.ramp_end);
     }
 
     /// Fill free slots (closed loop) or issue what the schedule has due (open loop).
@@ -684,8 +700,7 @@ impl<'a> Engine<'a> {
                 (last, n) = (self.ph.next_tick, n + 1);
                 self.ph.next_tick = self.grid_next(self.ph.next_tick);
             }
-            self.emit_interval(now, self.ph.prev_emit, Some((last, n)));
-            self.ph.prev_emit = now;
+            self.emit_interval(now, Some((last, n)));
         }
         if let Some(t) = self.ph.timeout
             && now >= self.ph.next_scan
@@ -768,8 +783,8 @@ impl<'a> Engine<'a> {
         let now = mono_ns();
         if self.measuring {
             // The tail since the last tick, so intervals add up to the totals.
-            if self.interval.iter().any(|k| k.ops + k.errors > 0) {
-                self.emit_interval(now, self.ph.prev_emit, None);
+            if self.interval.any() {
+                self.emit_interval(now, None);
             }
             let stop = self.stop_at.unwrap_or(now);
             self.window_end = stop.clamp(self.ramp_end, now.max(self.ramp_end));
@@ -870,7 +885,8 @@ impl<'a> Engine<'a> {
         self.started = 0;
         self.finished = 0;
         self.stop_at = None;
-        for k in self.interval.iter_mut().chain(self.total.iter_mut()) {
+        self.interval.reset();
+        for k in self.total.iter_mut() {
             k.reset();
         }
         let now = mono_ns();
