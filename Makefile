@@ -20,7 +20,7 @@ SAMPLER := engine/target/release/fathom-sampler
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
 .PHONY: help install deps venv engine demo test test-unit bench-engine bench-rados bench-null bench-steady bench-hosts \
-	bench-s3 bench-s3-memory bench-files bench-slo clean
+	bench-s3 bench-s3-memory bench-files bench-slo bench-history clean
 
 help:
 	@echo "make demo   install if needed, run the main job on a disposable local cluster, leave a report"
@@ -75,6 +75,10 @@ bench-rados: install
 	$(VENV)/bin/python bench/bench_vs_rados_bench.py -b 4M -b 4K --docs docs/benchmarks.md --json bench/results/bench-rados-vs-rados-bench.json
 
 # the OSD study, fixed time vs steady-state stop, on one fresh cluster (~25 min on 2 cores; see the script)
+# fathom history over 1,000 runs x 100 figures (target: under 5 s; no cluster)
+bench-history: install
+	$(VENV)/bin/python bench/history_scale.py --docs docs/benchmarks.md
+
 # fathom slo against a fine open-loop rate sweep: rbd randwrite 4K, rados read 4M, S3 GET 64K
 bench-slo: install
 	$(VENV)/bin/python bench/slo_search.py --docs docs/benchmarks.md --json bench/results/slo.json

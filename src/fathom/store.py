@@ -429,6 +429,23 @@ class Store:
             })
         return out
 
+    def done_points(self, run_ids: Iterable[int]) -> list[dict[str, Any]]:
+        """The completed points of many runs, lean (run_id, workload, params, metrics; no results, intervals or
+        histograms): what a history over a thousand runs needs, in one query per 500 runs. Points with the
+        same params share one dict: read them, do not change them."""
+        ids = list(run_ids)
+        out: list[dict[str, Any]] = []
+        params: dict[str, dict[str, Any]] = {}  # runs of one suite repeat their points' params: parse each once
+        for i in range(0, len(ids), 500):
+            chunk = ids[i:i + 500]
+            rows = self._rows(f"SELECT run_id, workload, params_json, metrics_json FROM points WHERE status = 'done' "
+                              f"AND run_id IN ({','.join('?' * len(chunk))}) ORDER BY run_id, idx", tuple(chunk))
+            out.extend({"run_id": r["run_id"], "workload": r["workload"],
+                        "params": params.get(r["params_json"]) or params.setdefault(r["params_json"],
+                                                                                   json.loads(r["params_json"])),
+                        "metrics": json.loads(r["metrics_json"]) if r["metrics_json"] else {}} for r in rows)
+        return out
+
     def record_point(self, run_id: int, idx: int, key: str, workload: str, engine: str, params: dict[str, Any],
                      status: str, metrics: dict[str, Any] | None = None, result: dict[str, Any] | None = None,
                      gate: dict[str, Any] | None = None, error: str | None = None, started: float | None = None,

@@ -22,6 +22,7 @@ SWEEP_KEYS = ("numjobs", "iodepth", "clients", "threads", "files", "rate", "plac
               "runtime", "ramp_time", "delay_us")
 # an SLO search's probes (params `slo_probe`) run as long as their percentiles need: not a level axis
 _PROBE_SET = ("runtime", "ramp_time")
+_UNSEEN = object()
 LARGE_BLOCK = 64 * 1024  # from this size up, throughput is reported in MiB/s (as the OSD study does)
 
 
@@ -128,18 +129,24 @@ def assign_levels(runs: list[RunData]) -> None:
         for p in r.points:
             by_wl.setdefault(p.workload, []).append(p)
     for pts in by_wl.values():
-        keys = level_keys(pts)
-        if not keys:
-            keys = ["iodepth"] if any("iodepth" in p.params for p in pts) else []
-        for p in pts:
-            vals = tuple(p.params.get(k) for k in keys)
-            p.level = tuple((v is None, v if isinstance(v, (int, float)) else str(v)) for v in vals)
-            if len(keys) == 1:
-                p.label = str(vals[0]) if vals[0] is not None else "-"
-            elif keys:
-                p.label = " ".join(f"{_short(k)}={v}" for k, v in zip(keys, vals))
-            else:
-                p.label = "-"
+        assign_workload_levels(pts)
+
+
+def assign_workload_levels(pts: list[StoredPoint]) -> list[str]:
+    """The points of one workload (over any runs) their levels; returns the level's keys (level_keys)."""
+    keys = level_keys(pts)
+    if not keys:
+        keys = ["iodepth"] if any("iodepth" in p.params for p in pts) else []
+    for p in pts:
+        vals = tuple(p.params.get(k) for k in keys)
+        p.level = tuple((v is None, v if isinstance(v, (int, float)) else str(v)) for v in vals)
+        if len(keys) == 1:
+            p.label = str(vals[0]) if vals[0] is not None else "-"
+        elif keys:
+            p.label = " ".join(f"{_short(k)}={v}" for k, v in zip(keys, vals))
+        else:
+            p.label = "-"
+    return keys
 
 
 def level_keys(pts: list[StoredPoint]) -> list[str]:
@@ -149,15 +156,33 @@ def level_keys(pts: list[StoredPoint]) -> list[str]:
     by_run: dict[int, list[StoredPoint]] = {}
     for p in pts:
         by_run.setdefault(p.run_id, []).append(p)
-    return [k for k in SWEEP_KEYS
-            if any(len({_hashable(p.params.get(k)) for p in group if k not in _PROBE_SET or "slo_probe" not in
-                        p.params}) > 1 for group in by_run.values())]
+
+    def varies(k: str, group: list[StoredPoint]) -> bool:
+        probe_set = k in _PROBE_SET
+        first: Any = _UNSEEN
+        for p in group:
+            if probe_set and "slo_probe" in p.params:
+                continue
+            v = _hashable(p.params.get(k))
+            if first is _UNSEEN:
+                first = v
+            elif v != first:
+                return True
+        return False
+
+    # a key with one value over all the points varies within no run: one pass rules it out (histories of
+    # a thousand runs would otherwise look at every run for every key)
+    # points that share one params dict (fathom.store.done_points) are one point to this question
+    distinct = list({id(p.params): p for p in pts}.values())
+    return [k for k in SWEEP_KEYS if varies(k, distinct) and any(varies(k, group) for group in by_run.values())]
 
 
 def level_axis_name(runs: list[RunData], workload: str) -> str:
     """What the level labels of a workload mean, e.g. 'iodepth' or 'jobs/files'."""
-    pts = [p for r in runs for p in r.points if p.workload == workload]
-    keys = level_keys(pts)
+    return axis_name(level_keys([p for r in runs for p in r.points if p.workload == workload]))
+
+
+def axis_name(keys: list[str]) -> str:
     if len(keys) == 1:
         return keys[0]
     if not keys:

@@ -19,6 +19,7 @@ COMMAND_MODULES = {
     "fathom.cli.run": ("suites", "plan", "run", "slo", "ls", "show", "export"),
     "fathom.cli.report": ("report", "compare", "import"),
     "fathom.cli.bench": ("bench", "cleanup"),
+    "fathom.cli.history": ("history", "label"),
 }
 
 

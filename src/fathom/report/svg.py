@@ -48,6 +48,7 @@ class Chart:
     height: int = 380
     y_zero: bool = True
     extra: list[str] = field(default_factory=list)
+    vmarks: list[tuple[float, str]] = field(default_factory=list)  # dashed vertical lines at x, with a short text
 
 
 def nice_step(span: float, target: int = 5) -> float:
@@ -147,8 +148,11 @@ def render(chart: Chart) -> str:
         y = sy(t)
         out.append(f'<path d="M{ml} {y:.1f}H{ml + pw}" stroke="#e3e3e3" fill="none"/>')
         out.append(f'<text x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#333">{fmt_tick(t)}</text>')
-    for t in xt:
+    every = max(1, math.ceil(len(xt) / 12)) if chart.x_categories is not None else 1  # many runs: every k-th label
+    for i, t in enumerate(xt):
         x = sx(t)
+        if i % every and i != len(xt) - 1:
+            continue
         lab = chart.x_categories[int(t)] if chart.x_categories is not None else fmt_tick(t)
         out.append(f'<path d="M{x:.1f} {mt}V{mt + ph}" stroke="#f0f0f0" fill="none"/>')
         out.append(f'<text x="{x:.1f}" y="{mt + ph + 15}" text-anchor="middle" fill="#333">{escape(lab)}</text>')
@@ -174,6 +178,11 @@ def render(chart: Chart) -> str:
     # series: error bars, line, markers, labels
     for i, s in enumerate(chart.series):
         out.extend(_series_marks(s, s.color or PALETTE[i % len(PALETTE)], sx, sy, log_y))
+    for i, (xv, text) in enumerate(chart.vmarks):
+        x = sx(xv)
+        out.append(f'<path class="change" d="M{x:.1f} {mt}V{mt + ph}" stroke="{FLAG_COLOR}" stroke-dasharray="5 3" '
+                   f'fill="none"/><text x="{x + 3:.1f}" y="{mt + 11 + 12 * (i % 3)}" fill="{FLAG_COLOR}" '
+                   f'font-size="10">{escape(text)}</text>')
     out.extend(chart.extra)
     out.append("</svg>")
     return "\n".join(out)
