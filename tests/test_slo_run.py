@@ -48,12 +48,14 @@ def test_a_search_on_a_cluster_is_stored_and_reported(cluster, tmp_path, engine_
     probes = res["probes"]
     assert len(points) == len(probes) + 1 and [pt["params"]["rate"] for pt in points[1:]] == \
         [pr["load"] for pr in probes]
-    # the answer is the highest probe that met every target; every probe above it failed or was not decided
-    met = [pr["load"] for pr in probes if pr["outcome"] == "meets"]
-    assert res["load"] == max(met) and all(pr["load"] <= res["load"] for pr in probes if pr["outcome"] == "meets")
+    # the answer is the highest probe that met every target, at most what it achieved; every probe above it
+    # failed or was not decided
+    top = max((pr for pr in probes if pr["outcome"] == "meets"), key=lambda pr: pr["load"])
+    assert (res["offered"] or res["load"]) == top["load"] and res["load"] <= top["load"]
+    assert res["offered"] is None or res["load"] <= top["obs"]["achieved"]
     if res["status"] == "found":
-        assert res["failed_at"] > res["load"] and res["why"]
-        assert (res["failed_at"] - res["load"]) / res["load"] <= 0.25
+        assert res["failed_at"] > top["load"] and res["why"]
+        assert (res["failed_at"] - top["load"]) / top["load"] <= 0.25
     for pr, pt in zip(probes, points[1:]):
         # each probe ran long enough for its p99 (1,000 ops), its interval brackets its estimate
         est, lo, hi = pr["obs"]["percentiles"]["p99"]
@@ -148,3 +150,25 @@ def test_show_prints_the_search_its_probes_and_their_rates(tmp_path, engine_read
     table = out[at + 6:]
     assert table[0].split()[:5] == ["#", "workload", "engine", "rate", "ops/s"]
     assert [row.split()[3] for row in table[1:]] == ["1,000", "500"]
+
+
+def test_a_null_target_search_never_answers_above_what_it_achieved(tmp_path, engine_ready):
+    """4 slots of 10 ms complete at most 400 ops/s. A probe offered 6% or more over that cannot keep its
+    schedule, although the drain at its window's end issues its whole backlog, and the answer is at most the
+    rate its meeting probe achieved (no cluster: the null interface's delay_us)."""
+    suite = tmp_path / "cap.yaml"
+    suite.write_text("name: cap\ndefaults: {engine: fathom-engine, interface: null, rw: randread, iodepth: 4, "
+                     "delay_us: 10000}\nworkloads:\n  - {name: a}\n"
+                     "slo: {p99: 2s, start: 400, max: 500, resolution: 10%, probe: 3s}\n")
+    db = tmp_path / "c.db"
+    p = run_fathom("slo", str(suite), "--db", str(db), timeout=300)
+    assert p.returncode == 0, p.stderr
+    with Store(db) as st:
+        run = st.run("latest")
+        res = run.env["slo"]["result"]
+        achieved = {pt["params"]["rate"]: pt["metrics"]["achieved_rate_ops_s"] for pt in st.points(run.id)}
+    assert res["status"] == "found", res["message"]
+    met = next(pr for pr in res["probes"] if pr["outcome"] == "meets" and pr["load"] == (res["offered"] or res["load"]))
+    assert res["load"] <= met["obs"]["achieved"] <= achieved[met["load"]] and res["load"] <= 400
+    over = [pr for pr in res["probes"] if pr["load"] >= 425]
+    assert over and all(pr["outcome"] == "fails" and "schedule not kept" in pr["reasons"][0] for pr in over)

@@ -9,6 +9,7 @@ from typing import Callable
 import pytest
 
 from fathom.analysis import slo
+from fathom.units import format_rate
 
 P99_5MS = slo.Targets({"p99": 5.0})
 
@@ -322,3 +323,27 @@ def test_the_run_side_merges_a_repeated_probes_intervals():
     first, merged = (p.obs for p in src.search.probes[:2])
     assert src.search.probes[0].outcome == "borderline" and first.batches == 10
     assert merged.probes == 2 and merged.batches == 20 and merged.ops == 20_000
+
+
+def test_the_answer_is_never_above_what_its_probe_achieved():
+    # a cluster that completes 399 ops/s: a probe within 5% over it keeps its schedule (the rule's tolerance)
+    # and meets a loose target, yet achieved 399. The answer is what the meeting probe achieved, not its offer.
+    cap = 399.0
+    s = slo.Search(P99_5MS, start=200, lo=10, hi=1600, resolution=0.02)
+    while (load := s.next_load()) is not None:
+        achieved = min(load, cap) * 0.999  # the drain's last op lengthens the measured time a little
+        obs = slo.Observation(load, 20_000, 0, {"p99": (1.0, 0.9, 1.1)}, schedule_kept=achieved >= 0.95 * load,
+                              achieved=achieved)
+        s.record(slo.judge(obs, P99_5MS, s.unit, final=s.final(load)))
+    r = s.result()
+    met = [p for p in s.probes if p.outcome == "meets"]
+    best = max(met, key=lambda p: p.load)
+    assert r.status == "found" and best.load > cap  # the highest probe that met offered more than was done
+    assert r.load <= best.obs.achieved <= cap and r.load == pytest.approx(best.obs.achieved, rel=1e-3)
+    assert r.offered == best.load
+    assert all(r.load <= p.obs.achieved for p in met if p.load == best.load)
+    assert f"up to {format_rate(r.load)} (achieved at {format_rate(best.load)} offered)" in r.message
+    assert r.to_dict()["offered"] == best.load
+    # closed loop (iodepth) has no achieved rate to hold it to
+    q = search(lambda qd: 0.5 * qd, start=1, lo=1, hi=256, integer=True).result()
+    assert q.load == 10 and q.offered is None

@@ -249,7 +249,8 @@ class Probes:
                    else None,
                    "kept": None if prev["kept"] is None and cur["kept"] is None else
                    bool(prev["kept"] is not False and cur["kept"] is not False),
-                   "achieved": _mean(prev["achieved"], cur["achieved"]),
+                   # the lowest: the answer is never above what a probe at this load achieved
+                   "achieved": min((x for x in (prev["achieved"], cur["achieved"]) if x is not None), default=None),
                    "client": max((x for x in (prev["client"], cur["client"]) if x is not None), default=None),
                    "iops": _mean(prev["iops"], cur["iops"]), "probes": prev["probes"] + 1,
                    "keys": prev["keys"] + cur["keys"],

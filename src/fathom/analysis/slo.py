@@ -38,8 +38,10 @@ p99.9: 10,000).
 
 Search: from `start`, double while a probe meets (up to `hi`), halve while it fails (down to `lo`); then
 bisect the bracket [highest meeting, lowest failing] until it is narrower than `resolution` of its low end
-(iodepth: until they are neighbours). The answer is the highest meeting load; the next failing probe and
-its reasons say why the step above failed.
+(iodepth: until they are neighbours). The answer is the highest meeting load, but never above the rate
+that probe achieved: a kept schedule allows the achieved rate to fall short of the offered one by a little
+(engine/PROTOCOL.md, summary `schedule_kept`), and a load that was not carried is not an answer. The next
+failing probe and its reasons say why the step above failed.
 """
 
 from __future__ import annotations
@@ -99,7 +101,7 @@ class Observation:
     errors: int = 0
     percentiles: dict[str, tuple[float, float, float]] = field(default_factory=dict)  # key -> (est, lo, hi)
     schedule_kept: bool | None = None
-    achieved: float | None = None  # ops/s (open loop)
+    achieved: float | None = None  # ops/s (open loop; repeats merged: the lowest)
     client_thread_pct: float | None = None
     probes: int = 1  # how many probes were merged into this one
     batch: dict[str, tuple[float, float]] = field(default_factory=dict)  # key -> (lo, hi), batch means only
@@ -210,15 +212,28 @@ def _border_keys(obs: Observation, targets: Targets) -> list[tuple[str, float]]:
 @dataclass
 class Result:
     status: Literal["found", "none", "ceiling", "client"]
-    load: float | None  # the highest load that met every target
+    load: float | None  # the highest load that met every target (open loop: at most what its probe achieved)
     failed_at: float | None  # the lowest load above it that failed
     why: list[str]  # why the step above failed (or why there is no answer)
     message: str
     probes: list[Verdict]
+    offered: float | None = None  # the meeting probe's offered rate, when it achieved less (the answer)
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "load": self.load, "failed_at": self.failed_at, "why": self.why,
-                "message": self.message, "probes": [p.to_dict() for p in self.probes]}
+                "message": self.message, "probes": [p.to_dict() for p in self.probes], "offered": self.offered}
+
+
+def carried(v: Verdict) -> tuple[float, float | None]:
+    """A meeting probe's answer: its load, or in open loop the rate it achieved when that is lower (a kept
+    schedule may fall a little short), with the offered rate then (else None)."""
+    got = v.obs.achieved
+    if got is None or got >= v.load:
+        return v.load, None
+    if got <= 0:
+        return 0.0, v.load
+    digits = 3 - math.floor(math.log10(got))  # 4 significant digits, as probes are, rounded down
+    return min(round(math.floor(got * 10.0 ** digits) / 10.0 ** digits, max(digits, 0)), got), v.load
 
 
 @dataclass
@@ -295,11 +310,15 @@ class Search:
         fmt = (lambda x: f"iodepth {x:g}") if self.integer else format_rate
         best, worst, stop = self.best, self.worst, self.stop
         estimate = any(p.decided_by_estimate for p in self.probes)
+        load, offered = carried(best) if best is not None and not self.integer else \
+            (best.load if best else None, None)
+        upto = f"{fmt(load)} (achieved at {fmt(offered)} offered)" if offered is not None else \
+            fmt(load) if load is not None else ""
         if stop is not None and stop.outcome == "client":
             why = stop.reasons
-            msg = (f"{self.targets.describe()} held up to {fmt(best.load)}; " if best else "") + \
+            msg = (f"{self.targets.describe()} held up to {upto}; " if best else "") + \
                 f"at {fmt(stop.load)} the client was the limit: not the cluster's answer (add engines or hosts)"
-            return Result("client", best.load if best else None, stop.load, why, msg, self.probes)
+            return Result("client", load, stop.load, why, msg, self.probes, offered)
         if best is None:
             low = worst or stop
             why = low.reasons if low else []
@@ -307,17 +326,17 @@ class Search:
                           f"no load meets {self.targets.describe()}: the lowest probe, {fmt(low.load) if low else '?'},"
                           f" failed ({'; '.join(why)})", self.probes)
         if worst is None and stop is None:
-            return Result("ceiling", best.load, None, [],
-                          f"every load met {self.targets.describe()} up to the search's bound, {fmt(best.load)}: "
-                          "the answer is above it (raise the bound)", self.probes)
+            return Result("ceiling", load, None, [],
+                          f"every load met {self.targets.describe()} up to the search's bound, {upto}: "
+                          "the answer is above it (raise the bound)", self.probes, offered)
         above = worst or stop
         why = above.reasons if above else []
         width = (f"the next step, {fmt(above.load)}, failed" if above and above.outcome == "fails"
                  else f"{fmt(above.load)} could not be decided" if above else "")
-        msg = f"{self.targets.describe()} up to {fmt(best.load)}; {width} ({'; '.join(why)})"
+        msg = f"{self.targets.describe()} up to {upto}; {width} ({'; '.join(why)})"
         if estimate:
             msg += "; a borderline probe was decided by its estimate after merged repeats"
-        return Result("found", best.load, above.load if above else None, why, msg, self.probes)
+        return Result("found", load, above.load if above else None, why, msg, self.probes, offered)
 
 
 def answer_of(env: dict[str, Any]) -> dict[str, Any] | None:
