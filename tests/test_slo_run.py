@@ -86,7 +86,9 @@ def test_a_target_no_load_meets_names_the_lowest_probe(cluster, tmp_path, engine
     assert [pr["load"] for pr in res["probes"]] == [400, 200, 100]
     # the 100 ops/s probe ran >= 10 s for its 1,000 ops: its interval took its per-second batches into account
     assert (res["probes"][-1]["obs"]["batches"] or 0) >= 5
-    assert "no load meets p99 <= 0.01 ms: the lowest probe, 100 ops/s, failed" in p.stderr
+    # (where p99 stayed put from 400 to 100 ops/s, the answer says so before naming the lowest probe)
+    assert "SLO search: no load meets p99 <= 0.01 ms: " in p.stderr
+    assert "the lowest probe, 100 ops/s, failed" in p.stderr
 
 
 @pytest.mark.parametrize("args, expected", [
@@ -173,3 +175,22 @@ def test_a_null_target_search_never_answers_above_what_it_achieved(tmp_path, eng
     assert res["load"] <= met["obs"]["achieved"] <= achieved[met["load"]] and res["load"] <= 400
     over = [pr for pr in res["probes"] if pr["load"] >= 425]
     assert over and all(pr["outcome"] == "fails" and "schedule not kept" in pr["reasons"][0] for pr in over)
+
+
+def test_a_floor_the_load_does_not_move_ends_the_search_and_says_so(tmp_path, engine_ready):
+    """Ops of 20 ms (null interface, delay_us) have a p50 of 20 ms at any load below the 3,200 ops/s 64 slots
+    complete: two halvings that leave it there end the search, which says why, instead of halving on down
+    to its lower bound at ever longer probes."""
+    suite = tmp_path / "floor.yaml"
+    suite.write_text("name: floor\ndefaults: {engine: fathom-engine, interface: null, rw: randread, iodepth: 64, "
+                     "delay_us: 20000}\nworkloads:\n  - {name: a}\n")
+    db = tmp_path / "f.db"
+    p = run_fathom("slo", str(suite), "--db", str(db), "--p50", "5ms", "--from", "400", "--probe", "1s",
+                   timeout=300)
+    assert p.returncode == 0, p.stderr
+    with Store(db) as st:
+        res = st.run("latest").env["slo"]["result"]
+    assert res["status"] == "none" and [pr["load"] for pr in res["probes"]] == [400, 200, 100]
+    assert res["floor"]["percentile"] == "p50" and all(20 <= ms < 25 for ms in res["floor"]["ms"])
+    assert "SLO search: no load meets p50 <= 5 ms: p50 stays at ~2" in p.stderr
+    assert "from 400 ops/s down to 100 ops/s; the floor is not load-driven" in p.stderr

@@ -65,8 +65,9 @@ def test_a_schedule_not_kept_fails_the_probe_even_with_low_latency():
 
 
 def test_no_load_meets_the_target():
-    r = search(lambda r: 9.0).result()
-    assert r.status == "none" and r.load is None and r.failed_at == 10
+    # p99 falls with the load but not far enough: halved down to the lower bound
+    r = search(lambda r: 6.0 + r / 10).result()
+    assert r.status == "none" and r.load is None and r.failed_at == 10 and r.to_dict()["floor"] is None
     assert r.message.startswith("no load meets p99 <= 5 ms: the lowest probe, 10 ops/s, failed")
 
 
@@ -347,3 +348,46 @@ def test_the_answer_is_never_above_what_its_probe_achieved():
     # closed loop (iodepth) has no achieved rate to hold it to
     q = search(lambda qd: 0.5 * qd, start=1, lo=1, hi=256, integer=True).result()
     assert q.load == 10 and q.offered is None
+
+
+def test_a_floor_the_load_does_not_move_ends_the_search_early():
+    # p99 stays at ~20 ms whatever the load below 1,000 ops/s (an OSD's own latency, not a queue): once two
+    # successive halvings leave it where it was, halving further will not meet 5 ms
+    rng = random.Random(5)
+    s = search(lambda r: 20.0 if r < 1000 else 20.0 + r / 50, start=800, lo=3, noise=lambda: rng.uniform(0.97, 1.03))
+    r = s.result()
+    assert [p.load for p in r.probes] == [800, 400, 200]  # not on down to 3 ops/s
+    assert r.status == "none" and r.load is None and r.failed_at == 200
+    assert r.message.startswith("no load meets p99 <= 5 ms: p99 stays at ~20 ms from 800 ops/s down to "
+                                "200 ops/s; the floor is not load-driven"), r.message
+    assert "the lowest probe, 200 ops/s, failed (p99 " in r.message
+    floor = r.to_dict()["floor"]
+    assert floor["percentile"] == "p99" and (floor["from"], floor["to"]) == (800, 200)
+    assert [round(x) for x in floor["ms"]] == [20, 20, 20]
+
+
+def test_halvings_that_lower_the_percentile_go_on():
+    # load-driven: each halving lowers p99 well beyond its interval, so the search goes down until it meets
+    r = search(lambda r: 1 + 4 * (r / 1000) ** 3, start=8000, lo=3).result()
+    assert r.status == "found" and 950 <= r.load <= 1000
+    # one halving that agrees is not enough: 30 ms, 30 ms, then 3 ms
+    s = search(lambda r: 3.0 if r < 300 else 30.0, start=1000, lo=3)
+    assert [p.load for p in s.probes][:4] == [1000, 500, 250, 500 * 0.75] and s.result().status == "found"
+
+
+def test_the_floor_rule_judges_only_the_failing_percentiles_and_kept_schedules():
+    t = slo.Targets({"p50": 1.0, "p99": 5.0})
+
+    def obs(load, p50, p99, kept=True):
+        return slo.judge(slo.Observation(load, 20_000, 0, {"p50": (p50, p50 * 0.98, p50 * 1.02),
+                                                           "p99": (p99, p99 * 0.98, p99 * 1.02)},
+                                         schedule_kept=kept), t, "ops/s")
+
+    s = slo.Search(t, start=800, lo=3, hi=1600)
+    for v in (obs(800, 0.5, 20.0), obs(400, 0.3, 19.0), obs(200, 0.2, 20.5)):  # p50 meets and moves: no matter
+        s.record(v)
+    assert s.next_load() is None and "p99 stays at ~20 ms" in s.result().message
+    s = slo.Search(t, start=800, lo=3, hi=1600)
+    for v in (obs(800, 0.5, 20.0, kept=False), obs(400, 0.3, 19.0), obs(200, 0.2, 20.5)):  # a backlog's latency
+        s.record(v)
+    assert s.next_load() == 100

@@ -42,6 +42,12 @@ bisect the bracket [highest meeting, lowest failing] until it is narrower than `
 that probe achieved: a kept schedule allows the achieved rate to fall short of the offered one by a little
 (engine/PROTOCOL.md, summary `schedule_kept`), and a load that was not carried is not an answer. The next
 failing probe and its reasons say why the step above failed.
+
+A floor the load does not move ends the halving: once FLAT_HALVINGS successive halvings (the last
+FLAT_HALVINGS + 1 failing probes) leave each percentile that fails its target where it was (consecutive
+estimates whose 95% intervals overlap, or within FLAT_FRACTION of each other), with every schedule kept,
+the percentile is not load-driven there: halving further to the lower bound (at probes that grow to
+max_probe_s at low rates) would not meet it. The answer is none, and says where the percentile stays.
 """
 
 from __future__ import annotations
@@ -59,6 +65,8 @@ MAX_REPEATS = 3  # probes at one borderline load, merged, before the estimate de
 CLIENT_BOUND_PCT = 90.0  # busiest engine thread, % of one core (as anomalies.client_bound)
 MIN_BATCHES = 5  # fewer per-second intervals: their variance is too noisy to say anything (t_4 = 2.78)
 MAX_BATCHES = 30  # longer probes get longer batches, which span longer bursts
+FLAT_HALVINGS = 2  # successive halvings that leave a failing percentile where it was: the floor is not the load's
+FLAT_FRACTION = 0.10  # estimates this close agree even where their intervals do not overlap
 # Student t, two-sided 95% (the 97.5% quantile), by degrees of freedom 1..30
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
@@ -218,10 +226,35 @@ class Result:
     message: str
     probes: list[Verdict]
     offered: float | None = None  # the meeting probe's offered rate, when it achieved less (the answer)
+    floor: dict[str, Any] | None = None  # none: the percentile halving did not move (percentile, ms, from, to)
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "load": self.load, "failed_at": self.failed_at, "why": self.why,
-                "message": self.message, "probes": [p.to_dict() for p in self.probes], "offered": self.offered}
+                "message": self.message, "probes": [p.to_dict() for p in self.probes], "offered": self.offered,
+                "floor": self.floor}
+
+
+def _agree(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool:
+    """Two estimates (est, lo, hi) of one percentile agree: their intervals overlap, or they are within
+    FLAT_FRACTION of each other."""
+    return (a[1] <= b[2] and b[1] <= a[2]) or abs(a[0] - b[0]) <= FLAT_FRACTION * max(a[0], b[0])
+
+
+def flat_floor(down: Sequence[Verdict], targets: Targets) -> dict[str, Any] | None:
+    """The floor (module doc) shown by the last FLAT_HALVINGS + 1 failing probes of a search halving down
+    (highest load first): the percentiles over their targets in all of them, each agreeing from probe to
+    probe, with every schedule kept. {percentile, ms (its estimates), from, to} of the first such
+    percentile, or None."""
+    last = list(down[-(FLAT_HALVINGS + 1):])
+    if len(last) <= FLAT_HALVINGS or any(v.obs.schedule_kept is False for v in last):
+        return None
+    over = [k for k, limit in targets.latency_ms.items()
+            if all(k in v.obs.percentiles and v.obs.percentiles[k][0] > limit for v in last)]
+    flat = [k for k in over if all(_agree(a.obs.percentiles[k], b.obs.percentiles[k]) for a, b in zip(last, last[1:]))]
+    if not flat:
+        return None
+    k = min(flat, key=lambda x: QUANTILES[x])
+    return {"percentile": k, "ms": [v.obs.percentiles[k][0] for v in last], "from": last[0].load, "to": last[-1].load}
 
 
 def carried(v: Verdict) -> tuple[float, float | None]:
@@ -252,6 +285,8 @@ class Search:
     best: Verdict | None = None  # highest meeting
     worst: Verdict | None = None  # lowest failing
     stop: Verdict | None = None  # a client-bound probe ends the search
+    floor: dict[str, Any] | None = None  # halving down: a percentile the load does not move (flat_floor)
+    _down: list[Verdict] = field(default_factory=list)  # decided failing probes while bracketing down
     _next: float | None = None
     _repeats: int = 0
 
@@ -289,6 +324,8 @@ class Search:
             self.best = v
         if v.outcome == "fails" and (self.worst is None or v.load < self.worst.load):
             self.worst = v
+        if v.outcome == "fails" and self.best is None:
+            self._down.append(v)
         self._next = self._step(v)
 
     def _step(self, v: Verdict) -> float | None:
@@ -297,7 +334,8 @@ class Search:
                 return None
             return self._clamp(v.load * 2)
         if self.best is None:  # bracketing down
-            if v.load <= self.lo:
+            self.floor = flat_floor(self._down, self.targets)
+            if v.load <= self.lo or self.floor is not None:
                 return None
             return self._clamp(v.load / 2)
         lo, hi = self.best.load, self.worst.load
@@ -322,9 +360,18 @@ class Search:
         if best is None:
             low = worst or stop
             why = low.reasons if low else []
+            lowest = f"the lowest probe, {fmt(low.load) if low else '?'}, failed ({'; '.join(why)})"
+            f = self.floor
+            if f is None:
+                return Result("none", None, low.load if low else None, why,
+                              f"no load meets {self.targets.describe()}: {lowest}", self.probes)
+            ms = f["ms"]
+            spread = f" ({min(ms):.3g}-{max(ms):.3g})" if f"{min(ms):.2g}" != f"{max(ms):.2g}" else ""
             return Result("none", None, low.load if low else None, why,
-                          f"no load meets {self.targets.describe()}: the lowest probe, {fmt(low.load) if low else '?'},"
-                          f" failed ({'; '.join(why)})", self.probes)
+                          f"no load meets {self.targets.describe()}: {NAMES[f['percentile']]} stays at "
+                          f"~{sorted(ms)[len(ms) // 2]:.2g} ms{spread} from {fmt(f['from'])} down to {fmt(f['to'])}; "
+                          f"the floor is not load-driven ({FLAT_HALVINGS} halvings left it within its intervals or "
+                          f"{FLAT_FRACTION:.0%}), so the search stopped halving; {lowest}", self.probes, floor=f)
         if worst is None and stop is None:
             return Result("ceiling", load, None, [],
                           f"every load met {self.targets.describe()} up to the search's bound, {upto}: "
