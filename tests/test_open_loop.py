@@ -59,6 +59,27 @@ def test_open_loop_mistakes_are_named(change, expected):
         assert part in str(ei.value), str(ei.value)
 
 
+def test_an_slo_suite_takes_arrival_without_a_rate():
+    # the search sets the rate: a suite that searches it may say how arrivals come without a dummy rate
+    from fathom import probes
+    from fathom.analysis import slo
+
+    text = SUITE.replace("sweep: {rate: [400, 1.2k]}", "slo: {p99: 5ms}")
+    s = parse(text)
+    assert s.workloads[0].arrival == "poisson" and s.workloads[0].rate is None
+    base = plan.expand(s)[0]
+    src = probes.Probes(probes.Settings(slo.Targets({"p99": 5.0}), start=300), base)
+    first = next(src.points())
+    assert (first.params["rate"], first.params["arrival"]) == (300, "poisson")
+    # in defaults too, and with a sweep of the iodepth the search does not vary
+    parse(text.replace("rr, rw: randread, arrival: poisson}", "rr, rw: randread}\nsweep: {iodepth: [4, 8]}")
+          .replace("iodepth: 8}", "iodepth: 8, arrival: poisson}"))
+    # a search by iodepth runs closed loop: there arrival applies to nothing
+    with pytest.raises(spec.SuiteError) as ei:
+        parse(text.replace("slo: {p99: 5ms}", "slo: {p99: 5ms, by: iodepth}"))
+    assert "arrival applies to open loop" in str(ei.value) and "s.yaml:5" in str(ei.value)
+
+
 def test_each_engine_offers_its_share():
     # three engines on two hosts' worth of slots: a suite's 1200 ops/s is 400 each, closed loop untouched
     cs = ClientsSpec.model_validate([{"host": "local", "instances": 3}])

@@ -283,6 +283,7 @@ def parse(text: str, source: str = "<suite>", quick: bool = False, engine: str |
             problems.add(*_describe(err, lines, data, defaults, own_sweep))
     parts = _Parts.of(suite, data)
     _cross_checks(parts, lines, problems)
+    _check_arrival(parts, data, lines, problems)
     check_steady(parts.workloads, data, lines, problems)
     check_sweeps(parts.workloads, data, own_sweep, problems)
     _check_faults(parts, data, lines, problems)
@@ -388,6 +389,23 @@ def _cross_checks(parts: _Parts, lines: dict[tuple, int], problems: Problems) ->
         if prep and interfaces.get(w.interface).needs_images and not im:
             problems.add(("workloads", i),
                          f"workloads[{i}]: workload {w.name!r} drives {w.interface} but prep.images defines no images")
+
+
+def _check_arrival(parts: _Parts, data: dict[str, Any], lines: dict[tuple, int], problems: Problems) -> None:
+    """`arrival` says how an open loop's arrivals come: it needs a rate, given, swept, or searched by the
+    suite's `slo:` (by rate, its default; the probes take the workload's arrival)."""
+    slo = data.get("slo")
+    searched = isinstance(slo, dict) and slo.get("by", "rate") == "rate"
+    for i, w in enumerate(parts.workloads):
+        if w is None:
+            continue
+        axes = w.sweep.axes() if w.sweep else {}
+        if (w.arrival is None and "arrival" not in axes) or w.rate is not None or "rate" in axes or searched:
+            continue
+        where = next((p for p in (("workloads", i, "arrival"), ("workloads", i, "sweep", "arrival"),
+                                  ("defaults", "arrival"), ("sweep", "arrival")) if p in lines), ("workloads", i))
+        problems.add(where, f"workload {w.name!r}: {field_path(where)}: arrival applies to open loop: give rate (ops/s "
+                            "over all engines), sweep it, or search it (slo:), or leave arrival out")
 
 
 def _check_faults(parts: _Parts, data: dict[str, Any], lines: dict[tuple, int], problems: Problems) -> None:

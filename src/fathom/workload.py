@@ -245,9 +245,7 @@ class Workload(_InterfaceFields, CommonFields):
 
     @model_validator(mode="after")
     def _open_loop(self) -> "Workload":
-        swept = self.sweep is not None and "rate" in self.sweep.axes()
-        if self.arrival is not None and self.rate is None and not swept:
-            raise ValueError("arrival applies to open loop: give rate (ops/s over all engines), or leave arrival out")
+        # arrival without rate is the suite's to judge (spec: a rate sweep or an SLO search sets the rate)
         if self.rate is not None and self.arrival is None:
             object.__setattr__(self, "arrival", "uniform")
         return self
