@@ -391,3 +391,18 @@ def test_the_floor_rule_judges_only_the_failing_percentiles_and_kept_schedules()
     for v in (obs(800, 0.5, 20.0, kept=False), obs(400, 0.3, 19.0), obs(200, 0.2, 20.5)):  # a backlog's latency
         s.record(v)
     assert s.next_load() == 100
+
+
+def test_the_reports_method_note_names_both_intervals():
+    from fathom import probes
+    from fathom.analysis.data import RunData
+    from fathom.report import slo as report_slo
+
+    s = search(lambda r: 1 + 4 * (r / 1000) ** 3)
+    env = {"slo": {"settings": probes.Settings(P99_5MS).to_dict(), "calibration": None, "unit": "ops/s",
+                   "result": s.result().to_dict()}}
+    (section,) = report_slo.sections([RunData("s1", [1], "suite", "done", None, env, "s", [], [])])
+    rule = section.tables[0].notes[1]
+    assert rule == report_slo.RULE
+    assert "order statistics" in rule and "batch means" in rule and "the wider of two" in rule
+    assert "per-second" in rule and "docs/slo.md" in rule

@@ -7,17 +7,26 @@ from typing import Any
 
 from fathom.analysis import slo
 from fathom.analysis.data import RunData
+from fathom.merge import KEPT_TOLERANCE
 from fathom.report import svg
 from fathom.report.doc import ChartOut, Section, Table
 from fathom.units import format_rate
 
-RULE = ("A probe meets the targets when each targeted percentile's whole 95% interval (distribution-free, from the "
-        "order statistics of the probe's merged histogram) is at or below its target and errors are within "
-        "theirs; it fails when an interval lies wholly above, errors exceed theirs, or (open loop) the schedule "
-        "was not kept. A target inside an interval repeats the probe at the same load, merged, up to "
-        f"{slo.MAX_REPEATS} times; then the estimate decides and the answer says so. A probe that would fail with "
-        f"the client's busiest thread at {slo.CLIENT_BOUND_PCT:.0f}% of a core or more ends the search: the load "
-        "generator's limit is not the cluster's. Latency in open loop is from each op's intended start.")
+RULE = ("A probe meets the targets when each targeted percentile's whole 95% interval is at or below its target "
+        "and errors are within theirs; it fails when an interval lies wholly above, errors exceed theirs, or (open "
+        "loop) the schedule was not kept (arrivals left unissued, or the achieved rate over "
+        f"{KEPT_TOLERANCE:.0%} short of theirs). A percentile's interval is the wider of two, both read from the "
+        "probe's merged histogram: the order statistics' (the binomial spread of the rank: no assumption about "
+        "the latency distribution, but the ops taken as independent) and the batch means' (the probe's "
+        f"per-second interval histograms in at most {slo.MAX_BATCHES} batches, Student's t on how their "
+        "fractions of ops over the estimate disagree: latency that comes in bursts widens it); with fewer than "
+        f"{slo.MIN_BATCHES} seconds of ops, the order statistics' alone (docs/slo.md). A target inside an "
+        f"interval repeats the probe at the same load, merged, up to {slo.MAX_REPEATS} times; then the estimate "
+        f"decides and the answer says so. A probe that would fail with the client's busiest thread at "
+        f"{slo.CLIENT_BOUND_PCT:.0f}% of a core or more ends the search: the load generator's limit is not the "
+        "cluster's. Latency in open loop is from each op's intended start, and the answer is never above the "
+        f"rate its meeting probe achieved. Halving stops once {slo.FLAT_HALVINGS} successive halvings leave a "
+        f"failing percentile where it was (intervals overlapping or within {slo.FLAT_FRACTION:.0%}).")
 
 
 def _load(unit: str, x: float | None) -> str:
