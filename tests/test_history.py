@@ -131,8 +131,8 @@ workloads:
 def test_real_runs_a_raised_delay_is_found_at_the_sixth_run_and_fires_the_gate(tmp_path, engine_ready):
     db, suite = tmp_path / "r.db", tmp_path / "null-history.yaml"
     names = []
-    for i in range(8):  # the null target's op time raised after the fifth run: IOPS to a quarter, p99 x4
-        suite.write_text(NULL_SUITE.replace("DELAY", "1000" if i < 5 else "4000"))
+    for i in range(8):  # the null target's op time raised tenfold after the fifth run
+        suite.write_text(NULL_SUITE.replace("DELAY", "1000" if i < 5 else "10000"))
         name = f"nightly-{i + 1}"
         p = run_fathom("run", str(suite), "--db", str(db), "--name", name, "--label", f"build=b{i + 1}", timeout=120)
         assert p.returncode == 0, p.stderr
@@ -144,7 +144,8 @@ def test_real_runs_a_raised_delay_is_found_at_the_sixth_run_and_fires_the_gate(t
     by_fig = {s["figure"]: s for s in got["series"]}
     seen = {f: [round(statistics.fmean(x["samples"]), 3) for x in s["positions"]] for f, s in by_fig.items()}
     (c,) = by_fig["iops"]["changes"]
-    assert c["first"] == names[5] and c["verdict"] == "worse" and 0.15 < c["ratio"] < 0.4, (c, seen)
+    # about 0.1 on a quiet host; more with busy loops beside it on 2 cores (the timer thread wakes late)
+    assert c["first"] == names[5] and c["verdict"] == "worse" and c["ratio"] < 0.5, (c, seen)
     # p99 on a busy host jumps now and then (a run of the same delay read 4x another's here under load): the
     # step is found, at the sixth run or one before it, never after
     (c,) = by_fig["p99_ms"]["changes"]
@@ -153,7 +154,7 @@ def test_real_runs_a_raised_delay_is_found_at_the_sixth_run_and_fires_the_gate(t
     for n in range(3, 9):
         p = run_fathom("history", ",".join(names[:n]), "--db", str(db), "--fail-on-change", "10%")
         if n == 6:
-            assert p.returncode == 5, (n, p.stdout, p.stderr)
-            assert "rr iodepth=1 iops" in p.stderr and names[5] in p.stderr
+            assert p.returncode == 5, (n, seen, p.stdout[-600:])
+            assert re.search(r"rr iodepth=1 (iops|p99_ms): " + names[5], p.stderr), p.stderr  # figure and run
         else:
-            assert p.returncode == 0, (n, p.stdout, p.stderr)
+            assert p.returncode == 0, (n, seen, p.stderr)
