@@ -158,3 +158,15 @@ def test_real_runs_a_raised_delay_is_found_at_the_sixth_run_and_fires_the_gate(t
             assert re.search(r"rr iodepth=1 (iops|p99_ms): " + names[5], p.stderr), p.stderr  # figure and run
         else:
             assert p.returncode == 0, (n, seen, p.stderr)
+
+
+def test_the_overview_is_every_suite_on_one_self_contained_page(tmp_path):
+    db = tmp_path / "h.db"
+    _store(db, [(1.0, {})] * 4, name="osd-classic")
+    _store(db, [(1.0, {})] * 3, name="rgw", seed=2)
+    p = run_fathom("history", "--db", str(db), "-o", str(tmp_path / "all.html"))
+    assert p.returncode == 0, p.stderr
+    assert "7 runs of osd-classic, rgw" in p.stdout
+    page = (tmp_path / "all.html").read_text()
+    assert "<h2>osd-classic</h2>" in page and "<h2>rgw</h2>" in page and page.count("<svg") == 4
+    assert 'src="http' not in page and "<link" not in page  # nothing fetched

@@ -47,8 +47,8 @@ def change_rows(h: History) -> list[list[str]]:
              f"{c.p_value:.2g}", c.verdict] for s in h.series for c in s.changes]
 
 
-CHANGE_HEADERS = ["suite", "workload", "level", "figure", "from", "after", "before", "after", "ratio [95%]", "p",
-                  "verdict"]
+CHANGE_HEADERS = ["suite", "workload", "level", "figure", "first after", "last before", "mean before", "mean after",
+                  "ratio [95%]", "p", "verdict"]
 
 
 def gate_lines(h: History) -> list[str]:
@@ -106,8 +106,9 @@ def charts(h: History) -> list[tuple[str, str, str, str]]:
             pts = [svg.SPoint(p.x if numeric else xs[p.key], p.mean,  # type: ignore[arg-type]
                               err_lo=min(p.samples) if len(p.samples) > 1 else None,
                               err_hi=max(p.samples) if len(p.samples) > 1 else None) for p in s.positions]
-            lines.append(svg.Series(s.level if s.level != "-" else fig, pts))
-        marks = [((s.positions[c.at].x if numeric else xs[c.first]), f"{(c.ratio - 1) * 100:+.0f}% {s.level}")
+            lines.append(svg.Series(_level(s) or fig, pts))
+        marks = [((s.positions[c.at].x if numeric else xs[c.first]),
+                  f"{(c.ratio - 1) * 100:+.0f}%" + (f" {_level(s)}" if len(ss) > 1 else ""))
                  for s in ss for c in s.changes]
         axis = ss[0].axis
         chart = svg.Chart(
@@ -117,6 +118,12 @@ def charts(h: History) -> list[tuple[str, str, str, str]]:
                                "min-max of repetitions"), vmarks=marks)  # type: ignore[arg-type]
         out.append((suite, wl, slug(fig), svg.render(chart)))
     return out
+
+
+def _level(s: Series) -> str:
+    if s.level == "-":
+        return ""
+    return s.level if s.axis == "level" else f"{s.axis}={s.level}"
 
 
 def _runs_table(h: History) -> Table:
