@@ -343,8 +343,16 @@ def test_the_answer_is_never_above_what_its_probe_achieved():
     assert r.load <= best.obs.achieved <= cap and r.load == pytest.approx(best.obs.achieved, rel=1e-3)
     assert r.offered == best.load
     assert all(r.load <= p.obs.achieved for p in met if p.load == best.load)
-    assert f"up to {format_rate(r.load)} (achieved at {format_rate(best.load)} offered)" in r.message
+    assert f"up to {slo.achieved_text(r.load)} (achieved at {format_rate(best.load)} offered)" in r.message
     assert r.to_dict()["offered"] == best.load
+    # the answer's text does not round up to the offer: 999.9 achieved of 1,000 offered reads as such
+    v = slo.judge(slo.Observation(1000, 20_000, 0, {"p99": (1.0, 0.9, 1.1)}, schedule_kept=True, achieved=999.97),
+                  P99_5MS, "ops/s")
+    top = slo.Search(P99_5MS, start=1000, lo=10, hi=1000)
+    top.record(v)
+    assert top.result().message == ("every load met p99 <= 5 ms up to the search's bound, 1,000 ops/s (achieved "
+                                    "999.9 ops/s): the answer is above it (raise the bound)")
+    assert top.result().load == 999.9 and slo.achieved_text(12_340.0) == "12,340 ops/s"
     # closed loop (iodepth) has no achieved rate to hold it to
     q = search(lambda qd: 0.5 * qd, start=1, lo=1, hi=256, integer=True).result()
     assert q.load == 10 and q.offered is None

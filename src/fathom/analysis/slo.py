@@ -257,6 +257,12 @@ def flat_floor(down: Sequence[Verdict], targets: Targets) -> dict[str, Any] | No
     return {"percentile": k, "ms": [v.obs.percentiles[k][0] for v in last], "from": last[0].load, "to": last[-1].load}
 
 
+def achieved_text(x: float) -> str:
+    """An answer held to what its probe achieved: all 4 of its significant digits, so '999.9 ops/s' does not
+    read as the '1,000 ops/s' offered (format_rate rounds to whole ops/s)."""
+    return f"{x:,.0f} ops/s" if x >= 1000 else f"{x:.4g} ops/s"
+
+
 def carried(v: Verdict) -> tuple[float, float | None]:
     """A meeting probe's answer: its load, or in open loop the rate it achieved when that is lower (a kept
     schedule may fall a little short), with the offered rate then (else None)."""
@@ -350,8 +356,8 @@ class Search:
         estimate = any(p.decided_by_estimate for p in self.probes)
         load, offered = carried(best) if best is not None and not self.integer else \
             (best.load if best else None, None)
-        upto = f"{fmt(load)} (achieved at {fmt(offered)} offered)" if offered is not None else \
-            fmt(load) if load is not None else ""
+        upto = f"{achieved_text(load)} (achieved at {fmt(offered)} offered)" \
+            if offered is not None and load is not None else fmt(load) if load is not None else ""
         if stop is not None and stop.outcome == "client":
             why = stop.reasons
             msg = (f"{self.targets.describe()} held up to {upto}; " if best else "") + \
@@ -373,8 +379,9 @@ class Search:
                           f"the floor is not load-driven ({FLAT_HALVINGS} halvings left it within its intervals or "
                           f"{FLAT_FRACTION:.0%}), so the search stopped halving; {lowest}", self.probes, floor=f)
         if worst is None and stop is None:
+            got = f" (achieved {achieved_text(load)})" if offered is not None and load is not None else ""
             return Result("ceiling", load, None, [],
-                          f"every load met {self.targets.describe()} up to the search's bound, {upto}: "
+                          f"every load met {self.targets.describe()} up to the search's bound, {fmt(best.load)}{got}: "
                           "the answer is above it (raise the bound)", self.probes, offered)
         above = worst or stop
         why = above.reasons if above else []
