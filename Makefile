@@ -20,7 +20,7 @@ SAMPLER := engine/target/release/fathom-sampler
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
 .PHONY: help install deps venv engine demo test test-unit bench-engine bench-rados bench-null bench-steady bench-hosts \
-	bench-s3 bench-s3-memory bench-files bench-slo bench-history clean
+	bench-s3 bench-s3-memory bench-files bench-slo bench-history bench-verdicts clean
 
 help:
 	@echo "make demo   install if needed, run the main job on a disposable local cluster, leave a report"
@@ -78,6 +78,10 @@ bench-rados: install
 # fathom history over 1,000 runs x 100 figures (target: under 5 s; no cluster)
 bench-history: install
 	$(VENV)/bin/python bench/history_scale.py --docs docs/benchmarks.md
+
+# one-trial verdicts on identical runs of a real cluster (16 passes, 120 pairs; ~11 min on 2 cores)
+bench-verdicts: install
+	$(VENV)/bin/python bench/verdicts_same.py --json bench/results/verdicts-same.json --docs docs/benchmarks.md
 
 # fathom slo against a fine open-loop rate sweep: rbd randwrite 4K, rados read 4M, S3 GET 64K
 bench-slo: install
