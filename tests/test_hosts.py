@@ -234,6 +234,28 @@ def test_wrong_host_key_and_new_host_keys(bed, tmp_path):
     assert p.returncode == 4 and "host key does not match" in p.stderr, p.stderr
 
 
+def test_a_missing_key_file_is_named_before_any_connection(bed, tmp_path):
+    """A key file that is not there is said to be missing (with its path), not taken for an unreachable host:
+    from a clients file before the run starts, and from a suite's clients: before any host is connected."""
+    missing = tmp_path / "no_such_key"
+    host = {"host": bed.hosts[0].addr, "user": "root", "key_file": str(missing), "engine_dir": f"{bed.dir}/e0"}
+    f = tmp_path / "clients.yaml"
+    f.write_text(json.dumps({"hosts": [host]}))
+    p, _ = _null_run(tmp_path, "--clients-file", str(f), "--known-hosts", bed.known_hosts)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert f"--clients-file {f}: {bed.hosts[0].addr}: the key file {missing} does not exist" in p.stderr, p.stderr
+    assert "hint: give the path of an existing private key" in p.stderr and "unreachable" not in p.stderr
+    # in a suite (read where no option checks it), with a second host whose key is fine: no host is reached
+    suite = tmp_path / "clients-suite.yaml"
+    ok = {**host, "host": bed.hosts[1].addr, "key_file": bed.key_file, "engine_dir": f"{bed.dir}/e1"}
+    suite.write_text(NULL_SUITE + f"clients: {json.dumps({'hosts': [host, ok], 'known_hosts': bed.known_hosts})}\n")
+    p = run_fathom("run", str(suite), "--db", str(tmp_path / "r.db"), timeout=120)
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert f"client host {bed.hosts[0].addr}: the key file {missing} does not exist" in p.stderr, p.stderr
+    assert "key_file (--clients-file, or the suite's clients.hosts)" in p.stderr and "unreachable" not in p.stderr
+    assert not Path(f"{bed.dir}/e1").exists()  # the other host was not connected to (no engine uploaded)
+
+
 def test_an_unreachable_host_fails_in_bounded_time(bed, tmp_path):
     f = tmp_path / "clients.yaml"
     f.write_text(json.dumps({"hosts": [f"root@{bed.prefix}.99"], "connect_timeout_s": 3}))

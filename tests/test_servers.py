@@ -67,11 +67,13 @@ def test_attribution_follows_the_metadata_not_proc():
 
 
 def test_server_host_options(tmp_path):
-    spec = servers.servers_from_args(["root@10.0.0.1", "cluster", "ceph@[fd00::2]:2222"], key_file="/k",
+    k = tmp_path / "k"
+    k.write_text("")  # the options check that it exists; its content is read when connecting
+    spec = servers.servers_from_args(["root@10.0.0.1", "cluster", "ceph@[fd00::2]:2222"], key_file=str(k),
                                      accept_new=True)
     assert spec is not None and spec.discover and spec.accept_new_host_keys
-    assert [(h.host, h.user, h.port, h.key_file) for h in spec.hosts] == [("10.0.0.1", "root", 22, "/k"),
-                                                                          ("fd00::2", "ceph", 2222, "/k")]
+    assert [(h.host, h.user, h.port, h.key_file) for h in spec.hosts] == [("10.0.0.1", "root", 22, str(k)),
+                                                                          ("fd00::2", "ceph", 2222, str(k))]
     assert servers.servers_from_args(None) is None
     with pytest.raises(UsageError, match="server host"):
         servers.servers_from_args(["a b@c"])
@@ -86,6 +88,29 @@ def test_server_host_options(tmp_path):
     f.write_text("hosts: [root@10.0.0.9]\ninterval_s: 0\n")
     with pytest.raises(UsageError, match="interval_s"):
         servers.servers_file(str(f))
+    # a key file that is not there: named with its path and the fix, before any host is connected
+    missing = tmp_path / "no_such_key"
+    with pytest.raises(UsageError, match=f"--server-key: the key file {missing} does not exist") as exc:
+        servers.servers_from_args(["root@10.0.0.1"], key_file=str(missing))
+    assert "existing private key" in (exc.value.hint or "")
+    f.write_text(f"hosts: [{{host: 10.0.0.9, key_file: {missing}}}]\n")
+    with pytest.raises(UsageError, match=f"servers.yaml: 10.0.0.9: the key file {missing} does not exist"):
+        servers.servers_file(str(f))
+    f.write_text(f"hosts: [cluster]\nkey_file: {missing}\n")
+    with pytest.raises(UsageError, match=f"servers.yaml: key_file: the key file {missing} does not exist"):
+        servers.servers_file(str(f))
+    # a spec made otherwise (no option checked it): the host is not connected to (192.0.2.1 answers nobody)
+    spec = servers.ServersSpec(hosts=[servers.ClientHost(host="192.0.2.1", user="root", key_file=str(missing))],
+                               connect_timeout_s=2)
+    with pytest.raises(HostError, match=f"server host 192.0.2.1: the key file {missing} does not exist") as exc:
+        servers.Servers.open(spec, {})
+    assert "--server-key FILE" in (exc.value.hint or "") and "unreachable" not in str(exc.value)
+    conf = tmp_path / "ceph.conf"
+    conf.write_text("")
+    p = subprocess.run([FATHOM, "run", "osd-classic", "--conf", str(conf), "--db", str(tmp_path / "r.db"),
+                        "--server-host", "root@192.0.2.1", "--server-key", str(missing)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and f"--server-key: the key file {missing} does not exist" in p.stderr, p.stderr
     # discovery: each metadata host at its daemons' first address, or where the spec says
     spec = servers.ServersSpec(discover=True, user="root", addresses={"hostb": "192.0.2.7"})
     found = {h.host for h in servers.discovered(spec, _placed())}

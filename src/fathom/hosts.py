@@ -27,6 +27,7 @@ host whose key changed is always refused.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -196,6 +197,31 @@ def clients_from_args(clients: list[str] | None, clients_file: str | None, base:
     return validated(ClientsSpec, data, "clients")
 
 
+def key_file_problem(path: str) -> str | None:
+    """Why a private key file named by an option cannot be used, or None; its content is read when connecting
+    (fathom.engines.ssh). Checked first, so a wrong path is not taken for a host that cannot be reached."""
+    p = Path(path).expanduser()
+    if not p.exists():
+        return f"the key file {p} does not exist"
+    if not p.is_file():
+        return f"the key file {p} is not a file"
+    if not os.access(p, os.R_OK):
+        return f"the key file {p} cannot be read by this user"
+    return None
+
+
+KEY_FIX = "give the path of an existing private key (the host's authorized_keys holds its .pub), or leave the " \
+          "key file out to use ssh-agent, then ~/.ssh/id_*"
+
+
+def check_key_files(hosts: list[Any], where: str) -> None:
+    """UsageError naming `where` and every host's key file that does not exist (hosts: ClientHost fields)."""
+    problems = [f"{h.get('host', '?')}: {why}" for h in hosts
+                if isinstance(h, dict) and h.get("key_file") and (why := key_file_problem(str(h["key_file"])))]
+    if problems:
+        raise UsageError(f"{where}: {'; '.join(problems)}", hint=KEY_FIX)
+
+
 _M = TypeVar("_M", bound=BaseModel)
 
 
@@ -235,6 +261,7 @@ def _read_clients_file(path: str) -> tuple[list[Any], dict[str, Any]]:
             out.append(parse_client(h) if isinstance(h, str) else h)
         except ValueError as exc:
             raise UsageError(f"--clients-file {path}: {exc}") from None
+    check_key_files(out, f"--clients-file {path}")
     return out, opts
 
 

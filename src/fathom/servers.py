@@ -41,9 +41,9 @@ from fathom import hostsample
 from fathom.cluster import inventory
 from fathom.cluster.inventory import UNKNOWN_HOST, ClusterDaemon
 from fathom.companion import Companion, Contribution, Live
-from fathom.engines.ssh import LOOP, HostError, SshHost, raise_any, sha256_file
+from fathom.engines.ssh import LOOP, HostError, SshHost, key_error, raise_any, sha256_file
 from fathom.errors import FathomError, UsageError
-from fathom.hosts import ClientHost, ClientsSpec, parse_client, validated
+from fathom.hosts import KEY_FIX, ClientHost, ClientsSpec, check_key_files, key_file_problem, parse_client, validated
 
 SOURCE = "ssh"
 SAMPLER = "fathom-sampler"
@@ -93,6 +93,7 @@ def servers_file(path: str) -> ServersSpec:
     if not isinstance(data, dict):
         raise UsageError(f"--server-hosts-file {path}: expected a mapping of server options or a list of hosts")
     hosts, discover = _hosts(data.get("hosts") or [], f"--server-hosts-file {path}")
+    check_key_files([*hosts, {"host": "key_file", "key_file": data.get("key_file")}], f"--server-hosts-file {path}")
     return validated(ServersSpec, {**data, "hosts": hosts, "discover": data.get("discover") or discover},
                      f"--server-hosts-file {path}")
 
@@ -122,6 +123,8 @@ def servers_from_args(hosts: list[str] | None, key_file: str | None = None, know
     if not data or not (data.get("hosts") or data.get("discover")):
         return None
     if key_file:
+        if why := key_file_problem(key_file):
+            raise UsageError(f"--server-key: {why}", hint=KEY_FIX)
         data["key_file"] = key_file
         data["hosts"] = [{**h, "key_file": h.get("key_file") or key_file} for h in data.get("hosts", [])]
     if known_hosts:
@@ -412,6 +415,7 @@ class Servers:
         """Connect to every host at once, install the sampler, check clocks, start sampling; HostError naming
         every host that failed (the others closed again)."""
         s = cls(spec, placed)
+        raise_any([key_error(h.ssh) for h in s.hosts], lambda: None)  # every key file, before any connection
         if say is not None:
             say(f"connecting to {len(s.hosts)} server host(s): {', '.join(h.name for h in s.hosts)}")
         local = sampler_path()

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any, Awaitable, TypeVar
 
 from fathom.errors import FathomError
-from fathom.hosts import ClientHost, ClientsSpec
+from fathom.hosts import ClientHost, ClientsSpec, key_file_problem
 
 _T = TypeVar("_T")
 KEEPALIVE_S = 1.0
@@ -41,6 +41,11 @@ COMMAND_TIMEOUT_S = 60.0
 LIB_PACKAGES = {"librados.so.2": "librados2", "librbd.so.1": "librbd1", "libcephfs.so.2": "libcephfs2",
                 "libstdc++.so.6": "libstdc++6", "libgcc_s.so.1": "libgcc-s1"}
 _LOAD_ERROR = re.compile(r"error while loading shared libraries: ([^:\s]+): (.+)")
+# where each role's SSH options are given: a hint names the options of the host it is about
+OPTIONS = {
+    "client host": {"key": "the host's key_file (--clients-file, or the suite's clients.hosts)"},
+    "server host": {"key": "--server-key FILE (or key_file in the --server-hosts-file)"},
+}
 
 
 class HostError(FathomError):
@@ -117,11 +122,35 @@ class SshHost:
         self.engine: str | None = None  # the engine's path on the host, once installed and checked
         self.lost: str | None = None  # why the connection was lost
         self.facts: dict[str, Any] = {}
+        self._keys: list[Any] | None = None
 
     # ---- connection -------------------------------------------------------------------
+    def keys(self) -> list[Any] | None:
+        """The key pairs of the host's key file (None: ssh-agent, then ~/.ssh/id_*), read before any connection
+        so a missing or unusable file is named as such, never taken for an unreachable host."""
+        import asyncssh
+
+        path = self.spec.key_file
+        if not path or self._keys is not None:
+            return self._keys
+        fix = f"name an existing private key with {OPTIONS.get(self.role, OPTIONS['client host'])['key']}, or " \
+              "leave it out to use ssh-agent, then ~/.ssh/id_*"
+        why = key_file_problem(path)
+        if why is None:
+            try:
+                self._keys = asyncssh.load_keypairs([str(Path(path).expanduser())])
+                return self._keys
+            except (OSError, asyncssh.KeyImportError) as exc:
+                why = f"the key file {Path(path).expanduser()} is not a usable private key: " \
+                      f"{getattr(exc, 'strerror', None) or exc}"
+                if "assphrase" in why:  # asyncssh asks for the passphrase of an encrypted key
+                    fix = "load it into ssh-agent (ssh-add) and leave the key file out"
+        raise HostError(f"{self.role} {self.name}: {why}", hint=fix)
+
     async def connect(self) -> None:
         import asyncssh
 
+        keys = self.keys()
         known = str(Path(self.opts.known_hosts or "~/.ssh/known_hosts").expanduser())
         known_entries = self._known_entries(known)
         host = self
@@ -146,8 +175,8 @@ class SshHost:
         }
         if self.spec.user:
             kwargs["username"] = self.spec.user
-        if self.spec.key_file:
-            kwargs["client_keys"] = [str(Path(self.spec.key_file).expanduser())]
+        if keys is not None:
+            kwargs["client_keys"] = keys
         try:
             self.conn, _ = await asyncssh.create_connection(_Client, self.spec.host, **kwargs)
         except asyncssh.HostKeyNotVerifiable as exc:
@@ -304,6 +333,7 @@ async def connect_all(opts: ClientsSpec, engine: Path, protocol: int) -> list[Ss
     """Connect to every remote host of opts at once and install the engine there; HostError naming every
     host that failed (the others are closed again)."""
     hosts = [SshHost(h, opts) for h in opts.remote]
+    raise_any([key_error(h) for h in hosts], lambda: None)  # every host's key file, before any connection
     sha = sha256_file(engine)
 
     async def one(h: SshHost) -> None:
@@ -313,6 +343,15 @@ async def connect_all(opts: ClientsSpec, engine: Path, protocol: int) -> list[Ss
     results = await asyncio.gather(*(one(h) for h in hosts), return_exceptions=True)
     raise_any(results, lambda: [h.close() for h in hosts])
     return hosts
+
+
+def key_error(h: SshHost) -> BaseException | None:
+    """h's key file read, or the error naming it (for raise_any: every host's problem at once)."""
+    try:
+        h.keys()
+    except HostError as exc:
+        return exc
+    return None
 
 
 def raise_any(results: list[Any], close: Any) -> None:
