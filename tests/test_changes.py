@@ -11,8 +11,7 @@ import random
 
 import pytest
 
-from fathom.analysis.changes import (Changes, divergences, find_changes, interval_of, place_posterior,
-                                     regression_gate)
+from fathom.analysis.changes import divergences, find_changes, interval_of, place_posterior
 from fathom.analysis.stats import LogDiff, ratio_interval
 
 SEEDS = range(100)
@@ -233,46 +232,3 @@ def test_bad_arguments():
         find_changes([1.0] * 10, test="ks")
     with pytest.raises(ValueError, match="alpha"):
         find_changes([1.0] * 10, alpha=0.0)
-
-
-# ---- the regression gate ----------------------------------------------------------------------------------------
-
-def test_gate_fires_on_a_regression_the_newest_run_lies_in():
-    x = series(1, 40) + series(2, 8, ((0, 0.8),))  # throughput 20% down over the newest 8 runs
-    r = find_changes(x)
-    assert r.points[-1].index == 40
-    g = regression_gate(r, 0.05, higher_is_better=True)
-    assert g.fired and g.change is r.points[-1] and "from run 40" in g.reason and "below 0.95" in g.reason
-    assert not regression_gate(r, 0.05, higher_is_better=False).fired  # as latency it is 20% better
-    assert not regression_gate(r, 0.30, higher_is_better=True).fired  # within a 30% tolerance
-    assert regression_gate(r, 0.05, higher_is_better=True, within=10).fired
-    assert regression_gate(r, 0.05, higher_is_better=True, within=8).fired  # runs 40 to 47: the newest 8
-    g = regression_gate(r, 0.05, higher_is_better=True, within=7)
-    assert not g.fired and "not within the newest 7" in g.reason
-
-
-def test_gate_for_latency_and_its_earliest_run():
-    base = series(3, 30)
-    for k in (2, 3):  # a new level is judged from its third run on
-        x = base + [v * 1.5 for v in series(4, k)]
-        g = regression_gate(find_changes(x), 0.10, higher_is_better=False)
-        assert g.fired == (k == 3)
-        if g.fired:
-            assert g.change.index == 30 and g.change.interval[0] > 1.1
-
-
-def test_gate_judges_only_the_last_change():
-    x = series(1, 30) + series(2, 30, ((0, 0.7),)) + series(3, 30, ((0, 0.8),))  # down 30%, then up 14%
-    r = find_changes(x)
-    assert len(r.points) == 2 and near(r.points[:1], 30) and near(r.points[1:], 60)
-    g = regression_gate(r, 0.05, higher_is_better=True)
-    assert not g.fired and g.change is r.points[1] and "not wholly below" in g.reason
-
-
-def test_gate_without_changes():
-    assert not regression_gate(find_changes(series(1)), 0.05, True).fired
-    g = regression_gate(find_changes([1.0, 2.0]), 0.05, True)
-    assert not g.fired and g.change is None and "fewer than" in g.reason
-    assert regression_gate(Changes(0, [], []), 0.05, True).reason == "no change point"
-    with pytest.raises(ValueError):
-        regression_gate(find_changes(series(1)), 1.5, True)

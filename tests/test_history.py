@@ -114,6 +114,8 @@ def test_history_command_text_json_pages_and_exit_code(tmp_path):
     assert p.returncode == 0 and got["gate"] is None and len(got["series"]) == 4
     assert all(len(x["positions"][0]["samples"]) == 2 for x in got["series"])  # repetitions are samples
     assert len(list(tmp_path.glob("h-nightly-*.svg"))) == 2
+    p = run_fathom("history", "nightlyy", "--db", str(db))
+    assert p.returncode != 0 and "no suite or run named 'nightlyy'" in p.stderr and "suites there: nightly" in p.stderr
     p = run_fathom("label", names[0], "build=x", "--remove", "nope", "--db", str(db))
     assert p.returncode == 0 and "build=x" in p.stdout
     with Store(db) as st:

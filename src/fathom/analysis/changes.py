@@ -54,7 +54,8 @@ not stand as a level of their own. So a new level is seen from its third run on,
 Each change point gives the first run after it, the geometric means of the segments before and after it,
 their ratio (after / before) and in percent, the Welch t interval of that ratio over the two segments'
 run values (fathom.analysis.stats.log_diff and ratio_interval, 95%), the p-value and the test.
-regression_gate says whether the newest run lies in a new level that is worse beyond a tolerance.
+The gate on the newest run (`fathom history --fail-on-change`) is fathom.analysis.history's: a new level
+is seen here from its third run only, and the gate must speak on the first.
 
 Pure Python (no numpy): one series of 1,000 runs takes about 5 ms of CPU with no change in it, 10 ms with
 one, 25 ms with twenty (2-core machine); the permutation test takes seconds there.
@@ -488,53 +489,3 @@ class _Tester:
                 break
             del cuts[worst]
         return cuts
-
-
-# ---- the regression gate --------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class GateResult:
-    fired: bool
-    change: ChangePoint | None  # the change judged: the last one (the one that fired when fired)
-    reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def regression_gate(changes: Changes, tolerance: float, higher_is_better: bool, *,
-                    within: int | None = None) -> GateResult:
-    """Whether the newest run lies in a new level that is worse than the level before it beyond `tolerance`.
-
-    Precisely: the change judged is the last change point, the one that begins the segment holding the newest
-    run with a value. The newest run never begins a change itself: a segment holds at least min_size runs, so
-    a new level is judged from its min_size-th run on (the third, by default), and the gate fires on that run
-    at the earliest. The gate fires when the change is worse beyond the tolerance with confidence: its whole
-    interval of the ratio after / before (95% unless find_changes was given another confidence) lies below
-    1 - tolerance when higher is better (throughput), above 1 + tolerance when lower is better (latency) -
-    the rule of compare's --fail-on-regression. The change is already significant (it is a change point);
-    the interval asks that it also be larger than the tolerance. Only the last change is judged: a regression
-    followed by a later change (a fix, or a further small step either way) does not fire, whatever the newest
-    level is against older ones. A regression fires on every run until such a later change; `within` (runs)
-    judges the last change only when it begins within the newest `within` runs, so a level once accepted
-    stops firing.
-    """
-    if not 0.0 <= tolerance < 1.0:
-        raise ValueError(f"tolerance must lie in [0, 1), not {tolerance}")
-    newest = changes.newest
-    if not changes.points or newest is None:
-        why = changes.note or "no change point"
-        return GateResult(False, None, why)
-    c = changes.points[-1]
-    if within is not None and c.index <= newest - within:
-        return GateResult(False, c, f"the last change begins at run {c.index}, not within the newest {within} runs")
-    eps = 1e-9  # a ratio exactly at the tolerance counts as inside it
-    lo, hi = c.interval
-    if higher_is_better:
-        fired, bound, side = hi < 1 - tolerance - eps, 1 - tolerance, "below"
-    else:
-        fired, bound, side = lo > 1 + tolerance + eps, 1 + tolerance, "above"
-    where = f"the level from run {c.index} (newest run {newest}): {c.ratio:.3f}x [{lo:.3f}, {hi:.3f}]"
-    if fired:
-        return GateResult(True, c, f"{where}, wholly {side} {bound:g}")
-    return GateResult(False, c, f"{where}, not wholly {side} {bound:g}")

@@ -210,7 +210,12 @@ def select(store: Store, refs: Sequence[str], since: float | None = None) -> tup
     for ref in refs:
         found = [r for r in every if r.kind in ("suite", "bench") and ref in (suite_name(r), r.suite)]
         if not found:
-            found = [store.run(x) for x in ref.split(",") if x]
+            try:
+                found = [store.run(x) for x in ref.split(",") if x]
+            except FathomError:
+                suites = sorted({suite_name(r) for r in every if r.kind in ("suite", "bench")})
+                raise FathomError(f"no suite or run named {ref!r} in {store.path}",
+                                  hint=f"suites there: {', '.join(suites) or 'none'}; runs: `fathom ls`") from None
         chosen.update((r.id, r) for r in found)
     if not refs:
         chosen = {r.id: r for r in every if r.kind == "suite"}
