@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -268,7 +269,7 @@ def test_daemons_sampled_on_their_hosts_over_ssh(topology, tmp_path):
     text = rep.read_text()
     assert "Server measurements: sources" in text and "fathom-sampler over SSH" in text
     assert "server hosts" in text and all(h.name in text for h in tb.hosts)
-    assert "lost at" in text  # host 1's loss, in the sources section's notes
+    assert "s into the point (at " in text  # host 1's loss, in the sources section's notes
     # no sampler is left on either host
     assert not _samplers(), "a fathom-sampler was left running"
     assert json.dumps(env).find(Path(tb.key_file).read_text().strip()[:40]) < 0  # never the key itself
@@ -323,4 +324,35 @@ def test_crimson_threads_and_a_foreign_daemon_over_ssh(tmp_path):
                 srv.close()
     finally:
         _stop(crimson)
+    assert not _samplers()
+
+
+@needs_bed
+def test_a_lost_server_host_is_placed_in_the_point_and_in_time(tmp_path):
+    """A host whose SSH sessions end mid-point: the event says when, as seconds into the point and as a full
+    date and time with its zone (a time of day alone names neither)."""
+    with netns.Testbed(hosts=1) as tb:
+        h = tb.hosts[0]
+        spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
+                                                             engine_dir=f"{tb.dir}/srv")],
+                                   known_hosts=tb.known_hosts)
+        srv = servers.Servers.open(spec, {})
+        try:
+            t0 = time.time()
+            while not [s for s in srv.hosts[0].samples if s["ts"] > t0]:  # a sample inside the point first
+                time.sleep(0.1)
+            for pid in _sessions(h.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            while srv.hosts[0].lost is None:  # the reader sees its stream end
+                time.sleep(0.1)
+            _, events = srv.window(t0, time.time())
+        finally:
+            srv.close()
+    (lost,) = [e for e in events if e["kind"] == "server_lost"]
+    assert re.search(rf"server host {re.escape(h.addr)} lost \d+\.\d s into the point \(at "
+                     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d\)", lost["message"]), lost["message"]
+    assert lost["data"]["into_point_s"] >= 0 and lost["data"]["lost_at"] >= t0
     assert not _samplers()

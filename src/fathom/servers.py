@@ -32,6 +32,7 @@ import shlex
 import subprocess
 import time
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,15 @@ def _threads(stream: hostsample.HostStream, t_from: float, t_to: float, host: st
                         "message": f"{name} on {host}, busiest threads (% of one core): " + ", ".join(
                             f"{t['comm'] or t['tid']} {t['cpu_pct']:.0f}" for t in tasks)})
     return out
+
+
+def _when(ts: float, t0: float) -> str:
+    """A moment as seconds into the point that began at t0 and as a full local time with its zone (a time of
+    day alone names no day and no zone)."""
+    at = datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+    if ts >= t0:
+        return f"{ts - t0:.1f} s into the point (at {at})"
+    return f"{t0 - ts:.1f} s before the point began (at {at})"
 
 
 def _key(name: str) -> str:
@@ -486,9 +496,10 @@ class Servers:
                                    "sampler_cpu_pct": cost}
             if h.lost and (h.lost_at or 0) <= t_to + pad:
                 events.append({"kind": "server_lost", "message":
-                               f"server host {h.name} lost at {time.strftime('%H:%M:%S', time.localtime(h.lost_at))}"
-                               f" ({h.lost}): its figures cover the point up to then, the other hosts' are whole",
-                               "data": {"host": h.name, "why": h.lost, "lost_at": h.lost_at}})
+                               f"server host {h.name} lost {_when(h.lost_at or t_from, t_from)} ({h.lost}): its "
+                               "figures cover the point up to then, the other hosts' are whole",
+                               "data": {"host": h.name, "why": h.lost, "lost_at": h.lost_at,
+                                        "into_point_s": round((h.lost_at or t_from) - t_from, 3)}})
             elif not ok:
                 events.append({"kind": "server_late", "message": f"server host {h.name}: no sample after the "
                                f"point's end within {wait:g} s; its figures stop at its last sample",
