@@ -301,6 +301,15 @@ def test_crimson_threads_and_a_foreign_daemon_over_ssh(tmp_path):
             with pytest.raises(HostError, match=f"server host {h.addr}: not in {empty}") as exc:
                 servers.Servers.open(spec.model_copy(update={"known_hosts": str(empty)}), {})
             assert "--accept-new-host-keys" in (exc.value.hint or "")
+            # a server host's hints name the server options, never a suite's clients: section
+            assert "--server-hosts-file" in (exc.value.hint or "") and "clients." not in (exc.value.hint or "")
+            other = tmp_path / "other_key"
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+            refused = servers.ServersSpec(hosts=[spec.hosts[0].model_copy(update={"key_file": str(other)})],
+                                          known_hosts=tb.known_hosts)
+            with pytest.raises(HostError, match=f"server host {h.addr}: the SSH login as root was refused") as exc:
+                servers.Servers.open(refused, {})
+            assert "--server-key FILE" in (exc.value.hint or "") and "clients" not in (exc.value.hint or "")
             srv = servers.Servers.open(spec, {})
             try:
                 (desc,) = srv.describe()["hosts"]

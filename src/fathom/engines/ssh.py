@@ -43,8 +43,10 @@ LIB_PACKAGES = {"librados.so.2": "librados2", "librbd.so.1": "librbd1", "libceph
 _LOAD_ERROR = re.compile(r"error while loading shared libraries: ([^:\s]+): (.+)")
 # where each role's SSH options are given: a hint names the options of the host it is about
 OPTIONS = {
-    "client host": {"key": "the host's key_file (--clients-file, or the suite's clients.hosts)"},
-    "server host": {"key": "--server-key FILE (or key_file in the --server-hosts-file)"},
+    "client host": {"key": "the host's key_file (--clients-file, or the suite's clients.hosts)",
+                    "accept_new": "--accept-new-host-keys (suite: clients.accept_new_host_keys: true)"},
+    "server host": {"key": "--server-key FILE (or key_file in the --server-hosts-file)",
+                    "accept_new": "--accept-new-host-keys (or accept_new_host_keys: true in the --server-hosts-file)"},
 }
 
 
@@ -151,6 +153,7 @@ class SshHost:
         import asyncssh
 
         keys = self.keys()
+        where = OPTIONS.get(self.role, OPTIONS["client host"])
         known = str(Path(self.opts.known_hosts or "~/.ssh/known_hosts").expanduser())
         known_entries = self._known_entries(known)
         host = self
@@ -187,10 +190,10 @@ class SshHost:
                                      f"{self._known_name()} -f {known}` and connect again") from None
             raise HostError(f"{self.role} {self.name}: not in {known}, and new host keys are not accepted",
                             hint="add its key (check the fingerprint, then connect once with ssh), or pass "
-                                 "--accept-new-host-keys (suite: clients.accept_new_host_keys: true)") from None
+                                 f"{where['accept_new']}") from None
         except asyncssh.PermissionDenied:
             raise HostError(f"{self.role} {self.name}: the SSH login as {self.spec.user or 'the local user'} was "
-                            "refused", hint="load a key into ssh-agent, or give the host's key_file") from None
+                            "refused", hint=f"load a key into ssh-agent, or give {where['key']}") from None
         except (OSError, asyncio.TimeoutError, asyncssh.Error) as exc:
             why = "no answer within " f"{self.opts.connect_timeout_s:g} s" \
                 if isinstance(exc, asyncio.TimeoutError) else str(exc) or type(exc).__name__
