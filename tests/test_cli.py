@@ -30,3 +30,11 @@ def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) ->
         main(["nosuch"])
     assert exc.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run", "slo"])
+def test_mgr_prometheus_help_says_the_mgr_respawns(command: str) -> None:
+    """Enabling or disabling a mgr module restarts the active mgr's modules: the option must say so."""
+    sub = next(a for a in build_parser(command)._actions if isinstance(a, argparse._SubParsersAction))
+    (opt,) = [a for a in sub.choices[command]._actions if "--mgr-prometheus" in a.option_strings]
+    assert "respawns" in opt.help and "disabled again at the end" in opt.help, opt.help

@@ -38,9 +38,11 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
                    help="an existing Prometheus that scrapes node-exporter on the cluster's hosts (cephadm deploys "
                         "one): host CPU, memory, NIC and disk bytes per point where SSH is not allowed")
     g.add_argument("--mgr-prometheus", action="store_true",
-                   help="every daemon's perf counters from the mgr's prometheus module, wherever it runs (enabled "
-                        "if off, disabled again at the end; each point boundary waits for a fresh collection, "
-                        "up to ~20 s)")
+                   help="every daemon's perf counters from the mgr's prometheus module, wherever it runs; each "
+                        "point boundary waits for a fresh collection, up to ~20 s. A module that is off is enabled "
+                        "and disabled again at the end: each time the active mgr respawns (it restarts all its "
+                        "modules: the dashboard, orchestrator and mgr commands such as `ceph pg dump` pause for a "
+                        "few seconds, and a standby mgr may take over)")
 
 
 def server_spec(args: argparse.Namespace) -> Any:
