@@ -250,7 +250,8 @@ def test_daemons_sampled_on_their_hosts_over_ssh(topology, tmp_path):
             assert remote > 5.0, (name, remote)  # under load: a figure worth comparing
             assert abs(remote - mine) <= 0.10 * mine, (name, remote, mine)
         m = first["metrics"]
-        assert m["osd_cpu"] is not None and m["server_hosts"] == 3  # the two namespace hosts and this one (mon)
+        # the namespace hosts, and this one: the metadata places mon.a and mgr.x here
+        assert m["osd_cpu"] is not None and m["server_hosts"] == 3
         srcs = [e for e in st.events(run.id) if e["kind"] == "sources" and e["point_id"] == first["id"]]
         assert srcs and set(srcs[0]["data"]["hosts"]) == {h.name for h in tb.hosts}
         # point 2: host 1 lost mid-point, flagged; host 0 whole, host 1 up to the loss
@@ -329,6 +330,15 @@ def test_crimson_threads_and_a_foreign_daemon_over_ssh(tmp_path):
                 assert not [r for r in recs if r["pid"] == crimson.pid]
                 src = next(e for e in events if e["kind"] == "sources")["data"]["hosts"][h.name]
                 assert src["foreign"]["osd.7"] == [crimson.pid] and src["metadata_host"] is None
+                # a host holding none of the cluster's daemons is not one of the cluster's hosts
+                assert telemetry.summarize(recs, 0.0, float("inf"))["server_hosts"] == 0
+                assert any("not counted as one of the cluster's hosts" in e["message"] for e in events)
+                # the metadata places osd.7 on it: one of the cluster's hosts, its daemon counted
+                srv.placed = inventory.placement({"osd": [{"id": 7, "hostname": h.name}]})
+                recs, _ = srv.window(time.time() - 2, time.time())
+                assert {r["source"] for r in recs if r["pid"] == crimson.pid} == {"osd.7"}
+                m = telemetry.summarize(recs, 0.0, float("inf"))
+                assert m["server_hosts"] == 1 and m["host_cpu_pct"] is not None
             finally:
                 srv.close()
     finally:

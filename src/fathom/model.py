@@ -143,8 +143,11 @@ METRIC_COLUMNS: dict[str, str] = {
     "rgw_initial_lat_ms": "RGW's own mean time to the first byte of its answer (perf counter get_initial_lat for "
                           "GETs, put_initial_lat for PUTs) over the point, ms",
     # server hosts sampled over SSH (fathom.servers): the cluster's hosts, each on its own clock moved onto this one's
-    "server_hosts": "hosts whose CPU and daemons were sampled for the point (over SSH, and this host when it "
-                    "holds daemons)",
+    "server_hosts": "the cluster's hosts sampled for the point, each counted once: hosts its metadata places "
+                    "daemons on whose CPU was sampled (fathom-sampler over SSH, node-exporter via Prometheus, or this "
+                    "host's /proc when the metadata places daemons here that no other source samples). fathom's own "
+                    "host counts only as such a host; a host holding none of the cluster's daemons (a client, even "
+                    "one named with --server-host) is not counted, nor in host_cpu_pct and the NIC figures",
     "net_rx_mib_s": "MiB/s received by the sampled hosts' interfaces (loopback excluded), summed over hosts",
     "net_tx_mib_s": "MiB/s sent by the sampled hosts' interfaces (loopback excluded), summed over hosts",
     "net_busiest_host_mib_s": "the busiest sampled host's NIC MiB/s (received or sent, whichever is higher): "

@@ -485,6 +485,8 @@ class Servers:
                 stream = hostsample.HostStream(header=h.header, samples=kept)
                 for r in hostsample.interval_samples(stream):
                     r["host"], r["via"] = h.hostname, SOURCE
+                    if meta is None and r["kind"] == "host":  # none of the cluster's hosts: a client's figures
+                        r["kind"] = "client_host"
                     records.append(r)
                 events += _threads(stream, t_from, t_to, h.hostname)
             cost = None
@@ -506,7 +508,9 @@ class Servers:
                                "data": {"host": h.name}})
             if meta is None:
                 events.append({"kind": "servers", "message": f"server host {h.name} ({h.hostname}) holds no "
-                               "daemon of this cluster by its metadata: its host figures count, no daemon there"})
+                               "daemon of this cluster by its metadata: not counted as one of the cluster's hosts "
+                               "(server_hosts, host_cpu_pct, NIC figures), as a client host is not; if it is one, "
+                               "its hostname or the address it was reached at must be its daemons'"})
             for name in att.missing:
                 events.append({"kind": "servers", "message": f"{name}: the cluster's metadata places it on "
                                f"{meta}, but no process of that name runs on server host {h.name} (not running, "

@@ -213,10 +213,12 @@ def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict
     (voluntary + involuntary), each summed over that kind's daemons at a host's sample time, averaged over
     that host's sample times where the kind was seen, and summed over hosts. A kind with no samples gets no
     keys at all. Plus host_cpu_pct (busy cores of the sampled hosts over all their cores), server_hosts (hosts
-    with a host sample), net_rx_mib_s / net_tx_mib_s (their interfaces but loopback, summed),
+    with a host sample: the cluster's hosts, since a server source's host holding none of the cluster's daemons
+    is `client_host`, as this host is when it is a client; given whenever a server source sampled),
+    net_rx_mib_s / net_tx_mib_s (their interfaces but loopback, summed),
     net_busiest_host_mib_s (the host whose received or sent MiB/s was highest), engine_cpu_pct (% of one core)
     and telemetry_samples (the fewest sample times of a host). A sample's `host` (default: this host) names
-    its host; kind `client_host` is this host when it is not one of the cluster's (left out of host_cpu_pct).
+    its host; kind `client_host` is a host that is not one of the cluster's (left out of host_cpu_pct).
     """
     win = [s for s in samples if t_from <= s["ts"] - s.get("dt", 1.0) / 2 and s["ts"] <= t_to + 0.5]
     if not win:  # a very short window: use what there is
@@ -259,7 +261,7 @@ def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict
             busiest = max(busiest or 0.0, r_, t_)
     server_hosts = sum(1 for by_ts in hosts.values() if any("host" in g for g in by_ts.values()))
     out["host_cpu_pct"] = 100.0 * busy / ncpu if ncpu else None
-    if server_hosts > 1 or rx is not None:
+    if server_hosts > 1 or rx is not None or any(s.get("via") for s in win):  # a server source sampled
         out["server_hosts"] = server_hosts
     if rx is not None:
         out["net_rx_mib_s"], out["net_tx_mib_s"], out["net_busiest_host_mib_s"] = rx, tx, busiest
