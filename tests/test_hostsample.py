@@ -9,14 +9,16 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from fathom import hostsample, telemetry
+from fathom import hostsample, netns, telemetry
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE = REPO / "engine" / "target" / "release" / "fathom-engine"
@@ -335,6 +337,24 @@ def test_two_processes_under_one_name_add_up() -> None:
     assert "tasks" not in mgr
 
 
+def test_stacked_interfaces_count_once() -> None:
+    """A VLAN on a bond of two NICs: every frame passes a member, the bond and the VLAN; the VLAN alone counts."""
+    def nic(mib: int, *upper: str) -> dict[str, Any]:
+        return {"rx_bytes": mib * 2**20, "tx_bytes": 0, **({"upper": list(upper)} if upper else {})}
+
+    stream = hostsample.parse(_lines(
+        _sample(0, 0.0, 1.0, [], net={"lo": nic(0), "eno1": nic(0, "bond0"), "eno2": nic(0, "bond0"),
+                                      "bond0": nic(0, "bond0.100"), "bond0.100": nic(0)}),
+        _sample(1, 1.0, 1.0, [], net={"lo": nic(50), "eno1": nic(60, "bond0"), "eno2": nic(40, "bond0"),
+                                      "bond0": nic(100, "bond0.100"), "bond0.100": nic(100)}),
+    ))
+    w = hostsample.window(stream)
+    assert hostsample.nics(w["net"]) == (["bond0.100"], {"bond0": "under bond0.100", "eno1": "under bond0",
+                                                         "eno2": "under bond0", "lo": "loopback"})
+    (rec,) = [r for r in hostsample.interval_samples(stream) if r["kind"] == "host"]
+    assert rec["net_rx_bytes_s"] == 100 * 2**20  # not 300 (nor 350 with loopback)
+
+
 def test_parse_refuses_what_it_cannot_read() -> None:
     with pytest.raises(hostsample.HostSampleError, match="format"):
         hostsample.parse(_lines(header={**HEADER, "format": 99}))
@@ -347,3 +367,67 @@ def test_parse_refuses_what_it_cannot_read() -> None:
     with pytest.raises(hostsample.HostSampleError, match="rates need two"):
         hostsample.window(hostsample.parse(_lines(_sample(0, 1.0, 1.0, []))))
     assert hostsample.parse([b"", *[x.encode() for x in _lines()]]).samples == []
+
+
+# ---- NIC bytes through a bridge: a real network-namespace test bed ----------------------------------------
+
+SEND = """
+import socket, sys
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+block = b"x" * (1 << 20)
+for _ in range(int(sys.argv[3])):
+    s.sendall(block)
+s.close()
+"""
+
+
+def _one_sample() -> list[dict[str, Any]]:
+    """One run of the sampler taking one sample: its sample_start and sample records."""
+    p = subprocess.run([str(SAMPLER), "--duration=0", "--threads-of", "none"], capture_output=True, text=True,
+                       timeout=60, check=True)
+    return [r for r in map(json.loads, p.stdout.splitlines()) if r["type"] in ("sample_start", "sample")]
+
+
+@needs_sampler
+@pytest.mark.skipif(netns.available() is not None, reason=f"a test bed: {netns.available()}")
+@pytest.mark.timeout(120)
+def test_nic_bytes_through_a_bridge_are_counted_once() -> None:
+    """64 MiB sent from a namespace host to this host's bridge address cross the host's veth (a port of the
+    bridge) and the bridge: both count them, so only the bridge, at the top of its stack, counts; the port is
+    named as left out, under the bridge."""
+    mib = 64
+    with netns.Testbed(hosts=1) as tb:
+        h = tb.hosts[0]
+        with socket.socket() as listener:
+            listener.bind((tb.bridge_addr, 0))
+            listener.listen(1)
+            got: list[int] = []
+
+            def receive() -> None:
+                conn, _ = listener.accept()
+                with conn:
+                    n = 0
+                    while chunk := conn.recv(1 << 20):
+                        n += len(chunk)
+                got.append(n)
+
+            t = threading.Thread(target=receive, daemon=True)
+            before = _one_sample()
+            t.start()
+            subprocess.run(["ip", "netns", "exec", h.name, PYTHON, "-c", SEND, tb.bridge_addr,
+                            str(listener.getsockname()[1]), str(mib)], check=True, timeout=60)
+            t.join(60)
+            after = _one_sample()
+        assert got == [mib << 20]
+    stream = hostsample.parse(map(json.dumps, [*before, after[1]]))
+    w = hostsample.window(stream)
+    ours = {n: w["net"][n] for n in (tb.bridge, h.veth)}  # the test bed's side here: other traffic stays out
+    received = hostsample.nic_total(ours, "rx_bytes_s") * w["dt"]
+    print(f"{received / 2**20:.1f} MiB counted for {mib} MiB sent")
+    assert mib << 20 <= received <= 1.1 * (mib << 20)  # once, with the headers; twice would be 2x
+    counted, left = hostsample.nics(w["net"])
+    assert tb.bridge in counted and h.veth not in counted and left[h.veth] == f"under {tb.bridge}"
+    assert left["lo"] == "loopback"
+    # the host's record: the bridge's bytes in the host's total, the port's not
+    (rec,) = [r for r in hostsample.interval_samples(stream) if r["kind"] == "host"]
+    assert rec["net_rx_bytes_s"] == pytest.approx(sum(w["net"][n]["rx_bytes_s"] or 0.0 for n in counted))

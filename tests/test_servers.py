@@ -271,6 +271,8 @@ def test_daemons_sampled_on_their_hosts_over_ssh(topology, tmp_path):
     assert "Server measurements: sources" in text and "fathom-sampler over SSH" in text
     assert "server hosts" in text and all(h.name in text for h in tb.hosts)
     assert "s into the point (at " in text  # host 1's loss, in the sources section's notes
+    assert "NIC bytes counted on each byte's interface at the top of its stack" in text
+    assert all(f"{h.name}: {h.veth}p" in text for h in tb.hosts)  # each host's end of its link
     # no sampler is left on either host
     assert not _samplers(), "a fathom-sampler was left running"
     assert json.dumps(env).find(Path(tb.key_file).read_text().strip()[:40]) < 0  # never the key itself
@@ -330,6 +332,8 @@ def test_crimson_threads_and_a_foreign_daemon_over_ssh(tmp_path):
                 assert not [r for r in recs if r["pid"] == crimson.pid]
                 src = next(e for e in events if e["kind"] == "sources")["data"]["hosts"][h.name]
                 assert src["foreign"]["osd.7"] == [crimson.pid] and src["metadata_host"] is None
+                # the interfaces whose bytes count there, named: the host's end of its link (lo left out)
+                assert src["nics"] == {"counted": [f"{h.veth}p"], "left_out": {"lo": "loopback"}}
                 # a host holding none of the cluster's daemons is not one of the cluster's hosts
                 assert telemetry.summarize(recs, 0.0, float("inf"))["server_hosts"] == 0
                 assert any("not counted as one of the cluster's hosts" in e["message"] for e in events)

@@ -17,11 +17,14 @@
 //!   boot_time, programs ({argv0: kind}), threads_of.
 //! - `sample`: seq, ts, mono, cpu {user nice system idle iowait irq softirq steal}
 //!   (s, all CPUs), ncpu, mem_total, mem_avail, net {iface: {rx_bytes rx_packets
-//!   rx_errs rx_drop tx_bytes tx_packets tx_errs tx_drop}}, disk {dev: {reads
+//!   rx_errs rx_drop tx_bytes tx_packets tx_errs tx_drop [upper]}}, disk {dev: {reads
 //!   read_bytes read_s writes write_bytes write_s in_flight io_s weighted_s}}
 //!   (devices that never did I/O are left out), procs [{pid name kind daemon
 //!   start utime stime rss vctx nvctx threads [tasks: [{tid comm utime stime vctx
 //!   nvctx last_cpu}]]}], self_cpu_s (the sampler's own CPU so far).
+//!   An interface's `upper`: the interfaces stacked on it, which count its bytes
+//!   again (/sys/class/net/IF/upper_*: a bridge port's bridge, a bond member's
+//!   bond, a VLAN parent's VLANs; re-read every 10 s); left out when none.
 //!   A proc: `name` is argv[0]'s basename, `kind` fathom's daemon kind, `daemon`
 //!   the Ceph name from argv (`-i 3` of ceph-osd: osd.3; `-n client.rgw.x`), else
 //!   from a cephadm unit in /proc/PID/cgroup, else client.admin (radosgw) or
@@ -34,11 +37,13 @@
 
 mod parse;
 mod procs;
+mod stack;
 
 use crate::VERSION;
 use crate::clock::{mono_ns, wall_s};
 use parse::{CPU_FIELDS, NET_FIELDS};
 use procs::{Procs, read_seq, read_single};
+use stack::Stack;
 use std::fs::File;
 use std::io::Write;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -254,6 +259,7 @@ impl Line {
 struct Sampler {
     host: Host,
     procs: Procs,
+    stack: Stack,
     buf: Vec<u8>,
     line: Line,
     /// clock ticks per second (CPU times are divided, not multiplied by 1/hz: the shortest decimal prints)
@@ -290,11 +296,22 @@ impl Sampler {
         {
             l.key("net");
             l.raw("{");
+            self.stack.tick();
             for (name, v) in self.buf[..n].split(|&b| b == b'\n').filter_map(parse::net_dev) {
                 l.str(name);
                 l.raw(":{");
                 for (k, x) in NET_FIELDS.iter().zip(v) {
                     l.u(k, x);
+                }
+                let up = self.stack.uppers(name);
+                if !up.is_empty() {
+                    l.key("upper");
+                    l.raw("[");
+                    for u in up {
+                        l.str(u);
+                        l.raw(",");
+                    }
+                    l.close(b']');
                 }
                 l.close(b'}');
                 l.raw(",");
@@ -426,8 +443,16 @@ pub fn main(invocation: &str, args: &[String]) -> ! {
     let rescan = (10.0 / o.interval).ceil() as u64; // a non-daemon's argv is read again every 10 s
     let procs = Procs::new(o.threads_of.clone(), rescan).unwrap_or_else(|| fatal("cannot list /proc".into()));
     let hz = sysconf(libc::_SC_CLK_TCK, 100) as f64;
-    let mut s =
-        Sampler { host, procs, buf: vec![0; 1 << 16], line: Line { b: Vec::with_capacity(1 << 16) }, hz, seq: 0 };
+    let stack = Stack::new("/sys/class/net", rescan);
+    let mut s = Sampler {
+        host,
+        procs,
+        stack,
+        buf: vec![0; 1 << 16],
+        line: Line { b: Vec::with_capacity(1 << 16) },
+        hz,
+        seq: 0,
+    };
     let n = read_single(&s.host.stat, &mut s.buf).unwrap_or_else(|e| fatal(format!("cannot read /proc/stat: {e}")));
     let cpu = parse::proc_stat(&s.buf[..n]).unwrap_or_else(|| fatal("/proc/stat has no cpu line".into()));
     let programs: serde_json::Map<String, serde_json::Value> =

@@ -148,12 +148,15 @@ def host_cpu(a: dict[str, Any], b: dict[str, Any]) -> dict[str, float | None]:
             "steal_pct": None if steal is None else 100.0 * steal / total}
 
 
-def _net(a: dict[str, Any], b: dict[str, Any], dt: float) -> dict[str, dict[str, float | None]]:
-    """Per interface rates; one missing from the first sample is new (its counters started at zero)."""
-    out = {}
+def _net(a: dict[str, Any], b: dict[str, Any], dt: float) -> dict[str, dict[str, Any]]:
+    """Per interface rates, and `upper` (the interfaces stacked on it, as of b) where the sampler gave any; one
+    missing from the first sample is new (its counters started at zero)."""
+    out: dict[str, dict[str, Any]] = {}
     for name, cb in b.get("net", {}).items():
         ca = a.get("net", {}).get(name, {})
         out[name] = {r: rate(ca.get(k, 0), cb.get(k), dt) for k, r in NET_RATES}
+        if cb.get("upper"):
+            out[name]["upper"] = list(cb["upper"])
     return out
 
 
@@ -251,7 +254,7 @@ def window(stream: HostStream, t_from: float | None = None, t_to: float | None =
 
     Keys: host, ts_from, ts_to, dt (s, monotonic), samples, ncpu, cpu_pct (% of all cores), cores,
     iowait_pct, steal_pct, mem_total_mib, mem_used_mib (total - available, mean), net {iface: {rx_bytes_s,
-    tx_bytes_s, rx_packets_s, tx_packets_s, ..}}, disk {dev: {read_bytes_s, write_bytes_s, reads_s, writes_s,
+    tx_bytes_s, rx_packets_s, tx_packets_s, .., [upper]}}, disk {dev: {read_bytes_s, write_bytes_s, reads_s, writes_s,
     util_pct, queue}}, daemons {name: {daemon, kind, name, pid, pids, cpu_pct (% of one core), cores, cpu_s,
     rss_mib, vctx_s, nvctx_s, ctx_switches_s, threads, seen_s, complete[, tasks]}} (see _daemons),
     sampler_cpu_pct (the sampler's own CPU, % of one core).
@@ -272,10 +275,27 @@ def window(stream: HostStream, t_from: float | None = None, t_to: float | None =
     return out
 
 
-def nic_total(net: dict[str, dict[str, float | None]], rate: str) -> float:
-    """A rate summed over the interfaces but loopback (a bond and its members both count: name the
-    interfaces in the report when that matters)."""
-    return sum(r.get(rate) or 0.0 for name, r in net.items() if name != "lo")
+def nics(net: dict[str, dict[str, Any]]) -> tuple[list[str], dict[str, str]]:
+    """(the interfaces whose bytes count, {interface left out: why}) of a sample's or a window's `net`.
+
+    Each byte once: only interfaces at the top of their stack count. A bridge's port, a bond's member and a
+    VLAN's parent carry the same bytes as the interface stacked on them (the sampler's `upper`), so they are
+    left out, as is loopback (docs/measurement.md, "Server figures"). Without `upper` (node-exporter's
+    figures) every interface but loopback counts."""
+    counted, left = [], {}
+    for name, r in sorted(net.items()):
+        if name == "lo":
+            left[name] = "loopback"
+        elif r.get("upper"):
+            left[name] = f"under {', '.join(r['upper'])}"
+        else:
+            counted.append(name)
+    return counted, left
+
+
+def nic_total(net: dict[str, dict[str, Any]], rate: str) -> float:
+    """A rate summed over the interfaces that count (nics): each byte once."""
+    return sum(net[name].get(rate) or 0.0 for name in nics(net)[0])
 
 
 def interval_samples(stream: HostStream) -> list[dict[str, Any]]:

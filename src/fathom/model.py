@@ -148,8 +148,12 @@ METRIC_COLUMNS: dict[str, str] = {
                     "host's /proc when the metadata places daemons here that no other source samples). fathom's own "
                     "host counts only as such a host; a host holding none of the cluster's daemons (a client, even "
                     "one named with --server-host) is not counted, nor in host_cpu_pct and the NIC figures",
-    "net_rx_mib_s": "MiB/s received by the sampled hosts' interfaces (loopback excluded), summed over hosts",
-    "net_tx_mib_s": "MiB/s sent by the sampled hosts' interfaces (loopback excluded), summed over hosts",
+    "net_rx_mib_s": "MiB/s received by the sampled hosts, summed over hosts: each byte once, on the interfaces at "
+                    "the top of their stack (a bridge, not its ports; a bond, not its members; loopback excluded; "
+                    "--prometheus hosts: every interface but loopback)",
+    "net_tx_mib_s": "MiB/s sent by the sampled hosts, summed over hosts: each byte once, on the interfaces at the "
+                    "top of their stack (a bridge, not its ports; a bond, not its members; loopback excluded; "
+                    "--prometheus hosts: every interface but loopback)",
     "net_busiest_host_mib_s": "the busiest sampled host's NIC MiB/s (received or sent, whichever is higher): "
                               "near the NIC's line rate, the network sets the limit",
     **{c: d for kind in DAEMON_KINDS for c, d in daemon_columns(kind).items()},

@@ -288,8 +288,9 @@ def interval_records(all_series: list[Series], t_from: float, t_to: float, insta
                      interval: float | None = None) -> list[dict[str, Any]]:
     """Per host and per scrape interval within [t_from, t_to], one record in telemetry.Sampler's host-sample
     shape ({ts, dt, kind "host", source "host", host, cpu_pct, cores, ncpu, rss_mib (memory in use),
-    mem_total_mib, net_rx_bytes_s, net_tx_bytes_s (interfaces but loopback)}, via "prometheus"), on
-    Prometheus's clock: telemetry.summarize averages them over the point's window like the other sources'."""
+    mem_total_mib, net_rx_bytes_s, net_tx_bytes_s (interfaces but loopback: node-exporter does not say how
+    they stack)}, via "prometheus"), on Prometheus's clock: telemetry.summarize averages them over the point's
+    window like the other sources'."""
     from fathom.hostsample import nic_total
 
     tol = (interval or 0.0) / 2 + 1e-3

@@ -493,9 +493,10 @@ class Servers:
             if len(win) >= 2 and win[-1]["mono"] > win[0]["mono"]:  # the sampler's own CPU there, % of one core
                 cost = hostsample.rate(win[0].get("self_cpu_s"), win[-1].get("self_cpu_s"),
                                         win[-1]["mono"] - win[0]["mono"], 100.0)
+            counted, left = hostsample.nics(win[-1].get("net") or {}) if win else ([], {})
             covered[h.hostname] = {"metadata_host": meta, "daemons": att.found, "missing": att.missing,
                                    "foreign": att.foreign, "ambiguous": att.ambiguous, "samples": len(win),
-                                   "sampler_cpu_pct": cost}
+                                   "sampler_cpu_pct": cost, "nics": {"counted": counted, "left_out": left}}
             if h.lost and (h.lost_at or 0) <= t_to + pad:
                 events.append({"kind": "server_lost", "message":
                                f"server host {h.name} lost {_when(h.lost_at or t_from, t_from)} ({h.lost}): its "

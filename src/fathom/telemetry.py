@@ -215,7 +215,7 @@ def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict
     keys at all. Plus host_cpu_pct (busy cores of the sampled hosts over all their cores), server_hosts (hosts
     with a host sample: the cluster's hosts, since a server source's host holding none of the cluster's daemons
     is `client_host`, as this host is when it is a client; given whenever a server source sampled),
-    net_rx_mib_s / net_tx_mib_s (their interfaces but loopback, summed),
+    net_rx_mib_s / net_tx_mib_s (each host's interfaces that count, hostsample.nics, summed),
     net_busiest_host_mib_s (the host whose received or sent MiB/s was highest), engine_cpu_pct (% of one core)
     and telemetry_samples (the fewest sample times of a host). A sample's `host` (default: this host) names
     its host; kind `client_host` is a host that is not one of the cluster's (left out of host_cpu_pct).

@@ -57,6 +57,13 @@ def table(r: RunData) -> Table | None:
     else:
         notes.append("Perf counters: admin sockets on this host only; daemons elsewhere have none (pass "
                      "--mgr-prometheus to read every daemon's from the mgr's prometheus module).")
+    nic = [f"{h}: {', '.join(n['counted']) or 'none'}"
+           + (f" (left out: {', '.join(f'{i} {why}' for i, why in n['left_out'].items() if i != 'lo')})"
+              if any(i != "lo" for i in n["left_out"]) else "")
+           for h, s in sorted(seen.items()) if (n := s.get("nics"))]
+    if nic:
+        notes.append("NIC bytes counted on each byte's interface at the top of its stack (a bridge, not its ports; "
+                     "a bond, not its members; a VLAN, not its parent): " + "; ".join(nic) + ".")
     foreign = {n: pids for s in seen.values() for n, pids in (s.get("foreign") or {}).items()}
     if foreign:
         notes.append("Not counted (the metadata places them elsewhere): " + ", ".join(
