@@ -127,10 +127,30 @@ def test_the_pid_in_a_daemons_addresses_picks_its_process_among_namesakes() -> N
     assert sources(d["osd.0"])["local"]["pid"] == 12068  # its addresses' nonce
     assert sources(d["mgr.x"])["local"]["pid"] == 11137
     assert sources(d["client.rgw.fathom"])["local"]["pid"] == 13632  # the service map's pid
-    assert "local" not in sources(d["mon.a"])  # a mon's nonce is 0: two mon.a here, neither is known to be it
-    missing = inv.inventory(CAPTURED, VM, namesakes)["hosts"][0]["missing"]
-    assert missing == ["mon.a: on this host by the metadata, but 2 processes here have its name and none the pid "
-                       "its addresses carry"]
+    # a mon's nonce is 0: of two mon.a here, the one listening on its address is it
+    listens = {11049: {("127.0.0.1", 59907), ("127.0.0.1", 41817)}, 556: {("127.0.0.1", 3300)}}
+    d = by_name(inv.inventory(CAPTURED, VM, namesakes, listens=listens))
+    assert sources(d["mon.a"])["local"]["pid"] == 11049
+    assert inv.local_process(inv.mons([], CAPTURED["mon_dump"])[0], namesakes, {556: {("0.0.0.0", 59907)}})[0] \
+        == Daemon("mon.a", "mon", 556)  # listening on every address, at its port
+    # neither listens on it (nor carries a pid): neither is known to be it
+    r = inv.inventory(CAPTURED, VM, namesakes, listens={})
+    assert "local" not in sources(by_name(r)["mon.a"])
+    assert r["hosts"][0]["missing"] == ["mon.a: on this host by the metadata, but 2 processes here have its name, "
+                                        "and none the pid its addresses carry nor listens on its addresses"]
+
+
+def test_a_process_listening_addresses_from_proc() -> None:
+    import os
+    import socket
+
+    with socket.socket() as s4, socket.socket(socket.AF_INET6) as s6:
+        s4.bind(("127.0.0.1", 0))
+        s4.listen()
+        s6.bind(("::1", 0))
+        s6.listen()
+        mine = inv.listening([os.getpid()])[os.getpid()]
+        assert ("127.0.0.1", s4.getsockname()[1]) in mine and ("::1", s6.getsockname()[1]) in mine
 
 
 def test_module_states_in_words() -> None:
@@ -237,4 +257,4 @@ def test_status_of_an_attached_cluster_lists_this_host_its_daemons_and_sources(
     assert other["dir"] is None and [h["this_host"] for h in other["hosts"]] == [True]
     found = {d["name"]: sources(d).get("local", {}).get("pid") for d in other["hosts"][0]["daemons"]}
     assert (found["osd.0"], found["mgr.x"]) == (pids["osd.0"], pids["mgr.x"])
-    assert found["mon.a"] in (pids["mon.a"], None)  # None: another cluster's mon.a runs here too
+    assert found["mon.a"] == pids["mon.a"]  # a mon's nonce is 0: the address it listens on picks it

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,7 +51,7 @@ def test_attribution_follows_the_metadata_not_proc():
     a = servers.attribute(procs, "hostb", placed)
     assert a.found == {"osd.1": [802], "ganesha.5": [5]}  # the pid the addresses carry settles osd.1
     assert a.keep == {802, 5}
-    assert a.foreign == {"osd.0": [701]}
+    assert a.foreign == {"osd.0": [701], "osd.1": [999]}  # osd.1's namesake is not it: listed, not counted
     assert a.missing == [] and a.ambiguous == []
     # hosta: osd.0 there by name only (a random nonce, as in containers), mon.a not running
     a = servers.attribute([_proc("osd.0", 42)], "hosta", placed)
@@ -65,6 +66,34 @@ def test_attribution_follows_the_metadata_not_proc():
     # a host of no metadata: no Ceph daemon counts there
     a = servers.attribute([_proc("osd.1", 802)], None, placed)
     assert a.keep == set() and a.foreign == {"osd.1": [802]}
+
+
+def test_a_foreign_process_counted_on_its_own_host_is_not_listed_as_not_counted():
+    # hosta's /proc shows osd.1 (pid 802) and mon.b (pid 903): hostb counted pid 802 started at 12.5 s after a
+    # boot a second apart (btime read twice), so it is osd.1 itself through a shared PID namespace; nobody
+    # counted a mon.b started then
+    mine = (1_700_000_000, {802: 12.5, 903: 40.25})
+    others = [(1_700_000_001, {802: 12.5}), (1_700_000_000, {903: 41.0})]
+    assert servers.not_counted({"osd.1": [802], "mon.b": [903]}, mine, others) == {"mon.b": [903]}
+    # another kernel (boot time), or the same pid started at another time (a reused pid), is another process
+    assert servers.not_counted({"osd.1": [802]}, mine, [(1_600_000_000, {802: 12.5})]) == {"osd.1": [802]}
+    assert servers.not_counted({"osd.1": [802]}, mine, [(1_700_000_000, {802: 13.0})]) == {"osd.1": [802]}
+    boot, starts = servers.this_host_identities([os.getpid()])
+    assert boot > 1_000_000_000 and 0 < starts[os.getpid()] < time.time() - boot
+
+
+def test_this_host_is_never_a_server_host_over_ssh():
+    placed = _placed()
+    here = inventory.ThisHost("hosta", frozenset({"127.0.0.1", "::1", "10.0.0.1"}))
+    spec = servers.ServersSpec(hosts=[servers.ClientHost(host="10.0.0.1"), servers.ClientHost(host="localhost"),
+                                      servers.ClientHost(host="10.0.0.9")], discover=True, user="root")
+    said: list[str] = []
+    remote, local = servers._remote(spec, placed, here, ["hosta"], said.append)
+    assert [h.host for h in remote] == ["10.0.0.9", "10.0.0.2"]  # hostb discovered; hosta is this host
+    assert local == ["10.0.0.1", "localhost", "hosta"] and "not over SSH" in said[0]
+    # every host of the metadata is this one: nothing over SSH
+    assert servers._remote(servers.ServersSpec(discover=True), {"hosta": placed["hosta"]}, here, ["hosta"],
+                           None) == ([], ["hosta"])
 
 
 def test_server_host_options(tmp_path):
@@ -143,6 +172,28 @@ def topology(tmp_path_factory):
             yield tb, c
         finally:
             c.down()
+
+
+@pytest.fixture(scope="module")
+def other_cluster(tmp_path_factory):
+    """A second, independent cluster on this host (127.0.0.1) with its own mon.a, mgr.x and osd.0."""
+    c = LocalCluster(tmp_path_factory.mktemp("other") / "cluster", progress=lambda m: print(m, file=sys.stderr))
+    c.up(osds=1, osd_size=1024**3, objectstore="memstore")
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+def _as_users(c: LocalCluster, tmp_path: Path, workloads: str = "[{name: a, rw: write}]") -> Path:
+    """A suite attaching c through a copy of its conf, as a user's cluster: fathom does not know its daemons,
+    so every Ceph process on this host (the other clusters' too) is a candidate for its daemons here."""
+    conf = tmp_path / "ceph.conf"
+    shutil.copy(c.conf_path, conf)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE.format(conf=conf, keyring=c.keyring_path).replace(
+        "workloads: [{name: a, rw: write}, {name: b, rw: write}]", f"workloads: {workloads}"))
+    return suite
 
 
 def _sessions(listener: int) -> list[int]:
@@ -378,4 +429,67 @@ def test_a_lost_server_host_is_placed_in_the_point_and_in_time(tmp_path):
     assert re.search(rf"server host {re.escape(h.addr)} lost \d+\.\d s into the point \(at "
                      r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d\)", lost["message"]), lost["message"]
     assert lost["data"]["into_point_s"] >= 0 and lost["data"]["lost_at"] >= t0
+    assert not _samplers()
+
+
+@needs_bed
+@pytest.mark.cluster
+def test_this_hosts_daemons_are_the_attached_clusters_beside_another_cluster(topology, other_cluster, tmp_path):
+    """mon.a and mgr.x run on this host twice (the attached cluster's and another's): with the OSDs' hosts over
+    SSH, this host's sampler counts the attached cluster's processes only (the mgr by the pid its addresses
+    carry, the mon by the address it listens on), and the report's not-counted note names the other
+    cluster's, never a process that was counted (the namespace hosts see every process: one PID namespace)."""
+    tb, c = topology
+    mine = {d.name: d.pid for d in c.daemons() if d.kind in ("mon", "mgr")}
+    theirs = {d.name: d.pid for d in other_cluster.daemons() if d.kind in ("mon", "mgr")}
+    assert set(mine) == set(theirs) == {"mon.a", "mgr.x"}
+    osd_pids = {d.name: d.pid for d in c.daemons() if d.kind == "osd"}
+    db = tmp_path / "r.db"
+    argv = [FATHOM, "run", str(_as_users(c, tmp_path)), "--db", str(db), "--known-hosts", tb.known_hosts,
+            "--server-key", tb.key_file]
+    for h in tb.hosts:
+        argv += ["--server-host", f"root@{h.addr}"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    with Store(db) as st:
+        run = st.run("latest")
+        (point,) = st.points(run.id)
+        here = [s for s in st.telemetry(point["id"]) if s["host"] == "local" and s["source"] in mine]
+        assert {(s["source"], s["pid"]) for s in here} == set(mine.items())  # one process each, the attached's
+        assert run.env["here"]["daemons"] == mine and run.env["here"]["missing"] == {}
+        others = run.env["here"]["not_counted"]
+        assert all(theirs[n] in others[n] for n in theirs)  # named, not counted
+        srcs = [e for e in st.events(run.id) if e["kind"] == "sources" and e["point_id"] == point["id"]]
+        foreign = {(n, pid) for h in srcs[0]["data"]["hosts"].values() for n, pids in h["foreign"].items()
+                   for pid in pids}
+    counted = set(mine.items()) | set(osd_pids.items())
+    assert not foreign & counted, foreign & counted  # each is counted on its own host
+    assert set(theirs.items()) <= foreign  # the other cluster's, seen from the namespace hosts
+    rep = tmp_path / "r.md"
+    p = subprocess.run([FATHOM, "report", "latest", "--db", str(db), "-o", str(rep)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    (note,) = [ln for ln in rep.read_text().splitlines() if "Not counted:" in ln]
+    assert all(f"(pid {pid} on" not in note for _, pid in counted), note
+    assert all(f"{n} (pid {pid} on " in note for n, pid in theirs.items()), note
+    assert f"mon.a (pid {mine['mon.a']})" in rep.read_text()  # this host's row: the process counted
+
+
+@pytest.mark.cluster
+def test_server_host_cluster_samples_this_host_here_without_ssh(other_cluster, tmp_path):
+    """A cluster whose daemons all run on this host, where no sshd listens: `--server-host cluster` samples
+    them here from /proc (the attached cluster's processes, among other clusters' namesakes)."""
+    pids = {d.name: d.pid for d in other_cluster.daemons()}
+    db = tmp_path / "r.db"
+    p = subprocess.run([FATHOM, "run", str(_as_users(other_cluster, tmp_path)), "--db", str(db),
+                        "--server-host", "cluster"], capture_output=True, text=True, timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "this host, whose daemons fathom samples here from /proc, not over SSH" in p.stdout + p.stderr
+    with Store(db) as st:
+        run = st.run("latest")
+        (point,) = st.points(run.id)
+        assert "servers" not in run.env and run.env["here"]["daemons"] == pids
+        here = [s for s in st.telemetry(point["id"]) if s["host"] == "local" and s["source"] in pids]
+        assert {(s["source"], s["pid"]) for s in here} == set(pids.items())
+        assert point["metrics"]["osd_cpu"] is not None and point["metrics"]["mon_mem_mib"] is not None
     assert not _samplers()

@@ -349,7 +349,8 @@ class Phases:
         if (opts.servers is not None or opts.prometheus) and held.ceph is not None:
             from fathom import servers
 
-            held.coverage = servers.connect(held.ceph, opts.servers, opts.prometheus, _say)
+            held.coverage = servers.connect(held.ceph, opts.servers, opts.prometheus, _say,
+                                            held.attached.local_daemons() if held.attached else None)
             self.store.merge_env(self.run_id, **held.coverage.env)
 
     # ---- prepare: pools, images, prefill, RGW, hygiene, each recorded before it is made ----
@@ -428,7 +429,7 @@ class Phases:
         local = held.attached.local if held.attached else None
         cov = held.coverage
         if cov is not None:  # the other sources cover their hosts; this host's sampler what the metadata leaves it
-            daemons = [d for d in daemons if d.name in cov.here_daemons]
+            daemons = cov.local(daemons)
         held.telemetry = tel = point_mod.TelemetryCompanion(
             telemetry.Sampler(daemons, host_kind=cov.here_host if cov else "host"), daemons,
             local.run_dir if local else None,
@@ -476,7 +477,8 @@ class Phases:
             gate_timeout = max(self.opts.gate_timeout, faults.RECOVERY_GATE_S) if res.faulted else \
                 self.opts.gate_timeout
             if res.faulted and held.attached is not None:  # a restarted daemon has a new pid
-                tel.daemons = [d for d in held.attached.local_daemons() if cov is None or d.name in cov.here_daemons]
+                fresh = held.attached.local_daemons()
+                tel.daemons = fresh if cov is None else cov.local(fresh)
                 tel.sampler.daemons = [d for d in tel.daemons if d.pid]
             prog.point_end(point, res.status, res.metrics, res.error)
             if res.status == "done":

@@ -13,9 +13,16 @@ pid (or, fathom gone, until its next write finds nobody reading). Host keys foll
   `max_clock_offset_s` is an error naming the fix (sync the clocks).
 - Attribution: a host is matched to the cluster's metadata by its hostname or the address fathom reached it
   at. Only the daemons the metadata places on that host count there, never what its /proc shows: a process
-  named osd.1 on a host the metadata does not put osd.1 on is another cluster's (listed as `foreign`). Of
-  several processes with one name, the one whose pid the daemon's addresses carry (their nonce) is taken.
-  Daemons the metadata places on a host where no process has their name are `missing`, with why.
+  named osd.1 on a host the metadata does not put osd.1 on is not counted there. It is listed as `foreign`
+  (another cluster's) unless it is the very process counted for osd.1 on its own host, seen through a
+  shared PID namespace (same boot, pid and start time). Of several processes with one name, the one whose
+  pid the daemon's addresses carry (their nonce) is taken. Daemons the metadata places on a host where no
+  process has their name are `missing`, with why.
+- fathom's own host is never sampled over SSH: a host the metadata names that is this one (by hostname or
+  address), and a --server-host at one of this host's addresses, is sampled here from /proc, each daemon's
+  process picked as `fathom cluster status` picks it (inventory.local_process: by the pid its addresses
+  carry, else by the address it listens on, else by its name when one process alone has it), so another
+  cluster's mon.a on this host is not counted.
 - Loss: a host whose connection or sampler ends mid-run is flagged in each point it touches (an event,
   `server_lost`) and its samples up to the loss are kept; the other hosts go on.
 
@@ -28,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
 import subprocess
 import time
@@ -41,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fathom import hostsample
 from fathom.cluster import inventory
 from fathom.cluster.inventory import UNKNOWN_HOST, ClusterDaemon
+from fathom.cluster.local import Daemon
 from fathom.companion import Companion, Contribution, Live
 from fathom.engines.ssh import LOOP, HostError, SshHost, key_error, raise_any, sha256_file
 from fathom.errors import FathomError, UsageError
@@ -53,6 +62,7 @@ CLOCK_PINGS = 5
 # daemon kinds the cluster's metadata places; others the sampler finds (ganesha, FUSE) count where they run
 PLACED_KINDS = ("osd", "mon", "mgr", "mds", "rgw")
 THREADS_SHOWN = 8  # per daemon sampled thread by thread
+CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 class ServersSpec(BaseModel):
@@ -171,7 +181,7 @@ class Attribution:
     keep: set[int] = field(default_factory=set)  # pids that count
     found: dict[str, list[int]] = field(default_factory=dict)  # daemon -> its pids here
     missing: list[str] = field(default_factory=list)  # placed here by the metadata, no process of that name
-    foreign: dict[str, list[int]] = field(default_factory=dict)  # processes of daemons placed elsewhere
+    foreign: dict[str, list[int]] = field(default_factory=dict)  # named as a daemon, not it: not counted
     ambiguous: list[str] = field(default_factory=list)  # several processes of one name, none by pid: all counted
 
 
@@ -210,11 +220,55 @@ def attribute(procs: list[dict[str, Any]], metadata_host: str | None,
         chosen = pids & d.pids or pids
         if len(chosen) > 1:
             out.ambiguous.append(name)
+        elif pids - chosen:  # its namesakes here: another cluster's
+            out.foreign[name] = sorted(pids - chosen)
         out.keep |= chosen
         out.found[name] = sorted(chosen)
     found = {_key(n) for n in out.found}
     out.missing = sorted(d.name for k, d in here.items() if k not in found)
     return out
+
+
+Identities = tuple[int, dict[int, float]]  # a host's boot time (epoch s) and pid -> start (s after boot)
+
+
+def _identities(header: dict[str, Any] | None, win: list[dict[str, Any]], pids: set[int] | None = None) -> Identities:
+    """The processes (of `pids`, else all) as a sampler saw them: enough to know the same process seen from
+    another host that shares its PID namespace (a network-namespace host, a container sharing its pids)."""
+    starts = {int(p["pid"]): float(p["start"]) for s in win for p in s.get("procs", [])
+              if (pids is None or int(p["pid"]) in pids) and p.get("start") is not None}
+    return int((header or {}).get("boot_time") or 0), starts
+
+
+def not_counted(foreign: dict[str, list[int]], mine: Identities, others: list[Identities]) -> dict[str, list[int]]:
+    """The foreign processes of a host (named as one of the cluster's daemons, not counted there) that no
+    other source counted either: one with the boot (btime may read a second apart), pid and start time of a
+    process counted elsewhere is that process, seen here through a shared PID namespace, and was counted."""
+    boot, starts = mine
+    out = {}
+    for name, pids in foreign.items():
+        left = [pid for pid in pids if not any(
+            abs(b - boot) <= 1 and pid in st and round(st[pid], 2) == round(starts.get(pid, -1.0), 2)
+            for b, st in others)]
+        if left:
+            out[name] = left
+    return out
+
+
+def this_host_identities(pids: list[int]) -> Identities:
+    """This host's processes of `pids`, as _identities gives a sampler's (its /proc's btime and start times)."""
+    boot = 0
+    try:
+        boot = next(int(ln.split()[1]) for ln in Path("/proc/stat").read_text().splitlines() if ln.startswith("btime "))
+    except (OSError, StopIteration, ValueError, IndexError):
+        pass
+    starts = {}
+    for pid in pids:
+        try:
+            starts[pid] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]) / CLK_TCK
+        except (OSError, ValueError, IndexError):
+            continue
+    return boot, starts
 
 
 def _threads(stream: hostsample.HostStream, t_from: float, t_to: float, host: str) -> list[dict[str, Any]]:
@@ -410,6 +464,7 @@ class Servers:
 
     def __init__(self, spec: ServersSpec, placed: dict[str, list[ClusterDaemon]]):
         self.spec, self.placed = spec, placed
+        self.here: Identities = (0, {})  # the processes this host's own sampler counts
         hosts = list(spec.hosts)
         if spec.discover:
             named = {h.host for h in hosts}
@@ -475,11 +530,13 @@ class Servers:
         records: list[dict[str, Any]] = []
         events: list[dict[str, Any]] = []
         covered: dict[str, Any] = {}
+        seen: dict[str, tuple[Identities, Identities]] = {}  # host -> its processes', those it counted
         for h, ok in zip(self.hosts, arrived):
             pad = 1.5 * self.spec.interval_s
             win = [s for s in h.samples if t_from - pad <= s["ts"] <= t_to + pad]
             meta = match_host(self.placed, h.hostname, h.address)
             att = attribute([p for s in win for p in s.get("procs", [])], meta, self.placed)
+            seen[h.hostname] = (_identities(h.header, win), _identities(h.header, win, att.keep))
             if len(win) >= 2 and h.header is not None:
                 kept = [{**s, "procs": [p for p in s.get("procs", []) if int(p["pid"]) in att.keep]} for s in win]
                 stream = hostsample.HostStream(header=h.header, samples=kept)
@@ -520,6 +577,9 @@ class Servers:
                 events.append({"kind": "servers", "message": f"{name}: several processes on {h.name} have its "
                                "name and none the pid its addresses carry; all are counted"})
             h.trim(t_from - pad)
+        for name, c in covered.items():
+            c["foreign"] = not_counted(c["foreign"], seen[name][0], [v[1] for k, v in seen.items() if k != name]
+                                       + [self.here])
         events.append({"kind": "sources", "message": f"server hosts over SSH: {len(self.hosts)} sampled",
                        "data": {"source": SOURCE, "hosts": covered}})
         return records, events
@@ -545,7 +605,41 @@ class Coverage:
     here: str | None = None  # the metadata's name of this host, when it holds daemons of the cluster
     here_daemons: set[str] = field(default_factory=set)  # those this host's own sampler covers (not SSH's)
     here_host: str = "host"  # this host's host sample: a cluster host's ("host") or a client's ("client_host")
-    env: dict[str, Any] = field(default_factory=dict)  # what the run records (servers, prometheus)
+    env: dict[str, Any] = field(default_factory=dict)  # what the run records (servers, prometheus, here)
+
+    def local(self, candidates: list[Daemon]) -> list[Daemon]:
+        """This host's processes of the daemons its own sampler covers, each picked among `candidates` (the
+        Ceph processes here) by inventory.local_process, as `fathom cluster status` picks them: never every
+        process of a name, which would count another cluster's mon.a on this host too."""
+        out = []
+        for d in self._here():
+            proc, _ = inventory.local_process(d, candidates)
+            if proc is not None:
+                out.append(Daemon(name=d.name, kind=d.kind, pid=proc.pid))
+        return out
+
+    def _here(self) -> list[ClusterDaemon]:
+        return [d for ds in self.placed.values() for d in ds if d.name in self.here_daemons]
+
+    def pick_here(self, candidates: list[Daemon]) -> list[Daemon]:
+        """local(), recorded (env `here`: the processes counted, the daemons without one and why, and the
+        processes here named as one of them that are not it) and handed to the SSH hosts, whose foreign
+        processes are these ones when they share this host's PID namespace."""
+        picked = self.local(candidates)
+        pids = {d.name: d.pid for d in picked}
+        missing = {}
+        for d in self._here():
+            if d.name not in pids:
+                missing[d.name] = inventory.local_process(d, candidates)[1]
+        others: dict[str, list[int]] = {}
+        for c in candidates:
+            if c.name in self.here_daemons and c.pid and c.pid != pids.get(c.name):
+                others.setdefault(c.name, []).append(c.pid)
+        self.env["here"] = {"host": self.here, "hostname": inventory.this_host().hostname, "daemons": pids,
+                            "missing": missing, "not_counted": others}
+        if self.servers is not None:
+            self.servers.here = this_host_identities([p for p in pids.values() if p])
+        return picked
 
     def companions(self) -> list[Companion]:
         out: list[Companion] = [ServerSource(self.servers)] if self.servers is not None else []
@@ -556,9 +650,31 @@ class Coverage:
             self.servers.close()
 
 
-def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: Any) -> Coverage:
-    """The placement of the cluster's daemons; the server hosts sampling when spec names any; the Prometheus
-    source for the cluster's hosts no server host stands for."""
+def _remote(spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], here: inventory.ThisHost,
+            mine: list[str], say: Any) -> tuple[list[ClientHost], list[str]]:
+    """(the hosts to sample over SSH, those left out as this host): fathom's own host is sampled here from
+    /proc whether the metadata names it (`cluster`) or a --server-host is at one of its addresses."""
+    hosts, local = [], []
+    for h in spec.hosts:
+        if h.host == "localhost" or h.host in here.addresses:
+            local.append(h.host)
+        else:
+            hosts.append(h)
+    if spec.discover:
+        named = {h.host for h in spec.hosts}
+        hosts += [h for h in discovered(spec, {n: ds for n, ds in placed.items() if n not in mine})
+                  if h.host not in named]
+        local += mine
+    if local and say is not None:
+        say(f"{', '.join(local)}: this host, whose daemons fathom samples here from /proc, not over SSH")
+    return hosts, local
+
+
+def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: Any,
+            local: list[Daemon] | None = None) -> Coverage:
+    """The placement of the cluster's daemons; the server hosts sampling when spec names any other than this
+    one; the Prometheus source for the cluster's hosts no server host stands for; this host's processes of
+    the daemons placed here that no other source covers, picked among `local` (Coverage.pick_here)."""
     raw, errors = inventory.gather_raw(ceph)
     if errors:
         raise FathomError(f"the cluster's metadata, which places daemons on hosts, could not be read: "
@@ -570,11 +686,15 @@ def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: An
     cov.here = mine[0] if mine else None
     covered: set[str] = set()
     if spec is not None:
-        cov.servers = Servers.open(spec, placed, say)
-        covered = cov.servers.covered()
-        cov.env["servers"] = cov.servers.describe()
+        remote, here_too = _remote(spec, placed, here, mine, say)
+        if remote or not here_too:  # none at all: Servers says the metadata names none
+            cov.servers = Servers.open(spec.model_copy(update={"hosts": remote, "discover": False}), placed, say)
+            covered = cov.servers.covered()
+            cov.env["servers"] = cov.servers.describe()
     cov.here_daemons = {d.name for h in mine if h not in covered for d in placed[h]}
     cov.here_host = "host" if cov.here_daemons else "client_host"
+    if local is not None:
+        cov.pick_here(local)
     if prometheus:
         from fathom import promquery
 

@@ -28,7 +28,8 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
                              "context switches, host CPU, NICs and disks; fathom.servers)")
     g.add_argument("--server-host", action="append", metavar="USER@HOST[:PORT]",
                    help="a host of the cluster, reached over SSH (fathom-sampler is uploaded there); `cluster`: "
-                        "every host the cluster's metadata names, at its daemons' address; repeatable")
+                        "every host the cluster's metadata names, at its daemons' address; repeatable. fathom's own "
+                        "host is sampled by its /proc, never over SSH")
     g.add_argument("--server-hosts-file", metavar="FILE",
                    help="server hosts and options from a YAML file (hosts, discover, user, key_file, addresses: "
                         "{metadata host name: address}, interval_s, max_clock_offset_s), or one host per line")

@@ -16,13 +16,14 @@ Sources of server-side figures:
   context switches of its daemons, host CPU, NICs and disks. Status does not connect to hosts, so it says
   per host other than this one that CPU and memory come only that way.
 
-Everything but `gather` and `this_host` is pure: it takes the commands' JSON, so captured outputs test it.
+Everything but `gather`, `this_host` and `listening` is pure: it takes the commands' JSON, so captured outputs test it.
 Metadata keys differ between releases; a missing one leaves its field empty, never an error.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import os
 import socket
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -300,21 +301,79 @@ def _order(d: ClusterDaemon) -> tuple[int, int, str]:
     return (kind, int(ident), "") if ident.isdigit() else (kind, -1, ident)
 
 
-def _local_process(d: ClusterDaemon, local: list[Daemon]) -> tuple[Daemon | None, str]:
-    """The process of a daemon the metadata puts on this host: by pid (its nonce, RGW's pid), else by name.
+def local_process(d: ClusterDaemon, local: list[Daemon],
+                  listens: dict[int, set[tuple[str, int]]] | None = None) -> tuple[Daemon | None, str]:
+    """The process of a daemon the metadata puts on this host: by pid (its addresses' nonce, RGW's pid),
+    else by the address it listens on, else by name when one process alone has it.
 
-    The pid settles it when several clusters on this host have a daemon of that name; a name alone only
-    when one process has it.
+    Several clusters on one host may each have a mon.a: the pid settles it for daemons whose nonce is their
+    pid (mgr, OSD, MDS); a mon's nonce is 0, and two processes cannot listen on one address, so its address
+    settles it. listens: pid -> its listening (ip, port), read from this host's /proc when not given.
     """
-    by_pid = [p for p in local if p.pid in d.pids and p.kind == d.kind]
+    same = [p for p in local if p.kind == d.kind and p.pid]
+    by_pid = [p for p in same if p.pid in d.pids]
     if len(by_pid) == 1:
         return by_pid[0], ""
     named = [p for p in local if p.name == d.name]
+    wanted = {(a.ip, a.port) for vec in d.addrs.values() for a in vec if a.port}
+    if wanted and (len(named) != 1 or d.pids):
+        socks = listens if listens is not None else listening([p.pid for p in same if p.pid])
+        by_addr = [p for p in same if _listens_on(socks.get(p.pid or 0, set()), wanted)]
+        if len(by_addr) == 1:
+            return by_addr[0], ""
     if len(named) == 1:
         return named[0], ""
     if named:
-        return None, f"{len(named)} processes here have its name and none the pid its addresses carry"
+        return None, (f"{len(named)} processes here have its name, and none the pid its addresses carry "
+                      "nor listens on its addresses")
     return None, "no such process here (not running, or in a PID namespace fathom cannot see)"
+
+
+def _listens_on(socks: set[tuple[str, int]], wanted: set[tuple[str, int]]) -> bool:
+    """Whether a process listens on one of a daemon's addresses (or on every address, at its port)."""
+    ports = {port for _, port in wanted}
+    return bool(socks & wanted) or any(ip in ("0.0.0.0", "::") and port in ports for ip, port in socks)
+
+
+def _sockets(table: str) -> dict[str, tuple[str, int]]:
+    """Listening TCP sockets of this network namespace (/proc/net/tcp or tcp6): inode -> (ip, port)."""
+    out: dict[str, tuple[str, int]] = {}
+    try:
+        lines = Path(f"/proc/net/{table}").read_text().splitlines()[1:]
+    except OSError:
+        return out
+    for line in lines:
+        f = line.split()
+        if len(f) < 10 or f[3] != "0A":  # 0A: LISTEN
+            continue
+        hexip, hexport = f[1].split(":")
+        raw = bytes.fromhex(hexip)
+        # the kernel prints each 32-bit word of the address in host (little-endian) order
+        ip = ipaddress.ip_address(b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4)))
+        mapped = ip.ipv4_mapped if isinstance(ip, ipaddress.IPv6Address) else None
+        out[f[9]] = (str(mapped or ip), int(hexport, 16))
+    return out
+
+
+def listening(pids: list[int]) -> dict[int, set[tuple[str, int]]]:
+    """pid -> the (ip, port) each of these processes listens on in this network namespace."""
+    socks = {**_sockets("tcp"), **_sockets("tcp6")}
+    out: dict[int, set[tuple[str, int]]] = {}
+    for pid in pids:
+        found: set[tuple[str, int]] = set()
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if link.startswith("socket:[") and (a := socks.get(link[8:-1])) is not None:
+                found.add(a)
+        out[pid] = found
+    return out
 
 
 def _sources(d: ClusterDaemon, proc: Daemon | None, module: dict[str, Any]) -> list[dict[str, Any]]:
@@ -329,7 +388,7 @@ def _sources(d: ClusterDaemon, proc: Daemon | None, module: dict[str, Any]) -> l
 
 
 def _host(name: str, ds: list[ClusterDaemon], here: ThisHost, local: list[Daemon],
-          module: dict[str, Any]) -> dict[str, Any]:
+          module: dict[str, Any], listens: dict[int, set[tuple[str, int]]] | None) -> dict[str, Any]:
     """One host: its addresses, its daemons with their sources, and what no source covers, with why."""
     ips: set[str] = set().union(*(d.ips() for d in ds))
     why = here.claims(None if name == UNKNOWN_HOST else name, ips)
@@ -337,7 +396,7 @@ def _host(name: str, ds: list[ClusterDaemon], here: ThisHost, local: list[Daemon
     no_proc: dict[str, list[str]] = {}  # reason -> daemons
     no_counters: list[str] = []
     for d in sorted(ds, key=_order):
-        proc, reason = _local_process(d, local) if why else (None, "")
+        proc, reason = local_process(d, local, listens) if why else (None, "")
         if why and proc is None:
             no_proc.setdefault(reason, []).append(d.name)
         srcs = _sources(d, proc, module)
@@ -358,15 +417,16 @@ def _sorted_ips(ips: set[str] | frozenset[str]) -> list[str]:
     return sorted(ips, key=lambda ip: (ipaddress.ip_address(ip).version, ipaddress.ip_address(ip)))
 
 
-def inventory(raw: dict[str, Any], here: ThisHost, local: list[Daemon],
-              errors: list[str] | None = None) -> dict[str, Any]:
+def inventory(raw: dict[str, Any], here: ThisHost, local: list[Daemon], errors: list[str] | None = None,
+              listens: dict[int, set[tuple[str, int]]] | None = None) -> dict[str, Any]:
     """Hosts -> daemons -> sources from the commands' JSON (keys of COMMANDS), this host first.
 
     local: the Ceph processes on this host (Attachment.local_daemons()); they only say which of the daemons
-    the metadata puts here fathom can sample, never where a daemon is.
+    the metadata puts here fathom can sample, never where a daemon is. listens: their listening addresses
+    (local_process reads them from /proc when not given).
     """
     module = module_state(raw.get("mgr_dump"))
-    hosts = [_host(name, ds, here, local, module) for name, ds in placement(raw).items()]
+    hosts = [_host(name, ds, here, local, module, listens) for name, ds in placement(raw).items()]
     hosts.sort(key=lambda h: (not h["this_host"], h["host"] == UNKNOWN_HOST, h["host"]))
     return {"this_host": {"hostname": here.hostname, "addresses": _sorted_ips(here.addresses)},
             "mgr_prometheus": module, "hosts": hosts, "inventory_errors": list(errors or [])}

@@ -27,10 +27,16 @@ def _last_sources(r: RunData) -> dict[str, Any]:
 
 def table(r: RunData) -> Table | None:
     servers, mgr, prom = r.env.get("servers"), r.env.get("mgr_prometheus"), r.env.get("prometheus")
-    if not servers and not mgr and not prom:
+    here = r.env.get("here") or {}
+    if not servers and not mgr and not prom and not here.get("daemons"):
         return None
     seen = _last_sources(r)
     rows = []
+    if here.get("daemons") or here.get("missing"):
+        rows.append(["this host", here.get("hostname") or "", here.get("host") or "(none)",
+                     "this host's /proc (no SSH)", "0",
+                     ", ".join(f"{n} (pid {p})" for n, p in sorted(here.get("daemons", {}).items())) or "none",
+                     ", ".join(f"{n} ({why})" for n, why in sorted(here.get("missing", {}).items())) or "none"])
     for h in (servers or {}).get("hosts", []):
         s = seen.get(h["hostname"]) or {}
         daemons = ", ".join(sorted(s.get("daemons") or {})) or "none"
@@ -47,8 +53,10 @@ def table(r: RunData) -> Table | None:
                  for h in prom.get("not_scraped") or []]
     notes = ["CPU, memory and context switches per daemon, host CPU and NIC bytes: each server host's "
              "fathom-sampler, its samples moved onto this host's clock by the offset shown (measured over SSH, "
-             "± half the round trip). A daemon counts on the host the cluster's metadata places it on, never "
-             "where a /proc merely shows a process of that name."]
+             "± half the round trip); this host's daemons by its own /proc, never over SSH. A daemon counts on "
+             "the host the cluster's metadata places it on, never where a /proc merely shows a process of that "
+             "name; of its namesakes there, the process whose pid its addresses carry (on this host, else the "
+             "one listening on its address)."]
     if mgr:
         notes.append(f"Perf counters: the mgr's prometheus module at {mgr.get('url')} for every daemon it exports "
                      "(OSD, MON, MDS, RGW); an OSD or RGW on this host keeps its admin socket's (with histograms). "
@@ -64,10 +72,19 @@ def table(r: RunData) -> Table | None:
     if nic:
         notes.append("NIC bytes counted on each byte's interface at the top of its stack (a bridge, not its ports; "
                      "a bond, not its members; a VLAN, not its parent): " + "; ".join(nic) + ".")
-    foreign = {n: pids for s in seen.values() for n, pids in (s.get("foreign") or {}).items()}
-    if foreign:
-        notes.append("Not counted (the metadata places them elsewhere): " + ", ".join(
-            f"{n} (pid {', '.join(map(str, p))})" for n, p in sorted(foreign.items())) + ".")
+    where: dict[tuple[str, int], list[str]] = {}  # (daemon name, pid) -> the hosts whose /proc shows it
+    for h, s in sorted(seen.items()):
+        for n, pids in (s.get("foreign") or {}).items():
+            for pid in pids:
+                where.setdefault((n, pid), []).append(h)
+    for n, pids in (here.get("not_counted") or {}).items():
+        for pid in pids:
+            where.setdefault((n, pid), []).append("this host")
+    other = [f"{n} (pid {pid} on {', '.join(hs)})" for (n, pid), hs in sorted(where.items())]
+    if other:
+        notes.append("Not counted: processes with the name of one of this cluster's daemons that are not it "
+                     "(another cluster's: on a host the metadata does not place that daemon on, or beside the "
+                     "process its addresses name), with the hosts whose /proc shows each: " + ", ".join(other) + ".")
     lost = sorted({e["message"] for e in r.events if e["kind"] in ("server_lost", "server_late", "servers")
                    or (e["kind"] == "sources" and (e.get("data") or {}).get("error"))})
     notes += lost
