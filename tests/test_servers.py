@@ -67,6 +67,24 @@ def test_attribution_follows_the_metadata_not_proc():
     assert a.keep == set() and a.foreign == {"osd.1": [802]}
 
 
+def test_a_lost_hosts_figures_are_marked_partial_or_missing():
+    """Per-host figures over a window of 10 s: a host lost 4 s in covers 4 of 10 s; one lost before it has none
+    in the window (its earlier samples are not taken for the window's, as a host with none would be)."""
+    def rec(host: str, ts: float) -> dict:
+        return {"ts": ts, "dt": 1.0, "host": host, "via": "ssh", "kind": "osd", "source": "osd.1", "pid": 7,
+                "cpu_pct": 50.0, "rss_mib": 100.0}
+
+    t0 = 1000.0
+    whole = [rec("a", t0 + i) for i in range(1, 11)]
+    partial = [rec("b", t0 + i) for i in range(1, 5)]
+    gone = [rec("c", t0 - 5 + i) for i in range(1, 4)]  # samples only before the window
+    out = telemetry.per_host(whole + partial + gone, t0, t0 + 10, {"b": "connection lost", "c": "connection lost"})
+    assert out["a"]["coverage"] == "whole" and out["a"]["osd_cpu"] == 50.0
+    assert out["b"] == {**out["b"], "coverage": "partial", "covered_s": 4.0, "window_s": 10.0, "osd_cpu": 50.0}
+    assert out["c"] == {"via": "ssh", "coverage": "missing", "covered_s": 0.0, "window_s": 10.0,
+                        "lost": "connection lost"}
+
+
 def test_server_host_options(tmp_path):
     k = tmp_path / "k"
     k.write_text("")  # the options check that it exists; its content is read when connecting
@@ -76,6 +94,8 @@ def test_server_host_options(tmp_path):
     assert [(h.host, h.user, h.port, h.key_file) for h in spec.hosts] == [("10.0.0.1", "root", 22, str(k)),
                                                                           ("fd00::2", "ceph", 2222, str(k))]
     assert servers.servers_from_args(None) is None
+    keep = servers.servers_from_args(["root@10.0.0.1"], keep_sampler=True)
+    assert keep is not None and keep.keep_sampler and not spec.keep_sampler
     with pytest.raises(UsageError, match="server host"):
         servers.servers_from_args(["a b@c"])
     # a servers file: the mapping, a list, or one host per line
@@ -378,4 +398,173 @@ def test_a_lost_server_host_is_placed_in_the_point_and_in_time(tmp_path):
     assert re.search(rf"server host {re.escape(h.addr)} lost \d+\.\d s into the point \(at "
                      r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d\)", lost["message"]), lost["message"]
     assert lost["data"]["into_point_s"] >= 0 and lost["data"]["lost_at"] >= t0
+    assert not _samplers()
+
+
+SUITE4 = """\
+name: servers-lost
+cluster: {{kind: attached, conf: {conf}, keyring: {keyring}}}
+prep: {{pools: [{{name: srv, application: rados, pg_num: 16, size: 1}}]}}
+defaults: {{engine: fathom-engine, interface: rados, pool: srv, bs: 4k, iodepth: 16, runtime: 9s}}
+workloads: [{{name: a, rw: write}}, {{name: b, rw: write}}, {{name: c, rw: write}}, {{name: d, rw: write}}]
+"""
+
+
+@needs_bed
+@pytest.mark.cluster
+def test_a_lost_server_host_is_flagged_until_it_answers_again(topology, tmp_path):
+    """Host 1's sshd and its sessions are killed by pid 5 s into point b: b is flagged and host 1's figures
+    there are partial; at point c it does not answer, so c is flagged and has none of host 1 (no 'not
+    running' note for its osd.1); its sshd is back during c, so d has host 1 again, unflagged."""
+    from fathom.analysis import anomalies
+    from fathom.analysis.data import load_run
+
+    tb, c = topology
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE4.format(conf=c.conf_path, keyring=c.keyring_path))
+    hosts_file = tmp_path / "servers.yaml"  # the sampler in the testbed's directory, not root's ~/.cache
+    hosts_file.write_text(json.dumps({"hosts": [{"host": h.addr, "user": "root", "engine_dir": f"{tb.dir}/srv"}
+                                                for h in tb.hosts]}))
+    db = tmp_path / "r.db"
+    argv = [FATHOM, "run", str(suite), "--db", str(db), "--known-hosts", tb.known_hosts, "--server-key", tb.key_file,
+            "--server-hosts-file", str(hosts_file)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    seen = threading.Condition()
+
+    def read() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            with seen:
+                lines.append(line)
+                seen.notify_all()
+        proc.wait()
+        with seen:  # the run ended: a wait for a line that never came ends too
+            seen.notify_all()
+
+    def wait_for(pattern: str) -> bool:
+        with seen:
+            return seen.wait_for(lambda: any(re.search(pattern, ln) for ln in lines) or proc.poll() is not None,
+                                 timeout=300) and any(re.search(pattern, ln) for ln in lines)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    lost_addr = tb.hosts[1].addr
+    down = False
+    try:
+        assert wait_for(r"^\[2/4\] "), "".join(lines)
+        time.sleep(5)  # into point b's measured phase
+        tb.stop_sshd(1)
+        down, t_kill = True, time.time()
+        # point c begins: fathom tries host 1 again, finds no sshd, and says so; then its sshd comes back
+        assert wait_for(rf"server host {re.escape(lost_addr)}.*(does not answer|not reconnected)"), "".join(lines)
+        assert wait_for(r"^\[3/4\] "), "".join(lines)
+        tb.start_sshd(1)
+        down = False
+        assert proc.wait(400) == 0, "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if down:
+            tb.start_sshd(1)  # the module's other tests need host 1
+    reader.join(10)
+    out = "".join(lines)
+    # the console said so when it happened
+    assert re.search(rf"server host {re.escape(lost_addr)} lost \d+\.\d s into the point", out), out
+    assert re.search(rf"server host {re.escape(lost_addr)}.*answers again", out), out
+    h1 = tb.hosts[1].name
+    with Store(db) as st:
+        run = st.run("latest")
+        pts = {p["workload"]: p for p in st.points(run.id)}
+        assert [pts[w]["status"] for w in "abcd"] == ["done"] * 4
+        ev = st.events(run.id)
+
+        def of(w: str, kind: str) -> list[dict]:
+            return [e for e in ev if e["kind"] == kind and e["point_id"] == pts[w]["id"]]
+
+        lost_b, lost_c = of("b", "server_lost"), of("c", "server_lost")
+        assert [e["data"]["host"] for e in lost_b] == [lost_addr] and lost_b[0]["data"]["partial"]
+        assert 0 < lost_b[0]["data"]["into_point_s"] and lost_b[0]["data"]["lost_at"] <= t_kill + 1.0
+        assert [e["data"]["host"] for e in lost_c] == [lost_addr] and not lost_c[0]["data"]["partial"]
+        assert lost_c[0]["data"]["daemons"] == ["osd.1"] and "lack" in lost_c[0]["message"]
+        assert not of("a", "server_lost") and not of("d", "server_lost")
+        assert [pts[w]["metrics"]["server_hosts_lost"] for w in "abcd"] == [0, 1, 1, 0]
+        # no note calls osd.1 'not running': its host was not sampled, which is another thing
+        assert not [e["message"] for e in ev if "not running" in e["message"]]
+        # host 1's figures: partial on b (covering part of the window), missing on c, whole again on d
+        per = {w: pts[w]["result"]["extra"]["server_hosts"] for w in "abcd"}
+        b1 = per["b"][h1]
+        assert b1["coverage"] == "partial" and 0 < b1["covered_s"] < b1["window_s"] and b1["osd_cpu"] > 0
+        assert per["c"][h1]["coverage"] == "missing" and "osd_cpu" not in per["c"][h1]
+        assert per["d"][h1]["coverage"] == "whole" and per["d"][h1]["osd_cpu"] > 0
+        assert per["a"][h1]["coverage"] == "whole"
+        osd_d = [s for s in st.telemetry(pts["d"]["id"]) if s.get("via") == "ssh" and s["kind"] == "osd"]
+        assert {s["source"] for s in osd_d} == {"osd.0", "osd.1"}
+        # the flags: b and c, by the anomaly rules every report and `show` use
+        runs = load_run(st, "latest")
+    flagged = {a.workload for a in anomalies.find_all(runs) if a.kind == "server_lost"}
+    assert flagged == {"b", "c"}
+    rep = tmp_path / "r.md"
+    p = subprocess.run([FATHOM, "report", "latest", "--db", str(db), "-o", str(rep)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    n = int(re.search(r"(\d+) points flagged", p.stdout).group(1))  # type: ignore[union-attr]
+    assert n >= 2, p.stdout
+    text = rep.read_text()
+    assert "server_lost" in text and "partial" in text and "missing" in text
+    assert not _samplers()
+    assert not (Path(tb.dir) / "srv").exists(), "the samplers fathom uploaded were left"
+
+
+@needs_bed
+def test_the_sampler_fathom_uploaded_is_removed_at_the_end(tmp_path):
+    """The fathom-sampler fathom uploads to a server host goes at the end, with the directories made for it; one
+    that was there before, or kept with keep_sampler, stays. The run's journal names it from before the upload
+    until it is removed, so the next attempt of a killed run (--resume) removes it."""
+    import shutil
+
+    from fathom.cluster.journal import SAMPLER_KIND, Journal
+    from fathom.engines.ssh import sha256_file
+
+    with netns.Testbed(hosts=1) as tb:
+        h = tb.hosts[0]
+        base = Path(tb.dir) / "srv"  # none of it exists yet: fathom makes srv/fathom/<hash>/
+        spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
+                                                             engine_dir=f"{base}/fathom")],
+                                   known_hosts=tb.known_hosts)
+        path = base / "fathom" / sha256_file(servers.sampler_path())[:16] / "fathom-sampler"
+        saved: list[tuple[dict, bool]] = []  # each journal record as persisted, and whether the file was there
+        journal = Journal(persist=lambda rec: saved.append((json.loads(json.dumps(rec)), path.exists())), fsid="f")
+        srv = servers.Servers.open(spec, {}, journal=journal)
+        assert path.is_file()
+        (e,) = journal.pending(SAMPLER_KIND)
+        assert e.what == f"{h.addr}:{path}" and e.data["dirs"] == [str(base), f"{base}/fathom", str(path.parent)]
+        assert e.data["key_file"] == tb.key_file and "PRIVATE" not in json.dumps(e.to_dict())
+        assert saved[0][0]["entries"][0]["kind"] == SAMPLER_KIND and not saved[0][1]  # written before the upload
+        srv.close()
+        assert not path.exists() and not base.exists()  # the file, and the directories made for it
+        assert not journal.pending(SAMPLER_KIND) and journal.entries[0].undone
+        # kept on request: nothing journalled, the file stays
+        kept = Journal(fsid="f")
+        servers.Servers.open(spec.model_copy(update={"keep_sampler": True}), {}, journal=kept).close()
+        assert path.is_file() and not kept.entries
+        # a sampler that was there before (the kept one) is not fathom's to remove
+        before = Journal(fsid="f")
+        servers.Servers.open(spec, {}, journal=before).close()
+        assert path.is_file() and not before.entries
+        # a killed run: its connection ends with no cleanup; the file and the journal's entry stay
+        shutil.rmtree(base)
+        saved.clear()
+        killed = servers.Servers.open(spec, {}, journal=Journal(persist=lambda rec: saved.append((rec, True)),
+                                                                fsid="f"))
+        killed.hosts[0].ssh.close()
+        assert path.is_file()
+        # the next attempt reads the run's journal: the file is the run's, so it removes it at its end
+        resumed = Journal.from_dict(saved[-1][0])
+        assert [x.what for x in resumed.pending(SAMPLER_KIND)] == [f"{h.addr}:{path}"]
+        servers.Servers.open(spec, {}, journal=resumed).close()
+        assert not path.exists() and not base.exists() and not resumed.pending(SAMPLER_KIND)
+    deadline = time.monotonic() + 30
+    while _samplers() and time.monotonic() < deadline:  # the killed run's sampler ends at its next write
+        time.sleep(0.2)
     assert not _samplers()
