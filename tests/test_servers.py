@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FATHOM
+from conftest import FATHOM, run_fathom
 
 from fathom import netns, servers, telemetry
 from fathom.cluster import inventory
@@ -183,13 +183,15 @@ def _sessions(listener: int) -> list[int]:
     return out
 
 
-def _samplers() -> list[int]:
-    """fathom-sampler processes alive (not zombies: a reparented one may wait for a reaper)."""
+def _samplers(under: str = "") -> list[int]:
+    """fathom-sampler processes alive (not zombies: a reparented one may wait for a reaper); with `under`, only
+    those run from a path under it (a test's own, not another test run's on this machine)."""
     out = []
     for d in os.listdir("/proc"):
         try:
             if d.isdigit() and Path(f"/proc/{d}/comm").read_text().strip() == "fathom-sampler" and \
-                    Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z" and \
+                    Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")[0].decode().startswith(under):
                 out.append(int(d))
         except OSError:
             pass
@@ -500,7 +502,7 @@ def test_a_lost_server_host_is_flagged_until_it_answers_again(topology, tmp_path
         assert per["a"][h1]["coverage"] == "whole"
         osd_d = [s for s in st.telemetry(pts["d"]["id"]) if s.get("via") == "ssh" and s["kind"] == "osd"]
         assert {s["source"] for s in osd_d} == {"osd.0", "osd.1"}
-        # the flags: b and c, by the anomaly rules every report and `show` use
+        # the flags: b and c, by the anomaly rules the reports use
         runs = load_run(st, "latest")
     flagged = {a.workload for a in anomalies.find_all(runs) if a.kind == "server_lost"}
     assert flagged == {"b", "c"}
@@ -512,7 +514,9 @@ def test_a_lost_server_host_is_flagged_until_it_answers_again(topology, tmp_path
     assert n >= 2, p.stdout
     text = rep.read_text()
     assert "server_lost" in text and "partial" in text and "missing" in text
-    assert not _samplers()
+    shown = run_fathom("show", "latest", "--db", str(db), check=True).stdout
+    assert len(re.findall(r"done, 1 server host lost", shown)) == 2, shown
+    assert not _samplers(under=str(tb.dir))
     assert not (Path(tb.dir) / "srv").exists(), "the samplers fathom uploaded were left"
 
 
@@ -565,6 +569,6 @@ def test_the_sampler_fathom_uploaded_is_removed_at_the_end(tmp_path):
         servers.Servers.open(spec, {}, journal=resumed).close()
         assert not path.exists() and not base.exists() and not resumed.pending(SAMPLER_KIND)
     deadline = time.monotonic() + 30
-    while _samplers() and time.monotonic() < deadline:  # the killed run's sampler ends at its next write
+    while _samplers(under=str(base)) and time.monotonic() < deadline:  # the killed run's ends at its next write
         time.sleep(0.2)
-    assert not _samplers()
+    assert not _samplers(under=str(base))
