@@ -572,3 +572,51 @@ def test_the_sampler_fathom_uploaded_is_removed_at_the_end(tmp_path):
     while _samplers(under=str(base)) and time.monotonic() < deadline:  # the killed run's ends at its next write
         time.sleep(0.2)
     assert not _samplers(under=str(base))
+
+
+@needs_bed
+@pytest.mark.cluster
+def test_a_killed_runs_samplers_are_removed_by_its_resume(topology, tmp_path):
+    """A run killed (SIGKILL) mid-way leaves the samplers it uploaded, named in its journal; `--resume` adopts
+    them as the run's and removes them at its end."""
+    tb, c = topology
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE4.format(conf=c.conf_path, keyring=c.keyring_path))
+    base = Path(tb.dir) / "srv-resume"
+    hosts_file = tmp_path / "servers.yaml"
+    hosts_file.write_text(json.dumps({"hosts": [{"host": h.addr, "user": "root", "engine_dir": str(base)}
+                                                for h in tb.hosts]}))
+    db = tmp_path / "r.db"
+    opts = ["--db", str(db), "--known-hosts", tb.known_hosts, "--server-key", tb.key_file,
+            "--server-hosts-file", str(hosts_file)]
+    proc = subprocess.Popen([FATHOM, "run", str(suite), *opts], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:  # the first point stored: then killed
+            try:
+                with Store(db) as st:
+                    run = st.run("latest")
+                    if run is not None and st.points(run.id):
+                        break
+            except Exception:  # noqa: BLE001 (the store may not exist yet)
+                pass
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    placed = sorted(base.rglob("fathom-sampler"))
+    assert len(placed) == 1  # both hosts' share this file system: one file
+    with Store(db) as st:
+        run = st.run("latest")
+        pending = [e for e in run.state["journal"]["entries"] if e["kind"] == "sampler" and not e["undone"]]
+    assert {e["what"] for e in pending} <= {f"{h.addr}:{placed[0]}" for h in tb.hosts} and pending
+    p = run_fathom("run", "--resume", str(run.id), *opts, timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert not base.exists(), "the killed run's sampler was left"
+    with Store(db) as st:
+        entries = [e for e in st.run(run.id).state["journal"]["entries"] if e["kind"] == "sampler"]
+    assert entries and all(e["undone"] for e in entries)
+    deadline = time.monotonic() + 30
+    while _samplers(under=str(base)) and time.monotonic() < deadline:  # the killed run's end at their next write
+        time.sleep(0.2)
+    assert not _samplers(under=str(base))
