@@ -183,15 +183,20 @@ def _sessions(listener: int) -> list[int]:
     return out
 
 
-def _samplers(under: str = "") -> list[int]:
-    """fathom-sampler processes alive (not zombies: a reparented one may wait for a reaper); with `under`, only
-    those run from a path under it (a test's own, not another test run's on this machine)."""
+def _nets(tb: netns.Testbed) -> set[str]:
+    """The testbed hosts' network namespaces ('net:[INODE]'), which outlive the testbed while a process holds one."""
+    return {os.readlink(f"/proc/{h.pid}/ns/net") for h in tb.hosts}
+
+
+def _samplers(nets: set[str]) -> list[int]:
+    """fathom-sampler processes alive in those namespaces (not zombies: a reparented one may wait for a reaper);
+    another run's samplers on this machine, in namespaces of their own, are not this test's."""
     out = []
     for d in os.listdir("/proc"):
         try:
             if d.isdigit() and Path(f"/proc/{d}/comm").read_text().strip() == "fathom-sampler" and \
                     Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z" and \
-                    Path(f"/proc/{d}/cmdline").read_bytes().split(b"\0")[0].decode().startswith(under):
+                    os.readlink(f"/proc/{d}/ns/net") in nets:
                 out.append(int(d))
         except OSError:
             pass
@@ -202,205 +207,6 @@ def _window_means(samples: list[dict], name: str, t0: float, t1: float) -> float
     xs = [s["cpu_pct"] for s in samples if s.get("source") == name and t0 + 0.5 <= s["ts"] - s["dt"] / 2 <= t1 - 0.5]
     assert len(xs) >= 5, (name, len(xs))
     return sum(xs) / len(xs)
-
-
-@needs_bed
-@pytest.mark.cluster
-def test_daemons_sampled_on_their_hosts_over_ssh(topology, tmp_path):
-    tb, c = topology
-    # the metadata places each OSD on its namespace host (hostname and address)
-    placed = inventory.placement(inventory.gather_raw(c.ceph())[0])
-    assert {d.name for d in placed[tb.hosts[0].name]} == {"osd.0"}
-    assert {d.name for d in placed[tb.hosts[1].name]} == {"osd.1"}
-    osd_pids = {d.name: d.pid for d in c.daemons() if d.kind == "osd"}
-    suite = tmp_path / "suite.yaml"
-    suite.write_text(SUITE.format(conf=c.conf_path, keyring=c.keyring_path))
-    db = tmp_path / "r.db"
-    # this test's own /proc sampler of the same processes (one pid namespace), for the 10% agreement
-    local = telemetry.Sampler([d for d in c.daemons() if d.kind == "osd"])
-    local.start()
-    argv = [FATHOM, "run", str(suite), "--db", str(db), "--known-hosts", tb.known_hosts, "--server-key", tb.key_file]
-    for h in tb.hosts:
-        argv += ["--server-host", f"root@{h.addr}"]
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    killed: list[float] = []
-
-    def lose_host_1() -> None:  # once the first point is stored: 4 s on (into the second), host 1's SSH goes
-        deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                with Store(db) as st:
-                    run = st.run("latest")
-                    if run is not None and any(p["status"] == "done" for p in st.points(run.id)):
-                        break
-            except Exception:  # noqa: BLE001 (the store may not exist yet)
-                pass
-            time.sleep(0.5)
-        time.sleep(4)
-        for pid in _sessions(tb.hosts[1].pid):  # the host is gone for fathom: its sessions and sampler end
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        killed.append(time.time())
-
-    t = threading.Thread(target=lose_host_1, daemon=True)
-    t.start()
-    out, _ = proc.communicate(timeout=400)
-    t.join(5)
-    samples = local.stop()
-    assert proc.returncode == 0, out
-    assert killed, out
-    with Store(db) as st:
-        run = st.run("latest")
-        env = run.env
-        first, second = st.points(run.id)
-        hosts = {h["hostname"]: h for h in env["servers"]["hosts"]}
-        assert set(hosts) == {h.name for h in tb.hosts}
-        assert all(h["metadata_host"] == name for name, h in hosts.items())
-        assert all(abs(h["clock_offset_s"]) < 0.1 for h in hosts.values())  # one kernel: one clock
-        # point 1: each OSD from its own host only, though both hosts' /proc show both
-        tel = st.telemetry(first["id"])
-        ssh = [s for s in tel if s.get("via") == "ssh" and s["kind"] == "osd"]
-        assert {(s["host"], s["source"]) for s in ssh} == {(tb.hosts[0].name, "osd.0"), (tb.hosts[1].name, "osd.1")}
-        assert all(s["pid"] == osd_pids[s["source"]] for s in ssh)
-        win = first["result"]["extra"]["telemetry_window"]
-        for name in ("osd.0", "osd.1"):
-            remote = _window_means(ssh, name, win["from"], win["to"])
-            mine = _window_means(samples, name, win["from"], win["to"])
-            print(f"{name}: {remote:.1f}% of one core over SSH, {mine:.1f}% from this host's /proc")
-            assert remote > 5.0, (name, remote)  # under load: a figure worth comparing
-            assert abs(remote - mine) <= 0.10 * mine, (name, remote, mine)
-        m = first["metrics"]
-        # the namespace hosts, and this one: the metadata places mon.a and mgr.x here
-        assert m["osd_cpu"] is not None and m["server_hosts"] == 3
-        srcs = [e for e in st.events(run.id) if e["kind"] == "sources" and e["point_id"] == first["id"]]
-        assert srcs and set(srcs[0]["data"]["hosts"]) == {h.name for h in tb.hosts}
-        # point 2: host 1 lost mid-point, flagged; host 0 whole, host 1 up to the loss
-        lost = [e for e in st.events(run.id) if e["kind"] == "server_lost" and e["point_id"] == second["id"]]
-        assert lost and tb.hosts[1].addr in lost[0]["message"], [e["message"] for e in st.events(run.id)]
-        assert second["status"] == "done"
-        tel2 = [s for s in st.telemetry(second["id"]) if s.get("via") == "ssh" and s["kind"] == "osd"]
-        last = {h: max(s["ts"] for s in tel2 if s["host"] == h) for h in {s["host"] for s in tel2}}
-        assert last[tb.hosts[0].name] >= second["ended"] - 2.0
-        assert last.get(tb.hosts[1].name, 0.0) <= killed[0] + 1.0
-    # the report names each host's source and gives the per-host figures
-    rep = tmp_path / "r.md"
-    p = subprocess.run([FATHOM, "report", "latest", "--db", str(db), "-o", str(rep)], capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, p.stderr
-    text = rep.read_text()
-    assert "Server measurements: sources" in text and "fathom-sampler over SSH" in text
-    assert "server hosts" in text and all(h.name in text for h in tb.hosts)
-    assert "s into the point (at " in text  # host 1's loss, in the sources section's notes
-    assert "NIC bytes counted on each byte's interface at the top of its stack" in text
-    assert all(f"{h.name}: {h.veth}p" in text for h in tb.hosts)  # each host's end of its link
-    # no sampler is left on either host
-    assert not _samplers(), "a fathom-sampler was left running"
-    assert json.dumps(env).find(Path(tb.key_file).read_text().strip()[:40]) < 0  # never the key itself
-
-
-@needs_bed
-def test_crimson_threads_and_a_foreign_daemon_over_ssh(tmp_path):
-    """One namespace host sampled over SSH (no cluster): a crimson-osd stand-in is recognised and its threads
-    reported busiest first; with metadata placing osd.7 elsewhere it is not counted on this host."""
-    from test_hostsample import SPIN, _start, _stop
-
-    link = tmp_path / "crimson-osd"
-    link.symlink_to(os.path.realpath(sys.executable))
-    crimson = _start([str(link), "-c", SPIN, "-i", "7"], str(link))
-    try:
-        with netns.Testbed(hosts=1) as tb:
-            h = tb.hosts[0]
-            spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
-                                                                 engine_dir=f"{tb.dir}/srv")],
-                                       known_hosts=tb.known_hosts)
-            # named errors: nothing listens at the address; a host key not in known_hosts
-            gone = servers.ServersSpec(hosts=[servers.ClientHost(host=f"{tb.prefix}.99", user="root",
-                                                                 key_file=tb.key_file)],
-                                       known_hosts=tb.known_hosts, connect_timeout_s=2)
-            with pytest.raises(HostError, match=rf"server host {tb.prefix}\.99 is unreachable over SSH"):
-                servers.Servers.open(gone, {})
-            empty = tmp_path / "known_hosts"
-            empty.write_text("")
-            with pytest.raises(HostError, match=f"server host {h.addr}: not in {empty}") as exc:
-                servers.Servers.open(spec.model_copy(update={"known_hosts": str(empty)}), {})
-            assert "--accept-new-host-keys" in (exc.value.hint or "")
-            # a server host's hints name the server options, never a suite's clients: section
-            assert "--server-hosts-file" in (exc.value.hint or "") and "clients." not in (exc.value.hint or "")
-            other = tmp_path / "other_key"
-            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
-            refused = servers.ServersSpec(hosts=[spec.hosts[0].model_copy(update={"key_file": str(other)})],
-                                          known_hosts=tb.known_hosts)
-            with pytest.raises(HostError, match=f"server host {h.addr}: the SSH login as root was refused") as exc:
-                servers.Servers.open(refused, {})
-            assert "--server-key FILE" in (exc.value.hint or "") and "clients" not in (exc.value.hint or "")
-            srv = servers.Servers.open(spec, {})
-            try:
-                (desc,) = srv.describe()["hosts"]
-                assert desc["hostname"] == h.name and abs(desc["clock_offset_s"]) <= desc["clock_rtt_s"] / 2 + 0.01
-                t0 = time.time()
-                time.sleep(3.5)
-                recs, events = srv.window(t0, time.time())
-                mine = [r for r in recs if r["pid"] == crimson.pid]
-                assert mine and all(r["source"] == "osd.7" and r["host"] == h.name and r["via"] == "ssh"
-                                    for r in mine)
-                assert max(r["cpu_pct"] for r in mine) > 50  # the spinning reactor
-                (th,) = [e for e in events if e["kind"] == "threads" and e["data"]["daemon"] == "osd.7"]
-                assert th["data"]["threads"][0]["comm"] == "reactor-1" and "reactor-1" in th["message"]
-                # the metadata puts osd.7 on another host: here it is foreign, not counted
-                srv.placed = inventory.placement({"osd": [{"id": 7, "hostname": "elsewhere"}]})
-                recs, events = srv.window(time.time() - 2, time.time())
-                assert not [r for r in recs if r["pid"] == crimson.pid]
-                src = next(e for e in events if e["kind"] == "sources")["data"]["hosts"][h.name]
-                assert src["foreign"]["osd.7"] == [crimson.pid] and src["metadata_host"] is None
-                # the interfaces whose bytes count there, named: the host's end of its link (lo left out)
-                assert src["nics"] == {"counted": [f"{h.veth}p"], "left_out": {"lo": "loopback"}}
-                # a host holding none of the cluster's daemons is not one of the cluster's hosts
-                assert telemetry.summarize(recs, 0.0, float("inf"))["server_hosts"] == 0
-                assert any("not counted as one of the cluster's hosts" in e["message"] for e in events)
-                # the metadata places osd.7 on it: one of the cluster's hosts, its daemon counted
-                srv.placed = inventory.placement({"osd": [{"id": 7, "hostname": h.name}]})
-                recs, _ = srv.window(time.time() - 2, time.time())
-                assert {r["source"] for r in recs if r["pid"] == crimson.pid} == {"osd.7"}
-                m = telemetry.summarize(recs, 0.0, float("inf"))
-                assert m["server_hosts"] == 1 and m["host_cpu_pct"] is not None
-            finally:
-                srv.close()
-    finally:
-        _stop(crimson)
-    assert not _samplers()
-
-
-@needs_bed
-def test_a_lost_server_host_is_placed_in_the_point_and_in_time(tmp_path):
-    """A host whose SSH sessions end mid-point: the event says when, as seconds into the point and as a full
-    date and time with its zone (a time of day alone names neither)."""
-    with netns.Testbed(hosts=1) as tb:
-        h = tb.hosts[0]
-        spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
-                                                             engine_dir=f"{tb.dir}/srv")],
-                                   known_hosts=tb.known_hosts)
-        srv = servers.Servers.open(spec, {})
-        try:
-            t0 = time.time()
-            while not [s for s in srv.hosts[0].samples if s["ts"] > t0]:  # a sample inside the point first
-                time.sleep(0.1)
-            for pid in _sessions(h.pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            while srv.hosts[0].lost is None:  # the reader sees its stream end
-                time.sleep(0.1)
-            _, events = srv.window(t0, time.time())
-        finally:
-            srv.close()
-    (lost,) = [e for e in events if e["kind"] == "server_lost"]
-    assert re.search(rf"server host {re.escape(h.addr)} lost \d+\.\d s into the point \(at "
-                     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d\)", lost["message"]), lost["message"]
-    assert lost["data"]["into_point_s"] >= 0 and lost["data"]["lost_at"] >= t0
-    assert not _samplers()
 
 
 SUITE4 = """\
@@ -422,6 +228,7 @@ def test_a_lost_server_host_is_flagged_until_it_answers_again(topology, tmp_path
     from fathom.analysis.data import load_run
 
     tb, c = topology
+    nets = _nets(tb)  # read while every host's sshd runs
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE4.format(conf=c.conf_path, keyring=c.keyring_path))
     hosts_file = tmp_path / "servers.yaml"  # the sampler in the testbed's directory, not root's ~/.cache
@@ -516,7 +323,7 @@ def test_a_lost_server_host_is_flagged_until_it_answers_again(topology, tmp_path
     assert "server_lost" in text and "partial" in text and "missing" in text
     shown = run_fathom("show", "latest", "--db", str(db), check=True).stdout
     assert len(re.findall(r"done, 1 server host lost", shown)) == 2, shown
-    assert not _samplers(under=str(tb.dir))
+    assert not _samplers(nets)
     assert not (Path(tb.dir) / "srv").exists(), "the samplers fathom uploaded were left"
 
 
@@ -531,7 +338,7 @@ def test_the_sampler_fathom_uploaded_is_removed_at_the_end(tmp_path):
     from fathom.engines.ssh import sha256_file
 
     with netns.Testbed(hosts=1) as tb:
-        h = tb.hosts[0]
+        h, nets = tb.hosts[0], _nets(tb)
         base = Path(tb.dir) / "srv"  # none of it exists yet: fathom makes srv/fathom/<hash>/
         spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
                                                              engine_dir=f"{base}/fathom")],
@@ -569,9 +376,9 @@ def test_the_sampler_fathom_uploaded_is_removed_at_the_end(tmp_path):
         servers.Servers.open(spec, {}, journal=resumed).close()
         assert not path.exists() and not base.exists() and not resumed.pending(SAMPLER_KIND)
     deadline = time.monotonic() + 30
-    while _samplers(under=str(base)) and time.monotonic() < deadline:  # the killed run's ends at its next write
+    while _samplers(nets) and time.monotonic() < deadline:  # the killed run's ends at its next write
         time.sleep(0.2)
-    assert not _samplers(under=str(base))
+    assert not _samplers(nets)
 
 
 @needs_bed
@@ -580,6 +387,7 @@ def test_a_killed_runs_samplers_are_removed_by_its_resume(topology, tmp_path):
     """A run killed (SIGKILL) mid-way leaves the samplers it uploaded, named in its journal; `--resume` adopts
     them as the run's and removes them at its end."""
     tb, c = topology
+    nets = _nets(tb)
     suite = tmp_path / "suite.yaml"
     suite.write_text(SUITE4.format(conf=c.conf_path, keyring=c.keyring_path))
     base = Path(tb.dir) / "srv-resume"
@@ -617,6 +425,205 @@ def test_a_killed_runs_samplers_are_removed_by_its_resume(topology, tmp_path):
         entries = [e for e in st.run(run.id).state["journal"]["entries"] if e["kind"] == "sampler"]
     assert entries and all(e["undone"] for e in entries)
     deadline = time.monotonic() + 30
-    while _samplers(under=str(base)) and time.monotonic() < deadline:  # the killed run's end at their next write
+    while _samplers(nets) and time.monotonic() < deadline:  # the killed run's end at their next write
         time.sleep(0.2)
-    assert not _samplers(under=str(base))
+    assert not _samplers(nets)
+
+
+@needs_bed
+@pytest.mark.cluster
+def test_daemons_sampled_on_their_hosts_over_ssh(topology, tmp_path):
+    tb, c = topology
+    # the metadata places each OSD on its namespace host (hostname and address)
+    placed = inventory.placement(inventory.gather_raw(c.ceph())[0])
+    assert {d.name for d in placed[tb.hosts[0].name]} == {"osd.0"}
+    assert {d.name for d in placed[tb.hosts[1].name]} == {"osd.1"}
+    osd_pids = {d.name: d.pid for d in c.daemons() if d.kind == "osd"}
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE.format(conf=c.conf_path, keyring=c.keyring_path))
+    db = tmp_path / "r.db"
+    # this test's own /proc sampler of the same processes (one pid namespace), for the 10% agreement
+    local = telemetry.Sampler([d for d in c.daemons() if d.kind == "osd"])
+    local.start()
+    argv = [FATHOM, "run", str(suite), "--db", str(db), "--known-hosts", tb.known_hosts, "--server-key", tb.key_file]
+    for h in tb.hosts:
+        argv += ["--server-host", f"root@{h.addr}"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    killed: list[float] = []
+
+    def lose_host_1() -> None:  # once the first point is stored: 4 s on (into the second), host 1's SSH goes
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with Store(db) as st:
+                    run = st.run("latest")
+                    if run is not None and any(p["status"] == "done" for p in st.points(run.id)):
+                        break
+            except Exception:  # noqa: BLE001 (the store may not exist yet)
+                pass
+            time.sleep(0.5)
+        time.sleep(4)
+        for pid in _sessions(tb.hosts[1].pid):  # the host is gone for fathom: its sessions and sampler end
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        killed.append(time.time())
+
+    t = threading.Thread(target=lose_host_1, daemon=True)
+    t.start()
+    out, _ = proc.communicate(timeout=400)
+    t.join(5)
+    samples = local.stop()
+    assert proc.returncode == 0, out
+    assert killed, out
+    with Store(db) as st:
+        run = st.run("latest")
+        env = run.env
+        first, second = st.points(run.id)
+        hosts = {h["hostname"]: h for h in env["servers"]["hosts"]}
+        assert set(hosts) == {h.name for h in tb.hosts}
+        assert all(h["metadata_host"] == name for name, h in hosts.items())
+        assert all(abs(h["clock_offset_s"]) < 0.1 for h in hosts.values())  # one kernel: one clock
+        # point 1: each OSD from its own host only, though both hosts' /proc show both
+        tel = st.telemetry(first["id"])
+        ssh = [s for s in tel if s.get("via") == "ssh" and s["kind"] == "osd"]
+        assert {(s["host"], s["source"]) for s in ssh} == {(tb.hosts[0].name, "osd.0"), (tb.hosts[1].name, "osd.1")}
+        assert all(s["pid"] == osd_pids[s["source"]] for s in ssh)
+        win = first["result"]["extra"]["telemetry_window"]
+        for name in ("osd.0", "osd.1"):
+            remote = _window_means(ssh, name, win["from"], win["to"])
+            mine = _window_means(samples, name, win["from"], win["to"])
+            print(f"{name}: {remote:.1f}% of one core over SSH, {mine:.1f}% from this host's /proc")
+            assert remote > 5.0, (name, remote)  # under load: a figure worth comparing
+            assert abs(remote - mine) <= 0.10 * mine, (name, remote, mine)
+        m = first["metrics"]
+        # the namespace hosts, and this one: the metadata places mon.a and mgr.x here
+        assert m["osd_cpu"] is not None and m["server_hosts"] == 3
+        srcs = [e for e in st.events(run.id) if e["kind"] == "sources" and e["point_id"] == first["id"]]
+        assert srcs and set(srcs[0]["data"]["hosts"]) == {h.name for h in tb.hosts}
+        # point 2: host 1 lost mid-point, flagged; host 0 whole, host 1 up to the loss
+        lost = [e for e in st.events(run.id) if e["kind"] == "server_lost" and e["point_id"] == second["id"]]
+        assert lost and tb.hosts[1].addr in lost[0]["message"], [e["message"] for e in st.events(run.id)]
+        assert second["status"] == "done"
+        tel2 = [s for s in st.telemetry(second["id"]) if s.get("via") == "ssh" and s["kind"] == "osd"]
+        last = {h: max(s["ts"] for s in tel2 if s["host"] == h) for h in {s["host"] for s in tel2}}
+        assert last[tb.hosts[0].name] >= second["ended"] - 2.0
+        assert last.get(tb.hosts[1].name, 0.0) <= killed[0] + 1.0
+    # the report names each host's source and gives the per-host figures
+    rep = tmp_path / "r.md"
+    p = subprocess.run([FATHOM, "report", "latest", "--db", str(db), "-o", str(rep)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    text = rep.read_text()
+    assert "Server measurements: sources" in text and "fathom-sampler over SSH" in text
+    assert "server hosts" in text and all(h.name in text for h in tb.hosts)
+    assert "s into the point (at " in text  # host 1's loss, in the sources section's notes
+    assert "NIC bytes counted on each byte's interface at the top of its stack" in text
+    assert all(f"{h.name}: {h.veth}p" in text for h in tb.hosts)  # each host's end of its link
+    # no sampler is left on either host
+    assert not _samplers(_nets(tb)), "a fathom-sampler was left running"
+    assert json.dumps(env).find(Path(tb.key_file).read_text().strip()[:40]) < 0  # never the key itself
+
+
+@needs_bed
+def test_crimson_threads_and_a_foreign_daemon_over_ssh(tmp_path):
+    """One namespace host sampled over SSH (no cluster): a crimson-osd stand-in is recognised and its threads
+    reported busiest first; with metadata placing osd.7 elsewhere it is not counted on this host."""
+    from test_hostsample import SPIN, _start, _stop
+
+    link = tmp_path / "crimson-osd"
+    link.symlink_to(os.path.realpath(sys.executable))
+    crimson = _start([str(link), "-c", SPIN, "-i", "7"], str(link))
+    try:
+        with netns.Testbed(hosts=1) as tb:
+            h, nets = tb.hosts[0], _nets(tb)
+            spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
+                                                                 engine_dir=f"{tb.dir}/srv")],
+                                       known_hosts=tb.known_hosts)
+            # named errors: nothing listens at the address; a host key not in known_hosts
+            gone = servers.ServersSpec(hosts=[servers.ClientHost(host=f"{tb.prefix}.99", user="root",
+                                                                 key_file=tb.key_file)],
+                                       known_hosts=tb.known_hosts, connect_timeout_s=2)
+            with pytest.raises(HostError, match=rf"server host {tb.prefix}\.99 is unreachable over SSH"):
+                servers.Servers.open(gone, {})
+            empty = tmp_path / "known_hosts"
+            empty.write_text("")
+            with pytest.raises(HostError, match=f"server host {h.addr}: not in {empty}") as exc:
+                servers.Servers.open(spec.model_copy(update={"known_hosts": str(empty)}), {})
+            assert "--accept-new-host-keys" in (exc.value.hint or "")
+            # a server host's hints name the server options, never a suite's clients: section
+            assert "--server-hosts-file" in (exc.value.hint or "") and "clients." not in (exc.value.hint or "")
+            other = tmp_path / "other_key"
+            subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(other)], check=True)
+            refused = servers.ServersSpec(hosts=[spec.hosts[0].model_copy(update={"key_file": str(other)})],
+                                          known_hosts=tb.known_hosts)
+            with pytest.raises(HostError, match=f"server host {h.addr}: the SSH login as root was refused") as exc:
+                servers.Servers.open(refused, {})
+            assert "--server-key FILE" in (exc.value.hint or "") and "clients" not in (exc.value.hint or "")
+            srv = servers.Servers.open(spec, {})
+            try:
+                (desc,) = srv.describe()["hosts"]
+                assert desc["hostname"] == h.name and abs(desc["clock_offset_s"]) <= desc["clock_rtt_s"] / 2 + 0.01
+                t0 = time.time()
+                time.sleep(3.5)
+                recs, events = srv.window(t0, time.time())
+                mine = [r for r in recs if r["pid"] == crimson.pid]
+                assert mine and all(r["source"] == "osd.7" and r["host"] == h.name and r["via"] == "ssh"
+                                    for r in mine)
+                assert max(r["cpu_pct"] for r in mine) > 50  # the spinning reactor
+                (th,) = [e for e in events if e["kind"] == "threads" and e["data"]["daemon"] == "osd.7"]
+                assert th["data"]["threads"][0]["comm"] == "reactor-1" and "reactor-1" in th["message"]
+                # the metadata puts osd.7 on another host: here it is foreign, not counted
+                srv.placed = inventory.placement({"osd": [{"id": 7, "hostname": "elsewhere"}]})
+                recs, events = srv.window(time.time() - 2, time.time())
+                assert not [r for r in recs if r["pid"] == crimson.pid]
+                src = next(e for e in events if e["kind"] == "sources")["data"]["hosts"][h.name]
+                assert src["foreign"]["osd.7"] == [crimson.pid] and src["metadata_host"] is None
+                # the interfaces whose bytes count there, named: the host's end of its link (lo left out)
+                assert src["nics"] == {"counted": [f"{h.veth}p"], "left_out": {"lo": "loopback"}}
+                # a host holding none of the cluster's daemons is not one of the cluster's hosts
+                assert telemetry.summarize(recs, 0.0, float("inf"))["server_hosts"] == 0
+                assert any("not counted as one of the cluster's hosts" in e["message"] for e in events)
+                # the metadata places osd.7 on it: one of the cluster's hosts, its daemon counted
+                srv.placed = inventory.placement({"osd": [{"id": 7, "hostname": h.name}]})
+                recs, _ = srv.window(time.time() - 2, time.time())
+                assert {r["source"] for r in recs if r["pid"] == crimson.pid} == {"osd.7"}
+                m = telemetry.summarize(recs, 0.0, float("inf"))
+                assert m["server_hosts"] == 1 and m["host_cpu_pct"] is not None
+            finally:
+                srv.close()
+    finally:
+        _stop(crimson)
+    assert not _samplers(nets)
+
+
+@needs_bed
+def test_a_lost_server_host_is_placed_in_the_point_and_in_time(tmp_path):
+    """A host whose SSH sessions end mid-point: the event says when, as seconds into the point and as a full
+    date and time with its zone (a time of day alone names neither)."""
+    with netns.Testbed(hosts=1) as tb:
+        h, nets = tb.hosts[0], _nets(tb)
+        spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
+                                                             engine_dir=f"{tb.dir}/srv")],
+                                   known_hosts=tb.known_hosts)
+        srv = servers.Servers.open(spec, {})
+        try:
+            t0 = time.time()
+            while not [s for s in srv.hosts[0].samples if s["ts"] > t0]:  # a sample inside the point first
+                time.sleep(0.1)
+            for pid in _sessions(h.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            while srv.hosts[0].lost is None:  # the reader sees its stream end
+                time.sleep(0.1)
+            _, events = srv.window(t0, time.time())
+        finally:
+            srv.close()
+    (lost,) = [e for e in events if e["kind"] == "server_lost"]
+    assert re.search(rf"server host {re.escape(h.addr)} lost \d+\.\d s into the point \(at "
+                     r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d\)", lost["message"]), lost["message"]
+    assert lost["data"]["into_point_s"] >= 0 and lost["data"]["lost_at"] >= t0
+    assert not _samplers(nets)
