@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FATHOM
+from conftest import FATHOM, run_fathom
 
 from fathom import netns, servers, telemetry
 from fathom.cluster import inventory
@@ -94,6 +94,22 @@ def test_this_host_is_never_a_server_host_over_ssh():
     # every host of the metadata is this one: nothing over SSH
     assert servers._remote(servers.ServersSpec(discover=True), {"hosta": placed["hosta"]}, here, ["hosta"],
                            None) == ([], ["hosta"])
+def test_a_lost_hosts_figures_are_marked_partial_or_missing():
+    """Per-host figures over a window of 10 s: a host lost 4 s in covers 4 of 10 s; one lost before it has none
+    in the window (its earlier samples are not taken for the window's, as a host with none would be)."""
+    def rec(host: str, ts: float) -> dict:
+        return {"ts": ts, "dt": 1.0, "host": host, "via": "ssh", "kind": "osd", "source": "osd.1", "pid": 7,
+                "cpu_pct": 50.0, "rss_mib": 100.0}
+
+    t0 = 1000.0
+    whole = [rec("a", t0 + i) for i in range(1, 11)]
+    partial = [rec("b", t0 + i) for i in range(1, 5)]
+    gone = [rec("c", t0 - 5 + i) for i in range(1, 4)]  # samples only before the window
+    out = telemetry.per_host(whole + partial + gone, t0, t0 + 10, {"b": "connection lost", "c": "connection lost"})
+    assert out["a"]["coverage"] == "whole" and out["a"]["osd_cpu"] == 50.0
+    assert out["b"] == {**out["b"], "coverage": "partial", "covered_s": 4.0, "window_s": 10.0, "osd_cpu": 50.0}
+    assert out["c"] == {"via": "ssh", "coverage": "missing", "covered_s": 0.0, "window_s": 10.0,
+                        "lost": "connection lost"}
 
 
 def test_server_host_options(tmp_path):
@@ -105,6 +121,8 @@ def test_server_host_options(tmp_path):
     assert [(h.host, h.user, h.port, h.key_file) for h in spec.hosts] == [("10.0.0.1", "root", 22, str(k)),
                                                                           ("fd00::2", "ceph", 2222, str(k))]
     assert servers.servers_from_args(None) is None
+    keep = servers.servers_from_args(["root@10.0.0.1"], keep_sampler=True)
+    assert keep is not None and keep.keep_sampler and not spec.keep_sampler
     with pytest.raises(UsageError, match="server host"):
         servers.servers_from_args(["a b@c"])
     # a servers file: the mapping, a list, or one host per line
@@ -214,13 +232,20 @@ def _sessions(listener: int) -> list[int]:
     return out
 
 
-def _samplers() -> list[int]:
-    """fathom-sampler processes alive (not zombies: a reparented one may wait for a reaper)."""
+def _nets(tb: netns.Testbed) -> set[str]:
+    """The testbed hosts' network namespaces ('net:[INODE]'), which outlive the testbed while a process holds one."""
+    return {os.readlink(f"/proc/{h.pid}/ns/net") for h in tb.hosts}
+
+
+def _samplers(nets: set[str]) -> list[int]:
+    """fathom-sampler processes alive in those namespaces (not zombies: a reparented one may wait for a reaper);
+    another run's samplers on this machine, in namespaces of their own, are not this test's."""
     out = []
     for d in os.listdir("/proc"):
         try:
             if d.isdigit() and Path(f"/proc/{d}/comm").read_text().strip() == "fathom-sampler" and \
-                    Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z" and \
+                    os.readlink(f"/proc/{d}/ns/net") in nets:
                 out.append(int(d))
         except OSError:
             pass
@@ -231,6 +256,227 @@ def _window_means(samples: list[dict], name: str, t0: float, t1: float) -> float
     xs = [s["cpu_pct"] for s in samples if s.get("source") == name and t0 + 0.5 <= s["ts"] - s["dt"] / 2 <= t1 - 0.5]
     assert len(xs) >= 5, (name, len(xs))
     return sum(xs) / len(xs)
+
+
+SUITE4 = """\
+name: servers-lost
+cluster: {{kind: attached, conf: {conf}, keyring: {keyring}}}
+prep: {{pools: [{{name: srv, application: rados, pg_num: 16, size: 1}}]}}
+defaults: {{engine: fathom-engine, interface: rados, pool: srv, bs: 4k, iodepth: 16, runtime: 9s}}
+workloads: [{{name: a, rw: write}}, {{name: b, rw: write}}, {{name: c, rw: write}}, {{name: d, rw: write}}]
+"""
+
+
+@needs_bed
+@pytest.mark.cluster
+def test_a_lost_server_host_is_flagged_until_it_answers_again(topology, tmp_path):
+    """Host 1's sshd and its sessions are killed by pid 5 s into point b: b is flagged and host 1's figures
+    there are partial; at point c it does not answer, so c is flagged and has none of host 1 (no 'not
+    running' note for its osd.1); its sshd is back during c, so d has host 1 again, unflagged."""
+    from fathom.analysis import anomalies
+    from fathom.analysis.data import load_run
+
+    tb, c = topology
+    nets = _nets(tb)  # read while every host's sshd runs
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE4.format(conf=c.conf_path, keyring=c.keyring_path))
+    hosts_file = tmp_path / "servers.yaml"  # the sampler in the testbed's directory, not root's ~/.cache
+    hosts_file.write_text(json.dumps({"hosts": [{"host": h.addr, "user": "root", "engine_dir": f"{tb.dir}/srv"}
+                                                for h in tb.hosts]}))
+    db = tmp_path / "r.db"
+    argv = [FATHOM, "run", str(suite), "--db", str(db), "--known-hosts", tb.known_hosts, "--server-key", tb.key_file,
+            "--server-hosts-file", str(hosts_file)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines: list[str] = []
+    seen = threading.Condition()
+
+    def read() -> None:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            with seen:
+                lines.append(line)
+                seen.notify_all()
+        proc.wait()
+        with seen:  # the run ended: a wait for a line that never came ends too
+            seen.notify_all()
+
+    def wait_for(pattern: str) -> bool:
+        with seen:
+            return seen.wait_for(lambda: any(re.search(pattern, ln) for ln in lines) or proc.poll() is not None,
+                                 timeout=300) and any(re.search(pattern, ln) for ln in lines)
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    lost_addr = tb.hosts[1].addr
+    down = False
+    try:
+        assert wait_for(r"^\[2/4\] "), "".join(lines)
+        time.sleep(5)  # into point b's measured phase
+        tb.stop_sshd(1)
+        down, t_kill = True, time.time()
+        # point c begins: fathom tries host 1 again, finds no sshd, and says so; then its sshd comes back
+        assert wait_for(rf"server host {re.escape(lost_addr)}.*(does not answer|not reconnected)"), "".join(lines)
+        assert wait_for(r"^\[3/4\] "), "".join(lines)
+        tb.start_sshd(1)
+        down = False
+        assert proc.wait(400) == 0, "".join(lines)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if down:
+            tb.start_sshd(1)  # the module's other tests need host 1
+    reader.join(10)
+    out = "".join(lines)
+    # the console said so when it happened
+    assert re.search(rf"server host {re.escape(lost_addr)} lost \d+\.\d s into the point", out), out
+    assert re.search(rf"server host {re.escape(lost_addr)}.*answers again", out), out
+    h1 = tb.hosts[1].name
+    with Store(db) as st:
+        run = st.run("latest")
+        pts = {p["workload"]: p for p in st.points(run.id)}
+        assert [pts[w]["status"] for w in "abcd"] == ["done"] * 4
+        ev = st.events(run.id)
+
+        def of(w: str, kind: str) -> list[dict]:
+            return [e for e in ev if e["kind"] == kind and e["point_id"] == pts[w]["id"]]
+
+        lost_b, lost_c = of("b", "server_lost"), of("c", "server_lost")
+        assert [e["data"]["host"] for e in lost_b] == [lost_addr] and lost_b[0]["data"]["partial"]
+        assert 0 < lost_b[0]["data"]["into_point_s"] and lost_b[0]["data"]["lost_at"] <= t_kill + 1.0
+        assert [e["data"]["host"] for e in lost_c] == [lost_addr] and not lost_c[0]["data"]["partial"]
+        assert lost_c[0]["data"]["daemons"] == ["osd.1"] and "lack" in lost_c[0]["message"]
+        assert not of("a", "server_lost") and not of("d", "server_lost")
+        assert [pts[w]["metrics"]["server_hosts_lost"] for w in "abcd"] == [0, 1, 1, 0]
+        # no note calls osd.1 'not running': its host was not sampled, which is another thing
+        assert not [e["message"] for e in ev if "not running" in e["message"]]
+        # host 1's figures: partial on b (covering part of the window), missing on c, whole again on d
+        per = {w: pts[w]["result"]["extra"]["server_hosts"] for w in "abcd"}
+        b1 = per["b"][h1]
+        assert b1["coverage"] == "partial" and 0 < b1["covered_s"] < b1["window_s"] and b1["osd_cpu"] > 0
+        assert per["c"][h1]["coverage"] == "missing" and "osd_cpu" not in per["c"][h1]
+        assert per["d"][h1]["coverage"] == "whole" and per["d"][h1]["osd_cpu"] > 0
+        assert per["a"][h1]["coverage"] == "whole"
+        osd_d = [s for s in st.telemetry(pts["d"]["id"]) if s.get("via") == "ssh" and s["kind"] == "osd"]
+        assert {s["source"] for s in osd_d} == {"osd.0", "osd.1"}
+        # the flags: b and c, by the anomaly rules the reports use
+        runs = load_run(st, "latest")
+    flagged = {a.workload for a in anomalies.find_all(runs) if a.kind == "server_lost"}
+    assert flagged == {"b", "c"}
+    rep = tmp_path / "r.md"
+    p = subprocess.run([FATHOM, "report", "latest", "--db", str(db), "-o", str(rep)], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    n = int(re.search(r"(\d+) points flagged", p.stdout).group(1))  # type: ignore[union-attr]
+    assert n >= 2, p.stdout
+    text = rep.read_text()
+    assert "server_lost" in text and "partial" in text and "missing" in text
+    shown = run_fathom("show", "latest", "--db", str(db), check=True).stdout
+    assert len(re.findall(r"done, 1 server host lost", shown)) == 2, shown
+    assert not _samplers(nets)
+    assert not (Path(tb.dir) / "srv").exists(), "the samplers fathom uploaded were left"
+
+
+@needs_bed
+def test_the_sampler_fathom_uploaded_is_removed_at_the_end(tmp_path):
+    """The fathom-sampler fathom uploads to a server host goes at the end, with the directories made for it; one
+    that was there before, or kept with keep_sampler, stays. The run's journal names it from before the upload
+    until it is removed, so the next attempt of a killed run (--resume) removes it."""
+    import shutil
+
+    from fathom.cluster.journal import SAMPLER_KIND, Journal
+    from fathom.engines.ssh import sha256_file
+
+    with netns.Testbed(hosts=1) as tb:
+        h, nets = tb.hosts[0], _nets(tb)
+        base = Path(tb.dir) / "srv"  # none of it exists yet: fathom makes srv/fathom/<hash>/
+        spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
+                                                             engine_dir=f"{base}/fathom")],
+                                   known_hosts=tb.known_hosts)
+        path = base / "fathom" / sha256_file(servers.sampler_path())[:16] / "fathom-sampler"
+        saved: list[tuple[dict, bool]] = []  # each journal record as persisted, and whether the file was there
+        journal = Journal(persist=lambda rec: saved.append((json.loads(json.dumps(rec)), path.exists())), fsid="f")
+        srv = servers.Servers.open(spec, {}, journal=journal)
+        assert path.is_file()
+        (e,) = journal.pending(SAMPLER_KIND)
+        assert e.what == f"{h.addr}:{path}" and e.data["dirs"] == [str(base), f"{base}/fathom", str(path.parent)]
+        assert e.data["key_file"] == tb.key_file and "PRIVATE" not in json.dumps(e.to_dict())
+        assert saved[0][0]["entries"][0]["kind"] == SAMPLER_KIND and not saved[0][1]  # written before the upload
+        srv.close()
+        assert not path.exists() and not base.exists()  # the file, and the directories made for it
+        assert not journal.pending(SAMPLER_KIND) and journal.entries[0].undone
+        # kept on request: nothing journalled, the file stays
+        kept = Journal(fsid="f")
+        servers.Servers.open(spec.model_copy(update={"keep_sampler": True}), {}, journal=kept).close()
+        assert path.is_file() and not kept.entries
+        # a sampler that was there before (the kept one) is not fathom's to remove
+        before = Journal(fsid="f")
+        servers.Servers.open(spec, {}, journal=before).close()
+        assert path.is_file() and not before.entries
+        # a killed run: its connection ends with no cleanup; the file and the journal's entry stay
+        shutil.rmtree(base)
+        saved.clear()
+        killed = servers.Servers.open(spec, {}, journal=Journal(persist=lambda rec: saved.append((rec, True)),
+                                                                fsid="f"))
+        killed.hosts[0].ssh.close()
+        assert path.is_file()
+        # the next attempt reads the run's journal: the file is the run's, so it removes it at its end
+        resumed = Journal.from_dict(saved[-1][0])
+        assert [x.what for x in resumed.pending(SAMPLER_KIND)] == [f"{h.addr}:{path}"]
+        servers.Servers.open(spec, {}, journal=resumed).close()
+        assert not path.exists() and not base.exists() and not resumed.pending(SAMPLER_KIND)
+    deadline = time.monotonic() + 30
+    while _samplers(nets) and time.monotonic() < deadline:  # the killed run's ends at its next write
+        time.sleep(0.2)
+    assert not _samplers(nets)
+
+
+@needs_bed
+@pytest.mark.cluster
+def test_a_killed_runs_samplers_are_removed_by_its_resume(topology, tmp_path):
+    """A run killed (SIGKILL) mid-way leaves the samplers it uploaded, named in its journal; `--resume` adopts
+    them as the run's and removes them at its end."""
+    tb, c = topology
+    nets = _nets(tb)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE4.format(conf=c.conf_path, keyring=c.keyring_path))
+    base = Path(tb.dir) / "srv-resume"
+    hosts_file = tmp_path / "servers.yaml"
+    hosts_file.write_text(json.dumps({"hosts": [{"host": h.addr, "user": "root", "engine_dir": str(base)}
+                                                for h in tb.hosts]}))
+    db = tmp_path / "r.db"
+    opts = ["--db", str(db), "--known-hosts", tb.known_hosts, "--server-key", tb.key_file,
+            "--server-hosts-file", str(hosts_file)]
+    proc = subprocess.Popen([FATHOM, "run", str(suite), *opts], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None:  # the first point stored: then killed
+            try:
+                with Store(db) as st:
+                    run = st.run("latest")
+                    if run is not None and st.points(run.id):
+                        break
+            except Exception:  # noqa: BLE001 (the store may not exist yet)
+                pass
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    placed = sorted(base.rglob("fathom-sampler"))
+    assert len(placed) == 1  # both hosts' share this file system: one file
+    with Store(db) as st:
+        run = st.run("latest")
+        pending = [e for e in run.state["journal"]["entries"] if e["kind"] == "sampler" and not e["undone"]]
+    assert {e["what"] for e in pending} <= {f"{h.addr}:{placed[0]}" for h in tb.hosts} and pending
+    p = run_fathom("run", "--resume", str(run.id), *opts, timeout=400)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert not base.exists(), "the killed run's sampler was left"
+    with Store(db) as st:
+        entries = [e for e in st.run(run.id).state["journal"]["entries"] if e["kind"] == "sampler"]
+    assert entries and all(e["undone"] for e in entries)
+    deadline = time.monotonic() + 30
+    while _samplers(nets) and time.monotonic() < deadline:  # the killed run's end at their next write
+        time.sleep(0.2)
+    assert not _samplers(nets)
 
 
 @needs_bed
@@ -325,7 +571,7 @@ def test_daemons_sampled_on_their_hosts_over_ssh(topology, tmp_path):
     assert "NIC bytes counted on each byte's interface at the top of its stack" in text
     assert all(f"{h.name}: {h.veth}p" in text for h in tb.hosts)  # each host's end of its link
     # no sampler is left on either host
-    assert not _samplers(), "a fathom-sampler was left running"
+    assert not _samplers(_nets(tb)), "a fathom-sampler was left running"
     assert json.dumps(env).find(Path(tb.key_file).read_text().strip()[:40]) < 0  # never the key itself
 
 
@@ -340,7 +586,7 @@ def test_crimson_threads_and_a_foreign_daemon_over_ssh(tmp_path):
     crimson = _start([str(link), "-c", SPIN, "-i", "7"], str(link))
     try:
         with netns.Testbed(hosts=1) as tb:
-            h = tb.hosts[0]
+            h, nets = tb.hosts[0], _nets(tb)
             spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
                                                                  engine_dir=f"{tb.dir}/srv")],
                                        known_hosts=tb.known_hosts)
@@ -398,7 +644,7 @@ def test_crimson_threads_and_a_foreign_daemon_over_ssh(tmp_path):
                 srv.close()
     finally:
         _stop(crimson)
-    assert not _samplers()
+    assert not _samplers(nets)
 
 
 @needs_bed
@@ -406,7 +652,7 @@ def test_a_lost_server_host_is_placed_in_the_point_and_in_time(tmp_path):
     """A host whose SSH sessions end mid-point: the event says when, as seconds into the point and as a full
     date and time with its zone (a time of day alone names neither)."""
     with netns.Testbed(hosts=1) as tb:
-        h = tb.hosts[0]
+        h, nets = tb.hosts[0], _nets(tb)
         spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
                                                              engine_dir=f"{tb.dir}/srv")],
                                    known_hosts=tb.known_hosts)
@@ -429,7 +675,7 @@ def test_a_lost_server_host_is_placed_in_the_point_and_in_time(tmp_path):
     assert re.search(rf"server host {re.escape(h.addr)} lost \d+\.\d s into the point \(at "
                      r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d\)", lost["message"]), lost["message"]
     assert lost["data"]["into_point_s"] >= 0 and lost["data"]["lost_at"] >= t0
-    assert not _samplers()
+    assert not _samplers(nets)
 
 
 @needs_bed
@@ -492,4 +738,3 @@ def test_server_host_cluster_samples_this_host_here_without_ssh(other_cluster, t
         here = [s for s in st.telemetry(point["id"]) if s["host"] == "local" and s["source"] in pids]
         assert {(s["source"], s["pid"]) for s in here} == set(pids.items())
         assert point["metrics"]["osd_cpu"] is not None and point["metrics"]["mon_mem_mib"] is not None
-    assert not _samplers()

@@ -148,6 +148,9 @@ METRIC_COLUMNS: dict[str, str] = {
                     "host's /proc when the metadata places daemons here that no other source samples). fathom's own "
                     "host counts only as such a host; a host holding none of the cluster's daemons (a client, even "
                     "one named with --server-host) is not counted, nor in host_cpu_pct and the NIC figures",
+    "server_hosts_lost": "server hosts sampled over SSH that were lost during the point (their figures partial, "
+                         "up to the loss) or before it and not reached again (none of their figures): the sums over "
+                         "hosts (daemon CPU and memory, host_cpu_pct, NIC) lack them; the point is flagged server_lost",
     "net_rx_mib_s": "MiB/s received by the sampled hosts, summed over hosts: each byte once, on the interfaces at "
                     "the top of their stack (a bridge, not its ports; a bond, not its members; loopback excluded; "
                     "--prometheus hosts: every interface but loopback)",
@@ -185,6 +188,8 @@ FIGURE_WINDOWS: list[tuple[tuple[str, ...], str, str]] = [
       "fault_min_mib_s", "fault_max_p99_ms", "fault_recovery_s", "fault_recovered"),
      "the measured intervals (ramp excluded), on the engine's clock", "interval records merged over engines by "
                                                                       "tick; p99 from each second's merged histograms"),
+    (("server_hosts_lost",), "the point: from its start (when fathom reaches a lost host again) to its end",
+     "each server host's SSH connection and sampler stream"),
     (("rgw_reconciled", "rgw_failed_req", "rgw_initial_lat_ms"),
      "the RGW counters read before the engine starts and after it ends", "RGW perf counter deltas"),
     (("host_cpu_pct", "engine_cpu_pct", "server_hosts", "net_rx_mib_s", "net_tx_mib_s", "net_busiest_host_mib_s",

@@ -11,7 +11,8 @@ The namespaces share this host's file system and pid namespace: a pid an
 engine reports there is a pid here. `no_ceph_libs=True` runs that host's sshd
 in a mount namespace where /usr/lib/<arch> is a farm of links to the real
 files without librados and librbd: a host without the Ceph client libraries.
-`cut(i)` takes host i's link down (its network is gone, its processes run on).
+`cut(i)` takes host i's link down (its network is gone, its processes run on); `stop_sshd(i)` kills its sshd
+and SSH sessions by pid (connections refused) and `start_sshd(i)` starts it again.
 Everything made is removed on exit, also after a failure; names carry "fh" and
 this process's id and a letter per testbed, so neither two test runs nor two testbeds of one collide.
 """
@@ -121,16 +122,38 @@ ClientAliveCountMax 2
 Subsystem sftp internal-sftp
 """)
             _sh(SSHD, "-t", "-f", str(conf))
-            body = f"hostname {h.name}; exec {SSHD} -D -f {conf} -E {d}/sshd-{i}.log"
-            if i in self.no_ceph_libs:
-                body = _without_ceph_libs(d / f"lib-{i}") + body
-            # ip netns exec, unshare and sh all exec: this process is sshd
-            p = subprocess.Popen(["ip", "netns", "exec", h.name, "unshare", "--uts", "--mount", "sh", "-c", body],
-                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-            self._procs.append(p)
-            h.pid = p.pid
+            self._procs.append(self._sshd(i))
         for i, h in enumerate(self.hosts):
             self._wait_listening(i, h)
+
+    def _sshd(self, i: int) -> subprocess.Popen:
+        """Host i's sshd started (its config written by _up); h.pid is its pid."""
+        h, d = self.hosts[i], self.dir
+        body = f"hostname {h.name}; exec {SSHD} -D -f {d}/sshd-{i}.conf -E {d}/sshd-{i}.log"
+        if i in self.no_ceph_libs:
+            body = _without_ceph_libs(d / f"lib-{i}") + body
+        # ip netns exec, unshare and sh all exec: this process is sshd
+        p = subprocess.Popen(["ip", "netns", "exec", h.name, "unshare", "--uts", "--mount", "sh", "-c", body],
+                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        h.pid = p.pid
+        return p
+
+    def stop_sshd(self, i: int) -> None:
+        """Host i's sshd and every SSH session under it killed by pid (SIGKILL): the host stops answering SSH
+        (connections are refused) while its other processes run on."""
+        listener = self.hosts[i].pid
+        assert listener is not None
+        for pid in [*_descendants(listener), listener]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self._procs[i].wait(10)
+
+    def start_sshd(self, i: int) -> None:
+        """Host i's sshd again, after stop_sshd: it answers SSH once this returns."""
+        self._procs[i] = self._sshd(i)
+        self._wait_listening(i, self.hosts[i])
 
     def _wait_listening(self, i: int, h: NsHost) -> None:
         deadline = time.monotonic() + 15
@@ -166,6 +189,24 @@ Subsystem sftp internal-sftp
         if self._made_run_sshd:
             shutil.rmtree("/run/sshd", ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process under pid (children first found, then theirs), read from /proc."""
+    parent: dict[int, int] = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                parent[int(d)] = int(Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+    out, todo = [], [pid]
+    while todo:
+        cur = todo.pop()
+        kids = [p for p, pp in parent.items() if pp == cur]
+        out += kids
+        todo += kids
+    return out
 
 
 def _without_ceph_libs(d: Path) -> str:

@@ -160,7 +160,7 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     # ---- record ----
     metrics, hists = None, {}
     if result is not None:
-        metrics, hists = _metrics(result, params, got.samples, started, ended, intervals)
+        metrics, hists = _metrics(result, params, got.samples, started, ended, intervals, events)
         metrics.update({k: v for k, v in got.metrics.items() if k in METRIC_COLUMNS})
         more = interfaces.get(params["interface"]).metrics
         if more is not None:  # the interface's own figures (s3: TTFB, the check against RGW's counters)
@@ -213,8 +213,8 @@ def _record_interrupted(store: Store, run_id: int, point: Point, started_compani
     (`partial`: the engine's result up to the interrupt, if it had one)."""
     params = point.params
     got = _stop_all(started_companions)
-    metrics, hists = _metrics(partial, params, got.samples, started, time.time(), intervals) if partial \
-        else (None, {})
+    metrics, hists = _metrics(partial, params, got.samples, started, time.time(), intervals, got.events) \
+        if partial else (None, {})
     store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, "interrupted",
                        metrics=metrics, result=partial.to_dict() if partial else None,
                        gate=gate.to_dict() if gate else None, error="interrupted (Ctrl-C or SIGTERM)",
@@ -271,7 +271,8 @@ def telemetry_window(intervals: list[dict[str, Any]], started: float, ended: flo
 
 
 def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any]], started: float,
-             ended: float, intervals: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+             ended: float, intervals: list[dict[str, Any]] | None = None,
+             events: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
     hists, merged_pct = with_merged({k: o.hist for k, o in r.ops.items() if o.hist and o.ops})
     m = base_metrics(r, merged_pct)
     # fio reports client CPU itself (% of runtime per job; summed over jobs as fio-parse-jsons does)
@@ -287,8 +288,11 @@ def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any
     r.extra["telemetry_window"] = win
     srv = telemetry.summarize(samples, win["from"], win["to"])
     m.update({k: v for k, v in srv.items() if k in METRIC_COLUMNS})
-    if srv.get("server_hosts"):  # the cluster's hosts measured one by one: each host's figures, for per-node tables
-        r.extra["server_hosts"] = telemetry.per_host(samples, win["from"], win["to"])
+    # server hosts lost during the point (or before it, not reached again): their figures partial or missing
+    lost = {e["data"]["hostname"]: e["data"].get("why") or e["message"] for e in events or []
+            if e["kind"] in ("server_lost", "server_late") and (e.get("data") or {}).get("hostname")}
+    if srv.get("server_hosts") or lost:  # the cluster's hosts measured one by one, for per-node tables
+        r.extra["server_hosts"] = telemetry.per_host(samples, win["from"], win["to"], lost)
     return m, hists
 
 

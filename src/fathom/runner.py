@@ -44,6 +44,7 @@ from fathom.cluster.local import LocalCluster
 from fathom.cluster.prep import Prep
 from fathom.cluster.restore import Restorer, unrestored_message
 from fathom.cluster.attach import Attachment
+from fathom.cluster.journal import Journal
 from fathom.attempt import Attempt
 from fathom.errors import FathomError, UsageError
 from fathom import hosts
@@ -180,6 +181,7 @@ class Held:
     progress: Progress | None = None
     telemetry: point_mod.TelemetryCompanion | None = None
     coverage: Any = None  # fathom.servers.Coverage: the cluster's hosts sampled over SSH or read from Prometheus
+    journal: Journal | None = None  # the run's undo journal on the cluster (Phases.journal)
     exporter: Any = None  # fathom.mgrprom.Exporter, with --mgr-prometheus
 
     @property
@@ -349,9 +351,22 @@ class Phases:
         if (opts.servers is not None or opts.prometheus) and held.ceph is not None:
             from fathom import servers
 
+            # the samplers it uploads are written in the run's journal first: a killed run's --resume removes them
+            journal = self.journal() if opts.servers is not None else None
             held.coverage = servers.connect(held.ceph, opts.servers, opts.prometheus, _say,
-                                            held.attached.local_daemons() if held.attached else None)
+                                            held.attached.local_daemons() if held.attached else None,
+                                            journal)
             self.store.merge_env(self.run_id, **held.coverage.env)
+
+    def journal(self) -> Journal:
+        """The run's undo journal on this cluster (made once: the server hosts' samplers and prep share it)."""
+        held, a = self.held, self.attempt
+        assert a is not None and held.attached is not None
+        if held.journal is None:
+            ceph = held.ceph
+            held.journal = a.journal(ceph.ceph("fsid")["fsid"], ceph.conn.describe(),
+                                     disposable=held.cluster is not None)
+        return held.journal
 
     # ---- prepare: pools, images, prefill, RGW, hygiene, each recorded before it is made ----
     def prepare(self) -> None:
@@ -363,7 +378,7 @@ class Phases:
         attached = held.cluster is None
         # what prep makes and hygiene changes is written to the run's journal before it is done
         fsid = ceph.ceph("fsid")["fsid"]
-        journal = a.journal(fsid, ceph.conn.describe(), disposable=not attached)
+        journal = self.journal()
         held.prep = prep = Prep(ceph, owner_prefix=a.data_tag, progress=_say, journal=journal)
         earlier_prefill = a.state.get("prefill")
         a.save(prefill=None)  # until this attempt knows its images are filled
@@ -439,7 +454,7 @@ class Phases:
         held.progress = prog = Progress(None if source else len(points), [] if source else todo, tty=self.opts.tty)
         companions: list[Companion] = [tel, point_mod.ProgressCompanion(prog)]
         if cov is not None:
-            companions[1:1] = cov.companions()
+            companions[1:1] = cov.companions(prog.say)
         if held.exporter is not None:  # after telemetry: a daemon's admin socket counters win (histograms too)
             from fathom.mgrprom import MgrPrometheusCompanion
 

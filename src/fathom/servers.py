@@ -41,7 +41,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,6 +50,7 @@ from fathom import hostsample
 from fathom.cluster import inventory
 from fathom.cluster.inventory import UNKNOWN_HOST, ClusterDaemon
 from fathom.cluster.local import Daemon
+from fathom.cluster.journal import SAMPLER_KIND, Entry, Journal
 from fathom.companion import Companion, Contribution, Live
 from fathom.engines.ssh import LOOP, HostError, SshHost, key_error, raise_any, sha256_file
 from fathom.errors import FathomError, UsageError
@@ -79,6 +80,7 @@ class ServersSpec(BaseModel):
     connect_timeout_s: float = Field(10.0, gt=0, le=300)
     interval_s: float = Field(1.0, ge=0.1, le=60)
     max_clock_offset_s: float = Field(2.0, gt=0, le=3600)
+    keep_sampler: bool = False  # leave the sampler fathom uploaded on each host at the end (--keep-sampler)
 
     def ssh_opts(self) -> ClientsSpec:
         return ClientsSpec(known_hosts=self.known_hosts, accept_new_host_keys=self.accept_new_host_keys,
@@ -125,7 +127,8 @@ def _hosts(items: list[Any], where: str) -> tuple[list[Any], bool]:
 
 
 def servers_from_args(hosts: list[str] | None, key_file: str | None = None, known_hosts: str | None = None,
-                      accept_new: bool = False, base: ServersSpec | None = None) -> ServersSpec | None:
+                      accept_new: bool = False, base: ServersSpec | None = None,
+                      keep_sampler: bool = False) -> ServersSpec | None:
     """--server-host (repeatable; `cluster` discovers) over a servers file's; None when nothing names one."""
     data: dict[str, Any] = base.model_dump() if base is not None else {}
     if hosts:
@@ -142,6 +145,8 @@ def servers_from_args(hosts: list[str] | None, key_file: str | None = None, know
         data["known_hosts"] = known_hosts
     if accept_new:
         data["accept_new_host_keys"] = True
+    if keep_sampler:
+        data["keep_sampler"] = True
     return validated(ServersSpec, data, "servers")
 
 
@@ -286,10 +291,14 @@ def _threads(stream: hostsample.HostStream, t_from: float, t_to: float, host: st
     return out
 
 
+def _at(ts: float) -> str:
+    """A moment as a full local time with its zone (a time of day alone names no day and no zone)."""
+    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+
+
 def _when(ts: float, t0: float) -> str:
-    """A moment as seconds into the point that began at t0 and as a full local time with its zone (a time of
-    day alone names no day and no zone)."""
-    at = datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
+    """A moment as seconds into the point that began at t0 and as a full local time with its zone."""
+    at = _at(ts)
     if ts >= t0:
         return f"{ts - t0:.1f} s into the point (at {at})"
     return f"{t0 - ts:.1f} s before the point began (at {at})"
@@ -312,10 +321,25 @@ def _seconds(text: str, host: str) -> float:
 
 # ---- one host --------------------------------------------------------------------------------------
 
+@dataclass
+class Placed:
+    """The sampler file fathom put on a host (it was not there before): removed at the end of the run."""
+
+    path: str
+    dirs: list[str]  # the directories its upload made, outermost first (removed when empty, innermost first)
+
+
+def remove_command(path: str, dirs: list[str]) -> str:
+    """The shell command that removes a sampler fathom put on a host, and the directories made for it if empty."""
+    return "; ".join([f"rm -f {shlex.quote(path)}", *(f"rmdir {shlex.quote(d)} 2>/dev/null" for d in reversed(dirs)),
+                      "true"])
+
+
 class ServerHost:
     """One cluster host: its SSH connection, its sampler's stream, its clock offset."""
 
     def __init__(self, spec: ClientHost, opts: ClientsSpec, interval_s: float):
+        self.spec, self.opts = spec, opts
         self.ssh = SshHost(spec, opts, role="server host")
         self.name = spec.name
         self.address = spec.host
@@ -329,6 +353,13 @@ class ServerHost:
         self.proc: Any = None
         self.pid: int | None = None
         self.errors: list[str] = []
+        self.reconnect_error: str | None = None  # why the last try to reach it again failed
+        self.announced = False  # the console was told of its loss
+        self.path: str | None = None  # the sampler there
+        self.had_file = False  # a file was at that path before fathom looked: never fathom's to remove
+        self.current = False  # ... and it was this sampler (same hash): nothing to upload
+        self.missing_dirs: list[str] = []  # the path's directories that were not there
+        self.placed: Placed | None = None  # the sampler file fathom put there, to remove at the end
         self._reader: asyncio.Task | None = None
         self._header = asyncio.Event()
         self._closing = False
@@ -373,12 +404,56 @@ class ServerHost:
         assert best is not None
         self.offset_s, self.rtt_s = best
 
+    async def look(self, sha: str) -> None:
+        """Connect; where the sampler goes, whether a file is there already (and is this sampler), and which of
+        its directories are missing (the upload makes them: fathom's to remove)."""
+        await self.ssh.connect()
+        if self.ssh.spec.engine:  # the host's own sampler, used as it is
+            self.path, self.had_file, self.current = self.ssh.spec.engine, True, True
+            return
+        d = f"{self.ssh.spec.engine_dir.rstrip('/')}/{sha[:16]}"
+        self.path = f"{d}/{SAMPLER}"
+        dirs = [str(x) for x in reversed(PurePosixPath(d).parents) if str(x) not in (".", "/")] + [d]
+        each = ' '.join(map(shlex.quote, dirs))
+        _, out, _ = await self.ssh.run(f"sha256sum {shlex.quote(self.path)} 2>/dev/null; "
+                                       f"for d in {each}; do [ -d \"$d\" ] || echo \"missing $d\"; done")
+        lines = out.splitlines()
+        self.missing_dirs = [ln[len("missing "):] for ln in lines if ln.startswith("missing ")]
+        sums = [ln.split()[0] for ln in lines if ln.strip() and not ln.startswith("missing ")]
+        self.had_file, self.current = bool(sums), sums[:1] == [sha]
+
+    async def ready(self, local: Path, sha: str, version: str | None, max_offset_s: float) -> None:
+        """After look(): the sampler uploaded unless it is there, the clock measured, sampling started."""
+        if not self.current:
+            await self.ssh.install(local, sha, SAMPLER)
+        assert self.path is not None
+        await self.clock()
+        if abs(self.offset_s) > max_offset_s:
+            raise HostError(f"server host {self.name}: its clock is {self.offset_s:+.3f} s from this host's "
+                            f"(measured over SSH, +-{(self.rtt_s or 0) / 2:.3f} s): too far apart to place its "
+                            "samples on the point's timeline",
+                            hint="synchronise the clocks (chrony or NTP on both), or raise "
+                                 f"servers.max_clock_offset_s above {abs(self.offset_s):.1f}")
+        await self.start(self.path, version)
+
+    def fresh(self) -> None:
+        """Forget a lost connection and its sampler (on the loop's thread), to reach the host again: the old
+        stream's lines and end are ignored from now on, and its samples go (a new sampler starts its counters
+        anew)."""
+        self.proc = None
+        if self._reader is not None:
+            self._reader.cancel()
+            self._reader = None
+        self.ssh.close()
+        self.ssh = SshHost(self.spec, self.opts, role="server host")
+        self.samples, self.pid, self._header = [], None, asyncio.Event()
+
     async def start(self, path: str, version: str | None) -> None:
         """Start the sampler there; HostError unless its header is the record format this fathom reads, from
         the version of the sampler fathom would upload (`version`)."""
         cmd = f"exec {shlex.quote(path)} --interval {self.interval_s:g} --threads-of crimson-osd"
         self.proc = await self.ssh.conn.create_process(cmd, encoding="utf-8", errors="replace")
-        self._reader = asyncio.ensure_future(self._read())
+        self._reader = asyncio.ensure_future(self._read(self.proc))
         try:
             await asyncio.wait_for(self._header.wait(), 10 + 2 * self.interval_s)
         except asyncio.TimeoutError:
@@ -396,14 +471,20 @@ class ServerHost:
             raise HostError(f"server host {self.name}: {path}: {exc}",
                             hint="leave out the host's `engine:` setting, so fathom uploads its own sampler") from None
 
-    async def _read(self) -> None:
+    async def _read(self, proc: Any) -> None:
+        """One sampler's lines, until its stream ends (the host lost, unless fathom closes it); a stream fathom
+        has since replaced (fresh) is no longer read."""
         try:
-            async for line in self.proc.stdout:
+            async for line in proc.stdout:
+                if proc is not self.proc:
+                    return
                 self._line(line)
         except Exception as exc:  # noqa: BLE001 (a broken channel is a lost host, whatever asyncssh raised)
-            self._lose(f"its sampler's stream broke: {exc or type(exc).__name__}")
+            if proc is self.proc:
+                self._lose(f"its sampler's stream broke: {exc or type(exc).__name__}")
             return
-        self._lose(self.ssh.lost or "its sampler's stream ended")
+        if proc is self.proc:
+            self._lose(self.ssh.lost or "its sampler's stream ended")
 
     def _line(self, line: str) -> None:
         try:
@@ -442,7 +523,9 @@ class ServerHost:
         if i > 1:
             del self.samples[: i - 1]
 
-    async def close(self) -> None:
+    async def close(self, remove: bool) -> str | None:
+        """Stop the sampler; with `remove`, delete the sampler file fathom put there (a lost host is reached
+        again for it). None when nothing was to remove or it was removed, else why it is still there."""
         self._closing = True
         if self.pid is not None and self.ssh.conn is not None and not self.lost:
             try:
@@ -454,7 +537,22 @@ class ServerHost:
                 await asyncio.wait_for(self._reader, 3)
             except (asyncio.TimeoutError, asyncio.CancelledError):
                 self._reader.cancel()
+        left = None
+        if remove and self.placed is not None:
+            left = await self._remove(self.placed)
         await self.ssh.aclose()
+        return left
+
+    async def _remove(self, placed: Placed) -> str | None:
+        try:
+            if self.lost or self.ssh.conn is None:
+                self.ssh.close()
+                self.ssh = SshHost(self.spec, self.opts, role="server host")
+                await self.ssh.connect()
+            rc, _, err = await self.ssh.run(remove_command(placed.path, placed.dirs))
+        except HostError as exc:
+            return exc.message
+        return None if rc == 0 else f"`rm -f {placed.path}` there failed (exit {rc}): {err.strip()[-200:]}"
 
 
 # ---- the source ------------------------------------------------------------------------------------
@@ -462,9 +560,13 @@ class ServerHost:
 class Servers:
     """Every server host of a run, connected, clocked and sampling (open), until close()."""
 
-    def __init__(self, spec: ServersSpec, placed: dict[str, list[ClusterDaemon]]):
+    def __init__(self, spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], say: Any = None,
+                 journal: Journal | None = None):
         self.spec, self.placed = spec, placed
         self.here: Identities = (0, {})  # the processes this host's own sampler counts
+        self.say = say or (lambda msg: None)
+        self.journal = journal  # the run's undo journal: the sampler files fathom puts on hosts
+        self.events: list[dict[str, Any]] = []  # what happened between points, for the next point's events
         hosts = list(spec.hosts)
         if spec.discover:
             named = {h.host for h in hosts}
@@ -474,36 +576,111 @@ class Servers:
                              hint="name them with --server-host USER@HOST")
         opts = spec.ssh_opts()
         self.hosts = [ServerHost(h, opts, spec.interval_s) for h in hosts]
+        self.local: Path | None = None
+        self.sha = ""
+        self.version: str | None = None
 
     @classmethod
-    def open(cls, spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], say: Any = None) -> Servers:
+    def open(cls, spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], say: Any = None,
+             journal: Journal | None = None) -> Servers:
         """Connect to every host at once, install the sampler, check clocks, start sampling; HostError naming
-        every host that failed (the others closed again)."""
-        s = cls(spec, placed)
+        every host that failed (the others closed again). A sampler fathom uploads is written in `journal`
+        before it is, and removed at close() unless spec.keep_sampler."""
+        s = cls(spec, placed, say, journal)
         raise_any([key_error(h.ssh) for h in s.hosts], lambda: None)  # every key file, before any connection
-        if say is not None:
-            say(f"connecting to {len(s.hosts)} server host(s): {', '.join(h.name for h in s.hosts)}")
-        local = sampler_path()
-        sha = sha256_file(local)
-        version = subprocess.run([str(local), "--version"], capture_output=True, text=True, timeout=30).stdout.split()
+        s.say(f"connecting to {len(s.hosts)} server host(s): {', '.join(h.name for h in s.hosts)}")
+        s.local = sampler_path()
+        s.sha = sha256_file(s.local)
+        version = subprocess.run([str(s.local), "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout.split()
+        s.version = version[1] if len(version) > 1 else None
 
-        async def one(h: ServerHost) -> None:
-            await h.ssh.connect()
-            path = h.ssh.spec.engine or await h.ssh.install(local, sha, SAMPLER)
-            await h.clock()
-            if abs(h.offset_s) > spec.max_clock_offset_s:
-                raise HostError(f"server host {h.name}: its clock is {h.offset_s:+.3f} s from this host's "
-                                f"(measured over SSH, +-{(h.rtt_s or 0) / 2:.3f} s): too far apart to place its "
-                                "samples on the point's timeline",
-                                hint="synchronise the clocks (chrony or NTP on both), or raise "
-                                     f"servers.max_clock_offset_s above {abs(h.offset_s):.1f}")
-            await h.start(path, version[1] if len(version) > 1 else None)
+        async def look() -> list[Any]:
+            return await asyncio.gather(*(h.look(s.sha) for h in s.hosts), return_exceptions=True)
 
-        async def all_() -> list[Any]:
-            return await asyncio.gather(*(one(h) for h in s.hosts), return_exceptions=True)
+        raise_any(LOOP.run(look()), s.close)
+        s._own(s.hosts)  # on this thread: the journal is the store's
 
-        raise_any(LOOP.run(all_()), s.close)
+        async def ready() -> list[Any]:
+            return await asyncio.gather(*(s._ready(h) for h in s.hosts), return_exceptions=True)
+
+        raise_any(LOOP.run(ready()), s.close)
         return s
+
+    async def _ready(self, h: ServerHost) -> None:
+        assert self.local is not None
+        await h.ready(self.local, self.sha, self.version, self.spec.max_clock_offset_s)
+
+    def _own(self, hosts: list[ServerHost]) -> None:
+        """Which sampler files are fathom's to remove: one not there before it looked (written in the journal
+        before the upload), one an earlier attempt of this run put there (pending in the journal), or one this
+        run put there before the host was lost. A file that was there otherwise is never removed."""
+        for h in hosts:
+            if h.path is None or h.ssh.spec.engine:
+                continue
+            what = f"{h.name}:{h.path}"
+            if h.placed is not None and h.placed.path == h.path and h.had_file:
+                continue  # this run's, still there after a reconnect
+            if not h.had_file:
+                h.placed = Placed(h.path, h.missing_dirs)
+                if self.journal is not None and not self.spec.keep_sampler:
+                    spec = h.ssh.spec
+                    dest = f"{spec.user}@{spec.host}" if spec.user else spec.host
+                    self.journal.write(Entry(SAMPLER_KIND, what, undo=shlex.join(
+                        ["ssh", *(["-p", str(spec.port)] if spec.port != 22 else []), dest,
+                         remove_command(h.path, h.missing_dirs)]), data={
+                        "host": spec.host, "port": spec.port, "user": spec.user, "key_file": spec.key_file,
+                        "known_hosts": self.spec.known_hosts, "path": h.path, "dirs": h.missing_dirs}))
+            elif self.journal is not None and self.journal.holds(SAMPLER_KIND, what):
+                e = next(e for e in self.journal.pending(SAMPLER_KIND) if e.what == what)
+                h.placed = Placed(h.path, list(e.data.get("dirs") or []))
+            else:
+                h.placed = None
+
+    def reconnect(self) -> None:
+        """Reach each lost host again (between points, before the next one starts): one that answers is sampled
+        anew from here on, one that does not stays lost, and the next point is flagged for it."""
+        gone = [h for h in self.hosts if h.lost]
+        if not gone:
+            return
+        bound = 2 * self.spec.connect_timeout_s + 10 + 2 * self.spec.interval_s
+
+        async def look(h: ServerHost) -> None:
+            h.fresh()
+            await asyncio.wait_for(h.look(self.sha), bound)
+
+        async def each(fn: Any, hosts: list[ServerHost]) -> list[Any]:
+            return await asyncio.gather(*(fn(h) for h in hosts), return_exceptions=True)
+
+        looked = LOOP.run(each(look, gone))
+        found = [h for h, r in zip(gone, looked) if not isinstance(r, BaseException)]
+        self._own(found)
+        started = dict(zip(found, LOOP.run(each(lambda h: asyncio.wait_for(self._ready(h), bound), found))))
+        for h, r in zip(gone, looked):
+            err = r if isinstance(r, BaseException) else started.get(h)
+            if isinstance(err, BaseException):
+                h.reconnect_error = getattr(err, "message", None) or str(err) or type(err).__name__
+                h.ssh.close()
+                self.say(f"  server host {h.name} does not answer again ({h.reconnect_error}): this point runs "
+                         "without it and is flagged")
+                continue
+            was, lost_at = h.lost, h.lost_at
+            h.lost = h.lost_at = h.reconnect_error = None
+            h.announced = False
+            msg = (f"server host {h.name} answers again (lost at {_at(lost_at or time.time())}: {was}): "
+                   "sampled anew from this point on")
+            self.say(f"  {msg}")
+            self.events.append({"kind": "servers", "message": msg,
+                                "data": {"host": h.name, "reconnected": True, "was_lost": was, "lost_at": lost_at}})
+
+    def announce(self, t0: float) -> None:
+        """Say on the console, once, that a host was lost (the point that began at t0 is flagged for it)."""
+        for h in self.hosts:
+            if h.lost and not h.announced:
+                h.announced = True
+                self.say(f"  server host {h.name} lost {_when(h.lost_at or time.time(), t0)} ({h.lost}): this point "
+                         "is flagged and its figures lack the host from then on; fathom tries to reach it again "
+                         "before the next point")
 
     def describe(self) -> dict[str, Any]:
         """What a run records of its server hosts (no key material)."""
@@ -528,7 +705,7 @@ class Servers:
 
         arrived = LOOP.run(settle())
         records: list[dict[str, Any]] = []
-        events: list[dict[str, Any]] = []
+        events, self.events = self.events, []
         covered: dict[str, Any] = {}
         seen: dict[str, tuple[Identities, Identities]] = {}  # host -> its processes', those it counted
         for h, ok in zip(self.hosts, arrived):
@@ -537,6 +714,9 @@ class Servers:
             meta = match_host(self.placed, h.hostname, h.address)
             att = attribute([p for s in win for p in s.get("procs", [])], meta, self.placed)
             seen[h.hostname] = (_identities(h.header, win), _identities(h.header, win, att.keep))
+            lost = h.lost is not None and (h.lost_at or 0) <= t_to + pad
+            if lost:  # its daemons were not sampled (from the loss on): that says nothing of whether they run
+                att.missing = []
             if len(win) >= 2 and h.header is not None:
                 kept = [{**s, "procs": [p for p in s.get("procs", []) if int(p["pid"]) in att.keep]} for s in win]
                 stream = hostsample.HostStream(header=h.header, samples=kept)
@@ -553,17 +733,14 @@ class Servers:
             counted, left = hostsample.nics(win[-1].get("net") or {}) if win else ([], {})
             covered[h.hostname] = {"metadata_host": meta, "daemons": att.found, "missing": att.missing,
                                    "foreign": att.foreign, "ambiguous": att.ambiguous, "samples": len(win),
-                                   "sampler_cpu_pct": cost, "nics": {"counted": counted, "left_out": left}}
-            if h.lost and (h.lost_at or 0) <= t_to + pad:
-                events.append({"kind": "server_lost", "message":
-                               f"server host {h.name} lost {_when(h.lost_at or t_from, t_from)} ({h.lost}): its "
-                               "figures cover the point up to then, the other hosts' are whole",
-                               "data": {"host": h.name, "why": h.lost, "lost_at": h.lost_at,
-                                        "into_point_s": round((h.lost_at or t_from) - t_from, 3)}})
+                                   "sampler_cpu_pct": cost, "nics": {"counted": counted, "left_out": left},
+                                   "lost": h.lost if lost else None}
+            if lost:
+                events.append(self._lost_event(h, meta, t_from))
             elif not ok:
                 events.append({"kind": "server_late", "message": f"server host {h.name}: no sample after the "
                                f"point's end within {wait:g} s; its figures stop at its last sample",
-                               "data": {"host": h.name}})
+                               "data": {"host": h.name, "hostname": h.hostname}})
             if meta is None:
                 events.append({"kind": "servers", "message": f"server host {h.name} ({h.hostname}) holds no "
                                "daemon of this cluster by its metadata: not counted as one of the cluster's hosts "
@@ -584,15 +761,54 @@ class Servers:
                        "data": {"source": SOURCE, "hosts": covered}})
         return records, events
 
+    def _lost_event(self, h: ServerHost, meta: str | None, t_from: float) -> dict[str, Any]:
+        """The point's flag for a host lost during it (its figures partial) or before it and not reached again
+        (none): what the sums over hosts lack."""
+        daemons = sorted(d.name for d in self.placed.get(meta or "", []))
+        at = h.lost_at or t_from
+        partial = at >= t_from
+        lacks = f"the sums over hosts (its daemons {', '.join(daemons)}, host CPU, NIC)" if daemons else \
+            "the sums over hosts (host CPU, NIC)"
+        if partial:
+            msg = (f"server host {h.name} lost {_when(at, t_from)} ({h.lost}): its figures are partial, covering "
+                   f"the point up to then; {lacks} lack it from then on; the other hosts' are whole")
+        else:
+            again = f"; not reached again before the point ({h.reconnect_error})" if h.reconnect_error else ""
+            msg = (f"server host {h.name} lost {_when(at, t_from)} ({h.lost}){again}: none of its figures in this "
+                   f"point; {lacks} lack it")
+        return {"kind": "server_lost", "message": msg,
+                "data": {"host": h.name, "hostname": h.hostname, "why": h.lost, "lost_at": h.lost_at,
+                         "into_point_s": round(at - t_from, 3), "partial": partial, "daemons": daemons,
+                         "reconnect_error": h.reconnect_error}}
+
     def close(self) -> None:
-        async def all_() -> None:
-            await asyncio.gather(*(h.close() for h in self.hosts), return_exceptions=True)
+        """Stop every sampler; remove the sampler files fathom put there (unless spec.keep_sampler), marking each
+        done in the journal, and say what was removed or left."""
+        remove = not self.spec.keep_sampler
+
+        async def all_() -> list[Any]:
+            return await asyncio.gather(*(h.close(remove) for h in self.hosts), return_exceptions=True)
 
         try:
-            LOOP.run(all_(), timeout=15)
+            results = LOOP.run(all_(), timeout=15 + 2 * self.spec.connect_timeout_s)
         except Exception:  # noqa: BLE001 (closing: a host that does not answer is aborted)
             for h in self.hosts:
                 h.ssh.close()
+            results = ["closing timed out"] * len(self.hosts)
+        removed = []
+        for h, r in zip(self.hosts, results):
+            if not remove or h.placed is None:
+                continue
+            if r is None:
+                removed.append(h.name)
+                if self.journal is not None:
+                    self.journal.drop(SAMPLER_KIND, f"{h.name}:{h.placed.path}")
+            else:
+                self.say(f"warning: {SAMPLER} left at {h.placed.path} on server host {h.name}: {r}"
+                         + ("; the run's journal keeps it: `fathom run --resume` removes it" if self.journal else ""))
+        if removed:
+            self.say(f"removed {SAMPLER} from {len(removed)} server host(s) ({', '.join(removed)}); "
+                     "--keep-sampler keeps it")
 
 
 @dataclass
@@ -641,7 +857,10 @@ class Coverage:
             self.servers.here = this_host_identities([p for p in pids.values() if p])
         return picked
 
-    def companions(self) -> list[Companion]:
+    def companions(self, say: Any = None) -> list[Companion]:
+        """say: the console during points (a lost host is said there when it is seen)."""
+        if self.servers is not None and say is not None:
+            self.servers.say = say
         out: list[Companion] = [ServerSource(self.servers)] if self.servers is not None else []
         return out + ([self.prometheus] if self.prometheus is not None else [])
 
@@ -671,10 +890,11 @@ def _remote(spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], here: inv
 
 
 def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: Any,
-            local: list[Daemon] | None = None) -> Coverage:
+            local: list[Daemon] | None = None, journal: Journal | None = None) -> Coverage:
     """The placement of the cluster's daemons; the server hosts sampling when spec names any other than this
-    one; the Prometheus source for the cluster's hosts no server host stands for; this host's processes of
-    the daemons placed here that no other source covers, picked among `local` (Coverage.pick_here)."""
+    one (the samplers fathom uploads written in `journal`, the run's); the Prometheus source for the cluster's
+    hosts no server host stands for; this host's processes of the daemons placed here that no other source
+    covers, picked among `local` (Coverage.pick_here)."""
     raw, errors = inventory.gather_raw(ceph)
     if errors:
         raise FathomError(f"the cluster's metadata, which places daemons on hosts, could not be read: "
@@ -688,7 +908,8 @@ def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: An
     if spec is not None:
         remote, here_too = _remote(spec, placed, here, mine, say)
         if remote or not here_too:  # none at all: Servers says the metadata names none
-            cov.servers = Servers.open(spec.model_copy(update={"hosts": remote, "discover": False}), placed, say)
+            cov.servers = Servers.open(spec.model_copy(update={"hosts": remote, "discover": False}), placed, say,
+                                        journal)
             covered = cov.servers.covered()
             cov.env["servers"] = cov.servers.describe()
     cov.here_daemons = {d.name for h in mine if h not in covered for d in placed[h]}
@@ -716,8 +937,15 @@ class ServerSource(Companion):
         self._t0 = 0.0
 
     def start(self, live: Live) -> None:
+        self.servers.reconnect()  # a host lost earlier: sampled again if it answers, else this point is flagged
         self._t0 = time.time()
+        self.servers.announce(self._t0)
+
+    def on_interval(self, rec: dict[str, Any]) -> None:
+        self.servers.announce(self._t0)
 
     def stop(self) -> Contribution:
+        self.servers.announce(self._t0)
         records, events = self.servers.window(self._t0, time.time())
-        return Contribution(samples=records, events=events)
+        return Contribution(samples=records, events=events, metrics={
+            "server_hosts_lost": sum(1 for e in events if e["kind"] == "server_lost")})

@@ -271,19 +271,38 @@ def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict
     return out
 
 
-def per_host(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict[str, dict[str, Any]]:
+def per_host(samples: list[dict[str, Any]], t_from: float, t_to: float,
+             lost: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
     """summarize() per host (the cluster's hosts and this one), for tables per node: each host's CPU busy %
-    of its cores, NIC MiB/s, and per daemon kind its CPU and RSS; `via` names the source of its samples."""
+    of its cores, NIC MiB/s, and per daemon kind its CPU and RSS; `via` names the source of its samples.
+
+    `coverage` says how much of the window a host's figures cover: `whole`, or for a host in `lost` (hostname ->
+    why it was lost during or before the point) `partial` (covered_s of window_s: its samples stop at the loss)
+    or `missing` (no sample in the window: no figures at all, where summarize would take any it has)."""
     hosts: dict[str, list[dict[str, Any]]] = {}
     for s in samples:
         hosts.setdefault(s.get("host") or "local", []).append(s)
-    out = {}
+    lost = lost or {}
+    window_s = round(t_to - t_from, 1)
+    out: dict[str, dict[str, Any]] = {}
     for host, mine in sorted(hosts.items()):
+        inside = [s for s in mine if t_from <= s["ts"] - s.get("dt", 1.0) / 2 and s["ts"] <= t_to + 0.5]
+        if host in lost and not inside:
+            continue
         m = summarize(mine, t_from, t_to)
         keep = {k: v for k, v in m.items() if v is not None and (k in ("host_cpu_pct", "net_rx_mib_s", "net_tx_mib_s")
                                                                   or k.endswith(("_cpu", "_mem_mib")))}
         if keep:  # a client host (this one, when it holds no daemon) has none
-            out[host] = {**keep, "via": ", ".join(sorted({str(s.get("via") or "local") for s in mine}))}
+            out[host] = {**keep, "via": ", ".join(sorted({str(s.get("via") or "local") for s in mine})),
+                         "coverage": "whole"}
+            if host in lost:
+                first = max(t_from, min(s["ts"] - s.get("dt", 1.0) for s in inside))
+                last = min(t_to, max(s["ts"] for s in inside))
+                out[host].update(coverage="partial", covered_s=round(max(0.0, last - first), 1), window_s=window_s,
+                                 lost=lost[host])
+    for host, why in sorted(lost.items()):
+        if host not in out:
+            out[host] = {"via": "ssh", "coverage": "missing", "covered_s": 0.0, "window_s": window_s, "lost": why}
     return out
 
 

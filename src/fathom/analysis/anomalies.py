@@ -31,6 +31,9 @@ Rules (thresholds are deliberately loose: a clean sweep must pass untouched):
   behaviour at the offered rate.
 - long_drain: the wait from the stop to the slowest measured op's return (in open loop, also the
   window's backlog, issued after the stop) is over 5% of the measured time the point's rates divide by.
+- server_lost / server_late: a server host sampled over SSH was lost during the point (its figures partial:
+  the sums over hosts lack it from the loss on) or before it and not reached again (none of its figures: the
+  sums lack it), or sent no sample after the point's end (its figures stop early).
 - A point with intended faults (a `faults:` schedule) is labelled as such, not flagged: its dip
   (collapse), its errors and the health checks its faults raise are what it measures. A health
   check its faults do not explain (analysis.recovery.EXPECTED_CHECKS) is still flagged.
@@ -52,6 +55,7 @@ CPU_DROPOUT_FACTOR = 3.0
 CLIENT_CPU_FRACTION = 0.9
 HOST_BUSY_PCT = 95.0
 HEALTH_EVENT_KINDS = {"health", "warning"}
+SERVER_LOSS_KINDS = ("server_lost", "server_late")  # fathom.servers: a host's figures partial or missing
 
 
 @dataclass
@@ -271,6 +275,8 @@ def find(run: RunData, workload: str, curve: list[StoredPoint] | None = None,
                         + _checks_note(e, p))
                 elif e["kind"] == "error" and not p.error:
                     add(p, "errors", f"error event during the point: {e['message']}")
+                elif e["kind"] in SERVER_LOSS_KINDS:
+                    add(p, e["kind"], e["message"])
         client = _client_cpu(run, p)
         if client is not None:
             used, cap, what = client

@@ -32,9 +32,13 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
                         "host is sampled by its /proc, never over SSH")
     g.add_argument("--server-hosts-file", metavar="FILE",
                    help="server hosts and options from a YAML file (hosts, discover, user, key_file, addresses: "
-                        "{metadata host name: address}, interval_s, max_clock_offset_s), or one host per line")
+                        "{metadata host name: address}, interval_s, max_clock_offset_s, keep_sampler), or one host "
+                        "per line")
     g.add_argument("--server-key", metavar="FILE", help="private key for the server hosts (default: ssh-agent, "
                                                        "then ~/.ssh/id_*)")
+    g.add_argument("--keep-sampler", action="store_true",
+                   help="leave on each server host the fathom-sampler binary fathom uploaded there (by default it "
+                        "is removed at the end of the run; one that was there before is never removed)")
     g.add_argument("--prometheus", metavar="URL",
                    help="an existing Prometheus that scrapes node-exporter on the cluster's hosts (cephadm deploys "
                         "one): host CPU, memory, NIC and disk bytes per point where SSH is not allowed")
@@ -54,7 +58,8 @@ def server_spec(args: argparse.Namespace) -> Any:
 
     base = servers_file(args.server_hosts_file) if args.server_hosts_file else None
     return servers_from_args(args.server_host, args.server_key, getattr(args, "known_hosts", None),
-                             bool(getattr(args, "accept_new_host_keys", False)), base)
+                             bool(getattr(args, "accept_new_host_keys", False)), base,
+                             bool(getattr(args, "keep_sampler", False)))
 
 
 def client_choice(args: argparse.Namespace) -> ClientChoice:

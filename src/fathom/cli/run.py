@@ -294,12 +294,19 @@ def cmd_show(args: argparse.Namespace) -> int:
         for p in pts:
             m, q = p["metrics"] or {}, p["params"] or {}
             rows.append([str(p["idx"] + 1), p["workload"], p["engine"], *(_axis_value(a, q) for a in axes),
-                         str(q.get("iodepth", "")), str(q.get("numjobs", "")), p["status"], _f(m.get("iops"), 0),
+                         str(q.get("iodepth", "")), str(q.get("numjobs", "")), _status(p["status"], m),
+                         _f(m.get("iops"), 0),
                          _f(m.get("bw_mib_s"), 1), _f(m.get("clat_ms"), 3), _f(m.get("p99_ms"), 3),
                          _f(m.get("osd_cpu"), 0), _f(m.get("osd_mem_mib"), 0)])
         for line in _text_table(head, rows, left={"workload", "engine", "status"}):
             print(f"  {line}")
     return 0
+
+
+def _status(status: str, m: dict) -> str:
+    """A point's status, and the server hosts it lacks (lost: OSD cpu% and the other sums over hosts lack them)."""
+    n = m.get("server_hosts_lost")
+    return f"{status}, {n} server host{'s' if n > 1 else ''} lost" if n else status
 
 
 def _point_axes(pts: list[dict]) -> list[str]:

@@ -9,6 +9,7 @@ Kinds, and the module that writes and undoes them:
     pool, ec_profile, image      fathom.cluster.prep
     rgw_user, rgw_placement      fathom.cluster.rgw
     fuse, loop, mount, daemon    fathom.cluster.mounts and .ganesha (on fathom's local cluster)
+    sampler                      fathom.servers (the fathom-sampler uploaded to a server host over SSH)
 
 One type, two homes. A run's journal lives in its state record in the results store
 (`journal`): it is valid on one cluster (`fsid`), and `--resume` and `fathom cluster restore`
@@ -32,6 +33,7 @@ SETTING = "setting"
 OBJECT_KINDS = ("pool", "ec_profile", "image")
 RGW_KINDS = ("rgw_user", "rgw_placement")
 MOUNT_KINDS = ("fuse", "loop", "mount", "daemon")
+SAMPLER_KIND = "sampler"  # data: host, port, user, key_file, known_hosts (paths, never a key), path, dirs
 
 
 @dataclass

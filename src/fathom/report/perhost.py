@@ -47,6 +47,14 @@ def tables(runs: list[RunData], wl: str) -> list[Table]:
     return out
 
 
+def _coverage(h: dict) -> str:
+    """How much of the point's window a host's figures cover."""
+    c = h.get("coverage", "whole")
+    if c == "partial":
+        return f"partial: {h['covered_s']:.1f} of {h['window_s']:.1f} s (lost)"
+    return "missing (lost)" if c == "missing" else c
+
+
 def server_tables(runs: list[RunData], wl: str) -> list[Table]:
     """Per point measured on several cluster hosts: each host's CPU, NIC bytes and daemons (per node, as the
     RGW study gives RGW CPU and memory per node and the NIC limit per node)."""
@@ -63,9 +71,19 @@ def server_tables(runs: list[RunData], wl: str) -> list[Table]:
                     for host, h in p.servers.items()]
             heads = ["host", "source", "CPU busy (% of its cores)", "NIC rx (MiB/s)", "NIC tx (MiB/s)"] + [
                 x for k in kinds for x in (f"{daemon_label(k)} CPU (% of one core)", f"{daemon_label(k)} RSS (MiB)")]
+            notes = ["Each host's figures over the point's telemetry window, from its own samples (see "
+                     "'Server measurements: sources'); NIC: each byte once, on the interfaces at the top of their "
+                     "stack. The point's row sums the hosts."]
+            short = {host: h for host, h in p.servers.items() if h.get("coverage", "whole") != "whole"}
+            if short:  # a lost server host: say what its figures cover, and what the sums lack
+                heads.append("coverage")
+                for row, h in zip(rows, p.servers.values()):
+                    row.append(_coverage(h))
+                notes.append("The point's sums over hosts lack " + "; ".join(
+                    f"{host} from its loss on (its figures cover {h['covered_s']:.1f} of {h['window_s']:.1f} s)"
+                    if h["coverage"] == "partial" else f"{host} wholly (no sample in the window)"
+                    for host, h in short.items()) + ": " + "; ".join(
+                    f"{host}: {h.get('lost')}" for host, h in short.items()) + ".")
             out.append(Table(f"{wl} {p.label}: {r.name}: server hosts", heads, rows,
-                             ["l", "l"] + ["r"] * (len(heads) - 2),
-                             ["Each host's figures over the point's telemetry window, from its own samples (see "
-                              "'Server measurements: sources'); NIC: every interface but loopback. The point's "
-                              "row sums the hosts."]))
+                             ["l", "l"] + ["r"] * (len(heads) - 2), notes))
     return out
