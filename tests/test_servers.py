@@ -163,13 +163,20 @@ def _sessions(listener: int) -> list[int]:
     return out
 
 
-def _samplers() -> list[int]:
-    """fathom-sampler processes alive (not zombies: a reparented one may wait for a reaper)."""
+def _nets(tb: netns.Testbed) -> set[str]:
+    """The testbed hosts' network namespaces ('net:[INODE]'), which outlive the testbed while a process holds one."""
+    return {os.readlink(f"/proc/{h.pid}/ns/net") for h in tb.hosts}
+
+
+def _samplers(nets: set[str]) -> list[int]:
+    """fathom-sampler processes alive in those namespaces (not zombies: a reparented one may wait for a reaper);
+    another run's samplers on this machine, in namespaces of their own, are not this test's."""
     out = []
     for d in os.listdir("/proc"):
         try:
             if d.isdigit() and Path(f"/proc/{d}/comm").read_text().strip() == "fathom-sampler" and \
-                    Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                    Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z" and \
+                    os.readlink(f"/proc/{d}/ns/net") in nets:
                 out.append(int(d))
         except OSError:
             pass
@@ -274,7 +281,7 @@ def test_daemons_sampled_on_their_hosts_over_ssh(topology, tmp_path):
     assert "NIC bytes counted on each byte's interface at the top of its stack" in text
     assert all(f"{h.name}: {h.veth}p" in text for h in tb.hosts)  # each host's end of its link
     # no sampler is left on either host
-    assert not _samplers(), "a fathom-sampler was left running"
+    assert not _samplers(_nets(tb)), "a fathom-sampler was left running"
     assert json.dumps(env).find(Path(tb.key_file).read_text().strip()[:40]) < 0  # never the key itself
 
 
@@ -289,7 +296,7 @@ def test_crimson_threads_and_a_foreign_daemon_over_ssh(tmp_path):
     crimson = _start([str(link), "-c", SPIN, "-i", "7"], str(link))
     try:
         with netns.Testbed(hosts=1) as tb:
-            h = tb.hosts[0]
+            h, nets = tb.hosts[0], _nets(tb)
             spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
                                                                  engine_dir=f"{tb.dir}/srv")],
                                        known_hosts=tb.known_hosts)
@@ -347,7 +354,7 @@ def test_crimson_threads_and_a_foreign_daemon_over_ssh(tmp_path):
                 srv.close()
     finally:
         _stop(crimson)
-    assert not _samplers()
+    assert not _samplers(nets)
 
 
 @needs_bed
@@ -355,7 +362,7 @@ def test_a_lost_server_host_is_placed_in_the_point_and_in_time(tmp_path):
     """A host whose SSH sessions end mid-point: the event says when, as seconds into the point and as a full
     date and time with its zone (a time of day alone names neither)."""
     with netns.Testbed(hosts=1) as tb:
-        h = tb.hosts[0]
+        h, nets = tb.hosts[0], _nets(tb)
         spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
                                                              engine_dir=f"{tb.dir}/srv")],
                                    known_hosts=tb.known_hosts)
@@ -378,4 +385,4 @@ def test_a_lost_server_host_is_placed_in_the_point_and_in_time(tmp_path):
     assert re.search(rf"server host {re.escape(h.addr)} lost \d+\.\d s into the point \(at "
                      r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d[+-]\d\d:\d\d\)", lost["message"]), lost["message"]
     assert lost["data"]["into_point_s"] >= 0 and lost["data"]["lost_at"] >= t0
-    assert not _samplers()
+    assert not _samplers(nets)
