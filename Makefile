@@ -15,8 +15,13 @@ DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-mds radosgw ceph-common fio uuid
 	librados2 librbd1 libcephfs2 python3-venv procps chromium openssl openssh-server iproute2 ceph-fuse rbd-fuse \
 	e2fsprogs nfs-ganesha nfs-ganesha-ceph nfs-ganesha-vfs libnfs-dev prometheus prometheus-node-exporter
 ENGINE := engine/target/release/fathom-engine
-# the host sampler alone (fathom-engine --sample without Ceph's libraries): built with the engine
-SAMPLER := engine/target/release/fathom-sampler
+# rustup beside that cargo: it adds the musl target the sampler is built for
+RUSTUP := $(if $(CARGO),$(dir $(CARGO))rustup)
+# the host sampler alone (fathom-engine --sample without Ceph's libraries), uploaded to the cluster's hosts:
+# linked statically against musl (Rust's own target, self-contained: no Debian package), so it runs on any
+# Linux host of this machine's architecture whatever its C library (RHEL 8, Ubuntu 20.04, Alpine)
+SAMPLER_TARGET := $(shell uname -m)-unknown-linux-musl
+SAMPLER := engine/target/$(SAMPLER_TARGET)/release/fathom-sampler
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
 .PHONY: help install deps venv engine demo test test-unit bench-engine bench-rados bench-null bench-steady bench-hosts \
@@ -48,16 +53,32 @@ $(VENV)/.installed: pyproject.toml
 
 engine: $(ENGINE) $(SAMPLER)
 
-# One cargo build makes both binaries; either one missing or older than the sources runs it.
-$(ENGINE) $(SAMPLER): $(ENGINE_SRC)
-	@if [ -z "$(CARGO)" ]; then \
-	  echo "error: no Rust toolchain found; fathom-engine needs Rust >= $(RUST_MIN) (install it with rustup," \
-	       "then run make again; Debian 12's own rustc 1.63 is too old)" >&2; exit 1; fi
-	@v=$$($(CARGO) --version | awk '{print $$2}'); \
-	  if [ "$$(printf '%s\n' "$(RUST_MIN)" "$$v" | sort -V | head -1)" != "$(RUST_MIN)" ]; then \
-	  echo "error: cargo $$v is too old; fathom-engine needs Rust >= $(RUST_MIN) (rustup update)" >&2; exit 1; fi
-	cd engine && $(CARGO) build --release --quiet
-	@touch $(ENGINE) $(SAMPLER)
+# Each binary is rebuilt when missing or older than the sources (cargo itself rebuilds only what changed).
+$(ENGINE): $(ENGINE_SRC)
+	@$(check_rust)
+	cd engine && $(CARGO) build --release --quiet --bin fathom-engine
+	@touch $@
+
+$(SAMPLER): $(ENGINE_SRC)
+	@$(check_rust)
+	@if [ ! -x "$(RUSTUP)" ]; then \
+	  echo "error: no rustup beside $(CARGO): fathom-sampler is built for Rust's $(SAMPLER_TARGET) target," \
+	       "which rustup adds (install Rust with rustup)" >&2; exit 1; fi
+	@if ! $(RUSTUP) target list --installed 2>/dev/null | grep -qx "$(SAMPLER_TARGET)"; then \
+	  echo "adding Rust's $(SAMPLER_TARGET) target (the sampler's static build): $(RUSTUP) target add $(SAMPLER_TARGET)"; \
+	  $(RUSTUP) target add $(SAMPLER_TARGET) || { echo "error: cannot add Rust's $(SAMPLER_TARGET) target" \
+	    "with $(RUSTUP) (it downloads from static.rust-lang.org); run \`rustup target add $(SAMPLER_TARGET)\`" \
+	    "where that site is reachable, then make again" >&2; exit 1; }; fi
+	cd engine && $(CARGO) build --release --quiet --no-default-features --target $(SAMPLER_TARGET) --bin fathom-sampler
+	@touch $@
+
+# the check both builds make first: a recent enough cargo
+check_rust = if [ -z "$(CARGO)" ]; then \
+  echo "error: no Rust toolchain found; fathom-engine needs Rust >= $(RUST_MIN) (install it with rustup," \
+       "then run make again; Debian 12's own rustc 1.63 is too old)" >&2; exit 1; fi; \
+v=$$($(CARGO) --version | awk '{print $$2}'); \
+if [ "$$(printf '%s\n' "$(RUST_MIN)" "$$v" | sort -V | head -1)" != "$(RUST_MIN)" ]; then \
+  echo "error: cargo $$v is too old; fathom-engine needs Rust >= $(RUST_MIN) (rustup update)" >&2; exit 1; fi
 
 demo: install
 	bash scripts/demo.sh

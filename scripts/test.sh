@@ -5,7 +5,8 @@ cd "$(dirname "$0")/.."
 CARGO=${CARGO:-cargo}
 echo "lint: ruff, cargo fmt --check, cargo clippy -D warnings"
 .venv/bin/ruff check -q src tests bench
-(cd engine && "$CARGO" fmt --check && "$CARGO" clippy --release --quiet -- -D warnings)
+(cd engine && "$CARGO" fmt --check && "$CARGO" clippy --release --quiet -- -D warnings &&
+  "$CARGO" clippy --release --quiet --no-default-features --lib --bin fathom-sampler -- -D warnings)
 echo "engine unit tests: cargo test"
 (cd engine && "$CARGO" test --release --quiet)
 exec .venv/bin/python -m pytest -q -p no:cacheprovider --timeout=900 --durations=25 "$@"

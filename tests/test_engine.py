@@ -108,6 +108,14 @@ def test_engine_path_names_make_install(monkeypatch, tmp_path):
     assert "make install" in str(ei.value)
 
 
+def test_the_sampler_goes_with_its_engine(tmp_path):
+    """This checkout's engine: the static sampler of its own target dir; an engine elsewhere: the one beside it."""
+    repo_engine = fe.REPO_SAMPLER.parents[2] / "release" / fe.BINARY
+    assert fe.sampler_beside(repo_engine) == fe.REPO_SAMPLER
+    assert fe.REPO_SAMPLER.parent.parent.name.endswith("-unknown-linux-musl")
+    assert fe.sampler_beside(tmp_path / "bin" / fe.BINARY) == tmp_path / "bin" / "fathom-sampler"
+
+
 def test_engine_speaks_this_protocol(engine):
     assert fe.engine_protocol(engine) == fe.PROTOCOL == 2
     assert fe.check_engine() == engine

@@ -1,6 +1,7 @@
 """`fathom-sampler` on this host with stand-in daemons (real processes named crimson-osd and ceph-osd, no
-cluster), checked against telemetry.proc_sample; that it needs no Ceph library and writes what
-`fathom-engine --sample` (the same code, kept as an alias) writes; hostsample's rates on hand-made records."""
+cluster), checked against telemetry.proc_sample; that it is static (no library at all, so it runs on any Linux
+host: in a chroot of nothing but itself and /proc, and in another distribution's root file system) and writes
+what `fathom-engine --sample` (the same code, kept as an alias) writes; hostsample's rates on hand-made records."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -18,21 +20,20 @@ from typing import Any
 
 import pytest
 
-from fathom import hostsample, netns, telemetry
+from fathom import hostsample, netns, servers, telemetry
+from fathom.engines.fathom_engine import REPO_SAMPLER
 
 REPO = Path(__file__).resolve().parents[1]
 ENGINE = REPO / "engine" / "target" / "release" / "fathom-engine"
-SAMPLER = REPO / "engine" / "target" / "release" / "fathom-sampler"  # the sampler alone, uploaded to hosts
+SAMPLER = REPO_SAMPLER  # the sampler alone (static, musl), uploaded to hosts
 PYTHON = os.path.realpath(sys.executable)  # the interpreter itself: a venv's symlink would lose its prefix
 needs_sampler = pytest.mark.skipif(not SAMPLER.exists(), reason=f"{SAMPLER} is not built (make engine)")
 # the two ways to start the sampler: the binary that is uploaded to cluster hosts, and the engine's alias
 INVOCATIONS = [pytest.param([str(SAMPLER)], id="fathom-sampler", marks=needs_sampler),
                pytest.param([str(ENGINE), "--sample"], id="fathom-engine--sample",
                             marks=pytest.mark.skipif(not ENGINE.exists(), reason=f"{ENGINE} is not built"))]
-# the libraries a Rust binary may need anywhere: glibc's and gcc's runtime (ldd's first word per line)
-RUNTIME_LIB = re.compile(r"(linux-vdso|linux-gate|ld-linux[\w.-]*|ld64|libc|libm|libgcc_s|libpthread|libdl|librt|"
-                         r"libutil)\.so")
-CEPH_LIB = re.compile(r"lib(rados|rbd|cephfs|ceph|rgw)|/ceph/")
+# another distribution's root file system (Debian 13 with Ceph 18), built by the Reef test bed when it runs
+REEF_ROOT = Path.home() / ".cache" / "fathom" / "ceph" / "reef" / "root"
 
 # A crimson stand-in: two threads, one spinning under a reactor's name, the main one asleep.
 SPIN = """
@@ -207,19 +208,44 @@ def test_sampler_arguments(argv: list[str]) -> None:
     assert recs[0]["threads_of"] == [] and recs[0]["engine"] == binary
 
 
-def test_sampler_needs_no_ceph_library_and_writes_what_engine_sample_writes() -> None:
-    """fathom-sampler starts where Ceph runs only in containers: no librados, librbd, libcephfs on the host."""
-    ldd = shutil.which("ldd")
-    if ldd is None:
-        pytest.skip("no ldd on this host")
-    assert SAMPLER.exists() and ENGINE.exists(), "build both binaries: make engine (one cargo build makes both)"
-    engine_libs = subprocess.run([ldd, str(ENGINE)], capture_output=True, text=True, check=True).stdout
-    assert re.search(r"^\s*librados\.so", engine_libs, re.M), engine_libs  # the check sees a Ceph library
-    out = subprocess.run([ldd, str(SAMPLER)], capture_output=True, text=True, check=True).stdout
-    libs = [line.split()[0] for line in out.splitlines() if line.strip()]
-    assert libs and not [x for x in libs if CEPH_LIB.search(x)], out
-    assert all(RUNTIME_LIB.match(Path(x).name) for x in libs), out  # not even libstdc++ (the engine's C++)
-    assert " => not found" not in out, out
+def _elf_links(binary: Path) -> tuple[str | None, list[str]]:
+    """What `binary` needs to start: its program interpreter (PT_INTERP) and the libraries its dynamic section
+    names (DT_NEEDED), read from its program headers. A static binary has neither; a static PIE has a dynamic
+    section for its own relocations, which it applies itself, naming no library."""
+    data = binary.read_bytes()
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1, f"{binary}: not a 64-bit little-endian ELF"
+    phoff, = struct.unpack_from("<Q", data, 0x20)
+    phentsize, phnum = struct.unpack_from("<HH", data, 0x36)
+    loads, interp, dynamic = [], None, None
+    for i in range(phnum):
+        p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 1:  # PT_LOAD
+            loads.append((p_vaddr, p_offset, p_filesz))
+        elif p_type == 2:  # PT_DYNAMIC
+            dynamic = data[p_offset:p_offset + p_filesz]
+        elif p_type == 3:  # PT_INTERP
+            interp = data[p_offset:p_offset + p_filesz].rstrip(b"\0").decode()
+    if dynamic is None:
+        return interp, []
+    entries = [struct.unpack_from("<qQ", dynamic, j) for j in range(0, len(dynamic) - 15, 16)]
+    strtab = next((v for tag, v in entries if tag == 5), None)  # DT_STRTAB, a virtual address
+    needed = [v for tag, v in entries if tag == 1]  # DT_NEEDED, offsets into the string table
+    if not needed:
+        return interp, []
+    assert strtab is not None, f"{binary}: DT_NEEDED without DT_STRTAB"
+    base = next(off + strtab - va for va, off, size in loads if va <= strtab < va + size)
+    return interp, [data[base + n:data.index(b"\0", base + n)].decode() for n in needed]
+
+
+def test_sampler_is_static_and_writes_what_engine_sample_writes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """fathom-sampler starts on any Linux host, whatever its C library (glibc 2.28 on RHEL 8, 2.31 on Ubuntu
+    20.04, musl on Alpine) and with no Ceph library: it needs no interpreter and no library at all."""
+    assert SAMPLER.exists() and ENGINE.exists(), "build both binaries: make engine"
+    monkeypatch.delenv("FATHOM_ENGINE", raising=False)
+    assert servers.sampler_path() == SAMPLER  # the one fathom uploads to server hosts
+    interp, needed = _elf_links(ENGINE)
+    assert interp and "librados.so.2" in needed, (interp, needed)  # the check sees a dynamic binary's needs
+    assert _elf_links(SAMPLER) == (None, []), f"{SAMPLER} is dynamically linked: rebuild it with make engine"
 
     # the same records as fathom-engine --sample: the same kinds, the same fields, the header naming its binary
     runs = {}
@@ -238,6 +264,60 @@ def test_sampler_needs_no_ceph_library_and_writes_what_engine_sample_writes() ->
     for recs in (ours, engine):
         assert hostsample.parse(map(json.dumps, recs), version=_version(ENGINE)).end is not None
     assert "fathom-sampler" in subprocess.run([str(ENGINE), "--help"], capture_output=True, text=True).stdout
+
+
+def _in_chroot(root: Path, stage: Path | None, binary: str, *args: str) -> subprocess.CompletedProcess:
+    """`binary` (a path inside `root`) run chrooted in `root` with /proc mounted there, in a private mount
+    namespace: its mounts end with it and are never seen outside. `stage`: a file copied into a tmpfs mounted
+    on `root`/tmp first, so that nothing is written into `root` itself."""
+    script = 'mount -t proc proc "$1/proc" && exec chroot "$1" "${@:3}"'
+    if stage is not None:
+        script = 'mount -t tmpfs -o mode=0755 tmpfs "$1/tmp" && cp "$2" "$1/tmp/" && ' + script
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "bash", "-c", script, "chroot",
+                           str(root), str(stage or ""), binary, *args], capture_output=True, text=True, timeout=60)
+
+
+def _samples_stand_in(root: Path, stage: Path | None, binary: str) -> None:
+    """The sampler, chrooted in `root`, takes one sample of this host's processes, a stand-in OSD among them."""
+    osd = _start(["ceph-osd", "-c", IDLE, "--id=5"], PYTHON)
+    try:
+        p = _in_chroot(root, stage, binary, "--duration=0", "--threads-of", "none")
+    finally:
+        _stop(osd)
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    recs = [json.loads(line) for line in p.stdout.splitlines()]
+    assert [r["type"] for r in recs] == ["sample_start", "sample", "sample_end"], p.stdout
+    assert recs[0]["engine"] == "fathom-sampler" and recs[1]["ncpu"] == _cpu_lines() and "lo" in recs[1]["net"]
+    mine = [x for x in recs[1]["procs"] if x["pid"] == osd.pid]
+    assert [(x["daemon"], x["name"]) for x in mine] == [("osd.5", "ceph-osd")], recs[1]["procs"]
+
+
+needs_chroot = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                                  reason="chroot and a mount namespace need root and unshare")
+
+
+@needs_sampler
+@needs_chroot
+@pytest.mark.timeout(120)
+def test_sampler_runs_in_a_root_of_nothing_but_itself(tmp_path: Path) -> None:
+    """No C library, no loader, no /etc, no /sys: only the binary and /proc."""
+    root = tmp_path / "root"
+    (root / "proc").mkdir(parents=True)
+    shutil.copy2(SAMPLER, root / SAMPLER.name)
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == [SAMPLER.name, "proc"]
+    _samples_stand_in(root, None, f"/{SAMPLER.name}")
+    assert not any((root / "proc").iterdir()), "/proc is still mounted outside the namespace"
+
+
+@needs_sampler
+@needs_chroot
+@pytest.mark.skipif(not (REEF_ROOT / "usr" / "bin" / "ceph-osd").exists(),
+                    reason=f"no Reef root file system at {REEF_ROOT} (the Reef test bed builds it)")
+@pytest.mark.timeout(120)
+def test_sampler_runs_in_another_distributions_root() -> None:
+    """Debian 13's root file system (glibc 2.41, Ceph 18), as a server host of another distribution is. The
+    binary goes into a tmpfs of the test's own: the cached root file system is not written to."""
+    _samples_stand_in(REEF_ROOT, SAMPLER, f"/tmp/{SAMPLER.name}")
 
 
 # ---- hostsample on hand-made records -------------------------------------------------------------------

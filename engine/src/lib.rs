@@ -3,12 +3,12 @@
 //! librbd, libstdc++) and `fathom-sampler` (src/bin/fathom-sampler.rs, the
 //! host sampler alone, uploaded to cluster hosts where Ceph may run only in
 //! containers). A module here may use nothing of main.rs's modules (out,
-//! process, ffi, targets...): tests/test_hostsample.py checks with ldd that
-//! fathom-sampler needs no Ceph library.
-//!
-//! build.rs's link directives reach both binaries; the linker's --as-needed
-//! (rustc's default on Linux) keeps a library the sampler calls nothing of
-//! out of its dynamic dependencies.
+//! process, ffi, targets...) nor any crate but serde_json and libc: make
+//! builds the sampler without the `engine` feature (so without the load
+//! generator's crates and build.rs's C++ and Ceph linking), statically
+//! against musl, and tests/test_hostsample.py checks from its ELF headers
+//! that it needs no interpreter and no library, then runs it in a chroot
+//! holding nothing but itself and /proc.
 
 pub mod clock;
 pub mod sample;

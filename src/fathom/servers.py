@@ -151,10 +151,10 @@ def servers_from_args(hosts: list[str] | None, key_file: str | None = None, know
 
 
 def sampler_path() -> Path:
-    """The sampler binary built with the engine."""
-    from fathom.engines.fathom_engine import engine_path
+    """The sampler binary built with the engine (static: it runs whatever the host's C library)."""
+    from fathom.engines.fathom_engine import engine_path, sampler_beside
 
-    p = engine_path().with_name(SAMPLER)
+    p = sampler_beside(engine_path())
     if not p.exists():
         raise FathomError(f"{p} is missing: the server hosts' sampler is built with the engine",
                           hint="run `make engine` (or `make install`)")

@@ -15,6 +15,9 @@ Public API (stable):
         $FATHOM_ENGINE, else engine/target/release/fathom-engine in this
         checkout, else `fathom-engine` on PATH; FathomError naming
         `make install` when none exists.
+    sampler_beside(engine: Path) -> Path
+        The fathom-sampler that goes with that engine: this checkout's static
+        (musl) build for this checkout's engine, else the file beside it.
     engine_protocol(path: Path) -> int
         The protocol the binary speaks, from `fathom-engine --version`.
     check_engine() -> Path
@@ -45,6 +48,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
 import shutil
 import signal
@@ -69,6 +73,10 @@ BINARY = "fathom-engine"
 INSTALL_HINT = ("build it with `make install` (needs cargo; the binary is engine/target/release/fathom-engine), "
                 "or set FATHOM_ENGINE to its path")
 _REPO_BINARY = Path(__file__).resolve().parents[3] / "engine" / "target" / "release" / BINARY
+# the host sampler alone, linked statically against musl by make (a target of its own) so that it runs on any
+# Linux host of this architecture, whatever its C library
+SAMPLER = "fathom-sampler"
+REPO_SAMPLER = _REPO_BINARY.parents[1] / f"{platform.machine()}-unknown-linux-musl" / "release" / SAMPLER
 
 
 def engine_path() -> Path:
@@ -86,6 +94,12 @@ def engine_path() -> Path:
         return Path(found)
     raise FathomError(f"{BINARY} not found (looked at $FATHOM_ENGINE, {_REPO_BINARY}, PATH)",
                       hint=INSTALL_HINT, exit_code=4)
+
+
+def sampler_beside(engine: Path) -> Path:
+    """The fathom-sampler of the same build as `engine` (the same version): this checkout's static one for this
+    checkout's engine, else the one installed beside it."""
+    return REPO_SAMPLER if engine.resolve() == _REPO_BINARY else engine.with_name(SAMPLER)
 
 
 def engine_protocol(path: Path) -> int:
