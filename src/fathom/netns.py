@@ -186,9 +186,21 @@ Subsystem sftp internal-sftp
             subprocess.run(["ip", "netns", "del", h.name], capture_output=True)  # removes its veth pair too
             subprocess.run(["ip", "link", "del", h.veth], capture_output=True)
         subprocess.run(["ip", "link", "del", self.bridge], capture_output=True)
-        if self._made_run_sshd:
+        if self._made_run_sshd and not _running("sshd"):  # another sshd (another test bed's) still needs it
             shutil.rmtree("/run/sshd", ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _running(comm: str) -> bool:
+    """Whether any process of that name is alive on this host (zombies aside)."""
+    for d in os.listdir("/proc"):
+        try:
+            if d.isdigit() and Path(f"/proc/{d}/comm").read_text().strip() == comm and \
+                    Path(f"/proc/{d}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+                return True
+        except OSError:
+            pass
+    return False
 
 
 def _descendants(pid: int) -> list[int]:
