@@ -35,6 +35,47 @@ def run_fathom(*args: str, check: bool = False, timeout: float = 600, env: dict 
     return proc
 
 
+def export_table(db: Path, table: str, tmp_path: Path, run: str = "latest") -> list[dict]:
+    """`fathom export RUN --table TABLE` in CSV, JSON and Parquet, checked to hold the same rows in the same
+    columns; returns the JSON rows."""
+    import csv
+    import json
+
+    import pyarrow.parquet as pq
+
+    stem = tmp_path / f"{table}-{run}"
+    run_fathom("export", run, "--db", str(db), "--table", table, "-o", f"{stem}.csv", check=True)
+    run_fathom("export", run, "--db", str(db), "--table", table, "-o", f"{stem}.parquet", check=True)
+    js = json.loads(run_fathom("export", run, "--db", str(db), "--table", table, "--format", "json",
+                               check=True).stdout)
+    with open(f"{stem}.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    pq_rows = pq.read_table(f"{stem}.parquet").to_pylist()
+    assert len(rows) == len(js) == len(pq_rows)
+    for c, j, q in zip(rows, js, pq_rows):
+        assert list(c) == list(j) == list(q)
+        for k, v in j.items():
+            if isinstance(v, bool):
+                assert (c[k], q[k]) == (str(v), v), k
+            elif isinstance(v, (int, float)):
+                assert float(c[k]) == float(q[k]) == v, k
+            else:
+                assert c[k] == ("" if v is None else str(v)) and q[k] == v, k
+    return js
+
+
+def perf_rows(perf: dict[str, dict]) -> dict[tuple[str, str], float]:
+    """A point's stored perf counters as the counters table's (daemon, figure) -> value."""
+    out = {}
+    for daemon, counters in perf.items():
+        for name, v in counters.items():
+            if isinstance(v, dict):
+                out.update({(daemon, f"{name}.{part}"): v[part] for part in ("count", "sum", "avg") if part in v})
+            else:
+                out[(daemon, name)] = v
+    return out
+
+
 @contextmanager
 def mds_cluster(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[tuple[LocalCluster, list[int]]]:
     """A one-OSD cluster with an MDS for a module, and a list the tests add the pids they start to. At the end

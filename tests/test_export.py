@@ -141,3 +141,28 @@ def test_open_loop_counts_are_exported_in_every_format(tmp_path):
         assert [(x["intended_ops"], x["issued_ops"], x["unissued_ops"]) for x in got] == [
             (3200, 3100, 100), (3200, 3100, 100), (None, None, None)]
     assert [(x["intended_ops"], x["issued_ops"]) for x in rows] == [("3200", "3100"), ("3200", "3100"), ("", "")]
+
+
+def test_long_tables_name_their_columns_and_units(tmp_path):
+    """The servers and counters tables: each column's meaning (also without a run), counter units by name, and no
+    rows for a run without samples or counters (the points export is unchanged by them)."""
+    assert export.table_columns("points") == export.columns()
+    for table in ("servers", "counters"):
+        cols = export.table_columns(table)
+        assert cols[:len(export.ID_COLUMNS)] == list(export.ID_COLUMNS)
+        assert {"host", "daemon", "figure", "value", "unit"} <= set(cols)
+        about = json.loads(run_fathom("export", "--table", table, "--columns", "--format", "json",
+                                      check=True).stdout)
+        assert [d["column"] for d in about] == cols and all(d["meaning"] for d in about)
+    assert export.counter_unit("osd.op_w") == "count" and export.counter_unit("osd.op_w_in_bytes") == "bytes"
+    assert export.counter_unit("osd.op_r_outb") == "bytes" and export.counter_unit("osd.op_w_inb") == "bytes"
+    assert export.counter_unit("osd.op_w_latency", "sum") == "s" == export.counter_unit("bluestore.commit_lat", "avg")
+    assert export.counter_unit("osd.op_w_latency", "count") == "count"
+    assert export.counter_unit("osd.op_before_queue_op_lat", "avg") == "s"
+    assert export.counter_unit("bluestore.translated", "avg") == "count/event"
+    db = tmp_path / "e.db"
+    make_db(db)
+    for table in ("servers", "counters"):
+        p = run_fathom("export", "--db", str(db), "--table", table, check=True)
+        assert p.stdout.splitlines() == [",".join(export.table_columns(table))]
+    assert "per host" not in run_fathom("show", "--db", str(db), check=True).stdout

@@ -1,6 +1,7 @@
 """An attached cluster is left exactly as fathom found it: hygiene's settings are recorded before
 they change and put back when the run ends, fails, is interrupted, or (after SIGKILL) by
-`fathom cluster restore`. The journal's pure logic is tested without a cluster."""
+`fathom cluster restore`, which also removes what the run's journal says it made (and nothing else). The
+journal's pure logic is tested without a cluster."""
 
 from __future__ import annotations
 
@@ -267,18 +268,33 @@ def test_sigkill_leaves_settings_that_cluster_restore_puts_back(cluster, ceph, e
         with Store(db) as st:
             st.merge_state(run_id, journal=rec)
 
+        # the run's pool is there, and one of the same shape that the journal does not name stays
+        made = [e["what"] for e in rec["entries"] if e["kind"] == "pool"]
+        assert made == [f"{rec_tag(db)}-p"] and made[0] in ceph.ceph("osd", "pool", "ls")
+        other = f"{made[0]}-not-fathoms"
+        ceph.ceph("osd", "pool", "create", other, "8", fmt_json=False)
         p = run_fathom("cluster", "restore", *attach(cluster), "--db", str(db))
         assert p.returncode == 0, p.stdout + p.stderr
         assert f"run {run_id} " in p.stdout and "restored osd flag noscrub to unset" in p.stdout
         assert state(ceph) == before
+        # what the run made goes too, as its journal says, and the output names it; nothing else goes
+        assert f"removed pool {made[0]}" in p.stdout, p.stdout
+        pools = ceph.ceph("osd", "pool", "ls")
+        assert made[0] not in pools and other in pools
         _, rec = record(db)
-        assert all(e["undone"] for e in settings(rec).values())
-        # the pools it made stay the run's (a --resume adopts them); restore puts back settings only
-        assert not any(e["undone"] for e in rec["entries"] if e["kind"] == "pool")
+        assert all(e["undone"] for e in rec["entries"])
+        with Store(db) as st:
+            said = [e["message"] for e in st.events(run_id) if e["kind"] == "restore"]
+        assert said and f"pool {made[0]}" in said[-1], said
         p = run_fathom("cluster", "restore", *attach(cluster), "--db", str(db))
         assert p.returncode == 0 and "nothing to restore" in p.stdout, p.stdout + p.stderr
     finally:
         remove_run_pools(ceph, run_id)
+
+
+def rec_tag(db: Path) -> str:
+    with Store(db) as st:
+        return st.run("latest").state["data_tag"]
 
 
 @pytest.mark.cluster

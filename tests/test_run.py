@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FATHOM, run_fathom
+from conftest import FATHOM, export_table, perf_rows, run_fathom
 
 import fathom
 from fathom.cluster.ceph import Connection
@@ -146,6 +146,25 @@ def test_osd_classic_quick_end_to_end(quick_osd_run, tmp_path):
     assert "oc" in p.stdout and "40/40" in p.stdout
     p = run_fathom("show", "oc", "--db", str(db), check=True)
     assert "randread4k" in p.stdout
+
+    # the perf counters and each daemon's figures: long tables (CSV, JSON and Parquet agree) of what is stored
+    counters = export_table(db, "counters", tmp_path, run="oc")
+    srv = export_table(db, "servers", tmp_path, run="oc")
+    with Store(db) as st:
+        for pt in st.points(st.run("oc").id):
+            got = {(r["daemon"], r["figure"]): r for r in counters if r["idx"] == pt["idx"]}
+            assert {k: r["value"] for k, r in got.items()} == perf_rows(st.perf_counters(pt["id"])), pt["key"]
+            op = "osd.op_r" if pt["params"]["rw"] in ("read", "randread") else "osd.op_w"
+            assert got[("osd.0", op)]["unit"] == "count" and got[("osd.0", f"{op}_latency.sum")]["unit"] == "s"
+            assert got[("osd.0", op)]["source"] == "admin socket" and got[("osd.0", op)]["host"] == "local"
+            mine = {(r["daemon"], r["figure"]): r["value"] for r in srv if r["idx"] == pt["idx"]}
+            m = pt["metrics"]  # one daemon of each kind, all on this host: each kind's figure is its daemon's
+            assert mine[("osd.0", "cpu_pct")] == pytest.approx(m["osd_cpu"], rel=1e-9)
+            assert mine[("mon.a", "rss_mib")] == pytest.approx(m["mon_mem_mib"], rel=1e-9)
+            assert mine[("osd.0", "ctx_switches_s")] == pytest.approx(m["osd_ctx_switches_s"], rel=1e-9)
+            assert mine[("", "host_cpu_pct")] == pytest.approx(m["host_cpu_pct"], rel=1e-9)
+    assert any(r["figure"].endswith("_bytes") and r["unit"] == "bytes" for r in counters)
+    assert "per host, over each point's telemetry window" in p.stdout
 
 
 def test_resume_after_sigkill(cluster, ceph, tmp_path):

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FATHOM, run_fathom
+from conftest import FATHOM, export_table, perf_rows, run_fathom
 
 from fathom import netns, servers, telemetry
 from fathom.cluster import inventory
@@ -570,9 +570,49 @@ def test_daemons_sampled_on_their_hosts_over_ssh(topology, tmp_path):
     assert "s into the point (at " in text  # host 1's loss, in the sources section's notes
     assert "NIC bytes counted on each byte's interface at the top of its stack" in text
     assert all(f"{h.name}: {h.veth}p" in text for h in tb.hosts)  # each host's end of its link
+    _check_host_exports(db, tmp_path, lost=tb.hosts[1].name,
+                        placed={f"osd.{i}": h.name for i, h in enumerate(tb.hosts)})
     # no sampler is left on either host
     assert not _samplers(_nets(tb)), "a fathom-sampler was left running"
     assert json.dumps(env).find(Path(tb.key_file).read_text().strip()[:40]) < 0  # never the key itself
+
+
+def _check_host_exports(db: Path, tmp_path: Path, lost: str, placed: dict[str, str]) -> None:
+    """Each host's and daemon's figures and the perf counters: long tables in CSV, JSON and Parquet holding what
+    the store holds (the per-host figures stored with each point; its perf counters), and `show`'s per-host rows."""
+    srv = export_table(db, "servers", tmp_path)
+    counters = export_table(db, "counters", tmp_path)
+    show = subprocess.run([FATHOM, "show", "latest", "--db", str(db)], capture_output=True, text=True, timeout=60)
+    assert show.returncode == 0, show.stderr
+    with Store(db) as st:
+        run = st.run("latest")
+        points = st.points(run.id)
+        for pt in points:
+            stored = pt["result"]["extra"]["server_hosts"]
+            mine = [r for r in srv if r["idx"] == pt["idx"]]
+            assert mine and {r["host"] for r in mine} == set(stored)
+            assert all(r["unit"] and r["key"] == pt["key"] and r["workload"] == pt["workload"] for r in mine)
+            for host, h in stored.items():
+                rows = [r for r in mine if r["host"] == host]
+                assert {r["source"] for r in rows} == {h["via"]}
+                # a host lost in the point is marked partial on every row of it in that point, and only there
+                assert {r["partial"] for r in rows} == {host == lost and pt["idx"] == 1}, (pt["idx"], host)
+                by = {(r["daemon"], r["figure"]): r["value"] for r in rows}
+                for k, v in h.items():
+                    if k in ("host_cpu_pct", "net_rx_mib_s", "net_tx_mib_s"):
+                        assert by[("", k)] == pytest.approx(v, rel=1e-9), (host, k)
+                    elif k.endswith(("_cpu", "_mem_mib")):  # a kind's sum on the host: its daemons' rows add up
+                        kind, figure = (k[:-4], "cpu_pct") if k.endswith("_cpu") else (k[:-8], "rss_mib")
+                        parts = [r["value"] for r in rows if r["kind"] == kind and r["figure"] == figure]
+                        assert parts and sum(parts) == pytest.approx(v, rel=1e-9), (host, k)
+                line = next(ln for ln in show.stdout.splitlines()
+                            if re.match(rf"\s+{pt['idx'] + 1}\s+{re.escape(host)}\b", ln))
+                assert f"{h['host_cpu_pct']:.1f}" in line and ("(partial)" in line) == (host == lost and pt["idx"] == 1)
+            # each OSD on the host the metadata places it on
+            assert {(r["daemon"], r["host"]) for r in mine if r["kind"] == "osd"} == set(placed.items())
+            assert {(r["daemon"], r["figure"]): r["value"] for r in counters if r["idx"] == pt["idx"]} == \
+                perf_rows(st.perf_counters(pt["id"]))
+    assert "per host, over each point's telemetry window" in show.stdout
 
 
 @needs_bed

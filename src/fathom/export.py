@@ -15,6 +15,14 @@ then host_cpu_pct, engine_cpu_pct, started, ended (epoch s) and error.
 Every metric's window (what span of time it covers) and source (merged histograms,
 summed counts, sampled /proc) come with it: `dictionary()` (`fathom export
 --columns`) and, in Parquet, each field's metadata (description, window, source).
+
+Two long tables beside the points (`fathom export --table servers|counters`), one
+row per figure, each row with the point's identity columns:
+- servers: per point, host and daemon, each daemon's CPU, RSS and context switches
+  and each host's CPU busy, memory in use and NIC bytes, over the point's
+  telemetry window, from the samples stored with the point (`host_figures()`);
+- counters: per point and daemon, the perf counter deltas over the point, as stored
+  (admin sockets or the mgr's prometheus module).
 """
 
 from __future__ import annotations
@@ -22,9 +30,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import sys
 from typing import Any
 
+from fathom import telemetry
 from fathom.model import METRIC_COLUMNS, figure_window, open_loop_metrics
 from fathom.store import Store
 
@@ -89,8 +99,9 @@ def _rep(key: str) -> int:
     return 1
 
 
-def write(rs: list[dict[str, Any]], fmt: str, path: str | None, cols: list[str] | None = None) -> int:
-    cols = cols or columns()
+def write(rs: list[dict[str, Any]], fmt: str, path: str | None, cols: list[str] | None = None,
+          table: str = "points") -> int:
+    cols = cols or table_columns(table)
     if fmt == "csv":
         buf = io.StringIO()
         w = csv.DictWriter(buf, fieldnames=cols, extrasaction="ignore", lineterminator="\n")
@@ -107,11 +118,12 @@ def write(rs: list[dict[str, Any]], fmt: str, path: str | None, cols: list[str] 
         types = {"run_id": pa.int64(), "idx": pa.int64(), "rep": pa.int64(), "bs": pa.int64(),
                  "iodepth": pa.int64(), "numjobs": pa.int64(), "rwmixread": pa.int64(), "total_ios": pa.int64(),
                  "errors": pa.int64(), "intended_ops": pa.int64(), "issued_ops": pa.int64(),
-                 "unissued_ops": pa.int64(), "schedule_kept": pa.bool_()}
+                 "unissued_ops": pa.int64(), "schedule_kept": pa.bool_(), "partial": pa.bool_()}
         # text-valued metrics too (a float column would refuse "reached", "ok")
         strings = {"run", "suite", "key", "workload", "engine", "status", "rw", "target", "pool", "error",
-                   "steady_state", "rgw_reconciled"}
-        about = {d["column"]: d for d in dictionary()}
+                   "steady_state", "rgw_reconciled", "host", "source", "daemon", "kind", "figure", "unit"}
+        about = {d["column"]: d for d in table_dictionary(table)}
+        about.update({c: {"meaning": "", "window": "", "source": ""} for c in cols if c not in about})
         fields = [pa.field(c, types.get(c, pa.string() if c in strings else pa.float64()),
                            metadata={k: about[c][k] for k in ("meaning", "window", "source") if about[c][k]})
                   for c in cols]
@@ -143,3 +155,186 @@ def _emit(text: str, path: str | None) -> None:
             f.write(text)
     else:
         sys.stdout.write(text)
+
+
+# ---- long tables: per host and daemon, and perf counters -------------------------------------
+
+TABLES = ("points", "servers", "counters")
+SERVER_COLUMNS = [*ID_COLUMNS, "host", "source", "daemon", "kind", "figure", "value", "unit", "partial"]
+COUNTER_COLUMNS = [*ID_COLUMNS, "host", "source", "daemon", "kind", "figure", "value", "unit"]
+# figure -> (unit, meaning); a daemon's figures, then a host's (daemon empty, kind "host")
+DAEMON_FIGURES = {"cpu_pct": ("% of one core", "the daemon's CPU, over all its threads"),
+                  "cores": ("cores", "the same CPU in cores"),
+                  "rss_mib": ("MiB", "resident memory (RSS)"),
+                  "ctx_switches_s": ("1/s", "context switches, voluntary and involuntary")}
+HOST_FIGURES = {"host_cpu_pct": ("% of the host's cores", "CPU busy over all the host's cores"),
+                "mem_used_mib": ("MiB", "memory in use (total less available)"),
+                "net_rx_mib_s": ("MiB/s", "NIC bytes received, on the interfaces at the top of their stack"),
+                "net_tx_mib_s": ("MiB/s", "NIC bytes sent, the same interfaces")}
+WINDOW = "the point's telemetry window (ramp excluded): the mean over the host's sample times in it"
+_LONG_MEANINGS = {
+    "host": "the host the figure is from ('local': fathom's own host)",
+    "daemon": "the daemon (osd.0, mon.a, ...); empty for a figure of the whole host",
+    "kind": "the daemon's kind (osd, mon, mgr, rgw, mds, ...); 'host' for a figure of the whole host",
+    "figure": "what is measured (see its unit)", "value": "the figure's value, in its unit",
+    "unit": "the value's unit",
+}
+
+
+def table_columns(table: str) -> list[str]:
+    return {"points": columns(), "servers": SERVER_COLUMNS, "counters": COUNTER_COLUMNS}[table]
+
+
+def table_dictionary(table: str) -> list[dict[str, Any]]:
+    """Every column of a table: its meaning, window and source (as dictionary() for points)."""
+    if table == "points":
+        return dictionary()
+    ids = {d["column"]: d for d in dictionary() if d["column"] in ID_COLUMNS}
+    if table == "servers":
+        figures = "; ".join(f"{f} ({u}): {m}" for f, (u, m) in DAEMON_FIGURES.items()) + "; of a host: " + \
+            "; ".join(f"{f} ({u}): {m}" for f, (u, m) in HOST_FIGURES.items())
+        more = {"source": ("where the samples came from: local (this host's /proc), ssh (fathom-sampler on the host), "
+                           "prometheus (node-exporter)", "", ""),
+                "figure": (f"what is measured: {figures}", "", ""),
+                "value": (_LONG_MEANINGS["value"], WINDOW, "per-second samples stored with the point"),
+                "partial": ("true when the host was lost (or sent no sample past the point's end): its figures cover "
+                            "the point up to its last sample", "", "")}
+    else:
+        more = {"source": ("where the counters were read: admin socket (this host's OSDs and RGWs) or mgr-prometheus "
+                           "(the mgr's prometheus module)", "", ""),
+                "host": ("the host the daemon was sampled on in the point; empty when no sample placed it", "", ""),
+                "figure": ("the counter, section.name as `ceph daemon X perf dump` names it; an average counter "
+                           "gives three rows: .count, .sum and .avg (sum / count)", "", ""),
+                "unit": ("the value's unit, from the counter's name: s for latencies (sums and averages), bytes for "
+                         "byte counts, count otherwise", "", ""),
+                "value": ("the counter's change over the point", "the point: read before it started and after it "
+                          "ended", "perf counters stored with the point")}
+    out = []
+    for c in table_columns(table):
+        if c in ids:
+            out.append(ids[c])
+            continue
+        meaning, window, source = more.get(c) or (_LONG_MEANINGS.get(c, ""), "", "")
+        out.append({"column": c, "meaning": meaning, "window": window, "source": source})
+    return out
+
+
+def table_rows(store: Store, run_id: int, table: str) -> list[dict[str, Any]]:
+    return {"points": rows, "servers": server_rows, "counters": counter_rows}[table](store, run_id)
+
+
+def _ids(run: Any, p: dict[str, Any]) -> dict[str, Any]:
+    return {"run_id": run.id, "run": run.name, "suite": run.suite, "idx": p["idx"], "key": p["key"],
+            "workload": p["workload"], "engine": p["engine"], "rep": _rep(p["key"]), "status": p["status"]}
+
+
+def _window(p: dict[str, Any]) -> tuple[float, float] | None:
+    """The point's telemetry window as stored with it; its start to end for points stored before it was."""
+    win = ((p["result"] or {}).get("extra") or {}).get("telemetry_window")
+    if win:
+        return float(win["from"]), float(win["to"])
+    if p["started"] is None or p["ended"] is None:
+        return None
+    return float(p["started"]) + float((p["params"] or {}).get("ramp_time") or 0.0), float(p["ended"])
+
+
+def _cut_short(store: Store, run: Any, point_id: int) -> set[str]:
+    """Hosts (by the hostname their samples carry) lost or late in the point: their figures stop early."""
+    names = {h.get("name"): h.get("hostname") for h in ((run.env.get("servers") or {}).get("hosts") or [])}
+    out = set()
+    for e in store.events(run.id):
+        if e["point_id"] == point_id and e["kind"] in ("server_lost", "server_late"):
+            h = (e["data"] or {}).get("host")
+            out.add(names.get(h) or h)
+    return out
+
+
+def host_figures(store: Store, run: Any, p: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """One point's figures per host: {host: {source, partial, host: {figure: value}, daemons: {name: {kind,
+    figure: value}}}} over its telemetry window, from the samples stored with it (telemetry.summarize, as the
+    point's own metrics and the report's per-host tables are made). Hosts with neither a daemon nor a host
+    figure (a client host) are left out."""
+    win = _window(p)
+    samples = store.telemetry(p["id"]) if win else []
+    by_host: dict[str, list[dict[str, Any]]] = {}
+    for s in samples:
+        by_host.setdefault(s.get("host") or "local", []).append(s)
+    short = _cut_short(store, run, p["id"]) if by_host else set()
+    out: dict[str, dict[str, Any]] = {}
+    for host, mine in sorted(by_host.items()):
+        assert win is not None
+        daemons: dict[str, dict[str, Any]] = {}
+        for name in sorted({s["source"] for s in mine if s.get("kind") not in telemetry.NOT_DAEMONS}):
+            one = [s for s in mine if s["source"] == name]
+            kind = one[0]["kind"]
+            m = telemetry.summarize(one, *win)
+            vals = {"cpu_pct": m.get(f"{kind}_cpu"), "cores": m.get(f"{kind}_cores"),
+                    "rss_mib": m.get(f"{kind}_mem_mib"), "ctx_switches_s": m.get(f"{kind}_ctx_switches_s")}
+            daemons[name] = {"kind": kind, **{k: v for k, v in vals.items() if v is not None}}
+        hs = [s for s in mine if s.get("kind") == "host"]
+        whole: dict[str, Any] = {}
+        if hs:
+            m = telemetry.summarize(hs, *win)
+            used = [s["rss_mib"] for s in telemetry.in_window(hs, *win) if s.get("rss_mib") is not None]
+            vals = {"host_cpu_pct": m.get("host_cpu_pct"), "mem_used_mib": sum(used) / len(used) if used else None,
+                    "net_rx_mib_s": m.get("net_rx_mib_s"), "net_tx_mib_s": m.get("net_tx_mib_s")}
+            whole = {k: v for k, v in vals.items() if v is not None}
+        if daemons or whole:
+            out[host] = {"source": ", ".join(sorted({str(s.get("via") or "local") for s in mine})),
+                         "partial": host in short, "host": whole, "daemons": daemons}
+    return out
+
+
+def server_rows(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """The servers table: per point, host and daemon, one row per figure (long format)."""
+    run = store.run(run_id)
+    out = []
+    for p in store.points(run_id):
+        ids = _ids(run, p)
+        for host, h in host_figures(store, run, p).items():
+            base = {**ids, "host": host, "source": h["source"], "partial": h["partial"]}
+            for name, d in h["daemons"].items():
+                out += [{**base, "daemon": name, "kind": d["kind"], "figure": f, "value": d[f], "unit": u}
+                        for f, (u, _) in DAEMON_FIGURES.items() if f in d]
+            out += [{**base, "daemon": "", "kind": "host", "figure": f, "value": h["host"][f], "unit": u}
+                    for f, (u, _) in HOST_FIGURES.items() if f in h["host"]]
+    return out
+
+
+def counter_unit(counter: str, part: str | None = None) -> str:
+    """A perf counter's unit from its name: Ceph's time counters (latencies) are sums of seconds, byte counters
+    are named so (op_r_outb, op_w_inb, *_bytes); an average's count counts events."""
+    if part == "count":
+        return "count"
+    leaf = counter.rsplit(".", 1)[-1]
+    if re.search(r"(^|_)(lat|latency)($|_)", leaf):
+        return "s"
+    if re.search(r"bytes|(^|_)(inb|outb)$", leaf):
+        return "bytes" if part != "avg" else "bytes/event"
+    return "count" if part != "avg" else "count/event"
+
+
+def counter_rows(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """The counters table: per point and daemon, each counter's change over the point (long format)."""
+    run = store.run(run_id)
+    mgr = {e["point_id"]: set((e["data"] or {}).get("daemons") or []) for e in store.events(run_id)
+           if e["kind"] == "perf_counters" and (e["data"] or {}).get("source") == "mgr-prometheus"}
+    out = []
+    for p in store.points(run_id):
+        perf = store.perf_counters(p["id"])
+        if not perf:
+            continue
+        ids = _ids(run, p)
+        placed = {s["source"]: (s.get("host") or "local", s["kind"]) for s in store.telemetry(p["id"])
+                  if s.get("kind") not in telemetry.NOT_DAEMONS}
+        for daemon in sorted(perf):
+            host, kind = placed.get(daemon) or ("", daemon.split(".", 1)[0])
+            base = {**ids, "host": host, "daemon": daemon, "kind": kind,
+                    "source": "mgr-prometheus" if daemon in mgr.get(p["id"], ()) else "admin socket"}
+            for counter, v in sorted(perf[daemon].items()):
+                if isinstance(v, dict):
+                    out += [{**base, "figure": f"{counter}.{part}", "value": v[part],
+                             "unit": counter_unit(counter, part)} for part in ("count", "sum", "avg") if part in v]
+                else:
+                    out.append({**base, "figure": counter, "value": v, "unit": counter_unit(counter)})
+    return out

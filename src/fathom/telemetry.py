@@ -204,6 +204,13 @@ NOT_DAEMONS = ("host", "engine", "client_host")  # sample kinds that are not Cep
 MIB = 2**20
 
 
+def in_window(samples: list[dict[str, Any]], t_from: float, t_to: float) -> list[dict[str, Any]]:
+    """The samples whose span's middle is in [t_from, t_to] (the last one up to 0.5 s past it); all of them when
+    none is (a very short window: what there is)."""
+    win = [s for s in samples if t_from <= s["ts"] - s.get("dt", 1.0) / 2 and s["ts"] <= t_to + 0.5]
+    return win or samples
+
+
 def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict[str, Any]:
     """Server-side metrics over [t_from, t_to]: per host, means over its sample times of per-kind sums; then
     summed over the hosts (each host samples at its own instants, so times are never matched across hosts).
@@ -220,9 +227,7 @@ def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict
     and telemetry_samples (the fewest sample times of a host). A sample's `host` (default: this host) names
     its host; kind `client_host` is a host that is not one of the cluster's (left out of host_cpu_pct).
     """
-    win = [s for s in samples if t_from <= s["ts"] - s.get("dt", 1.0) / 2 and s["ts"] <= t_to + 0.5]
-    if not win:  # a very short window: use what there is
-        win = samples
+    win = in_window(samples, t_from, t_to)
     hosts: dict[str, dict[float, dict[str, list[dict[str, Any]]]]] = {}
     for s in win:
         hosts.setdefault(s.get("host") or "local", {}).setdefault(s["ts"], {}).setdefault(s["kind"], []).append(s)

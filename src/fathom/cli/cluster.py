@@ -7,11 +7,17 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fathom.cluster.local import DEFAULT_DIR, LocalCluster
 from fathom.cluster.attach import Attachment, add_attach_args, attach_from_args
 from fathom.errors import ClusterError, UsageError
 from fathom.units import parse_size, positive_int
+
+if TYPE_CHECKING:
+    from fathom.cluster.ceph import Ceph
+    from fathom.cluster.journal import Journal
+    from fathom.store import Store
 
 SECTIONS = ("global", "mon", "mgr", "osd", "mds", "client")
 
@@ -59,7 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_attach_args(status)
     status.set_defaults(func=cmd_status)
 
-    rs = csub.add_parser("restore", help="put back the settings a killed run left changed on an attached cluster")
+    rs = csub.add_parser("restore", help="undo what a killed run left on an attached cluster: put back the settings "
+                                         "it changed and remove what its journal says it made (pools, images, EC "
+                                         "profiles, RGW users and placements), naming each; nothing else")
     add_attach_args(rs)
     rs.add_argument("--db", default="fathom-results.db", help="results store of the runs (default ./fathom-results.db)")
     rs.add_argument("--run", help="only this run (id, name or latest); default: every run that changed this cluster")
@@ -188,9 +196,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    """Apply what killed runs left unrestored on this cluster (matched by fsid), newest run first."""
+    """Undo what killed runs left on this cluster (matched by fsid), newest run first: the settings they changed put
+    back, then what their journals say they made (RGW users and placements, images, pools, EC profiles) removed."""
     from fathom.cluster import restore
-    from fathom.cluster.journal import SETTING, Journal
+    from fathom.cluster.journal import OBJECT_KINDS, RGW_KINDS, SETTING, Journal
     from fathom.store import Store
 
     if not Path(args.db).is_file():
@@ -201,17 +210,19 @@ def cmd_restore(args: argparse.Namespace) -> int:
                          hint="pass --conf PATH (and --id/--keyring as for the ceph tools), or set CEPH_CONF")
     ceph = attached.ceph()
     fsid = restore.read_fsid(ceph)
-    restored = failed = 0
+    undone = failed = 0
     with Store(args.db) as store:
         runs = [store.run(args.run)] if args.run else list(reversed(store.runs()))
         for run in runs:
             rec = run.state.get("journal") or {}
-            pending = [e for e in rec.get("entries", []) if e.get("kind") == SETTING and not e.get("undone")]
+            pending = [e for e in rec.get("entries", []) if not e.get("undone")
+                       and e.get("kind") in (SETTING, *OBJECT_KINDS, *RGW_KINDS)]
             if not pending or rec.get("moot"):
                 continue
             who = f"run {run.id} ({run.name})"
+            what = _left(pending)
             if rec.get("fsid") != fsid:
-                msg = (f"{who} left {len(pending)} setting(s) changed on cluster {rec.get('fsid')} "
+                msg = (f"{who} left {what} on cluster {rec.get('fsid')} "
                        f"(conf {(rec.get('conn') or {}).get('conf')}), not on this one ({fsid})")
                 if args.run:
                     raise ClusterError(f"refusing to restore: {msg}",
@@ -224,22 +235,74 @@ def cmd_restore(args: argparse.Namespace) -> int:
                     raise ClusterError(msg, hint="wait for it to end, or stop it with Ctrl-C or SIGTERM")
                 print(f"skipped {msg}")
                 continue
-            print(f"{who}: restoring {len(pending)} setting(s) on cluster {fsid}")
+            print(f"{who}: undoing {what} on cluster {fsid}")
             journal = Journal.from_dict(rec, persist=lambda d, rid=run.id: store.merge_state(rid, journal=d))
-            r = restore.Restorer(ceph, journal)
-            left = r.restore(lambda m: print(f"  {m}"))
-            restored += len(pending) - len(left)
-            store.add_event(run.id, "restore", f"`fathom cluster restore` restored {len(pending) - len(left)} "
-                                               f"setting(s) of {len(pending)}")
-            if left:
-                failed += len(left)
-                msg = restore.unrestored_message(left, journal.to_dict(), args.db)
-                store.add_event(run.id, "warning", msg, data={"unrestored": [e.to_dict() for e in left],
-                                                              "commands": r.repair_commands(left)})
-                print(msg)
-    if restored == failed == 0:
-        print(f"nothing to restore on cluster {fsid}: no run in {args.db} left a setting changed there")
+            n, bad = _undo_run(store, run.id, ceph, journal, args.db)
+            undone, failed = undone + n, failed + bad
+    if undone == failed == 0:
+        print(f"nothing to restore on cluster {fsid}: no run in {args.db} left a setting changed or a pool, image "
+              "or RGW user it made there")
     return 3 if failed else 0
+
+
+def _left(entries: list[dict]) -> str:
+    """'7 setting(s), 1 pool(s)': what a journal still holds, by kind."""
+    from collections import Counter
+
+    n = Counter(e["kind"] for e in entries)
+    return ", ".join(f"{c} {_kind_name(k)}(s)" for k, c in sorted(n.items(), key=lambda kc: kc[0] != "setting"))
+
+
+def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) -> tuple[int, int]:
+    """One run's journal undone: settings put back, then what it made removed (RGW users and placements before
+    the pools they use, images with their pools), each named as it goes. Returns (undone, failed)."""
+    from fathom.cluster import restore, rgw
+    from fathom.cluster.journal import OBJECT_KINDS, RGW_KINDS
+    from fathom.cluster.prep import Prep
+    from fathom.errors import FathomError
+
+    restorer = restore.Restorer(ceph, journal)
+    settings = len(restorer.pending())
+    left = restorer.restore(lambda m: print(f"  {m}"))
+    said = [f"restored {settings - len(left)} setting(s) of {settings}"] if settings else []
+    if left:
+        msg = restore.unrestored_message(left, journal.to_dict(), db)
+        store.add_event(run_id, "warning", msg, data={"unrestored": [e.to_dict() for e in left],
+                                                      "commands": restorer.repair_commands(left)})
+        print(msg)
+    made = journal.pending(*RGW_KINDS, *OBJECT_KINDS)
+    removed: dict[str, list[str]] = {}
+    error = None
+    if made:
+        prep = Prep(ceph, journal=journal)
+        try:
+            removed = rgw.cleanup(prep)  # RGW's users and placements before the pools they use
+            removed.update(prep.cleanup())
+        except FathomError as exc:
+            error = exc.message
+    names = [f"{_kind_name(kind[:-1])} {x}" for kind, xs in removed.items() for x in xs]
+    for name in names:
+        print(f"  removed {name}")
+    gone = [f"{_kind_name(e.kind)} {e.what}" for e in made if e.undone]
+    gone = [g for g in gone if g not in names]
+    if gone:  # written down before it was made, and the run was killed before it was (or removed by hand)
+        print(f"  already gone: {', '.join(gone)}")
+    if names:
+        said.append("removed what the run made: " + ", ".join(names))
+    still = [f"{_kind_name(e.kind)} {e.what}" for e in journal.pending(*RGW_KINDS, *OBJECT_KINDS)]
+    if still:
+        msg = (f"could not remove what run {run_id} made ({', '.join(still)}): {error or 'not reached'}; "
+               f"run `fathom cluster restore` again when the cluster answers")
+        store.add_event(run_id, "warning", msg, data={"left": still})
+        print(msg)
+    if said:
+        store.add_event(run_id, "restore", f"`fathom cluster restore` {'; '.join(said)}", data={"removed": removed})
+    return settings - len(left) + len(made) - len(still), len(left) + len(still)
+
+
+def _kind_name(kind: str) -> str:
+    """A journal kind as said: 'pool', 'image', 'ec profile', 'rgw user', 'rgw placement'."""
+    return kind.replace("_", " ")
 
 
 def cmd_env(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from fathom import labels
 from fathom.errors import FathomError, UsageError
@@ -94,11 +95,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the run and its points as JSON")
     p.set_defaults(func=cmd_show)
 
-    p = sub.add_parser("export", help="one row per point as CSV, JSON or Parquet")
+    p = sub.add_parser("export", help="one row per point as CSV, JSON or Parquet; or, with --table, each host's and "
+                                      "daemon's figures or the perf counters, one row per figure")
     p.add_argument("run", nargs="?", default="latest", help="run id or name (default: latest)")
     _db(p)
     p.add_argument("--format", choices=("csv", "json", "parquet"), help="default: from the -o suffix, else csv")
     p.add_argument("-o", "--output", help="output file (default: stdout for csv and json)")
+    p.add_argument("--table", choices=("points", "servers", "counters"), default="points",
+                   help="points (default): one row per point; servers: per point, host and daemon, each daemon's "
+                        "CPU, RSS and context switches and each host's CPU, memory and NIC MiB/s over the point's "
+                        "telemetry window; counters: per point and daemon, each perf counter's change over the "
+                        "point. The long tables have one row per figure: ..., host, daemon, figure, value, unit")
     p.add_argument("--columns", action="store_true",
                    help="instead of the rows: every column's meaning, the window it covers and its source "
                         "(csv or json; Parquet files carry them as field metadata)")
@@ -270,8 +277,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     with _open_existing(args.db) as st:
         r = st.run(args.run)
         pts = st.points(r.id)
+        hosts = _host_rows(st, r, pts)
         if args.json:
-            print(json.dumps({"run": {k: v for k, v in r.__dict__.items()}, "points": pts}, indent=1, default=str))
+            print(json.dumps({"run": {k: v for k, v in r.__dict__.items()}, "points": pts, "hosts": hosts}, indent=1,
+                             default=str))
             return 0
         env = r.env
         print(f"run {r.id} {r.name}: suite {r.suite}, {r.status}, {len(pts)} points stored")
@@ -300,6 +309,12 @@ def cmd_show(args: argparse.Namespace) -> int:
                          _f(m.get("osd_cpu"), 0), _f(m.get("osd_mem_mib"), 0)])
         for line in _text_table(head, rows, left={"workload", "engine", "status"}):
             print(f"  {line}")
+        if hosts:
+            print("  per host, over each point's telemetry window (host CPU: % of its cores; daemons: CPU % of one "
+                  "core, RSS and context switches summed over its daemons; each daemon's: `fathom export --table "
+                  "servers`):")
+            for line in _host_table(hosts):
+                print(f"  {line}")
     return 0
 
 
@@ -307,6 +322,37 @@ def _status(status: str, m: dict) -> str:
     """A point's status, and the server hosts it lacks (lost: OSD cpu% and the other sums over hosts lack them)."""
     n = m.get("server_hosts_lost")
     return f"{status}, {n} server host{'s' if n > 1 else ''} lost" if n else status
+
+
+def _host_rows(st: Store, run: Any, pts: list[dict]) -> list[dict[str, Any]]:
+    """Per point and host: its daemons and figures (export.host_figures); daemons' figures summed on the host."""
+    from fathom import export
+
+    out = []
+    for p in pts:
+        for host, h in export.host_figures(st, run, p).items():
+            ds = list(h["daemons"].values())
+            out.append({"idx": p["idx"], "host": host, "source": h["source"], "partial": h["partial"],
+                        "daemons": sorted(h["daemons"]), "host_cpu_pct": h["host"].get("host_cpu_pct"),
+                        "mem_used_mib": h["host"].get("mem_used_mib"), "daemons_cpu_pct": _sum(ds, "cpu_pct"),
+                        "daemons_rss_mib": _sum(ds, "rss_mib"), "daemons_ctx_switches_s": _sum(ds, "ctx_switches_s"),
+                        "net_rx_mib_s": h["host"].get("net_rx_mib_s"), "net_tx_mib_s": h["host"].get("net_tx_mib_s")})
+    return out
+
+
+def _sum(ds: list[dict[str, Any]], figure: str) -> float | None:
+    vs = [d[figure] for d in ds if d.get(figure) is not None]
+    return sum(vs) if vs else None
+
+
+def _host_table(hosts: list[dict[str, Any]]) -> list[str]:
+    head = ["#", "host", "source", "daemons", "host CPU %", "mem used MiB", "daemons CPU %", "daemons RSS MiB",
+            "ctx switches/s", "NIC rx MiB/s", "NIC tx MiB/s"]
+    rows = [[str(h["idx"] + 1), h["host"] + (" (partial)" if h["partial"] else ""), h["source"],
+             ",".join(h["daemons"]) or "-", _f(h["host_cpu_pct"], 1), _f(h["mem_used_mib"], 0),
+             _f(h["daemons_cpu_pct"], 1), _f(h["daemons_rss_mib"], 0), _f(h["daemons_ctx_switches_s"], 0),
+             _f(h["net_rx_mib_s"], 1), _f(h["net_tx_mib_s"], 1)] for h in hosts]
+    return _text_table(head, rows, left={"host", "source", "daemons"})
 
 
 def _point_axes(pts: list[dict]) -> list[str]:
@@ -404,14 +450,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.columns:
         if fmt == "parquet":
             raise UsageError("export --columns writes csv or json; a Parquet export carries them as field metadata")
-        export.write(export.dictionary(), fmt, args.output, export.DICTIONARY_COLUMNS)
+        export.write(export.table_dictionary(args.table), fmt, args.output, export.DICTIONARY_COLUMNS)
         return 0
     if fmt == "parquet" and not args.output:
         raise UsageError("export --format parquet needs -o FILE (Parquet is binary)")
     with _open_existing(args.db) as st:
         r = st.run(args.run)
-        rows = export.rows(st, r.id)
-        n = export.write(rows, fmt, args.output)
+        rows = export.table_rows(st, r.id, args.table)
+        n = export.write(rows, fmt, args.output, table=args.table)
     if args.output:
-        print(f"wrote {n} point(s) of run {r.id} ({r.name}) to {args.output} as {fmt}", file=sys.stderr)
+        what = "point(s)" if args.table == "points" else f"row(s) of the {args.table} table"
+        print(f"wrote {n} {what} of run {r.id} ({r.name}) to {args.output} as {fmt}", file=sys.stderr)
     return 0
