@@ -432,9 +432,11 @@ def test_the_sampler_fathom_uploaded_is_removed_at_the_end(tmp_path):
 
 @needs_bed
 @pytest.mark.cluster
-def test_a_killed_runs_samplers_are_removed_by_its_resume(topology, tmp_path):
+@pytest.mark.parametrize("undo", ["resume", "restore"])
+def test_a_killed_runs_samplers_are_removed_by_its_resume(topology, tmp_path, undo):
     """A run killed (SIGKILL) mid-way leaves the samplers it uploaded, named in its journal; `--resume` adopts
-    them as the run's and removes them at its end."""
+    them as the run's and removes them at its end; `fathom cluster restore` removes them over SSH from what
+    the journal names, and says so."""
     tb, c = topology
     nets = _nets(tb)
     suite = tmp_path / "suite.yaml"
@@ -467,7 +469,12 @@ def test_a_killed_runs_samplers_are_removed_by_its_resume(topology, tmp_path):
         run = st.run("latest")
         pending = [e for e in run.state["journal"]["entries"] if e["kind"] == "sampler" and not e["undone"]]
     assert {e["what"] for e in pending} <= {f"{h.addr}:{placed[0]}" for h in tb.hosts} and pending
-    p = run_fathom("run", "--resume", str(run.id), *opts, timeout=400)
+    if undo == "resume":
+        p = run_fathom("run", "--resume", str(run.id), *opts, timeout=400)
+    else:
+        p = run_fathom("cluster", "restore", "--conf", str(c.conf_path), "--keyring", str(c.keyring_path),
+                       "--db", str(db), timeout=300)
+        assert f"removed the fathom-sampler fathom put at {pending[0]['what']}" in p.stdout, p.stdout
     assert p.returncode == 0, p.stdout + p.stderr
     assert not base.exists(), "the killed run's sampler was left"
     with Store(db) as st:

@@ -335,6 +335,36 @@ def remove_command(path: str, dirs: list[str]) -> str:
                       "true"])
 
 
+def remove_samplers(journal: Journal, say: Any) -> tuple[list[str], list[str]]:
+    """The samplers a killed run's journal says fathom put on server hosts, removed over SSH with what the entry
+    names (host, port, user, key file and known_hosts paths; never a key): (removed, failed with why). An
+    entry removed is marked undone; one that failed stays for a later try."""
+    async def one(e: Entry) -> str | None:
+        d = e.data
+        spec = ClientHost(host=d["host"], port=d.get("port") or 22, user=d.get("user"), key_file=d.get("key_file"))
+        ssh = SshHost(spec, ClientsSpec(hosts=[spec], known_hosts=d.get("known_hosts")), role="server host")
+        try:
+            await ssh.connect()
+            rc, _, err = await ssh.run(remove_command(d["path"], list(d.get("dirs") or [])))
+        except HostError as exc:
+            return exc.message
+        finally:
+            await ssh.aclose()
+        return None if rc == 0 else f"`rm -f {d['path']}` there failed (exit {rc}): {err.strip()[-200:]}"
+
+    removed, failed = [], []
+    for e in journal.pending(SAMPLER_KIND):
+        why = LOOP.run(one(e))
+        if why is None:
+            journal.drop(SAMPLER_KIND, e.what)
+            removed.append(e.what)
+            say(f"removed the fathom-sampler fathom put at {e.what}")
+        else:
+            failed.append(f"{e.what}: {why}")
+            say(f"could not remove the fathom-sampler at {e.what}: {why}")
+    return removed, failed
+
+
 class ServerHost:
     """One cluster host: its SSH connection, its sampler's stream, its clock offset."""
 

@@ -197,9 +197,10 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     """Undo what killed runs left on this cluster (matched by fsid), newest run first: the settings they changed put
-    back, then what their journals say they made (RGW users and placements, images, pools, EC profiles) removed."""
+    back, then what their journals say they made (RGW users and placements, images, pools, EC profiles, the
+    fathom-sampler on server hosts) removed."""
     from fathom.cluster import restore
-    from fathom.cluster.journal import OBJECT_KINDS, RGW_KINDS, SETTING, Journal
+    from fathom.cluster.journal import OBJECT_KINDS, RGW_KINDS, SAMPLER_KIND, SETTING, Journal
     from fathom.store import Store
 
     if not Path(args.db).is_file():
@@ -216,7 +217,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         for run in runs:
             rec = run.state.get("journal") or {}
             pending = [e for e in rec.get("entries", []) if not e.get("undone")
-                       and e.get("kind") in (SETTING, *OBJECT_KINDS, *RGW_KINDS)]
+                       and e.get("kind") in (SETTING, *OBJECT_KINDS, *RGW_KINDS, SAMPLER_KIND)]
             if not pending or rec.get("moot"):
                 continue
             who = f"run {run.id} ({run.name})"
@@ -255,7 +256,9 @@ def _left(entries: list[dict]) -> str:
 
 def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) -> tuple[int, int]:
     """One run's journal undone: settings put back, then what it made removed (RGW users and placements before
-    the pools they use, images with their pools), each named as it goes. Returns (undone, failed)."""
+    the pools they use, images with their pools; samplers on server hosts), each named as it goes. Returns
+    (undone, failed)."""
+    from fathom import servers
     from fathom.cluster import restore, rgw
     from fathom.cluster.journal import OBJECT_KINDS, RGW_KINDS
     from fathom.cluster.prep import Prep
@@ -295,9 +298,19 @@ def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) 
                f"run `fathom cluster restore` again when the cluster answers")
         store.add_event(run_id, "warning", msg, data={"left": still})
         print(msg)
+    samplers, bad = servers.remove_samplers(journal, lambda m: print(f"  {m}"))
+    if samplers:
+        said.append("removed the fathom-sampler it put at " + ", ".join(samplers))
+        removed["samplers"] = samplers
+    if bad:
+        msg = (f"could not remove the fathom-sampler run {run_id} put on server hosts ({'; '.join(bad)}); "
+               f"run `fathom cluster restore` again when the hosts answer")
+        store.add_event(run_id, "warning", msg, data={"left": bad})
+        print(msg)
     if said:
         store.add_event(run_id, "restore", f"`fathom cluster restore` {'; '.join(said)}", data={"removed": removed})
-    return settings - len(left) + len(made) - len(still), len(left) + len(still)
+    return (settings - len(left) + len(made) - len(still) + len(samplers),
+            len(left) + len(still) + len(bad))
 
 
 def _kind_name(kind: str) -> str:
