@@ -114,3 +114,59 @@ def test_the_cache_follows_xdg_cache_home(monkeypatch, tmp_path):
     assert rootfs.root_path("reef") == Path(os.path.expanduser("~")) / ".cache/fathom/ceph/reef/root"
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert rootfs.root_path("reef") == tmp_path / "fathom/ceph/reef/root"
+
+
+def fake_build_tree(tmp: Path) -> Path:
+    """This host's Ceph laid out as a build tree is: bin/ with the programs, lib/ with libceph-common, the
+    compressor and crypto plugin directories, and the erasure-code and object-class libraries side by side,
+    and the mgr's modules at ../src/pybind/mgr."""
+    host_lib = Path("/usr/lib/x86_64-linux-gnu")
+    build = tmp / "build"
+    (build / "bin").mkdir(parents=True)
+    (build / "lib").mkdir()
+    for prog in ("ceph-mon", "ceph-mgr", "ceph-osd", "ceph-authtool", "monmaptool"):
+        (build / "bin" / prog).symlink_to(f"/usr/bin/{prog}")
+    for f in (host_lib / "ceph").iterdir():
+        if f.name != "erasure-code":
+            (build / "lib" / f.name).symlink_to(f)
+    for f in [*(host_lib / "ceph/erasure-code").iterdir(), *(host_lib / "rados-classes").iterdir()]:
+        (build / "lib" / f.name).symlink_to(f)
+    (tmp / "src/pybind").mkdir(parents=True)
+    (tmp / "src/pybind/mgr").symlink_to("/usr/share/ceph/mgr")
+    return build
+
+
+@pytest.mark.cluster
+def test_a_cluster_from_a_build_tree_runs_its_programs_with_its_libraries_and_plugins(tmp_path):
+    """The daemons are the build tree's programs, with its lib/ first on LD_LIBRARY_PATH and vstart.sh's plugin,
+    erasure-code, object-class and mgr module paths; the host's clients (`ceph`) work against it as they are."""
+    from fathom.cluster.local import LocalCluster, pid_alive
+
+    build = fake_build_tree(tmp_path)
+    c = LocalCluster(tmp_path / "cluster")
+    c.up(osds=1, osd_size=1024**3, objectstore="memstore", ceph=str(build))
+    pids = [d.pid for d in c.daemons()]
+    try:
+        assert c.source() == cephsrc.CephSource("build", str(build))
+        lib = str(build / "lib")
+        for d in c.daemons():
+            argv = Path(f"/proc/{d.pid}/cmdline").read_bytes().split(b"\0")
+            assert argv[0].decode() == str(build / "bin" / f"ceph-{d.kind}"), argv
+            environ = Path(f"/proc/{d.pid}/environ").read_bytes().split(b"\0")
+            env = dict(kv.split(b"=", 1) for kv in environ if b"=" in kv)
+            assert env[b"LD_LIBRARY_PATH"].decode().split(":")[0] == lib
+        ceph = c.ceph()
+        for key, want in (("plugin_dir", lib), ("erasure_code_dir", lib), ("osd_class_dir", lib)):
+            got = ceph.ceph("config", "show", "osd.0", key, fmt_json=False).strip()
+            assert got == want, (key, got)
+        assert ceph.ceph("config", "show", "mgr.x", "mgr_module_path", fmt_json=False).strip() \
+            == str(tmp_path / "src/pybind/mgr")
+        # an object class and an erasure-code profile load from the tree's lib/
+        ceph.ceph("osd", "pool", "create", "t", "8", fmt_json=False)
+        ceph.rados("-p", "t", "lock", "get", "o", "l", fmt_json=False)  # cls_lock
+        ceph.ceph("osd", "erasure-code-profile", "set", "p", "k=2", "m=1", "crush-failure-domain=osd",
+                  fmt_json=False)
+        assert lib not in c.conf_path.read_text()  # the host's clients read the conf: none of the tree's paths
+    finally:
+        c.down()
+    assert not [p for p in pids if p and pid_alive(p)]

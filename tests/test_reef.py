@@ -2,6 +2,7 @@
 fathom.cluster.cephsrc), with its OSDs on two network-namespace hosts, measured by fathom with this host's Ceph 16
 client side, as an older client meets a newer cluster. The root is built once per machine (about 1 min and
 130 MiB from deb.debian.org); only an unreachable mirror with no cached root skips, and says so.
+FATHOM_TEST_CEPH20=1 runs the same tests on Ceph 20 (Tentacle, from Debian sid) as well.
 """
 
 from __future__ import annotations
@@ -25,12 +26,15 @@ pytestmark = pytest.mark.cluster
 needs_bed = pytest.mark.skipif(netns.available() is not None, reason=f"namespace hosts: {netns.available()}")
 
 
-def reef_root() -> Path:
+RELEASES = ["reef"] + (["tentacle"] if os.environ.get("FATHOM_TEST_CEPH20") else [])
+
+
+def release_root(release: str) -> Path:
     try:
-        rootfs.build("reef", progress=lambda m: print(m, file=sys.stderr))
+        rootfs.build(release, progress=lambda m: print(m, file=sys.stderr))
     except rootfs.NetworkUnreachable as exc:
-        pytest.skip(f"no cached Reef root file system and {exc.message}")
-    return rootfs.root_path("reef")
+        pytest.skip(f"no cached {release} root file system and {exc.message}")
+    return rootfs.root_path(release)
 
 
 def mounts_of(path: Path) -> list[str]:
@@ -39,11 +43,11 @@ def mounts_of(path: Path) -> list[str]:
         return [ln for ln in f if f" {path}" in ln]
 
 
-@pytest.fixture(scope="module")
-def reef(tmp_path_factory):
+@pytest.fixture(scope="module", params=RELEASES)
+def reef(request, tmp_path_factory):
     """mon.a, mgr.x and an RGW on this host (at the bridge address), osd.0 and osd.1 on namespace hosts 0 and 1,
     all from the Reef root. At the end every daemon and the namespace holder are gone, and nothing is mounted."""
-    root = reef_root()
+    root = release_root(request.param)
     with netns.Testbed(hosts=2) as tb:
         d = tmp_path_factory.mktemp("reef") / "cluster"
         c = LocalCluster(d, progress=lambda m: print(m, file=sys.stderr))
@@ -53,7 +57,7 @@ def reef(tmp_path_factory):
              settings={"osd": {"osd_memory_target": "939524096"}})
         pids = [dm.pid for dm in c.daemons() if dm.pid] + [(c.state() or {})["holder"]["pid"]]
         try:
-            yield tb, c
+            yield tb, c, rootfs.RELEASES[request.param]
         finally:
             stopped = run_fathom("cluster", "down", "--dir", str(d), timeout=300)
             assert stopped.returncode == 0, stopped.stdout + stopped.stderr
@@ -73,7 +77,7 @@ def wait_versions(c: LocalCluster, kinds: set[str], timeout: float = 60) -> dict
 
 @needs_bed
 def test_the_daemons_are_reef_chrooted_in_a_namespace_and_the_host_client_stays_16(reef):
-    tb, c = reef
+    tb, c, rel = reef
     merged = cephsrc.rootfs_paths(c.root)["merged"]
     assert c.source().kind == "rootfs"
     # every daemon runs in the root (its /proc/PID/root), and nothing shows in this host's mount table
@@ -85,19 +89,19 @@ def test_the_daemons_are_reef_chrooted_in_a_namespace_and_the_host_client_stays_
     assert not mounts_of(c.root)
     versions = wait_versions(c, {"mon", "mgr", "osd", "rgw"})
     assert set(versions) >= {"mon", "mgr", "osd", "rgw"}
-    assert all(v.startswith("ceph version 18.") for v in versions["overall"]), versions
+    assert all(v.startswith(f"ceph version {rel.major}.") for v in versions["overall"]), versions
     assert sum(versions["osd"].values()) == 2
     assert (c.state() or {})["holder"]["pid"] == holder  # the tools run in it too: no second namespace
     p = run_fathom("cluster", "status", "--dir", str(c.root), "--json", check=True)
     st = json.loads(p.stdout)
     assert st["health"] == "HEALTH_OK" and st["osds_up"] == 2, st
-    assert st["ceph_source"] == {"kind": "rootfs", "dir": str(rootfs.root_path("reef"))}
+    assert st["ceph_source"] == {"kind": "rootfs", "dir": str(rootfs.root_path(rel.name))}
     # the OSDs are on their namespace hosts by the cluster's metadata
     by_host = {h["host"]: h for h in st["hosts"]}
     for i, h in enumerate(tb.hosts):
         assert [dm["name"] for dm in by_host[h.name]["daemons"]] == [f"osd.{i}"], by_host
     text = run_fathom("cluster", "status", "--dir", str(c.root), check=True).stdout
-    assert f"daemons from the Ceph rootfs {rootfs.root_path('reef')}" in text
+    assert f"daemons from the Ceph rootfs {rootfs.root_path(rel.name)}" in text
 
 
 SUITE = """\
@@ -120,7 +124,7 @@ def cluster_config(c: LocalCluster) -> list[tuple[str, str, str]]:
 
 @needs_bed
 def test_fathom_measures_reef_with_server_figures_and_perf_counters_and_puts_it_back(reef, engine_ready, tmp_path):
-    tb, c = reef
+    tb, c, rel = reef
     before = cluster_config(c)
     modules = c.ceph().ceph("mgr", "module", "ls")["enabled_modules"]
     assert "prometheus" not in modules
@@ -144,9 +148,9 @@ def test_fathom_measures_reef_with_server_figures_and_perf_counters_and_puts_it_
             ops = sum(o["ops"] for o in q["result"]["ops"].values())
             assert ops > 0 and not q["result"]["errors"], (name, q["result"])
         # the environment: a Reef cluster from the cached root, measured by this host's Ceph 16 tools
-        assert env["ceph_version"].startswith("ceph version 18."), env["ceph_version"]
+        assert env["ceph_version"].startswith(f"ceph version {rel.major}."), env["ceph_version"]
         assert env["ceph_client_version"].startswith("ceph version 16."), env["ceph_client_version"]
-        assert env["cluster"]["ceph_source"] == {"kind": "rootfs", "dir": str(rootfs.root_path("reef"))}
+        assert env["cluster"]["ceph_source"] == {"kind": "rootfs", "dir": str(rootfs.root_path(rel.name))}
         # server figures over SSH from the namespace hosts, each OSD on its own
         assert {h["hostname"] for h in env["servers"]["hosts"]} == {h.name for h in tb.hosts}
         for q in pts.values():

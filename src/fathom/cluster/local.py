@@ -39,6 +39,10 @@ MARKER = "fathom-cluster.json"
 DEFAULT_DIR = Path(".fathom/cluster")
 BASE_BINARIES = ("ceph", "ceph-mon", "ceph-mgr", "ceph-osd", "ceph-authtool", "monmaptool")
 FS_NAME = "fathomfs"
+# Ceph 20's checks on aes (pre-20) keys and tickets, which a cluster serving older clients raises
+AUTH_INSECURE_CHECKS = ("AUTH_INSECURE_CLIENT_KEY_TYPE", "AUTH_INSECURE_KEYS_ALLOWED", "AUTH_INSECURE_KEYS_CREATABLE",
+                        "AUTH_INSECURE_SERVICE_TICKETS", "AUTH_INSECURE_ROTATING_SERVICE_KEY_TYPE",
+                        "AUTH_INSECURE_SERVICE_KEY_TYPE")
 RGW_NAME = "client.rgw.fathom"
 S3_USER = "fathom"
 
@@ -227,6 +231,8 @@ class LocalCluster:
             self.progress("mon.a started")
             ceph = self.ceph(timeout=30)
             self._wait(lambda: _mon_ready(ceph), 30, "mon.a did not answer", ["mon.a"])
+            if state.get("aes_for_old_clients"):
+                self._mute_insecure_auth(ceph)
             self._start_mgr(state, ceph)
             for i in range(osds):
                 self._start_osd(state, ceph, i)
@@ -362,15 +368,48 @@ rgw_dynamic_resharding = false
             raise ClusterError(f"`{' '.join(argv[:3])} ...` failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
         return proc.stdout
 
+    def _help(self, prog: str) -> str:
+        """A cluster tool's usage text (what options its release has)."""
+        try:
+            p = subprocess.run(self._cmd([prog, "--help"]), capture_output=True, text=True, timeout=30,
+                               env=self._env(), stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        return p.stdout + p.stderr
+
+    def _cipher_args(self) -> tuple[list[str], list[str]]:
+        """(ceph-authtool, monmaptool) options that keep this host's older clients able to authenticate.
+
+        Ceph 20 makes aes256k keys and tickets by default, which clients before it cannot parse ("Malformed
+        input" on the keyring). Where the tools offer the choice, the mon's and client.admin's keys are aes,
+        and the mon allows both ciphers and prefers and serves aes, as a cluster with older clients must."""
+        if "--auth-allowed-ciphers" not in self._help("monmaptool"):
+            return [], []
+        return (["--key-type", "aes"] if "--key-type" in self._help("ceph-authtool") else [],
+                ["--auth-allowed-ciphers", "aes,aes256k", "--auth-preferred-cipher", "aes",
+                 "--auth-service-cipher", "aes"])
+
+    def _mute_insecure_auth(self, ceph: Ceph) -> None:
+        """Ceph 20 warns (and errs) about the aes keys and tickets this host's older clients need: true, and
+        chosen, so muted on this disposable cluster (`ceph health mute --sticky`) for HEALTH_OK to mean the rest."""
+        for code in AUTH_INSECURE_CHECKS:
+            ceph.ceph("health", "mute", code, "--sticky", fmt_json=False)
+        self.progress("aes keys for this host's older Ceph clients: the AUTH_INSECURE_* health checks are muted")
+
     def _mkfs_mon(self, st: dict[str, Any]) -> None:
         kr, r = str(self.keyring_path), self.root
-        self._tool("ceph-authtool", "--create-keyring", kr, "--gen-key", "-n", "mon.", "--cap", "mon", "allow *")
-        self._tool("ceph-authtool", kr, "--gen-key", "-n", "client.admin", "--cap", "mon", "allow *",
+        key_type, ciphers = self._cipher_args() if self.source().kind != "host" else ([], [])
+        self._tool("ceph-authtool", "--create-keyring", kr, "--gen-key", *key_type, "-n", "mon.",
+                   "--cap", "mon", "allow *")
+        self._tool("ceph-authtool", kr, "--gen-key", *key_type, "-n", "client.admin", "--cap", "mon", "allow *",
                    "--cap", "osd", "allow *", "--cap", "mds", "allow *", "--cap", "mgr", "allow *")
         os.chmod(kr, 0o600)
+        if ciphers:
+            st["aes_for_old_clients"] = True
+            self._save_state(st)
         monmap = r / "monmap"
         self._tool("monmaptool", "--create", "--clobber", "--fsid", st["fsid"],
-                   "--addv", "a", st["mon_host"], str(monmap))
+                   "--addv", "a", st["mon_host"], *ciphers, str(monmap))
         (r / "mon.a").mkdir(exist_ok=True)
         self._tool("ceph-mon", "-c", str(self.conf_path), "--mkfs", "-i", "a", "--monmap", str(monmap),
                    "--keyring", kr)
