@@ -310,3 +310,17 @@ def test_ceph_etc_untouched(cluster: LocalCluster) -> None:
         if "=" in line and line.split("=")[0].strip() in ("keyring", "run_dir", "admin_socket", "log_file"):
             assert str(cluster.root) in line
     assert oct(os.stat(cluster.keyring_path).st_mode)[-3:] == "600"
+
+
+def test_gate_passes_a_muted_check_and_ceph_20s_checks_on_older_clients_keys() -> None:
+    """A check the cluster's admin muted does not block a point, nor Ceph 20's reports on the aes keys and tickets
+    that clients before 20 need (fathom's own cluster from a Ceph 20 root mutes them; a user's may not)."""
+    clean = {"pgmap": {"num_pgs": 8, "pgs_by_state": [{"state_name": "active+clean", "count": 8}]},
+             "osdmap": {"num_osds": 1, "num_up_osds": 1}}
+    muted = {**clean, "health": {"status": "HEALTH_OK", "checks": {
+        "OSD_SLOW_PING_TIME_BACK": {"summary": {"message": "slow heartbeats"}, "muted": True}}}}
+    assert assess(muted)[0]
+    ceph20 = {**clean, "health": {"status": "HEALTH_ERR", "checks": {
+        "AUTH_INSECURE_SERVICE_TICKETS": {"summary": {"message": "Monitors are configured to issue insecure "
+                                                                 "service tickets"}}}}}
+    assert assess(ceph20)[0]

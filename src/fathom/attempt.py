@@ -163,6 +163,12 @@ def _unusable(lc: LocalCluster, want: ClusterSpec) -> str | None:
     if have != (want.osds, want.objectstore, want.osd_size):
         return f"it has {have[0]} OSD(s), {have[1]}, {have[2]} bytes each; the suite asks for " \
                f"{want.osds}, {want.objectstore}, {want.osd_size}"
+    from fathom.cluster import cephsrc
+
+    src = cephsrc.resolve(want.ceph)
+    if lc.source() != src:
+        return f"its daemons come from {lc.source().kind} {lc.source().dir or ''}; the suite asks for " \
+               f"{src.kind} {src.dir or ''}"
     if want.mds and not st.get("mds"):
         return "it has no MDS; the suite asks for one"
     if want.rgw and not st.get("rgw"):

@@ -25,6 +25,10 @@ Units are a perf dump's: a time average's sum is in seconds (the module divides 
 dump does), bytes are bytes. An average comes as a _sum/_count pair, without avgtime: the deltas carry
 {count, sum, avg = Δsum/Δcount} as for the admin socket. A gauge's delta is its change, as perf_deltas makes it.
 
+From Reef (18) on, the module leaves the perf counters out by default (`mgr/prometheus/exclude_perf_counters`
+true: cephadm clusters serve them from ceph-exporter daemons). Where that option is true, `enable` sets it to
+false for the run, a recorded change put back at the end like the module's enabling, and says so (Exporter.via).
+
 Values are as of each daemon's last report to the mgr and of the module's last collection (every
 `scrape_interval`, 15 s by default): `Exporter.read_settled` waits for a collection that began after a
 report the daemons made after a given moment, so nothing before that moment is missing.
@@ -200,6 +204,33 @@ def enable(restorer: Restorer, bind: str | None = None, port: int | None = None,
     return find_endpoint(restorer.ceph, timeout)
 
 
+EXCLUDE = f"mgr/{MODULE}/exclude_perf_counters"
+
+
+def include_perf_counters(restorer: Restorer) -> str:
+    """Make the module export perf counters, and say how they come: on a release whose module has
+    exclude_perf_counters (Reef and later) and has it true, it is set false, a recorded change."""
+    try:
+        value = str(restorer.ceph.ceph("config", "get", "mgr", EXCLUDE, fmt_json=False, timeout=30)).strip()
+    except ClusterError as exc:
+        if "ENOENT" not in exc.message and "unrecognized" not in exc.message:
+            raise
+        return "the module exports them (this release has no exclude_perf_counters option)"
+    if value.lower() != "true":
+        return f"the module exports them ({EXCLUDE} is {value or 'unset'} on this cluster)"
+    try:
+        restorer.config_set("mgr", EXCLUDE, "false")
+    except ClusterError as exc:
+        if not DENIED.search(exc.message):
+            raise
+        raise ClusterError(f"the mgr's {MODULE} module leaves out the perf counters ({EXCLUDE} is true, this "
+                           f"release's default) and this client may not change that: {exc.message}",
+                           hint=f"have an admin run `ceph config set mgr {EXCLUDE} false`, give the client "
+                                "`mon 'allow *'`, or run without --mgr-prometheus") from None
+    return (f"{EXCLUDE} was true (this release's default: ceph-exporter serves them), set to false for the run "
+            "and put back at its end")
+
+
 DENIED = re.compile(r"EACCES|access denied|permission denied|not authorized", re.I)
 
 
@@ -234,6 +265,7 @@ class Exporter:
         self.url = url or find_endpoint(ceph)
         self.period = period if period is not None else stats_period(ceph)
         self.http_timeout = http_timeout
+        self.via: str | None = None  # how the module came to export perf counters (include_perf_counters)
 
     def text(self) -> str:
         try:
@@ -313,7 +345,7 @@ class MgrPrometheusCompanion(Companion):
                 after = self.exporter.read_settled(time.time(), timeout=self.timeout)
             except (FathomError, OSError, ValueError) as exc:
                 self._error = getattr(exc, "message", None) or str(exc)
-        data: dict[str, Any] = {"source": SOURCE, "endpoint": self.exporter.url}
+        data: dict[str, Any] = {"source": SOURCE, "endpoint": self.exporter.url, "via": self.exporter.via}
         if after is None or self._before is None:
             return Contribution(events=[{"kind": "perf_counters", "data": {**data, "error": self._error},
                                          "message": f"no perf counters from the mgr's {MODULE} module: {self._error}"}])

@@ -335,14 +335,17 @@ class Phases:
                 _say(f"starting a disposable local cluster in {cdir} ({c.osds} OSD(s), {c.objectstore})")
                 t0 = time.monotonic()
                 held.cluster.up(osds=c.osds, osd_size=c.osd_size, objectstore=c.objectstore, bind=self.opts.bind,
-                                mds=c.mds, rgw=c.rgw, settings=c.settings or None)
+                                mds=c.mds, rgw=c.rgw, settings=c.settings or None, ceph=c.ceph)
                 _say(f"cluster HEALTH_OK in {time.monotonic() - t0:.1f} s")
             a.record(cluster_dir=str(held.cluster.root))  # this attempt's now: it stops it at the end
+            desc["ceph_source"] = held.cluster.source().to_dict()  # where its daemons (and version) came from
             held.attached = Attachment(conn=held.cluster.connection(), local=held.cluster)
             self.outcome.cluster_dir = str(held.cluster.root)
         else:
             desc = {"kind": "attached", "connection": held.attached.conn.describe(),
                     "fathom_local_cluster": bool(held.attached.local)}
+            if held.attached.local:
+                desc["ceph_source"] = held.attached.local.source().to_dict()
         self.store.merge_env(self.run_id, cluster=desc, **envinfo.collect(held.ceph))
 
     # ---- servers: the cluster's hosts sampled (SSH, Prometheus), placed by the cluster's own metadata ----
@@ -414,9 +417,12 @@ class Phases:
         if self.opts.mgr_prometheus:
             from fathom import mgrprom
 
-            ex = held.exporter = mgrprom.Exporter(ceph, mgrprom.enable(prep.restorer,
-                                                                       *mgrprom.own_endpoint(held.attached)))
-            store.merge_env(self.run_id, mgr_prometheus={"url": ex.url, "stats_period_s": ex.period})
+            url = mgrprom.enable(prep.restorer, *mgrprom.own_endpoint(held.attached))
+            via = mgrprom.include_perf_counters(prep.restorer)
+            ex = held.exporter = mgrprom.Exporter(ceph, url)
+            ex.via = via
+            store.merge_env(self.run_id, mgr_prometheus={"url": ex.url, "stats_period_s": ex.period,
+                                                         "perf_counters": via})
 
     def context(self, point: plan.Point) -> engines.PointContext:
         held, a, params = self.held, self.attempt, point.params

@@ -7,7 +7,8 @@ whatever engine runs them.
 
 Layout:
     name, description
-    cluster:     {kind: local, osds, objectstore, osd_size}   fathom's own disposable cluster (default)
+    cluster:     {kind: local, osds, objectstore, osd_size, ceph}   fathom's own disposable cluster (default;
+                 ceph: DIR or a release name runs its daemons from another Ceph)
                  {kind: attached, conf, id, keyring}          an existing one
                  (`target: {kind: local | ceph, ...}`, the former name, is still read)
     prep:        {pools: [...], images: {...}, prefill, hygiene}
@@ -73,6 +74,9 @@ class ClusterSpec(StrictModel):
     rgw: bool = False  # an RGW (beast, a plain and a TLS endpoint) for the s3 interface
     # extra ceph.conf options by section, e.g. {osd: {osd_memory_target: "939524096"}} (local only)
     settings: dict[str, dict[str, str]] = {}
+    # local: where the daemons come from: a Ceph build directory, a root file system, or a release built with
+    # `fathom cluster rootfs` (reef); default this host's Ceph (fathom.cluster.cephsrc)
+    ceph: str | None = None
 
     @field_validator("settings", mode="before")
     @classmethod

@@ -388,5 +388,6 @@ def perf_deltas(before: dict[str, dict[str, Any]], after: dict[str, dict[str, An
 
 
 KEY_COUNTERS = ("osd.op_r", "osd.op_w", "osd.op_rw", "osd.op_r_latency", "osd.op_w_latency", "osd.op_latency",
-                "osd.subop", "osd.subop_latency", "bluestore.commit_lat", "bluestore.kv_flush_lat",
+                "osd.subop", "osd.subop_latency", "bluestore.commit_lat", "bluestore.txc_commit_lat",  # 16, 18+
+                "bluestore.kv_flush_lat",
                 "bluestore.kv_commit_lat", "bluestore.kv_sync_lat", "bluestore.state_aio_wait_lat")

@@ -39,7 +39,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--set", action="append", default=[], metavar="[SECTION.]KEY=VALUE",
                     help="extra ceph.conf setting, repeatable; SECTION is global (default), mon, mgr, osd, mds, "
                          "client, e.g. --set osd.osd_op_num_shards=8")
+    up.add_argument("--ceph", metavar="DIR", default=None,
+                    help="run the daemons from another Ceph: a build directory as vstart.sh uses it (DIR/bin, "
+                         "DIR/lib), a root file system (DIR/usr/bin/ceph-mon: chrooted in a private mount "
+                         "namespace), or a release built by `fathom cluster rootfs` (e.g. reef); fathom's "
+                         "client side stays this host's Ceph")
     up.set_defaults(func=cmd_up)
+
+    rf = csub.add_parser("rootfs", help="build (once, cached) a root file system with another Ceph release for "
+                                        "`cluster up --ceph`")
+    rf.add_argument("release", choices=("reef", "tentacle"),
+                    help="reef: Ceph 18 from Debian 13 (trixie); tentacle: Ceph 20 from Debian unstable (sid)")
+    rf.add_argument("--rebuild", action="store_true", help="build again even if a cached root exists")
+    rf.add_argument("--mirror", default=None, help="Debian mirror (default http://deb.debian.org/debian)")
+    rf.add_argument("--json", action="store_true", help="print the root's record as JSON")
+    rf.set_defaults(func=cmd_rootfs)
 
     down = csub.add_parser("down", help="stop this cluster's daemons by pid and remove its directory")
     _dir(down)
@@ -96,12 +110,28 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 0
     t0 = time.monotonic()
     if not cluster.up(osds=osds, osd_size=size, objectstore=args.objectstore, rgw=args.rgw, mds=args.mds,
-                      settings=settings, bind=args.bind):
+                      settings=settings, bind=args.bind, ceph=args.ceph):
         print(f"the cluster in {cluster.root} is already up; nothing to do")
         return 0
     took = time.monotonic() - t0
     print(f"cluster up and HEALTH_OK in {took:.1f} s: {osds} OSD(s), conf {cluster.conf_path}")
     print(f"  use it: eval \"$(fathom cluster env --dir {args.dir})\"; stop it: fathom cluster down --dir {args.dir}")
+    return 0
+
+
+def cmd_rootfs(args: argparse.Namespace) -> int:
+    from fathom.cluster import rootfs
+
+    rec = rootfs.build(args.release, rebuild=args.rebuild, mirror=args.mirror or rootfs.MIRROR, progress=_say)
+    path = rootfs.root_path(args.release)
+    if args.json:
+        print(json.dumps({"path": str(path), **rec}, indent=2))
+        return 0
+    print(f"{path}: Ceph {rec['ceph_version']} (Debian {rec['suite']}), {rec['size_bytes'] / 2**20:.0f} MiB, "
+          f"built {rec['built']} in {rec['build_s']:.0f} s")
+    for note in rec.get("patches") or []:
+        print(f"  patched: {note}")
+    print(f"  use it: fathom cluster up --ceph {args.release}   (or --ceph {path})")
     return 0
 
 
@@ -175,6 +205,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(st, indent=2))
         return 0
     print(f"cluster {st.get('dir') or st['conf']}  health {st['health']}  OSDs up {st['osds_up']}/{st['osds_in']} in")
+    src = st.get("ceph_source") or {}
+    if src.get("kind") not in (None, "host"):
+        print(f"  daemons from the Ceph {src['kind']} {src['dir']}")
     for name, msg in st.get("health_checks", {}).items():
         print(f"  {name}: {msg}")
     for d in st["daemons"]:

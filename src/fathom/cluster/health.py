@@ -26,6 +26,9 @@ IGNORABLE_CHECKS = {
     "AUTH_INSECURE_GLOBAL_ID_RECLAIM_ALLOWED", "MGR_MODULE_DEPENDENCY", "POOL_TOO_FEW_PGS", "POOL_TOO_MANY_PGS",
     "TOO_MANY_PGS", "BLUESTORE_NO_PER_POOL_OMAP", "BLUESTORE_NO_PER_PG_OMAP", "OSD_NO_DOWN_OUT_INTERVAL",
     "MDS_INSUFFICIENT_STANDBY",  # one MDS and no standby: how a small (or fathom's local) cluster is made
+    # Ceph 20: keys and tickets of the cipher clients before 20 need (a cluster serving them chose that)
+    "AUTH_INSECURE_CLIENT_KEY_TYPE", "AUTH_INSECURE_KEYS_ALLOWED", "AUTH_INSECURE_KEYS_CREATABLE",
+    "AUTH_INSECURE_SERVICE_TICKETS", "AUTH_INSECURE_ROTATING_SERVICE_KEY_TYPE", "AUTH_INSECURE_SERVICE_KEY_TYPE",
 }
 
 
@@ -62,7 +65,8 @@ def assess(status: dict[str, Any]) -> tuple[bool, str, dict[str, int], dict[str,
     if any(k in pgmap for k in ("recovering_objects_per_sec", "recovering_bytes_per_sec", "degraded_objects",
                                 "misplaced_objects")):
         return False, "recovery or misplaced objects reported", states, checks
-    blocking = {k: v for k, v in checks.items() if k not in IGNORABLE_CHECKS}
+    muted = {k for k, v in status.get("health", {}).get("checks", {}).items() if v.get("muted")}
+    blocking = {k: v for k, v in checks.items() if k not in IGNORABLE_CHECKS and k not in muted}
     if blocking:
         return False, "; ".join(f"{k}: {v}" for k, v in blocking.items()), states, checks
     return True, f"all {total} PGs active+clean, nothing recovering or scrubbing", states, checks

@@ -10,6 +10,7 @@ Layout of DIR:
   mnt/, journal.json    mounts and daemons fathom added to the cluster, and their undo journal (cluster.mounts)
   ganesha/, nfs-local/  nfs-ganesha's config and recovery directory, and its local export (cluster.ganesha)
   log/                  daemon logs and their stdout/stderr
+  rootfs/               with `ceph` a root file system: the overlay's upper and work dirs (fathom.cluster.cephsrc)
 
 Daemons run in the foreground (-f) in their own session, so fathom knows each pid
 from the moment it starts it, and `down` stops exactly those pids.
@@ -29,13 +30,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from fathom.cluster import cephsrc
 from fathom.cluster.ceph import Ceph, Connection, require_binaries
+from fathom.cluster.cephsrc import CephSource
 from fathom.errors import ClusterError, FathomError, UsageError
 
 MARKER = "fathom-cluster.json"
 DEFAULT_DIR = Path(".fathom/cluster")
 BASE_BINARIES = ("ceph", "ceph-mon", "ceph-mgr", "ceph-osd", "ceph-authtool", "monmaptool")
 FS_NAME = "fathomfs"
+# Ceph 20's checks on aes (pre-20) keys and tickets, which a cluster serving older clients raises
+AUTH_INSECURE_CHECKS = ("AUTH_INSECURE_CLIENT_KEY_TYPE", "AUTH_INSECURE_KEYS_ALLOWED", "AUTH_INSECURE_KEYS_CREATABLE",
+                        "AUTH_INSECURE_SERVICE_TICKETS", "AUTH_INSECURE_ROTATING_SERVICE_KEY_TYPE",
+                        "AUTH_INSECURE_SERVICE_KEY_TYPE")
 RGW_NAME = "client.rgw.fathom"
 S3_USER = "fathom"
 
@@ -133,6 +140,10 @@ class LocalCluster:
             out.append(Daemon(name=name, kind=_kind(name), pid=pid))
         return out
 
+    def source(self) -> CephSource:
+        """Where the daemons come from (host, build, rootfs)."""
+        return CephSource.from_dict((self.state() or {}).get("ceph_source"))
+
     def is_up(self) -> bool:
         ds = self.daemons()
         return bool(ds) and all(d.running for d in ds)
@@ -148,7 +159,7 @@ class LocalCluster:
     def up(self, osds: int = 1, osd_size: int = 10 * 1024**3, objectstore: str = "bluestore",
            rgw: bool = False, mds: bool = False, timeout: float = 120.0,
            settings: dict[str, dict[str, str]] | None = None, bind: str | None = None,
-           places: dict[str, dict[str, Any]] | None = None) -> bool:
+           places: dict[str, dict[str, Any]] | None = None, ceph: str | CephSource | None = None) -> bool:
         """Start the cluster. Returns False (and changes nothing) if it is already up.
 
         settings: extra ceph.conf options by section ({"osd": {"osd_op_num_shards": "8"}}).
@@ -157,6 +168,8 @@ class LocalCluster:
         places: daemons started elsewhere than this host, by name: {"osd.1": {"prefix": [argv that enters the
         other host, e.g. nsenter into a network namespace], "addr": its address there}} (a multi-host
         topology on one machine, as tests build with fathom.netns).
+        ceph: where the daemons come from: a Ceph build directory, a root file system, or a release built with
+        `fathom cluster rootfs` (fathom.cluster.cephsrc); default this host's Ceph.
         """
         addr = _bind_address(bind or LOOPBACK)
         if osds < 1:
@@ -167,7 +180,8 @@ class LocalCluster:
             raise UsageError(f"--osd-size: must be at least 1GiB, got {osd_size} bytes")
         bins = (list(BASE_BINARIES) + (["radosgw", "radosgw-admin", "openssl"] if rgw else [])
                 + (["ceph-mds"] if mds else []))
-        require_binaries(*bins)
+        src = ceph if isinstance(ceph, CephSource) else cephsrc.resolve(ceph)
+        _require(src, bins)
         if self.exists():
             if self.is_up():
                 return False
@@ -199,9 +213,15 @@ class LocalCluster:
             "fsid": str(uuid.uuid4()), "mon_host": f"[v2:{addr}:{mon_v2},v1:{addr}:{mon_v1}]", "bind": addr,
             "osds": osds, "osd_size": osd_size, "objectstore": objectstore, "rgw": rgw, "mds": mds,
             "rgw_port": rgw_port, "rgw_tls_port": rgw_tls_port, "daemons": [], "created": time.time(), "ready_s": None,
-            "settings": settings or {}, "places": places or {},
+            "settings": settings or {}, "places": places or {}, "ceph_source": src.to_dict(),
         }
         self._save_state(state)
+        if src.kind == "rootfs":
+            self.progress(f"daemons from the root file system {src.dir} (chrooted, private mount namespace)")
+        elif src.kind == "build":
+            self.progress(f"daemons from the Ceph build directory {src.dir}")
+        if src.kind == "rootfs":
+            self._holder(state, start=True)  # the namespace first: mkfs runs in it
         if rgw:
             _make_rgw_certificate(self.root / "rgw", addr)
         self._write_conf(state)
@@ -211,6 +231,8 @@ class LocalCluster:
             self.progress("mon.a started")
             ceph = self.ceph(timeout=30)
             self._wait(lambda: _mon_ready(ceph), 30, "mon.a did not answer", ["mon.a"])
+            if state.get("aes_for_old_clients"):
+                self._mute_insecure_auth(ceph)
             self._start_mgr(state, ceph)
             for i in range(osds):
                 self._start_osd(state, ceph, i)
@@ -237,7 +259,7 @@ class LocalCluster:
 [global]
 fsid = {st['fsid']}
 mon_host = {st['mon_host']}
-{_network_lines(st.get("bind") or LOOPBACK)}
+{_network_lines(st.get("bind") or LOOPBACK, [pl["addr"] for pl in (st.get("places") or {}).values()])}
 ms_bind_ipv4 = true
 ms_bind_ipv6 = false
 auth_cluster_required = cephx
@@ -301,11 +323,44 @@ rgw_dynamic_resharding = false
             conf += f"[{section}]\n" + "".join(f"{k} = {v}\n" for k, v in opts.items())
         self.conf_path.write_text(conf)
 
-    def _tool(self, *argv: str, timeout: float = 60) -> str:
+    def _cmd(self, argv: list[str], st: dict[str, Any] | None = None) -> list[str]:
+        """argv of one of the cluster's own programs (a daemon, mkfs, authtool) run from its Ceph source."""
+        st = st if st is not None else (self.state() or {})
+        src = CephSource.from_dict(st.get("ceph_source"))
+        if argv[0] not in cephsrc.DAEMON_TOOLS:  # a client (ceph-fuse, ganesha): this host's
+            return argv
+        if src.kind == "build":
+            b = Path(src.dir or "")
+            extra = cephsrc.build_args(b) if argv[0] in cephsrc.CONFIGURED else []
+            return [str(b / "bin" / argv[0]), *argv[1:], *extra]
+        if src.kind == "rootfs":
+            return [*cephsrc.rootfs_prefix(self._holder(st), self.root), *argv]
+        return argv
+
+    def _env(self) -> dict[str, str]:
         env = dict(os.environ, CEPH_CONF=str(self.conf_path))
         env.pop("CEPH_ARGS", None)
+        src = self.source()
+        return cephsrc.build_env(Path(src.dir or ""), env) if src.kind == "build" else env
+
+    def _holder(self, st: dict[str, Any], start: bool = False) -> int:
+        """The pid holding the root file system's mount namespace. start: start one when there is none (`up`,
+        or a daemon started again after all were stopped); otherwise its absence is an error."""
+        holder = st.get("holder")
+        if not cephsrc.holder_alive(holder, self.root):
+            if not start:
+                raise ClusterError(f"the mount namespace of the cluster in {self.root} is gone (its holder process "
+                                   "ended), so its root file system's programs cannot run",
+                                   hint=f"`fathom cluster down --dir {self.root}`, then `up` again")
+            holder = cephsrc.start_holder(Path(st["ceph_source"]["dir"]), self.root)
+            st["holder"] = holder
+            self._save_state(st)
+        return int(holder["pid"])  # type: ignore[index]
+
+    def _tool(self, *argv: str, timeout: float = 60) -> str:
+        env = self._env()
         try:
-            proc = subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout, env=env,
+            proc = subprocess.run(self._cmd(list(argv)), capture_output=True, text=True, timeout=timeout, env=env,
                                   stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise ClusterError(f"`{' '.join(argv[:3])}` did not finish within {timeout} s") from None
@@ -313,15 +368,48 @@ rgw_dynamic_resharding = false
             raise ClusterError(f"`{' '.join(argv[:3])} ...` failed: {(proc.stderr or proc.stdout).strip()[-500:]}")
         return proc.stdout
 
+    def _help(self, prog: str) -> str:
+        """A cluster tool's usage text (what options its release has)."""
+        try:
+            p = subprocess.run(self._cmd([prog, "--help"]), capture_output=True, text=True, timeout=30,
+                               env=self._env(), stdin=subprocess.DEVNULL)
+        except (OSError, subprocess.TimeoutExpired):
+            return ""
+        return p.stdout + p.stderr
+
+    def _cipher_args(self) -> tuple[list[str], list[str]]:
+        """(ceph-authtool, monmaptool) options that keep this host's older clients able to authenticate.
+
+        Ceph 20 makes aes256k keys and tickets by default, which clients before it cannot parse ("Malformed
+        input" on the keyring). Where the tools offer the choice, the mon's and client.admin's keys are aes,
+        and the mon allows both ciphers and prefers and serves aes, as a cluster with older clients must."""
+        if "--auth-allowed-ciphers" not in self._help("monmaptool"):
+            return [], []
+        return (["--key-type", "aes"] if "--key-type" in self._help("ceph-authtool") else [],
+                ["--auth-allowed-ciphers", "aes,aes256k", "--auth-preferred-cipher", "aes",
+                 "--auth-service-cipher", "aes"])
+
+    def _mute_insecure_auth(self, ceph: Ceph) -> None:
+        """Ceph 20 warns (and errs) about the aes keys and tickets this host's older clients need: true, and
+        chosen, so muted on this disposable cluster (`ceph health mute --sticky`) for HEALTH_OK to mean the rest."""
+        for code in AUTH_INSECURE_CHECKS:
+            ceph.ceph("health", "mute", code, "--sticky", fmt_json=False)
+        self.progress("aes keys for this host's older Ceph clients: the AUTH_INSECURE_* health checks are muted")
+
     def _mkfs_mon(self, st: dict[str, Any]) -> None:
         kr, r = str(self.keyring_path), self.root
-        self._tool("ceph-authtool", "--create-keyring", kr, "--gen-key", "-n", "mon.", "--cap", "mon", "allow *")
-        self._tool("ceph-authtool", kr, "--gen-key", "-n", "client.admin", "--cap", "mon", "allow *",
+        key_type, ciphers = self._cipher_args() if self.source().kind != "host" else ([], [])
+        self._tool("ceph-authtool", "--create-keyring", kr, "--gen-key", *key_type, "-n", "mon.",
+                   "--cap", "mon", "allow *")
+        self._tool("ceph-authtool", kr, "--gen-key", *key_type, "-n", "client.admin", "--cap", "mon", "allow *",
                    "--cap", "osd", "allow *", "--cap", "mds", "allow *", "--cap", "mgr", "allow *")
         os.chmod(kr, 0o600)
+        if ciphers:
+            st["aes_for_old_clients"] = True
+            self._save_state(st)
         monmap = r / "monmap"
         self._tool("monmaptool", "--create", "--clobber", "--fsid", st["fsid"],
-                   "--addv", "a", st["mon_host"], str(monmap))
+                   "--addv", "a", st["mon_host"], *ciphers, str(monmap))
         (r / "mon.a").mkdir(exist_ok=True)
         self._tool("ceph-mon", "-c", str(self.conf_path), "--mkfs", "-i", "a", "--monmap", str(monmap),
                    "--keyring", kr)
@@ -329,8 +417,8 @@ rgw_dynamic_resharding = false
     def _start(self, st: dict[str, Any], name: str, argv: list[str], ceph_args: bool = True) -> int:
         """Start one daemon in the foreground in its own session; record its pid at once."""
         out = open(self.log_dir / f"{name}.out", "ab")
-        env = dict(os.environ, CEPH_CONF=str(self.conf_path))
-        env.pop("CEPH_ARGS", None)
+        env = self._env()
+        argv = self._cmd(argv, st)
         extra = ["-c", str(self.conf_path), "-f"] if ceph_args else []
         place = (st.get("places") or {}).get(name)
         if place:  # exec'd by the prefix, so the pid is the daemon's
@@ -385,6 +473,8 @@ rgw_dynamic_resharding = false
         if argv is None:
             raise ClusterError(f"fathom does not know how to start {name}")
         self.progress(f"starting {name} again")
+        if self.source().kind == "rootfs":
+            self._holder(st, start=True)
         return self._start(st, name, argv)
 
     def owns(self, d: Daemon) -> bool:
@@ -442,8 +532,7 @@ rgw_dynamic_resharding = false
         self._wait(lambda: _http_answers(addr, st["rgw_port"]), 90, f"RGW did not answer on {endpoint}",
                    [RGW_NAME])
         # RGW makes the keys: they are never on a command line (ps, error messages); only its JSON answer holds them
-        info = ceph.radosgw_admin("user", "create", "--uid", S3_USER, "--display-name", "fathom benchmark user",
-                                  timeout=60)
+        info = self._radosgw_admin("user", "create", "--uid", S3_USER, "--display-name", "fathom benchmark user")
         k = next((k for k in (info or {}).get("keys", []) if k.get("user") == S3_USER), None)
         if not k:
             raise ClusterError(f"radosgw-admin user create --uid {S3_USER} returned no S3 keys",
@@ -456,6 +545,15 @@ rgw_dynamic_resharding = false
         with os.fdopen(fd, "w") as f:
             json.dump(keys, f)
         self.progress(f"RGW answering on {endpoint}, S3 user {S3_USER}")
+
+    def _radosgw_admin(self, *args: str) -> Any:
+        """The cluster's own radosgw-admin (its release's zone and user formats), JSON out."""
+        out = self._tool("radosgw-admin", "-c", str(self.conf_path), "-n", "client.admin", "--keyring",
+                         str(self.keyring_path), *args, "--format", "json", timeout=60)
+        try:
+            return json.loads(out)
+        except json.JSONDecodeError:
+            raise ClusterError(f"radosgw-admin {' '.join(args[:2])} did not answer JSON: {out[-300:]}") from None
 
     def _wait(self, cond: Callable[[], bool], timeout: float, what: str, names: list[str]) -> None:
         deadline = time.monotonic() + timeout
@@ -522,6 +620,8 @@ rgw_dynamic_resharding = false
         left = [d.name for d in ours if d.running]
         if left:
             raise ClusterError(f"daemons still running after SIGKILL: {', '.join(left)}")
+        if names is None:  # the root file system's mounts and namespace end with the daemons
+            cephsrc.stop_holder((self.state() or {}).get("holder"), self.root)
         return [d.name for d in ours]
 
     def _owns(self, d: Daemon) -> bool:
@@ -531,6 +631,9 @@ rgw_dynamic_resharding = false
             cmd = Path(f"/proc/{d.pid}/cmdline").read_bytes().split(b"\0")
         except OSError:
             return False
+        if self.source().kind == "rootfs" and d.kind in ("mon", "mgr", "osd", "mds", "rgw") \
+                and not cephsrc.in_root(d.pid, self.root):  # type: ignore[arg-type]
+            return False  # the root's daemons run chrooted in it
         return str(self.conf_path).encode() in cmd or str(self.root / "ganesha" / "ganesha.conf").encode() in cmd
 
     def down(self) -> list[str]:
@@ -554,7 +657,8 @@ rgw_dynamic_resharding = false
         out: dict[str, Any] = {"dir": str(self.root), "conf": str(self.conf_path), "fsid": st["fsid"],
                                "mon_host": st["mon_host"], "objectstore": st["objectstore"],
                                "daemons": daemons, "health": "UNREACHABLE", "osds_up": 0, "osds_in": 0,
-                               "pools": [], "usage": None, "ready_s": st.get("ready_s")}
+                               "pools": [], "usage": None, "ready_s": st.get("ready_s"),
+                               "ceph_source": self.source().to_dict()}
         if st.get("rgw") and self.s3():
             out["s3_endpoint"] = self.s3()["endpoint"]  # type: ignore[index]
         if not any(d["running"] and d["name"] == "mon.a" for d in daemons):
@@ -594,6 +698,19 @@ rgw_dynamic_resharding = false
         if (self.state() or {}).get("mds"):
             lines.append(f"export CEPHFS_NAME={FS_NAME}")
         return lines
+
+
+def _require(src: CephSource, bins: list[str]) -> None:
+    """The host's client tools on PATH; the daemons and their tools in the Ceph source."""
+    if src.kind == "host":
+        require_binaries(*bins)
+        return
+    require_binaries(*[b for b in bins if b not in cephsrc.DAEMON_TOOLS])
+    missing = cephsrc.missing_programs(src, bins)
+    if missing:
+        raise ClusterError(f"the Ceph {src.kind} {src.dir} lacks {', '.join(missing)}",
+                           hint="a root file system needs ceph-mon, ceph-osd, ceph-mgr, ceph-common (and radosgw "
+                                "for --rgw); `fathom cluster rootfs` builds one")
 
 
 def _q(s: str) -> str:
@@ -650,11 +767,14 @@ def _bind_address(addr: str) -> str:
     return str(ip)
 
 
-def _network_lines(addr: str) -> str:
-    """public_network (and public_addr off loopback): every daemon on exactly that address."""
+def _network_lines(addr: str, placed: list[str] | None = None) -> str:
+    """public_network (and public_addr off loopback): every daemon on exactly that address, or on its place's.
+    The network holds the places' addresses too: from Reef on, the mon reports an OSD whose address is outside
+    it as unreachable (OSD_UNREACHABLE)."""
     if addr == LOOPBACK:
         return "public_network = 127.0.0.0/8"
-    return f"public_network = {addr}/32\npublic_addr = {addr}"
+    nets = ", ".join(f"{a}/32" for a in dict.fromkeys([addr, *(placed or [])]))
+    return f"public_network = {nets}\npublic_addr = {addr}"
 
 
 def _make_rgw_certificate(d: Path, addr: str = "127.0.0.1") -> None:

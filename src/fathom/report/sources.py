@@ -61,7 +61,8 @@ def table(r: RunData) -> Table | None:
         notes.append(f"Perf counters: the mgr's prometheus module at {mgr.get('url')} for every daemon it exports "
                      "(OSD, MON, MDS, RGW); an OSD or RGW on this host keeps its admin socket's (with histograms). "
                      "The module leaves out counters below priority 'useful' and every histogram (osd.subop*, "
-                     "bluestore.kv_commit_lat, rocksdb.*).")
+                     "bluestore.kv_commit_lat, rocksdb.*)."
+                     + (f" Perf counters in the module: {mgr['perf_counters']}." if mgr.get("perf_counters") else ""))
     else:
         notes.append("Perf counters: admin sockets on this host only; daemons elsewhere have none (pass "
                      "--mgr-prometheus to read every daemon's from the mgr's prometheus module).")

@@ -1,0 +1,174 @@
+"""Ceph 18 (Reef): a local cluster whose daemons run from a cached Debian 13 root file system (fathom.cluster.rootfs,
+fathom.cluster.cephsrc), with its OSDs on two network-namespace hosts, measured by fathom with this host's Ceph 16
+client side, as an older client meets a newer cluster. The root is built once per machine (about 1 min and
+130 MiB from deb.debian.org); only an unreachable mirror with no cached root skips, and says so.
+FATHOM_TEST_CEPH20=1 runs the same tests on Ceph 20 (Tentacle, from Debian sid) as well.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import run_fathom
+
+from fathom import netns
+from fathom.cluster import cephsrc, rootfs
+from fathom.cluster.local import LocalCluster, pid_alive
+from fathom.mgrprom import EXCLUDE
+from fathom.store import Store
+
+pytestmark = pytest.mark.cluster
+needs_bed = pytest.mark.skipif(netns.available() is not None, reason=f"namespace hosts: {netns.available()}")
+
+
+RELEASES = ["reef"] + (["tentacle"] if os.environ.get("FATHOM_TEST_CEPH20") else [])
+
+
+def release_root(release: str) -> Path:
+    try:
+        rootfs.build(release, progress=lambda m: print(m, file=sys.stderr))
+    except rootfs.NetworkUnreachable as exc:
+        pytest.skip(f"no cached {release} root file system and {exc.message}")
+    return rootfs.root_path(release)
+
+
+def mounts_of(path: Path) -> list[str]:
+    """This host's mount table lines under path (the cluster's mounts must live in its own namespace only)."""
+    with open("/proc/self/mountinfo") as f:
+        return [ln for ln in f if f" {path}" in ln]
+
+
+@pytest.fixture(scope="module", params=RELEASES)
+def reef(request, tmp_path_factory):
+    """mon.a, mgr.x and an RGW on this host (at the bridge address), osd.0 and osd.1 on namespace hosts 0 and 1,
+    all from the Reef root. At the end every daemon and the namespace holder are gone, and nothing is mounted."""
+    root = release_root(request.param)
+    with netns.Testbed(hosts=2) as tb:
+        d = tmp_path_factory.mktemp("reef") / "cluster"
+        c = LocalCluster(d, progress=lambda m: print(m, file=sys.stderr))
+        places = {f"osd.{i}": {"prefix": ["nsenter", "-t", str(h.pid), "-n", "-u", "--"], "addr": h.addr}
+                  for i, h in enumerate(tb.hosts)}
+        c.up(osds=2, osd_size=3 * 1024**3, rgw=True, bind=tb.bridge_addr, places=places, ceph=str(root),
+             settings={"osd": {"osd_memory_target": "939524096"}})
+        pids = [dm.pid for dm in c.daemons() if dm.pid] + [(c.state() or {})["holder"]["pid"]]
+        try:
+            yield tb, c, rootfs.RELEASES[request.param]
+        finally:
+            stopped = run_fathom("cluster", "down", "--dir", str(d), timeout=300)
+            assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+            assert not [p for p in pids if p and pid_alive(p)], "a daemon or the namespace holder is left running"
+            assert not mounts_of(d)
+
+
+def wait_versions(c: LocalCluster, kinds: set[str], timeout: float = 60) -> dict:
+    """`ceph versions` once every kind shows (an RGW enters the mgr's service map some seconds after it starts)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = c.ceph().ceph("versions")
+        if set(v) >= kinds or time.monotonic() > deadline:
+            return v
+        time.sleep(1)
+
+
+@needs_bed
+def test_the_daemons_are_reef_chrooted_in_a_namespace_and_the_host_client_stays_16(reef):
+    tb, c, rel = reef
+    merged = cephsrc.rootfs_paths(c.root)["merged"]
+    assert c.source().kind == "rootfs"
+    # every daemon runs in the root (its /proc/PID/root), and nothing shows in this host's mount table
+    holder = (c.state() or {})["holder"]["pid"]
+    ns = os.readlink(f"/proc/{holder}/ns/mnt")
+    for dm in c.daemons():  # one namespace, the holder's, for all
+        assert os.readlink(f"/proc/{dm.pid}/root") == str(merged), dm
+        assert os.readlink(f"/proc/{dm.pid}/ns/mnt") == ns, dm
+    assert not mounts_of(c.root)
+    versions = wait_versions(c, {"mon", "mgr", "osd", "rgw"})
+    assert set(versions) >= {"mon", "mgr", "osd", "rgw"}
+    assert all(v.startswith(f"ceph version {rel.major}.") for v in versions["overall"]), versions
+    assert sum(versions["osd"].values()) == 2
+    assert (c.state() or {})["holder"]["pid"] == holder  # the tools run in it too: no second namespace
+    p = run_fathom("cluster", "status", "--dir", str(c.root), "--json", check=True)
+    st = json.loads(p.stdout)
+    assert st["health"] == "HEALTH_OK" and st["osds_up"] == 2, st
+    assert st["ceph_source"] == {"kind": "rootfs", "dir": str(rootfs.root_path(rel.name))}
+    # the OSDs are on their namespace hosts by the cluster's metadata
+    by_host = {h["host"]: h for h in st["hosts"]}
+    for i, h in enumerate(tb.hosts):
+        assert [dm["name"] for dm in by_host[h.name]["daemons"]] == [f"osd.{i}"], by_host
+    text = run_fathom("cluster", "status", "--dir", str(c.root), check=True).stdout
+    assert f"daemons from the Ceph rootfs {rootfs.root_path(rel.name)}" in text
+
+
+SUITE = """\
+name: reef
+cluster: {{kind: attached}}
+prep:
+  pools: [{{name: rp, application: rados, pg_num: 8, size: 1}}, {{name: bp, application: rbd, pg_num: 8, size: 1}}]
+  images: {{pool: bp, count: 1, size: 64MiB}}
+defaults: {{engine: fathom-engine, iodepth: 8, runtime: 4s}}
+workloads:
+  - {{name: rados, interface: rados, pool: rp, rw: write, bs: 64k}}
+  - {{name: rbd, interface: rbd, pool: bp, rw: randwrite, bs: 4k}}
+  - {{name: s3, interface: s3, rw: write, object_size: 64KiB}}
+"""
+
+
+def cluster_config(c: LocalCluster) -> list[tuple[str, str, str]]:
+    return sorted((o["section"], o["name"], o["value"]) for o in c.ceph().ceph("config", "dump"))
+
+
+@needs_bed
+def test_fathom_measures_reef_with_server_figures_and_perf_counters_and_puts_it_back(reef, engine_ready, tmp_path):
+    tb, c, rel = reef
+    before = cluster_config(c)
+    modules = c.ceph().ceph("mgr", "module", "ls")["enabled_modules"]
+    assert "prometheus" not in modules
+    assert c.ceph().ceph("config", "get", "mgr", EXCLUDE, fmt_json=False).strip() == "true"
+    suite = tmp_path / "reef.yaml"
+    suite.write_text(SUITE.format())
+    db = tmp_path / "r.db"
+    argv = ["run", str(suite), "--db", str(db), "--conf", str(c.conf_path), "--keyring", str(c.keyring_path),
+            "--mgr-prometheus", "--known-hosts", tb.known_hosts, "--server-key", tb.key_file]
+    for h in tb.hosts:
+        argv += ["--server-host", f"root@{h.addr}"]
+    p = run_fathom(*argv, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    with Store(db) as st:
+        run = st.run("latest")
+        env = run.env
+        pts = {q["workload"]: q for q in st.points(run.id)}
+        events = st.events(run.id)
+        assert set(pts) == {"rados", "rbd", "s3"} and all(q["status"] == "done" for q in pts.values()), pts
+        for name, q in pts.items():
+            ops = sum(o["ops"] for o in q["result"]["ops"].values())
+            assert ops > 0 and not q["result"]["errors"], (name, q["result"])
+        # the environment: a Reef cluster from the cached root, measured by this host's Ceph 16 tools
+        assert env["ceph_version"].startswith(f"ceph version {rel.major}."), env["ceph_version"]
+        assert env["ceph_client_version"].startswith("ceph version 16."), env["ceph_client_version"]
+        assert env["cluster"]["ceph_source"] == {"kind": "rootfs", "dir": str(rootfs.root_path(rel.name))}
+        # server figures over SSH from the namespace hosts, each OSD on its own
+        assert {h["hostname"] for h in env["servers"]["hosts"]} == {h.name for h in tb.hosts}
+        for q in pts.values():
+            ssh = {(s["host"], s["source"]) for s in st.telemetry(q["id"]) if s.get("via") == "ssh"
+                   and s["kind"] == "osd"}
+            assert ssh == {(tb.hosts[0].name, "osd.0"), (tb.hosts[1].name, "osd.1")}, ssh
+            assert q["metrics"]["osd_cpu"] is not None
+        # perf counters through the mgr's module, turned on for the run: Reef leaves them out by default
+        assert "exclude_perf_counters was true" in env["mgr_prometheus"]["perf_counters"]
+        perf = [e for e in events if e["kind"] == "perf_counters" and e["point_id"] == pts["rados"]["id"]]
+        assert perf and perf[0]["data"]["source"] == "mgr-prometheus", perf
+        assert "exclude_perf_counters" in perf[0]["data"]["via"]
+        counters = st.perf_counters(pts["rados"]["id"])
+        writes = sum((v.get("osd.op_w") or 0) for k, v in counters.items() if k.startswith("osd."))
+        assert writes >= pts["rados"]["result"]["ops"]["write"]["ops"], counters
+    # the report's sources section says which it was
+    run_fathom("report", "--db", str(db), "latest", "-o", str(tmp_path / "r.md"), check=True)
+    assert "exclude_perf_counters was true" in (tmp_path / "r.md").read_text()
+    # put back as found: the module off, exclude_perf_counters and every other option as before
+    assert cluster_config(c) == before
+    assert "prometheus" not in c.ceph().ceph("mgr", "module", "ls")["enabled_modules"]
