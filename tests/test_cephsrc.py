@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fathom.cluster import cephsrc, rootfs
-from fathom.cluster.local import _network_lines
+from fathom.cluster.localconf import network_lines
 from fathom.errors import UsageError
 
 
@@ -104,8 +104,8 @@ def test_the_mgr_bcrypt_import_moves_into_the_one_function_that_uses_it(tmp_path
 
 def test_the_public_network_holds_the_places_addresses():
     """From Reef on, an OSD outside public_network is reported unreachable (HEALTH_ERR)."""
-    assert _network_lines("127.0.0.1") == "public_network = 127.0.0.0/8"
-    assert _network_lines("10.1.0.1", ["10.1.0.11", "10.1.0.12"]).splitlines() == [
+    assert network_lines("127.0.0.1") == "public_network = 127.0.0.0/8"
+    assert network_lines("10.1.0.1", ["10.1.0.11", "10.1.0.12"]).splitlines() == [
         "public_network = 10.1.0.1/32, 10.1.0.11/32, 10.1.0.12/32", "public_addr = 10.1.0.1"]
 
 

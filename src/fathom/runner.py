@@ -42,7 +42,7 @@ from fathom.cluster import rgw as rgw_prep
 from fathom.cluster.ceph import Connection
 from fathom.cluster.local import LocalCluster
 from fathom.cluster.prep import Prep
-from fathom.cluster.restore import Restorer, unrestored_message
+from fathom.cluster.restore import put_back
 from fathom.cluster.attach import Attachment
 from fathom.cluster.journal import Journal
 from fathom.attempt import Attempt
@@ -661,7 +661,8 @@ def _teardown(store: Store, run_id: int, a: Attempt, held: Held, keep: bool,
             except FathomError as exc:
                 errors.append(exc.message)
     if prep is not None and (cluster is None or keep):  # a disposable cluster that is stopped needs no restore
-        _restore_settings(store, run_id, prep.restorer)
+        put_back(prep.restorer, store.path, lambda kind, msg, data=None: store.add_event(run_id, kind, msg, data=data),
+                 _say)
     if prep is not None and cluster is None:
         try:
             # RGW's users and placements before the pools they use (and radosgw-admin only if fathom made some)
@@ -683,21 +684,6 @@ def _teardown(store: Store, run_id: int, a: Attempt, held: Held, keep: bool,
     for e in errors:
         store.add_event(run_id, "warning", e)
         _say(f"warning: {e}")
-
-
-def _restore_settings(store: Store, run_id: int, restorer: Restorer) -> None:
-    """Put back what hygiene changed, newest first; what cannot be is printed with its commands and kept."""
-    todo = len(restorer.pending())
-    if not todo:
-        return
-    left = restorer.restore(_say)
-    if len(left) < todo:
-        store.add_event(run_id, "restore", f"restored {todo - len(left)} setting(s) this run had changed")
-    if left:
-        msg = unrestored_message(left, restorer.journal.to_dict(), store.path)
-        store.add_event(run_id, "warning", msg, data={"unrestored": [e.to_dict() for e in left],
-                                                      "commands": restorer.repair_commands(left)})
-        _say(f"warning: {msg}")
 
 
 def _summary(o: Outcome, opts: RunOptions) -> None:

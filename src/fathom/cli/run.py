@@ -309,7 +309,7 @@ def cmd_show(args: argparse.Namespace) -> int:
                          _f(m.get("osd_cpu"), 0), _f(m.get("osd_mem_mib"), 0)])
         for line in _text_table(head, rows, left={"workload", "engine", "status"}):
             print(f"  {line}")
-        if hosts:
+        if any(h["daemons"] for h in hosts):  # a cluster's hosts; a run without one has only this host's CPU
             print("  per host, over each point's telemetry window (host CPU: % of its cores; daemons: CPU % of one "
                   "core, RSS and context switches summed over its daemons; each daemon's: `fathom export --table "
                   "servers`):")

@@ -234,3 +234,17 @@ def unrestored_message(left: list[Entry], record: dict[str, Any], db: Path | str
     lines += [f"    {c}" for c in repair_commands(left, conn)]
     return "\n".join(lines)
 
+
+def put_back(restorer: Restorer, db: Path | str, event: Callable[..., Any], say: Callable[[str], None]) -> None:
+    """Put back what hygiene changed, newest first, each step said and the result an event (kind, message,
+    data); what cannot be is a warning with its commands, and stays in the journal."""
+    todo = len(restorer.pending())
+    if not todo:
+        return
+    left = restorer.restore(say)
+    if len(left) < todo:
+        event("restore", f"restored {todo - len(left)} setting(s) this run had changed")
+    if left:
+        msg = unrestored_message(left, restorer.journal.to_dict(), db)
+        event("warning", msg, {"unrestored": [e.to_dict() for e in left], "commands": restorer.repair_commands(left)})
+        say(f"warning: {msg}")

@@ -1,0 +1,130 @@
+"""The disposable local cluster's ceph.conf and RGW's TLS certificate (fathom.cluster.local writes them)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from fathom.errors import ClusterError
+
+LOOPBACK = "127.0.0.1"
+RGW_NAME = "client.rgw.fathom"
+
+
+def conf_text(root: Path, st: dict[str, Any]) -> str:
+    """The disposable cluster's ceph.conf: everything under root, its options from its state."""
+    r = root
+    store = st["objectstore"]
+    conf = f"""# written by fathom for the disposable cluster in {r}
+[global]
+fsid = {st['fsid']}
+mon_host = {st['mon_host']}
+{network_lines(st.get("bind") or LOOPBACK, [pl["addr"] for pl in (st.get("places") or {}).values()])}
+ms_bind_ipv4 = true
+ms_bind_ipv6 = false
+auth_cluster_required = cephx
+auth_service_required = cephx
+auth_client_required = cephx
+auth_allow_insecure_global_id_reclaim = false
+mon_warn_on_insecure_global_id_reclaim = false
+mon_warn_on_insecure_global_id_reclaim_allowed = false
+keyring = {r}/keyring
+run_dir = {r}/run
+admin_socket = {r}/run/$cluster-$name.asok
+log_file = {r}/log/$name.log
+crash_dir = {r}/crash
+osd_pool_default_size = 1
+osd_pool_default_min_size = 1
+osd_pool_default_pg_num = 8
+osd_pool_default_pgp_num = 8
+osd_pool_default_pg_autoscale_mode = off
+mon_allow_pool_size_one = true
+mon_allow_pool_delete = true
+mon_warn_on_pool_no_redundancy = false
+mon_max_pg_per_osd = 1000
+osd_crush_chooseleaf_type = 0
+mon_data_avail_warn = 2
+mon_data_avail_crit = 1
+mgr_initial_modules = iostat
+[client]
+log_file = {r}/log/$name.log
+admin_socket = {r}/run/$cluster-$name.$pid.asok
+[mon]
+mon_data = {r}/mon.$id
+mon_cluster_log_file = {r}/log/cluster.log
+[mgr]
+mgr_data = {r}/mgr.$id
+keyring = {r}/mgr.$id/keyring
+[osd]
+osd_data = {r}/$name
+keyring = {r}/$name/keyring
+osd_objectstore = {store}
+bluestore_block_path = {r}/$name/block.data
+bluestore_block_create = true
+bluestore_block_size = {st['osd_size']}
+bluestore_fsck_on_mount = false
+memstore_device_bytes = {st['osd_size']}
+osd_check_max_object_name_len_on_startup = false
+osd_class_update_on_start = false
+[mds]
+mds_data = {r}/$name
+keyring = {r}/$name/keyring
+"""
+    if st["rgw"]:
+        # tcp_nodelay=1: otherwise a small GET's body waits behind its headers for the client's delayed ACK (~40 ms)
+        frontend = (f"beast endpoint={st.get('bind') or LOOPBACK}:{st['rgw_port']}"
+                    f"{tls_frontend(st, root / 'rgw')} tcp_nodelay=1")
+        conf += f"""[{RGW_NAME}]
+rgw_frontends = {frontend}
+rgw_data = {r}/rgw
+rgw_dynamic_resharding = false
+"""
+    for section, opts in (st.get("settings") or {}).items():
+        conf += f"[{section}]\n" + "".join(f"{k} = {v}\n" for k, v in opts.items())
+    return conf
+
+
+def tls_frontend(st: dict[str, Any], d: Path) -> str:
+    """beast's TLS endpoint beside the plain one (one RGW serves both, so TLS on/off needs no restart)."""
+    if not st.get("rgw_tls_port"):
+        return ""
+    return (f" ssl_endpoint={st.get('bind') or LOOPBACK}:{st['rgw_tls_port']} ssl_certificate={d}/rgw.crt"
+            f" ssl_private_key={d}/rgw.key")
+
+
+def network_lines(addr: str, placed: list[str] | None = None) -> str:
+    """public_network (and public_addr off loopback): every daemon on exactly that address, or on its place's.
+    The network holds the places' addresses too: from Reef on, the mon reports an OSD whose address is outside
+    it as unreachable (OSD_UNREACHABLE)."""
+    if addr == LOOPBACK:
+        return "public_network = 127.0.0.0/8"
+    nets = ", ".join(f"{a}/32" for a in dict.fromkeys([addr, *(placed or [])]))
+    return f"public_network = {nets}\npublic_addr = {addr}"
+
+
+def make_rgw_certificate(d: Path, addr: str = "127.0.0.1") -> None:
+    """A throwaway CA and a leaf certificate for the cluster's address signed by it (IP SAN, CA:FALSE).
+
+    A self-signed certificate would be a CA used as the server's own, which rustls/webpki refuses.
+    """
+    d.mkdir(parents=True, exist_ok=True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    (d / "leaf.cnf").write_text(f"subjectAltName=IP:{addr}\nbasicConstraints=critical,CA:FALSE\n"
+                                "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n")
+    steps = [
+        ["openssl", "req", "-x509", *ec, "-days", "365", "-subj", "/CN=fathom local cluster CA",
+         "-keyout", "ca.key", "-out", "ca.crt", "-addext", "basicConstraints=critical,CA:TRUE",
+         "-addext", "keyUsage=critical,keyCertSign"],
+        ["openssl", "req", *ec, "-subj", f"/CN={addr}", "-keyout", "rgw.key", "-out", "rgw.csr"],
+        ["openssl", "x509", "-req", "-in", "rgw.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
+         "-days", "365", "-out", "rgw.crt", "-extfile", "leaf.cnf"],
+    ]
+    for argv in steps:
+        proc = subprocess.run(argv, cwd=d, capture_output=True, text=True, timeout=60)
+        if proc.returncode != 0:
+            raise ClusterError(f"making RGW's TLS certificate failed: {' '.join(argv[:3])}: {proc.stderr.strip()}",
+                               hint="check that openssl works")
+    for key in ("ca.key", "rgw.key"):
+        os.chmod(d / key, 0o600)

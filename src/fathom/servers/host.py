@@ -1,0 +1,295 @@
+"""One server host: its SSH session, its fathom-sampler stream and clock, lost and reached again."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import time
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+
+from fathom import hostsample
+from fathom.cluster.journal import SAMPLER_KIND, Entry, Journal
+from fathom.engines.ssh import LOOP, HostError, SshHost
+from fathom.hosts import ClientHost, ClientsSpec
+from fathom.servers.spec import SAMPLER
+
+CLOCK_PINGS = 5
+
+
+def _seconds(text: str, host: str) -> float:
+    """Epoch seconds as a host printed them (a locale may write a decimal comma)."""
+    try:
+        return float(text.strip().replace(",", "."))
+    except ValueError:
+        raise HostError(f"server host {host}: a clock reading printed {text.strip()[:40]!r}, not seconds "
+                        "(bash 5 or GNU date is needed there)") from None
+
+
+
+@dataclass
+class Placed:
+    """The sampler file fathom put on a host (it was not there before): removed at the end of the run."""
+
+    path: str
+    dirs: list[str]  # the directories its upload made, outermost first (removed when empty, innermost first)
+
+
+def remove_command(path: str, dirs: list[str]) -> str:
+    """The shell command that removes a sampler fathom put on a host, and the directories made for it if empty."""
+    return "; ".join([f"rm -f {shlex.quote(path)}", *(f"rmdir {shlex.quote(d)} 2>/dev/null" for d in reversed(dirs)),
+                      "true"])
+
+
+def remove_samplers(journal: Journal, say: Any) -> tuple[list[str], list[str]]:
+    """The samplers a killed run's journal says fathom put on server hosts, removed over SSH with what the entry
+    names (host, port, user, key file and known_hosts paths; never a key): (removed, failed with why). An
+    entry removed is marked undone; one that failed stays for a later try."""
+    async def one(e: Entry) -> str | None:
+        d = e.data
+        spec = ClientHost(host=d["host"], port=d.get("port") or 22, user=d.get("user"), key_file=d.get("key_file"))
+        ssh = SshHost(spec, ClientsSpec(hosts=[spec], known_hosts=d.get("known_hosts")), role="server host")
+        try:
+            await ssh.connect()
+            rc, _, err = await ssh.run(remove_command(d["path"], list(d.get("dirs") or [])))
+        except HostError as exc:
+            return exc.message
+        finally:
+            await ssh.aclose()
+        return None if rc == 0 else f"`rm -f {d['path']}` there failed (exit {rc}): {err.strip()[-200:]}"
+
+    removed, failed = [], []
+    for e in journal.pending(SAMPLER_KIND):
+        why = LOOP.run(one(e))
+        if why is None:
+            journal.drop(SAMPLER_KIND, e.what)
+            removed.append(e.what)
+            say(f"removed the fathom-sampler fathom put at {e.what}")
+        else:
+            failed.append(f"{e.what}: {why}")
+            say(f"could not remove the fathom-sampler at {e.what}: {why}")
+    return removed, failed
+
+
+class ServerHost:
+    """One cluster host: its SSH connection, its sampler's stream, its clock offset."""
+
+    def __init__(self, spec: ClientHost, opts: ClientsSpec, interval_s: float):
+        self.spec, self.opts = spec, opts
+        self.ssh = SshHost(spec, opts, role="server host")
+        self.name = spec.name
+        self.address = spec.host
+        self.interval_s = interval_s
+        self.header: dict[str, Any] | None = None
+        self.samples: list[dict[str, Any]] = []  # ts on this host's clock (ts_host: the host's own)
+        self.offset_s = 0.0  # host clock minus this one's
+        self.rtt_s: float | None = None
+        self.lost: str | None = None
+        self.lost_at: float | None = None
+        self.proc: Any = None
+        self.pid: int | None = None
+        self.errors: list[str] = []
+        self.reconnect_error: str | None = None  # why the last try to reach it again failed
+        self.announced = False  # the console was told of its loss
+        self.path: str | None = None  # the sampler there
+        self.had_file = False  # a file was at that path before fathom looked: never fathom's to remove
+        self.current = False  # ... and it was this sampler (same hash): nothing to upload
+        self.missing_dirs: list[str] = []  # the path's directories that were not there
+        self.placed: Placed | None = None  # the sampler file fathom put there, to remove at the end
+        self._reader: asyncio.Task | None = None
+        self._header = asyncio.Event()
+        self._closing = False
+
+    @property
+    def hostname(self) -> str:
+        return str((self.header or {}).get("host") or self.name)
+
+    async def clock(self) -> None:
+        """The host's clock offset: CLOCK_PINGS replies, the one with the shortest round trip. One shell reads
+        a line and answers its time (bash's $EPOCHREALTIME: no process started between the two, so the round
+        trip is the network's and the bound tight); without bash, `date` per reply (a looser bound)."""
+        best: tuple[float, float] | None = None
+        proc = await self.ssh.conn.create_process(
+            "exec bash -c 'while read -r _; do echo \"${EPOCHREALTIME:-$(date +%s.%N)}\"; done' 2>/dev/null",
+            encoding="utf-8", errors="replace")
+        try:
+            for _ in range(CLOCK_PINGS):
+                t0 = time.time()
+                proc.stdin.write("t\n")
+                line = await asyncio.wait_for(proc.stdout.readline(), self.ssh.opts.connect_timeout_s)
+                t1 = time.time()
+                if not line.strip():
+                    break  # no bash there
+                remote = _seconds(line, self.name)
+                if best is None or t1 - t0 < best[1]:
+                    best = (remote - (t0 + t1) / 2, t1 - t0)
+        except asyncio.TimeoutError:
+            raise HostError(f"server host {self.name}: no answer to a clock reading within "
+                            f"{self.ssh.opts.connect_timeout_s:g} s") from None
+        finally:
+            proc.close()
+        for _ in range(0 if best else CLOCK_PINGS):
+            t0 = time.time()
+            rc, out, _ = await self.ssh.run("date +%s.%N")
+            t1 = time.time()
+            if rc != 0:
+                raise HostError(f"server host {self.name}: `date` failed there (exit {rc})")
+            remote = _seconds(out, self.name)
+            if best is None or t1 - t0 < best[1]:
+                best = (remote - (t0 + t1) / 2, t1 - t0)
+        assert best is not None
+        self.offset_s, self.rtt_s = best
+
+    async def look(self, sha: str) -> None:
+        """Connect; where the sampler goes, whether a file is there already (and is this sampler), and which of
+        its directories are missing (the upload makes them: fathom's to remove)."""
+        await self.ssh.connect()
+        if self.ssh.spec.engine:  # the host's own sampler, used as it is
+            self.path, self.had_file, self.current = self.ssh.spec.engine, True, True
+            return
+        d = f"{self.ssh.spec.engine_dir.rstrip('/')}/{sha[:16]}"
+        self.path = f"{d}/{SAMPLER}"
+        dirs = [str(x) for x in reversed(PurePosixPath(d).parents) if str(x) not in (".", "/")] + [d]
+        each = ' '.join(map(shlex.quote, dirs))
+        _, out, _ = await self.ssh.run(f"sha256sum {shlex.quote(self.path)} 2>/dev/null; "
+                                       f"for d in {each}; do [ -d \"$d\" ] || echo \"missing $d\"; done")
+        lines = out.splitlines()
+        self.missing_dirs = [ln[len("missing "):] for ln in lines if ln.startswith("missing ")]
+        sums = [ln.split()[0] for ln in lines if ln.strip() and not ln.startswith("missing ")]
+        self.had_file, self.current = bool(sums), sums[:1] == [sha]
+
+    async def ready(self, local: Path, sha: str, version: str | None, max_offset_s: float) -> None:
+        """After look(): the sampler uploaded unless it is there, the clock measured, sampling started."""
+        if not self.current:
+            await self.ssh.install(local, sha, SAMPLER)
+        assert self.path is not None
+        await self.clock()
+        if abs(self.offset_s) > max_offset_s:
+            raise HostError(f"server host {self.name}: its clock is {self.offset_s:+.3f} s from this host's "
+                            f"(measured over SSH, +-{(self.rtt_s or 0) / 2:.3f} s): too far apart to place its "
+                            "samples on the point's timeline",
+                            hint="synchronise the clocks (chrony or NTP on both), or raise "
+                                 f"servers.max_clock_offset_s above {abs(self.offset_s):.1f}")
+        await self.start(self.path, version)
+
+    def fresh(self) -> None:
+        """Forget a lost connection and its sampler (on the loop's thread), to reach the host again: the old
+        stream's lines and end are ignored from now on, and its samples go (a new sampler starts its counters
+        anew)."""
+        self.proc = None
+        if self._reader is not None:
+            self._reader.cancel()
+            self._reader = None
+        self.ssh.close()
+        self.ssh = SshHost(self.spec, self.opts, role="server host")
+        self.samples, self.pid, self._header = [], None, asyncio.Event()
+
+    async def start(self, path: str, version: str | None) -> None:
+        """Start the sampler there; HostError unless its header is the record format this fathom reads, from
+        the version of the sampler fathom would upload (`version`)."""
+        cmd = f"exec {shlex.quote(path)} --interval {self.interval_s:g} --threads-of crimson-osd"
+        self.proc = await self.ssh.conn.create_process(cmd, encoding="utf-8", errors="replace")
+        self._reader = asyncio.ensure_future(self._read(self.proc))
+        try:
+            await asyncio.wait_for(self._header.wait(), 10 + 2 * self.interval_s)
+        except asyncio.TimeoutError:
+            err = ""
+            try:
+                err = (await asyncio.wait_for(self.proc.stderr.read(), 1))[-300:]
+            except (asyncio.TimeoutError, OSError):
+                pass
+            raise HostError(f"server host {self.name}: {SAMPLER} sent no header within {10 + 2 * self.interval_s:g} s"
+                            f"{': ' + err.strip() if err.strip() else ''}",
+                            hint="it needs a Linux /proc and glibc 2.34 or newer there") from None
+        try:
+            hostsample.check_header(self.header, version)
+        except hostsample.HostSampleError as exc:
+            raise HostError(f"server host {self.name}: {path}: {exc}",
+                            hint="leave out the host's `engine:` setting, so fathom uploads its own sampler") from None
+
+    async def _read(self, proc: Any) -> None:
+        """One sampler's lines, until its stream ends (the host lost, unless fathom closes it); a stream fathom
+        has since replaced (fresh) is no longer read."""
+        try:
+            async for line in proc.stdout:
+                if proc is not self.proc:
+                    return
+                self._line(line)
+        except Exception as exc:  # noqa: BLE001 (a broken channel is a lost host, whatever asyncssh raised)
+            if proc is self.proc:
+                self._lose(f"its sampler's stream broke: {exc or type(exc).__name__}")
+            return
+        if proc is self.proc:
+            self._lose(self.ssh.lost or "its sampler's stream ended")
+
+    def _line(self, line: str) -> None:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            return  # a line cut by a lost connection
+        kind = rec.get("type")
+        if kind == "sample" and self.header is not None:
+            rec["ts_host"] = rec["ts"]
+            rec["ts"] = rec["ts"] - self.offset_s
+            self.samples.append(rec)
+        elif kind == "sample_start":
+            self.header = rec
+            self.pid = rec.get("pid")
+            self._header.set()
+        elif kind == "error":
+            self.errors.append(str(rec.get("message")))
+
+    def _lose(self, why: str) -> None:
+        if self.lost is None and not self._closing:
+            self.lost = why
+            self.lost_at = self.samples[-1]["ts"] if self.samples else time.time()
+
+    async def wait_past(self, ts: float, timeout: float) -> bool:
+        """Until a sample at or after ts (this host's clock) has arrived; False when lost or late."""
+        deadline = time.monotonic() + timeout
+        while not (self.samples and self.samples[-1]["ts"] >= ts):
+            if self.lost or time.monotonic() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    def trim(self, before: float) -> None:
+        """Drop samples older than `before`, keeping one before it (the baseline of the next rate)."""
+        i = next((k for k, s in enumerate(self.samples) if s["ts"] >= before), len(self.samples))
+        if i > 1:
+            del self.samples[: i - 1]
+
+    async def close(self, remove: bool) -> str | None:
+        """Stop the sampler; with `remove`, delete the sampler file fathom put there (a lost host is reached
+        again for it). None when nothing was to remove or it was removed, else why it is still there."""
+        self._closing = True
+        if self.pid is not None and self.ssh.conn is not None and not self.lost:
+            try:
+                await self.ssh.kill(int(self.pid))
+            except HostError:
+                pass
+        if self._reader is not None:
+            try:
+                await asyncio.wait_for(self._reader, 3)
+            except (asyncio.TimeoutError, asyncio.CancelledError):
+                self._reader.cancel()
+        left = None
+        if remove and self.placed is not None:
+            left = await self._remove(self.placed)
+        await self.ssh.aclose()
+        return left
+
+    async def _remove(self, placed: Placed) -> str | None:
+        try:
+            if self.lost or self.ssh.conn is None:
+                self.ssh.close()
+                self.ssh = SshHost(self.spec, self.opts, role="server host")
+                await self.ssh.connect()
+            rc, _, err = await self.ssh.run(remove_command(placed.path, placed.dirs))
+        except HostError as exc:
+            return exc.message
+        return None if rc == 0 else f"`rm -f {placed.path}` there failed (exit {rc}): {err.strip()[-200:]}"
+
