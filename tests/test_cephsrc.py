@@ -170,3 +170,21 @@ def test_a_cluster_from_a_build_tree_runs_its_programs_with_its_libraries_and_pl
     finally:
         c.down()
     assert not [p for p in pids if p and pid_alive(p)]
+
+
+def test_run_ceph_is_checked_before_anything_is_made(tmp_path):
+    """`fathom run SUITE --ceph X`: a directory that is no Ceph, or an attached cluster, is refused with the fix
+    before a cluster starts or a run is stored."""
+    from conftest import run_fathom
+
+    db = tmp_path / "r.db"
+    p = run_fathom("run", "osd-classic", "--quick", "--ceph", str(tmp_path), "--db", str(db))
+    assert p.returncode == 2 and f"--ceph {tmp_path}: neither a Ceph build directory" in p.stderr, p.stderr
+    suite = tmp_path / "a.yaml"
+    suite.write_text(f"name: a\ncluster: {{kind: attached, conf: {tmp_path}/ceph.conf}}\n"
+                     "workloads: [{name: w, interface: null, runtime: 1s}]\n")
+    p = run_fathom("run", str(suite), "--ceph", "reef", "--db", str(db))
+    assert p.returncode == 2 and "--ceph picks the Ceph the disposable local cluster runs" in p.stderr, p.stderr
+    from fathom.store import Store
+
+    assert not db.exists() or Store(db).runs() == []

@@ -185,3 +185,25 @@ def test_repeat_needs_runnable_sides_and_says_how_to_repeat_a_stored_run(publish
     suite = tmp_path / "mine.yaml"
     suite.write_text("name: mine\n")
     assert runnable("osd-classic") and runnable(str(suite)) and not runnable("classic")
+
+
+def test_the_environments_that_differ_are_named_with_each_runs_value():
+    """Pacific against a Reef root file system: the Ceph versions and where the daemons came from are named, in
+    the runs' order; what is alike (fathom, the client, the host) is not; a run with no Ceph reads '-'."""
+    from fathom.analysis.compare import env_differences
+    from fathom.analysis.data import RunData
+
+    def run(name: str, env: dict) -> RunData:
+        return RunData(name=name, ids=[1], kind="suite", status="done", source=None, env=env, suite="osd-classic",
+                       points=[], events=[])
+
+    same = {"fathom_version": "0.9", "ceph_client_version": "ceph version 16.2.15", "host": {"cores": 2}}
+    pacific = run("p", {**same, "ceph_version": "ceph version 16.2.15", "cluster": {"ceph_source": {"kind": "host"}}})
+    reef = run("r", {**same, "ceph_version": "ceph version 18.2.7",
+                     "cluster": {"ceph_source": {"kind": "rootfs", "dir": "/c/reef/root"}}, "labels": {"b": "1"}})
+    diff = env_differences([pacific, reef])
+    assert [(d["field"], d["values"]) for d in diff] == [
+        ("Ceph (cluster)", ["ceph version 16.2.15", "ceph version 18.2.7"]),
+        ("Ceph daemons from", ["host", "rootfs /c/reef/root"]), ("labels", ["-", "b=1"])]
+    assert env_differences([pacific, pacific]) == []
+    assert env_differences([run("n", same), pacific])[0]["values"] == ["-", "ceph version 16.2.15"]

@@ -1,26 +1,22 @@
-"""Running a suite: one attempt in phases (Phases): clients, cluster, prepare, points (point.py, each
-committed when it ends), teardown.
+"""Running a suite: one attempt in phases (Phases): clients, cluster, prepare, points (point.py, each committed when it
+ends), teardown.
 
-Data flows one way: spec -> plan -> cluster -> prep -> points (engine + companions)
--> store. The runner owns the lifecycle: a disposable local cluster (when no
-attached cluster is given, and some workload needs one) is stopped whatever
-happens — failure, Ctrl-C, SIGTERM — unless --keep-cluster; on an attached
-cluster only what this run created is removed, and every setting its hygiene
-changed is put back as it was found (fathom.cluster.restore; `fathom cluster
-restore` after a SIGKILL). Ctrl-C marks the current point interrupted and keeps
-every finished point; `--resume RUN` runs only the points not done.
+Data flows one way: spec -> plan -> cluster -> prep -> points (engine + companions) -> store. The runner owns the
+lifecycle: a disposable local cluster (when no attached cluster is given, and some workload needs one) is stopped
+whatever happens — failure, Ctrl-C, SIGTERM — unless --keep-cluster; on an attached cluster only what this run
+created is removed, and every setting its hygiene changed is put back as it was found (fathom.cluster.restore;
+`fathom cluster restore` after a SIGKILL). Ctrl-C marks the current point interrupted and keeps every finished
+point; `--resume RUN` runs only the points not done.
 
-Data a run's points leave for later points (rados bench's objects, read by the seq
-and rand points) is named per run (the run's data tag), not per attempt, so a
-resumed attempt reads what an earlier one wrote: it adopts the earlier attempt's
-pools (attached) or its still-healthy disposable cluster (after SIGKILL). Where that
-data is gone (the cluster was stopped on Ctrl-C, a pool was made anew), the write
-point that left it runs again, unmeasured, before its first remaining reader, and
-the run records that as an event (see resume.py). What attempts leave for each other is
-the run's state record (attempt.py), apart from its environment.
+Data a run's points leave for later points (rados bench's objects, read by the seq and rand points) is named per run
+(the run's data tag), not per attempt, so a resumed attempt reads what an earlier one wrote: it adopts the earlier
+attempt's pools (attached) or its still-healthy disposable cluster (after SIGKILL). Where that data is gone (the
+cluster was stopped on Ctrl-C, a pool was made anew), the write point that left it runs again, unmeasured, before
+its first remaining reader, and the run records that as an event (see resume.py). What attempts leave for each other
+is the run's state record (attempt.py), apart from its environment.
 
-The command line is resolved before the runner: RunOptions carries the attached
-cluster and the client hosts as the CLI found them; nothing here reads argv.
+The command line is resolved before the runner: RunOptions carries the attached cluster and the client hosts as the
+CLI found them; nothing here reads argv.
 """
 
 from __future__ import annotations
@@ -68,6 +64,7 @@ class RunOptions:
     gate_timeout: float = 300.0
     on_full: str = "stop"  # a point failed on a full cluster: stop the run, or skip (record) every point left
     bind: str | None = None  # the disposable cluster's address (client hosts other than this one reach it there)
+    ceph: str | None = None  # the disposable cluster's daemons from this Ceph (build dir, root, release name)
     tty: bool | None = None  # progress style; None = decide from stderr
     slo: dict[str, Any] | None = None  # an SLO search instead of the plan: the command line's settings over the
     # suite's `slo:` (fathom.probes.settings)
@@ -149,9 +146,14 @@ class Work:
             eng = prev.env.get("engine_override")
             loaded = spec.LoadedSuite(spec.parse(prev.suite_yaml, prev.suite or "<stored suite>", quick, eng),
                                       prev.suite or "", prev.suite_yaml, quick, eng)
-            run_id = prev.id
+            run_id, ceph = prev.id, prev.env.get("ceph_override")
+            if opts.ceph and opts.ceph != ceph:
+                raise UsageError(f"--ceph: run {prev.id} ran on {ceph or 'this host'}'s Ceph; a resumed run keeps it")
         else:
             loaded = spec.load(opts.suite_ref or "", quick=opts.quick, engine=opts.engine)
+            ceph = opts.ceph
+        if ceph:  # the suite's disposable cluster runs its daemons from another Ceph
+            spec.use_ceph(loaded, ceph, attached=opts.attach is not None)
         work = cls(loaded, plan.expand(loaded.suite), store.done_keys(run_id) if run_id is not None else set(),
                    run_id)
         if opts.slo is not None:  # the search builds its probes as it goes, from this one configuration
@@ -252,6 +254,7 @@ class Phases:
             src = work.source
             run_id = store.create_run(name, kind="suite", suite=work.loaded.source, suite_yaml=work.loaded.yaml_text,
                                       env={"quick": work.loaded.quick, "engine_override": work.loaded.engine,
+                                           **({"ceph_override": work.loaded.ceph} if work.loaded.ceph else {}),
                                            "plan_points": len(work.points),
                                            **({"labels": lab} if (lab := {**work.suite.labels, **opts.labels})
                                               else {}),

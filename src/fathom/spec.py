@@ -185,6 +185,7 @@ class LoadedSuite:
     yaml_text: str  # the file as written (stored with the run)
     quick: bool
     engine: str | None = None
+    ceph: str | None = None  # --ceph: the disposable cluster's Ceph, over the suite's cluster.ceph
 
 
 # ---- loading ---------------------------------------------------------------------
@@ -220,6 +221,18 @@ def resolve(ref: str) -> tuple[str, str]:
 def load(ref: str, quick: bool = False, engine: str | None = None) -> LoadedSuite:
     source, text = resolve(ref)
     return LoadedSuite(parse(text, source, quick, engine), source, text, quick, engine)
+
+
+def use_ceph(loaded: LoadedSuite, ceph: str, attached: bool) -> None:
+    """--ceph: the suite's disposable cluster runs its daemons from another Ceph (cluster.cephsrc resolves it
+    now, so a missing build directory or root fails before anything is made)."""
+    if loaded.suite.cluster.kind != "local" or attached:
+        raise UsageError("--ceph picks the Ceph the disposable local cluster runs; an attached cluster runs its own",
+                         hint="leave --ceph out, or drop the attachment")
+    from fathom.cluster import cephsrc
+
+    cephsrc.resolve(ceph)
+    loaded.suite.cluster.ceph = loaded.ceph = ceph
 
 
 def parse(text: str, source: str = "<suite>", quick: bool = False, engine: str | None = None) -> Suite:

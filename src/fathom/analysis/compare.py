@@ -301,6 +301,7 @@ class Comparison:
     workloads: list[WorkloadCmp]
     unmatched: list[dict[str, str]]
     anomalies: list[anom.Anomaly]
+    environment: list[dict[str, Any]] = field(default_factory=list)  # env_differences: what differs, per run
 
     @property
     def regressed(self) -> list[WorkloadCmp]:
@@ -324,6 +325,7 @@ class Comparison:
             "workloads": [w.to_dict() for w in self.workloads],
             "unmatched": self.unmatched,
             "anomalies": [a.to_dict() for a in self.anomalies],
+            "environment_differs": self.environment,
             "regressions": [{"workload": w.workload, "new": w.new, "ratio": w.ratio,
                              "figures": [asdict(j) for j in w.fired]}
                             for w in self.regressed],
@@ -356,4 +358,35 @@ def compare(base: RunData, news: list[RunData], tolerance: float = 0.10,
         if tuple(run.ids) not in seen:  # comparing a run with itself lists its flags once
             seen.add(tuple(run.ids))
             found.extend(anom.find_all(run))
-    return Comparison(base, news, tolerance, fail_on_regression, results, unmatched, found)
+    return Comparison(base, news, tolerance, fail_on_regression, results, unmatched, found,
+                      env_differences([base, *news]))
+
+
+# what of a run's environment a comparison names when it differs: (name, dotted path in the run's env)
+ENV_FIELDS = (("Ceph (cluster)", "ceph_version"), ("Ceph daemons from", "cluster.ceph_source"),
+              ("Ceph (client)", "ceph_client_version"), ("cluster", "cluster.kind"),
+              ("objectstore", "cluster.objectstore"), ("OSDs", "cluster.osds"), ("fathom", "fathom_version"),
+              ("kernel", "host.kernel"), ("CPU", "host.cpu_model"), ("cores", "host.cores"), ("--quick", "quick"),
+              ("--engine", "engine_override"), ("labels", "labels"))
+
+
+def _env_value(env: dict[str, Any], path: str) -> str:
+    v: Any = env
+    for part in path.split("."):
+        v = v.get(part) if isinstance(v, dict) else None
+    if isinstance(v, dict) and "kind" in v:  # a Ceph source: this host's, or a build or root's directory
+        return v["kind"] + (f" {v['dir']}" if v.get("dir") else "")
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={x}" for k, x in sorted(v.items())) or "-"
+    return "-" if v is None or v == "" else str(v)
+
+
+def env_differences(runs: list[RunData]) -> list[dict[str, Any]]:
+    """The environment fields whose values differ between the runs (a group by its first run's), each with
+    every run's value in the runs' order: a ratio between two Ceph releases or two builds says so beside it."""
+    out = []
+    for name, path in ENV_FIELDS:
+        values = [_env_value(r.env, path) for r in runs]
+        if len(set(values)) > 1:
+            out.append({"field": name, "key": path, "values": values})
+    return out

@@ -49,6 +49,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_server_args(p)
     p.add_argument("--bind", metavar="ADDR", help="the disposable local cluster listens on ADDR instead of "
                                                   "127.0.0.1 (so that client hosts other than this one reach it)")
+    p.add_argument("--ceph", metavar="DIR|RELEASE", help="run the disposable local cluster's daemons from "
+                   "another Ceph: a build directory (bin/, lib/), a root file system, or a release built by "
+                   "`fathom cluster rootfs` (reef, tentacle); default this host's (docs/clusters.md)")
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("slo", help="the highest load that meets latency targets: search a workload's rate "
@@ -82,6 +85,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_server_args(p)
     p.add_argument("--bind", metavar="ADDR", help="the disposable local cluster listens on ADDR instead of "
                                                   "127.0.0.1 (so that client hosts other than this one reach it)")
+    p.add_argument("--ceph", metavar="DIR|RELEASE", help="run the disposable local cluster's daemons from "
+                   "another Ceph: a build directory (bin/, lib/), a root file system, or a release built by "
+                   "`fathom cluster rootfs` (reef, tentacle); default this host's (docs/clusters.md)")
     p.set_defaults(func=cmd_slo)
 
     p = sub.add_parser("ls", help="list the runs in a results store")
@@ -228,7 +234,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         suite_ref=args.suite, quick=args.quick, engine=args.engine, db=Path(args.db), name=args.name,
         resume=args.resume,
         keep_cluster=args.keep_cluster, gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"),
-        on_full=args.on_full, bind=args.bind, attach=attach_from_args(args, probe_timeout=None),
+        on_full=args.on_full, bind=args.bind, ceph=args.ceph, attach=attach_from_args(args, probe_timeout=None),
         clients=client_choice(args), servers=server_spec(args), mgr_prometheus=args.mgr_prometheus,
         prometheus=args.prometheus, labels=labels.parse(args.label),
     )
@@ -247,6 +253,7 @@ def cmd_slo(args: argparse.Namespace) -> int:
     opts = runner.RunOptions(suite_ref=args.suite, quick=args.quick, db=Path(args.db), name=name,
                              keep_cluster=args.keep_cluster,
                              gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"), bind=args.bind,
+                             ceph=args.ceph,
                              slo=given, attach=attach_from_args(args, probe_timeout=None), clients=client_choice(args),
                              servers=server_spec(args), mgr_prometheus=args.mgr_prometheus,
                              prometheus=args.prometheus, labels=labels.parse(args.label))

@@ -63,6 +63,11 @@ def render(c: Comparison) -> str:
             o.append(f"source of {r.name}: {r.source}")
     if any(r.source for r in [base, *c.news]):
         o.append("")
+    if c.environment:
+        o.append("Environments differ (a ratio below is between these as well as between builds of fathom's load)")
+        o += columns(["", *(r.name for r in [base, *c.news])],
+                     [[d["field"], *d["values"]] for d in c.environment], set())
+        o.append("")
     o.append("Peak throughput (highest mean over the sweep); ratio = NEW / BASE")
     o += columns(["workload", "NEW", "BASE peak (at)", "NEW peak (at)", "ratio", "trials", "verdict"],
                  [[w.workload, w.new, f"{_tp(w.base_peak, w.unit)} ({w.base_peak_at})",

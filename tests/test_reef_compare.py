@@ -1,0 +1,57 @@
+"""The OSD study across Ceph releases: the session's `fathom run osd-classic --quick` (Pacific, this host's Ceph 16)
+and the same suite with `--ceph reef` (its disposable cluster's daemons from the cached Debian 13 root file system,
+fathom's client side still 16), compared as the OSD study compared two builds. A module of its own, so that no
+other cluster shares the two cores with the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from conftest import FATHOM, run_fathom
+
+from fathom.cluster import rootfs
+from fathom.store import Store
+
+pytestmark = pytest.mark.cluster
+
+
+def test_osd_classic_quick_on_reef_compared_with_pacific(quick_osd_run, engine_ready, tmp_path):
+    try:
+        rootfs.build("reef", progress=lambda m: print(m, file=sys.stderr))
+    except rootfs.NetworkUnreachable as exc:
+        pytest.skip(f"no cached reef root file system and {exc.message}")
+    db = tmp_path / "oc.db"
+    shutil.copy(quick_osd_run["db"], db)  # the session's Pacific run, "oc"
+    env = {k: v for k, v in os.environ.items() if k not in ("CEPH_CONF", "CEPH_ARGS")}  # no cluster to attach
+    p = subprocess.run([FATHOM, "run", "osd-classic", "--quick", "--ceph", "reef", "--db", str(db), "--name",
+                        "oc-reef"], capture_output=True, text=True, timeout=1800, env=env, cwd=tmp_path,
+                       stdin=subprocess.DEVNULL)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    root = str(rootfs.root_path("reef"))
+    with Store(db) as st:
+        runs = {name: st.run(name) for name in ("oc", "oc-reef")}
+        for name, run in runs.items():
+            pts = st.points(run.id)
+            assert len(pts) == 40 and {q["status"] for q in pts} == {"done"}, (name, [q["status"] for q in pts])
+            assert all(q["metrics"]["iops"] > 0 for q in pts), name
+    pacific, reef = runs["oc"].env, runs["oc-reef"].env
+    assert pacific["ceph_version"].startswith("ceph version 16.")
+    assert pacific["cluster"]["ceph_source"]["kind"] == "host"
+    assert reef["ceph_version"].startswith("ceph version 18.")
+    assert reef["cluster"]["ceph_source"] == {"kind": "rootfs", "dir": root} and reef["ceph_override"] == "reef"
+    assert reef["ceph_client_version"] == pacific["ceph_client_version"]  # the client side is this host's alike
+
+    c = run_fathom("compare", "oc", "oc-reef", "--db", str(db), "--format", "json", check=True)
+    out = json.loads(c.stdout)
+    assert {w["workload"] for w in out["workloads"]} == {"randread4k", "randwrite4k", "seqread64k", "seqwrite64k"}
+    assert all(w["ratio"] > 0 and len(w["levels"]) == 10 for w in out["workloads"]), out["workloads"]
+    differs = {d["field"]: d["values"] for d in out["environment_differs"]}
+    assert differs["Ceph (cluster)"] == [pacific["ceph_version"], reef["ceph_version"]]
+    assert differs["Ceph daemons from"] == ["host", f"rootfs {root}"]
+    text = run_fathom("compare", "oc", "oc-reef", "--db", str(db), check=True).stdout
+    assert "Environments differ" in text and "ceph version 18." in text
