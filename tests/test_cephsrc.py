@@ -188,3 +188,19 @@ def test_run_ceph_is_checked_before_anything_is_made(tmp_path):
     from fathom.store import Store
 
     assert not db.exists() or Store(db).runs() == []
+
+
+def test_run_ceph_names_the_source_on_the_suites_cluster(tmp_path):
+    """An accepted --ceph is set on the loaded suite's (frozen) cluster, so the suite's own cluster starts from it;
+    the suite as loaded before is left as it was."""
+    from fathom import spec
+
+    root = tmp_path / "root"
+    (root / "usr/bin").mkdir(parents=True)
+    (root / "usr/bin/ceph-mon").write_text("")
+    loaded = spec.load("osd-classic", quick=True)
+    before = loaded.suite
+    spec.use_ceph(loaded, str(root), attached=False)
+    assert loaded.suite.cluster.ceph == loaded.ceph == str(root)
+    assert before.cluster.ceph is None
+    assert loaded.suite.workloads == before.workloads

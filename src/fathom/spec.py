@@ -232,7 +232,10 @@ def use_ceph(loaded: LoadedSuite, ceph: str, attached: bool) -> None:
     from fathom.cluster import cephsrc
 
     cephsrc.resolve(ceph)
-    loaded.suite.cluster.ceph = loaded.ceph = ceph
+    # suite models are frozen: the suite gets a copy whose cluster names this Ceph
+    cluster = loaded.suite.cluster.model_copy(update={"ceph": ceph})
+    loaded.suite = loaded.suite.model_copy(update={"cluster": cluster})
+    loaded.ceph = ceph
 
 
 def parse(text: str, source: str = "<suite>", quick: bool = False, engine: str | None = None) -> Suite:
