@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from fathom import __version__
+from fathom.version import __version__
 from fathom.errors import FathomError
 from fathom.migrate import UPDATES
 
