@@ -23,6 +23,12 @@ row per figure, each row with the point's identity columns:
   telemetry window, from the samples stored with the point (`host_figures()`);
 - counters: per point and daemon, the perf counter deltas over the point, as stored
   (admin sockets or the mgr's prometheus module).
+And, one row each: intervals (per point, engine interval and op kind: ops, IOPS, MiB/s and the
+percentiles of that second's histogram), events (the run's), runs (every run of the store).
+
+fathom.api (`fathom.open`) gives the same tables as DataFrames, made from these rows through
+arrow_table, the Parquet export's typed table: change a column here and the API changes with it
+(docs/api.md says how the API is versioned).
 """
 
 from __future__ import annotations
