@@ -92,3 +92,24 @@ def test_merge_with_an_empty_engine_histogram():
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
     assert p.returncode == 0 and p.stdout.strip() == "merged", (p.returncode, p.stderr[-2000:])
+
+
+def test_buckets_are_the_exact_distribution_and_percentiles_read_them():
+    """buckets() holds every recorded value once, in order, each at its bucket's highest value; a percentile
+    is the first bucket whose cumulative count reaches ceil(q * n), on a histogram decoded from the engine's
+    encoding and on a merged one alike."""
+    import math
+    import random
+
+    rng = random.Random(7)
+    values = [int(rng.lognormvariate(13, 1)) + 1 for _ in range(5000)]
+    for h in (hdr.decode(hdr.encode(make(values))), hdr.merge([hdr.encode(make(values[:2000])),
+                                                              hdr.encode(make(values[2000:]))])):
+        b = hdr.buckets(h)
+        assert sum(c for _, c in b) == len(values) and [v for v, _ in b] == sorted({v for v, _ in b})
+        assert b[0][0] >= min(values) and b[-1][0] == hdr.max_ns(h)
+        ordered = sorted(values)
+        for p in (1, 50, 90, 99, 99.9, 99.99, 100):
+            nth = ordered[max(math.ceil(round(p / 100 * len(values), 9)), 1) - 1]  # that rank's value, recorded
+            assert hdr.percentile(h, p) == h.get_highest_equivalent_value(nth), p
+    assert hdr.buckets(hdr.new()) == [] and hdr.percentile(hdr.new(), 99) == 0

@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from typing import Any
 
-from fathom import __version__
+from fathom.version import __version__
 from fathom.cluster.ceph import Ceph
 from fathom.errors import FathomError
 

@@ -23,6 +23,12 @@ row per figure, each row with the point's identity columns:
   telemetry window, from the samples stored with the point (`host_figures()`);
 - counters: per point and daemon, the perf counter deltas over the point, as stored
   (admin sockets or the mgr's prometheus module).
+And, one row each: intervals (per point, engine interval and op kind: ops, IOPS, MiB/s and the
+percentiles of that second's histogram), events (the run's), runs (every run of the store).
+
+fathom.api (`fathom.open`) gives the same tables as DataFrames, made from these rows through
+arrow_table, the Parquet export's typed table: change a column here and the API changes with it
+(docs/api.md says how the API is versioned).
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from typing import Any
 
 from fathom import telemetry
 from fathom.model import METRIC_COLUMNS, figure_window, open_loop_metrics
-from fathom.store import Store
+from fathom.store import LOCAL_HOST, Store
 
 ID_COLUMNS = ("run_id", "run", "suite", "idx", "key", "workload", "engine", "rep", "status")
 PARAM_COLUMNS = {"rw": "rw", "bs": "bs", "iodepth": "iodepth", "numjobs": "numjobs", "rwmixread": "rwmixread",
@@ -112,27 +118,38 @@ def write(rs: list[dict[str, Any]], fmt: str, path: str | None, cols: list[str] 
     elif fmt == "json":
         _emit(json.dumps([{k: r.get(k) for k in cols} for r in rs], indent=1) + "\n", path)
     elif fmt == "parquet":
-        import pyarrow as pa
         import pyarrow.parquet as pq
 
-        types = {"run_id": pa.int64(), "idx": pa.int64(), "rep": pa.int64(), "bs": pa.int64(),
-                 "iodepth": pa.int64(), "numjobs": pa.int64(), "rwmixread": pa.int64(), "total_ios": pa.int64(),
-                 "errors": pa.int64(), "intended_ops": pa.int64(), "issued_ops": pa.int64(),
-                 "unissued_ops": pa.int64(), "schedule_kept": pa.bool_(), "partial": pa.bool_()}
-        # text-valued metrics too (a float column would refuse "reached", "ok")
-        strings = {"run", "suite", "key", "workload", "engine", "status", "rw", "target", "pool", "error",
-                   "steady_state", "rgw_reconciled", "host", "source", "daemon", "kind", "figure", "unit"}
-        about = {d["column"]: d for d in table_dictionary(table)}
-        about.update({c: {"meaning": "", "window": "", "source": ""} for c in cols if c not in about})
-        fields = [pa.field(c, types.get(c, pa.string() if c in strings else pa.float64()),
-                           metadata={k: about[c][k] for k in ("meaning", "window", "source") if about[c][k]})
-                  for c in cols]
-        schema = pa.schema(fields)
-        data = {c: [_cast(r.get(c), schema.field(c).type) for r in rs] for c in cols}
-        pq.write_table(pa.table(data, schema=schema), path)  # type: ignore[arg-type]
+        pq.write_table(arrow_table(rs, cols, table), path)  # type: ignore[arg-type]
     else:
         raise ValueError(fmt)
     return len(rs)
+
+
+# typed columns of every table (the others are floats): the Parquet schema and fathom.api's DataFrames
+INT_COLUMNS = {"run_id", "idx", "rep", "bs", "iodepth", "numjobs", "rwmixread", "total_ios", "errors", "intended_ops",
+               "issued_ops", "unissued_ops", "tick", "ops", "bytes", "points", "points_done"}
+BOOL_COLUMNS = {"schedule_kept", "partial", "ramp", "tail"}
+# text-valued metrics too (a float column would refuse "reached", "ok")
+STRING_COLUMNS = {"run", "suite", "key", "workload", "engine", "status", "rw", "target", "pool", "error",
+                  "steady_state", "rgw_reconciled", "host", "source", "daemon", "kind", "figure", "unit", "op",
+                  "message", "data", "fathom_version", "ceph_version", "labels"}
+
+
+def arrow_table(rs: list[dict[str, Any]], cols: list[str] | None = None, table: str = "points") -> Any:
+    """The rows as a typed Arrow table, each field's meaning, window and source in its metadata: what a
+    Parquet export writes and what fathom.api's DataFrames are made from (one definition for both)."""
+    import pyarrow as pa
+
+    cols = cols or table_columns(table)
+    about = {d["column"]: d for d in table_dictionary(table)}
+    about.update({c: {"meaning": "", "window": "", "source": ""} for c in cols if c not in about})
+    fields = [pa.field(c, pa.int64() if c in INT_COLUMNS else pa.bool_() if c in BOOL_COLUMNS
+                       else pa.string() if c in STRING_COLUMNS else pa.float64(),
+                       metadata={k: about[c][k] for k in ("meaning", "window", "source") if about[c][k]})
+              for c in cols]
+    schema = pa.schema(fields)
+    return pa.table({c: [_cast(r.get(c), schema.field(c).type) for r in rs] for c in cols}, schema=schema)
 
 
 def _cast(v: Any, t: Any) -> Any:
@@ -159,7 +176,7 @@ def _emit(text: str, path: str | None) -> None:
 
 # ---- long tables: per host and daemon, and perf counters -------------------------------------
 
-TABLES = ("points", "servers", "counters")
+TABLES = ("points", "servers", "counters", "intervals", "events", "runs")
 SERVER_COLUMNS = [*ID_COLUMNS, "host", "source", "daemon", "kind", "figure", "value", "unit", "partial"]
 COUNTER_COLUMNS = [*ID_COLUMNS, "host", "source", "daemon", "kind", "figure", "value", "unit"]
 # figure -> (unit, meaning); a daemon's figures, then a host's (daemon empty, kind "host")
@@ -182,13 +199,18 @@ _LONG_MEANINGS = {
 
 
 def table_columns(table: str) -> list[str]:
-    return {"points": columns(), "servers": SERVER_COLUMNS, "counters": COUNTER_COLUMNS}[table]
+    return {"points": columns(), "servers": SERVER_COLUMNS, "counters": COUNTER_COLUMNS,
+            "intervals": INTERVAL_COLUMNS, "events": EVENT_COLUMNS, "runs": RUN_COLUMNS}[table]
 
 
 def table_dictionary(table: str) -> list[dict[str, Any]]:
     """Every column of a table: its meaning, window and source (as dictionary() for points)."""
     if table == "points":
         return dictionary()
+    if table in SERIES_ABOUT:
+        return [{"column": c, **dict(zip(("meaning", "window", "source"),
+                                         SERIES_ABOUT[table].get(c) or (_ID_MEANINGS.get(c, ""), "", "")))}
+                for c in table_columns(table)]
     ids = {d["column"]: d for d in dictionary() if d["column"] in ID_COLUMNS}
     if table == "servers":
         figures = "; ".join(f"{f} ({u}): {m}" for f, (u, m) in DAEMON_FIGURES.items()) + "; of a host: " + \
@@ -220,7 +242,9 @@ def table_dictionary(table: str) -> list[dict[str, Any]]:
 
 
 def table_rows(store: Store, run_id: int, table: str) -> list[dict[str, Any]]:
-    return {"points": rows, "servers": server_rows, "counters": counter_rows}[table](store, run_id)
+    """A table's rows for one run (runs: that run's row; run_rows(store) gives every run's)."""
+    return {"points": rows, "servers": server_rows, "counters": counter_rows, "intervals": interval_rows,
+            "events": event_rows, "runs": run_rows}[table](store, run_id)
 
 
 def _ids(run: Any, p: dict[str, Any]) -> dict[str, Any]:
@@ -337,4 +361,102 @@ def counter_rows(store: Store, run_id: int) -> list[dict[str, Any]]:
                              "unit": counter_unit(counter, part)} for part in ("count", "sum", "avg") if part in v]
                 else:
                     out.append({**base, "figure": counter, "value": v, "unit": counter_unit(counter)})
+    return out
+
+
+# ---- per-second intervals, events and the runs themselves -----------------------------------
+
+INTERVAL_COLUMNS = [*ID_COLUMNS, "host", "tick", "t_s", "dt_s", "ts", "ramp", "tail", "op", "ops", "bytes", "errors",
+                    "iops", "bw_mib_s", "lat_mean_ms", "lat_max_ms", "p50_ms", "p90_ms", "p99_ms", "p999_ms"]
+EVENT_COLUMNS = [*ID_COLUMNS, "ts", "kind", "message", "data"]
+RUN_COLUMNS = ["run_id", "run", "kind", "suite", "status", "created", "finished", "fathom_version", "ceph_version",
+               "labels", "points", "points_done"]
+_INTERVAL = "the interval (t_s - dt_s, t_s] on the engine's clock: ops completed in it, whenever issued"
+_INTERVAL_SOURCE = "the engine's interval record (merged over engines by tick when the point had several)"
+SERIES_ABOUT: dict[str, dict[str, tuple[str, str, str]]] = {
+    "intervals": {
+        "host": ("the engine's host; empty when the point ran several engines: their records merged by tick", "", ""),
+        "tick": ("the grid point the record ends at, from 1 (records of engines started together share it)", "", ""),
+        "t_s": ("seconds from the start of the engine's phase (ramp included) to the interval's end", "", ""),
+        "dt_s": ("the interval's length in seconds (the last, partial one shorter)", "", ""),
+        "ts": ("the interval's end, epoch s (the engine host's clock)", "", ""),
+        "ramp": ("true for an interval inside the ramp (not in the point's measured window)", "", ""),
+        "tail": ("true for the last, partial interval (the drain after the stop)", "", ""),
+        "op": ("the op kind (read, write, ...): one row per interval and op kind", "", ""),
+        "ops": ("successful ops completed", _INTERVAL, _INTERVAL_SOURCE),
+        "bytes": ("bytes moved by them", _INTERVAL, _INTERVAL_SOURCE),
+        "errors": ("failed and timed-out ops", _INTERVAL, _INTERVAL_SOURCE),
+        "iops": ("ops / dt_s", _INTERVAL, _INTERVAL_SOURCE),
+        "bw_mib_s": ("bytes / dt_s in MiB/s", _INTERVAL, _INTERVAL_SOURCE),
+        "lat_mean_ms": ("mean latency of the successful ops, ms", _INTERVAL, _INTERVAL_SOURCE),
+        "lat_max_ms": ("highest latency, ms", _INTERVAL, _INTERVAL_SOURCE),
+        **{f"{p}_ms": (f"{p[1:3]}{'.9' if p == 'p999' else ''}th percentile latency, ms", _INTERVAL,
+                       "the interval's HDR histogram (the engines' merged)") for p in ("p50", "p90", "p99", "p999")},
+    },
+    "events": {
+        "idx": ("the point's position in the run; empty for an event of the run", "", ""),
+        "ts": ("when it happened, epoch s", "", ""), "kind": ("health, gate, fault, warning, ...", "", ""),
+        "message": ("what happened, as fathom said it", "", ""),
+        "data": ("the event's details as JSON (never a secret)", "", ""),
+    },
+    "runs": {
+        "kind": ("suite, bench or import", "", ""), "status": ("running, done, failed or interrupted", "", ""),
+        "created": ("when the run was created, epoch s", "", ""),
+        "finished": ("when it finished, epoch s; empty while it runs", "", ""),
+        "fathom_version": ("the fathom that made it", "", ""),
+        "ceph_version": ("the cluster's Ceph version; empty without a cluster", "", ""),
+        "labels": ("its labels (KEY=VALUE) as JSON", "", ""),
+        "points": ("points stored (any status)", "", ""), "points_done": ("points done", "", ""),
+    },
+}
+
+
+def interval_rows(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """The intervals table: per point, each interval record of its timeline (store.timeline), one row per op
+    kind, as rates by series.py (the one place records become rates) and percentiles of its histogram."""
+    from fathom import hdr, series
+
+    run = store.run(run_id)
+    out = []
+    for p in store.points(run_id):
+        ids = _ids(run, p)
+        for r in store.timeline(p["id"]):
+            base = {**ids, "host": r.get("host", LOCAL_HOST), "tick": r.get("tick"), "t_s": r.get("t"),
+                    "dt_s": r.get("dt"), "ts": r.get("ts"), "ramp": bool(r.get("ramp")), "tail": bool(r.get("tail"))}
+            for op, o in sorted((r.get("ops") or {}).items()):
+                s = series.merged([{"dt": r.get("dt"), "ops": {op: o}}], float(r.get("t") or 0.0))
+                pct = {f"{k}_ms": v / 1e6 for k, v in hdr.percentiles(o["hist"]).items()} if o.get("hist") else {}
+                out.append({**base, "op": op, "ops": s.ops, "bytes": s.bytes, "errors": s.errors,
+                            "iops": s.value("iops"), "bw_mib_s": s.value("bw"),
+                            "lat_mean_ms": _ms(o.get("lat_mean_ns")), "lat_max_ms": _ms(o.get("lat_max_ns")), **pct})
+    return out
+
+
+def _ms(ns: Any) -> float | None:
+    return None if ns is None else float(ns) / 1e6
+
+
+def event_rows(store: Store, run_id: int) -> list[dict[str, Any]]:
+    """The events table: the run's events in time order, each with its point's identity (empty for the run's)."""
+    run = store.run(run_id)
+    points = {p["id"]: p for p in store.points(run_id)}
+    out = []
+    for e in store.events(run_id):
+        p = points.get(e["point_id"])
+        ids = _ids(run, p) if p else {"run_id": run.id, "run": run.name, "suite": run.suite}
+        out.append({**ids, "ts": e["ts"], "kind": e["kind"], "message": e["message"],
+                    "data": json.dumps(e["data"], sort_keys=True) if e["data"] else None})
+    return out
+
+
+def run_rows(store: Store, run_id: int | None = None) -> list[dict[str, Any]]:
+    """The runs table: one row per run of the store (or the one run_id), in the order they were made."""
+    out = []
+    for r in ([store.run(run_id)] if run_id is not None else store.runs()):
+        status = [p["status"] for p in store.points(r.id)]
+        out.append({"run_id": r.id, "run": r.name, "kind": r.kind, "suite": r.suite, "status": r.status,
+                    "created": r.created, "finished": r.finished, "fathom_version": r.fathom_version,
+                    "ceph_version": r.env.get("ceph_version"),
+                    "labels": json.dumps(r.env["labels"], sort_keys=True) if r.env.get("labels") else None,
+                    "points": len(status), "points_done": status.count("done")})
     return out

@@ -15,6 +15,7 @@ Public API (stable):
     merge_b64(hists: Iterable[str | None]) -> (str | None, dict)   merged encoding and its percentiles (ns)
     with_merged(hists: dict[str, str]) -> (dict, dict | None)      op kinds plus their merge as "all"
     percentile(h: str | HdrHistogram, p: float) -> int      p in 0..100, ns
+    buckets(h) -> list[(int, int)]              non-empty buckets: (highest value in ns, count), by value
     percentiles(h, ps=(50, 90, 99, 99.9)) -> dict[str, int] keys "p50", "p90", "p99", "p999"
     summary(h, ps=(50, 90, 99, 99.9)) -> dict   count, mean, stdev, min, max (ns) and the percentiles
     count(h) -> int, mean(h) -> float, stdev(h) -> float, min_ns(h) -> int, max_ns(h) -> int
@@ -200,6 +201,20 @@ def percentile(h: Hist, p: float) -> int:
             v = d.get_value_from_index(i)
             return int(d.get_highest_equivalent_value(v) if q else d.get_lowest_equivalent_value(v))
     return 0
+
+
+def buckets(h: Hist) -> list[tuple[int, int]]:
+    """The non-empty buckets in value order, each as (the highest value it holds in ns, its count): the
+    histogram's exact distribution, at its precision (3 significant digits). A CDF read from it agrees with
+    percentile(): the p-th percentile is the first bucket whose cumulative count reaches ceil(p/100 * count)."""
+    d = _h(h)
+    if not d.get_total_count():
+        return []
+    # the counts from the lowest to the highest value, as one slice of the C array (a call per index is slower)
+    lo, hi = d.get_counts_array_index(d.get_min_value()), d.get_counts_array_index(d.get_max_value())
+    hi = min(hi, d.counts_len - 1, d.encoder.payload.counts_len - 1)  # a decoded histogram's array may be shorter
+    return [(int(d.get_highest_equivalent_value(d.get_value_from_index(i))), int(c))
+            for i, c in enumerate(d.counts[lo:hi + 1], lo) if c]
 
 
 def _pkey(p: float) -> str:

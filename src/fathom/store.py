@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Self, TypeVar
 
-from fathom import __version__
+from fathom.version import __version__
 from fathom.errors import FathomError
 from fathom.migrate import UPDATES
 
@@ -233,20 +233,44 @@ _INSERT_EVENT = "INSERT INTO events (run_id, point_id, ts, kind, message, data_j
 
 
 class Store:
-    def __init__(self, path: Path | str = DEFAULT_DB, busy_timeout_s: float = BUSY_TIMEOUT_S):
+    def __init__(self, path: Path | str = DEFAULT_DB, busy_timeout_s: float = BUSY_TIMEOUT_S, read_only: bool = False):
+        """read_only: SQLite's mode=ro, for readers beside a running writer (fathom.api, a notebook): it never
+        creates, upgrades or writes the file, and in WAL mode it never blocks the writer nor waits for it."""
         self.path = Path(path)
         self.busy_timeout_s = busy_timeout_s
+        self.read_only = read_only
         try:
-            self.db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None)
+            if read_only:
+                if not self.path.is_file():
+                    raise FathomError(f"no results store at {self.path}",
+                                      hint="name a file `fathom run` wrote (--db; default fathom-results.db)")
+                self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
+                                          timeout=busy_timeout_s, isolation_level=None)
+            else:
+                self.db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None)
         except sqlite3.Error as exc:
             raise FathomError(f"cannot open results store {self.path}: {exc}", hint="pass --db with another file") \
                 from None
         self.db.row_factory = sqlite3.Row
         try:
-            self._setup()
+            self._setup_read_only() if read_only else self._setup()
         except BaseException:
             self.db.close()
             raise
+
+    def _setup_read_only(self) -> None:
+        try:
+            self.db.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout_s * 1000)}")
+            version = self._schema_version()
+        except sqlite3.Error as exc:
+            if _not_a_database(exc):
+                raise self._not_ours(str(exc)) from None
+            raise FathomError(f"cannot read results store {self.path}: {exc}",
+                              hint="check the file and its directory are readable") from None
+        if version != SCHEMA_VERSION:  # an upgrade writes; a reader must not
+            raise FathomError(f"results store {self.path} has schema version {version}; this fathom reads "
+                              f"{SCHEMA_VERSION} and a read-only open does not upgrade it",
+                              hint=f"upgrade it once by opening it for writing (e.g. `fathom ls --db {self.path}`)")
 
     def _setup(self) -> None:
         t0 = time.monotonic()

@@ -390,3 +390,29 @@ def env_differences(runs: list[RunData]) -> list[dict[str, Any]]:
         if len(set(values)) > 1:
             out.append({"field": name, "key": path, "values": values})
     return out
+
+
+def comparison_rows(c: Comparison, levels: bool = False) -> list[dict[str, Any]]:
+    """The comparison as flat rows (fathom.api): one per workload and NEW run, or (levels) one per matched
+    level, with the fields of to_dict() (intervals as their low and high ends)."""
+    out: list[dict[str, Any]] = []
+    for w in c.workloads:
+        ids = {"workload": w.workload, "base": w.base, "new": w.new}
+        if not levels:
+            out.append({**ids, "axis": w.axis, "unit": w.unit, "base_peak": w.base_peak,
+                        "base_peak_at": w.base_peak_at, "new_peak": w.new_peak, "new_peak_at": w.new_peak_at,
+                        "ratio": w.ratio, "ci_low": w.ci[0] if w.ci else None, "ci_high": w.ci[1] if w.ci else None,
+                        "confidence": w.confidence, "tp_gain_pct": w.tp_gain_pct, "lat_gain_pct": w.lat_gain_pct,
+                        "trials_base": w.trials[0], "trials_new": w.trials[1], "verdict": w.verdict,
+                        "reason": w.reason, "regression": w.regression})
+            continue
+        for lv in w.levels:
+            row = {**ids, "axis": w.axis, "level": lv.label, "iodepth": lv.iodepth, "unit": w.unit,
+                   "base_tp": lv.base_tp, "new_tp": lv.new_tp, "base_clat_ms": lv.base_clat_ms,
+                   "new_clat_ms": lv.new_clat_ms, "base_p99_ms": lv.base_p99_ms, "new_p99_ms": lv.new_p99_ms,
+                   "tp_gain_pct": lv.tp_gain_pct, "lat_gain_pct": lv.lat_gain_pct, "trials_base": lv.trials[0],
+                   "trials_new": lv.trials[1], "flagged": ", ".join(lv.flagged)}
+            for name, j in (("tp", lv.tp), ("lat", lv.lat)):
+                row.update({f"{name}_ratio": j.ratio if j else None, f"{name}_verdict": j.verdict if j else None})
+            out.append(row)
+    return out

@@ -423,3 +423,25 @@ def compare_answers(base: dict[str, Any], new: dict[str, Any], gate: float | Non
     else:
         out["verdict"] = "same within the searches' resolution"
     return out
+
+
+def probe_rows(found: dict[str, Any]) -> list[dict[str, Any]]:
+    """A stored search's probes (answer_of) as flat rows, in the order run (fathom.api): load, verdict and
+    reasons, ops and errors, the open-loop schedule, and per targeted percentile its estimate and 95% interval
+    in ms (`{key}_ms`, `{key}_lo_ms`, `{key}_hi_ms`)."""
+    probes = found["result"]["probes"]
+    keys = sorted({k for p in probes for k in p["obs"]["percentiles"]}, key=lambda k: QUANTILES.get(k, 1.0))
+    rows = []
+    for i, p in enumerate(probes, start=1):
+        o = p["obs"]
+        row: dict[str, Any] = {
+            "probe": i, "load": p["load"], "unit": found.get("unit", "ops/s"), "outcome": p["outcome"],
+            "decided_by_estimate": bool(p.get("decided_by_estimate")), "reasons": "; ".join(p["reasons"]),
+            "ops": o["ops"], "errors": o.get("errors", 0), "merged": o.get("probes", 1),
+            "schedule_kept": o.get("schedule_kept"), "achieved_ops_s": o.get("achieved"),
+            "client_thread_pct": o.get("client_thread_pct")}
+        for k in keys:
+            est, lo, hi = o["percentiles"].get(k) or (None, None, None)
+            row.update({f"{k}_ms": est, f"{k}_lo_ms": lo, f"{k}_hi_ms": hi})
+        rows.append(row)
+    return rows

@@ -11,7 +11,7 @@ import importlib
 import signal
 import sys
 
-from fathom import __version__
+from fathom.version import __version__
 from fathom.errors import FathomError
 
 COMMAND_MODULES = {

@@ -102,20 +102,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("export", help="one row per point as CSV, JSON or Parquet; or, with --table, each host's and "
-                                      "daemon's figures or the perf counters, one row per figure")
-    p.add_argument("run", nargs="?", default="latest", help="run id or name (default: latest)")
+                                      "daemon's figures or the perf counters, one row per figure, the per-second "
+                                      "intervals, the events or the runs")
+    p.add_argument("run", nargs="?", help="run id or name (default: latest; --table runs: every run)")
     _db(p)
     p.add_argument("--format", choices=("csv", "json", "parquet"), help="default: from the -o suffix, else csv")
     p.add_argument("-o", "--output", help="output file (default: stdout for csv and json)")
-    p.add_argument("--table", choices=("points", "servers", "counters"), default="points",
-                   help="points (default): one row per point; servers: per point, host and daemon, each daemon's "
-                        "CPU, RSS and context switches and each host's CPU, memory and NIC MiB/s over the point's "
-                        "telemetry window; counters: per point and daemon, each perf counter's change over the "
-                        "point. The long tables have one row per figure: ..., host, daemon, figure, value, unit")
+    p.add_argument("--table", choices=("points", "servers", "counters", "intervals", "events", "runs"),
+                   default="points", help=TABLE_HELP)
     p.add_argument("--columns", action="store_true",
                    help="instead of the rows: every column's meaning, the window it covers and its source "
                         "(csv or json; Parquet files carry them as field metadata)")
     p.set_defaults(func=cmd_export)
+
+
+TABLE_HELP = ("points (default): one row per point; servers: per point, host and daemon, each daemon's CPU, RSS and "
+              "context switches and each host's CPU, memory and NIC MiB/s over the point's telemetry window; "
+              "counters: per point and daemon, each perf counter's change over the point. The long tables have one "
+              "row per figure: ..., host, daemon, figure, value, unit. intervals: per point, second and op kind, its "
+              "ops, IOPS, MiB/s and percentiles; events: the run's events; runs: one row per run of the store")
 
 
 def _engine(p: argparse.ArgumentParser) -> None:
@@ -462,10 +467,14 @@ def cmd_export(args: argparse.Namespace) -> int:
     if fmt == "parquet" and not args.output:
         raise UsageError("export --format parquet needs -o FILE (Parquet is binary)")
     with _open_existing(args.db) as st:
-        r = st.run(args.run)
-        rows = export.table_rows(st, r.id, args.table)
-        n = export.write(rows, fmt, args.output, table=args.table)
+        if args.table == "runs" and args.run is None:
+            n = export.write(export.run_rows(st), fmt, args.output, table="runs")
+            of = "every run"
+        else:
+            r = st.run(args.run or "latest")
+            n = export.write(export.table_rows(st, r.id, args.table), fmt, args.output, table=args.table)
+            of = f"run {r.id} ({r.name})"
     if args.output:
         what = "point(s)" if args.table == "points" else f"row(s) of the {args.table} table"
-        print(f"wrote {n} {what} of run {r.id} ({r.name}) to {args.output} as {fmt}", file=sys.stderr)
+        print(f"wrote {n} {what} of {of} to {args.output} as {fmt}", file=sys.stderr)
     return 0
