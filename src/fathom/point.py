@@ -72,6 +72,12 @@ class ProgressCompanion(Companion):
     def on_interval(self, rec: dict[str, Any]) -> None:
         self.prog.interval(rec)
 
+    def on_span(self, recs: list[dict[str, Any]]) -> None:
+        self.prog.span(recs)
+
+    def on_notice(self, event: dict[str, Any]) -> None:
+        self.prog.event(event)
+
 
 @dataclass
 class PointOutcome:
@@ -108,11 +114,21 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
         for c in companions:
             c.on_child(pid)
 
-    ctx.on_interval, ctx.on_child, ctx.on_control = on_interval, on_child, live.attach
+    def on_span(recs: list[dict[str, Any]]) -> None:
+        for c in companions:
+            c.on_span(recs)
+
+    def notify(e: dict[str, Any]) -> None:
+        for c in companions:
+            c.on_notice(e)
+
+    live.notify = notify
+    ctx.on_interval, ctx.on_child, ctx.on_control, ctx.on_span = on_interval, on_child, live.attach, on_span
     engine_rows: dict[str, Any] = {}  # a many-engine point's records per engine (and merged, host '')
 
     def on_event(e: dict[str, Any]) -> None:  # from the engines' side during the point (a client host lost)
         events.append(e)
+        notify(e)
         print(f"  {e['message']}", file=sys.stderr, flush=True)
 
     ctx.on_event, ctx.on_engines = on_event, engine_rows.update
