@@ -110,20 +110,9 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
         for c in companions:
             c.on_interval(rec)
 
-    def on_child(pid: int | None) -> None:
-        for c in companions:
-            c.on_child(pid)
-
-    def on_span(recs: list[dict[str, Any]]) -> None:
-        for c in companions:
-            c.on_span(recs)
-
-    def notify(e: dict[str, Any]) -> None:
-        for c in companions:
-            c.on_notice(e)
-
-    live.notify = notify
-    ctx.on_interval, ctx.on_child, ctx.on_control, ctx.on_span = on_interval, on_child, live.attach, on_span
+    live.notify = notify = _each(companions, "on_notice")
+    ctx.on_interval, ctx.on_control = on_interval, live.attach
+    ctx.on_child, ctx.on_span = _each(companions, "on_child"), _each(companions, "on_span")
     engine_rows: dict[str, Any] = {}  # a many-engine point's records per engine (and merged, host '')
 
     def on_event(e: dict[str, Any]) -> None:  # from the engines' side during the point (a client host lost)
@@ -195,6 +184,15 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     return PointOutcome(status, metrics, error, next_gate, faulted,
                         full_now if status == "failed" and ceph is not None and full_now else None,
                         point_hist, intervals)
+
+
+def _each(companions: list[Companion], hook: str) -> Callable[[Any], None]:
+    """One argument handed to every companion's `hook`, in order."""
+    def call(arg: Any) -> None:
+        for c in companions:
+            getattr(c, hook)(arg)
+
+    return call
 
 
 def _prepare(params: dict[str, Any], ctx: engines.PointContext, on_event: Callable[[dict[str, Any]], None]) \

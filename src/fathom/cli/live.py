@@ -10,11 +10,12 @@ DEFAULT_DB = "fathom-results.db"  # fathom.store.DEFAULT_DB, without importing s
 DEFAULT_LISTEN = "127.0.0.1:9465"
 
 
-def metrics_arg(p: argparse.ArgumentParser) -> None:
+def metrics_arg(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """--metrics on run, slo and bench: Prometheus metrics and the live page while the run goes."""
     p.add_argument("--metrics", metavar="ADDR:PORT",
                    help="serve Prometheus metrics (/metrics) and a live page (/) here while the run goes, e.g. "
                         "127.0.0.1:9464 (docs/live.md); bound before the run starts, closed when it ends")
+    return p
 
 
 def register(sub: argparse._SubParsersAction) -> None:

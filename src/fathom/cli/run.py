@@ -53,8 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ceph", metavar="DIR|RELEASE", help="run the disposable local cluster's daemons from "
                    "another Ceph: a build directory (bin/, lib/), a root file system, or a release built by "
                    "`fathom cluster rootfs` (reef, tentacle); default this host's (docs/clusters.md)")
-    metrics_arg(p)
-    p.set_defaults(func=cmd_run)
+    metrics_arg(p).set_defaults(func=cmd_run)
 
     p = sub.add_parser("slo", help="the highest load that meets latency targets: search a workload's rate "
                                    "(open loop) or iodepth by bracketing and bisection, stored as a run",
@@ -90,8 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ceph", metavar="DIR|RELEASE", help="run the disposable local cluster's daemons from "
                    "another Ceph: a build directory (bin/, lib/), a root file system, or a release built by "
                    "`fathom cluster rootfs` (reef, tentacle); default this host's (docs/clusters.md)")
-    metrics_arg(p)
-    p.set_defaults(func=cmd_slo)
+    metrics_arg(p).set_defaults(func=cmd_slo)
 
     p = sub.add_parser("ls", help="list the runs in a results store")
     _db(p)
