@@ -67,11 +67,11 @@ def second(rec: dict[str, Any]) -> dict[str, Any]:
         if o.get("hist"):
             hists.append(o["hist"])
     h = hdr.merge(hists) if hists else None
-    have = h is not None and h.get_total_count() > 0
+    p50 = p99 = None
+    if h is not None and h.get_total_count() > 0:
+        p50, p99 = (v / 1e6 for v in buckets.percentiles_ns(h, (50.0, 99.0)))
     return {"t": round(float(rec.get("t") or 0.0), 3), "ts": rec.get("ts"), "ramp": bool(rec.get("ramp")),
-            "iops": ops / dt, "mib_s": nbytes / dt / 2**20, "errors": errors,
-            "p50_ms": hdr.percentile(h, 50) / 1e6 if have else None,
-            "p99_ms": hdr.percentile(h, 99) / 1e6 if have else None}
+            "iops": ops / dt, "mib_s": nbytes / dt / 2**20, "errors": errors, "p50_ms": p50, "p99_ms": p99}
 
 
 class LiveState:
@@ -182,12 +182,16 @@ class LiveState:
             s.bytes += sum(int(o.get("bytes") or 0) for o in os_)
             s.errors += sum(int(o.get("errors") or 0) for o in os_)
             # the ramp's latencies stay out, as they stay out of the point's stored percentiles
-            hists = [o["hist"] for o in os_ if o.get("hist") and not o["_ramp"]]
-            if hists:
-                c, n, total_s = buckets.counts(hdr.merge(hists))
+            measured = [o for o in os_ if o.get("hist") and not o["_ramp"]]
+            if measured:
+                c, n = buckets.counts(hdr.merge([o["hist"] for o in measured]))
                 s.buckets = [a + b for a, b in zip(s.buckets, c)]
                 s.lat_count += n
-                s.lat_sum_s += total_s
+                # the sum from the engines' own means (exact), weighted by ops: no pass over the histogram
+                w = sum(int(o.get("ops") or 0) for o in measured)
+                if w:
+                    s.lat_sum_s += n * sum(float(o.get("lat_mean_ns") or 0) * int(o.get("ops") or 0)
+                                           for o in measured) / w / 1e9
 
     # ---- events as they happen -----------------------------------------------------
     def event(self, e: dict[str, Any]) -> None:
