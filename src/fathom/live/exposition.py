@@ -79,7 +79,7 @@ class LiveCollector(Collector):
             yield from g.values()
             ol = [*pl, "op", "host"]
             c = {k: CounterMetricFamily(f"fathom_{k}", h, labels=ol) for k, h in (
-                ("ops", "ops completed (successful and failed), since the point started"),
+                ("ops", "ops completed (the interval records' ops), ramp included"),
                 ("bytes", "bytes moved by completed ops"),
                 ("errors", "ops that failed (errors and timeouts), by op kind"))}
             hist = HistogramMetricFamily("fathom_latency_seconds", "latency of successful ops after the ramp, s "
