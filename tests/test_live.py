@@ -319,3 +319,36 @@ def test_two_watchers_follow_a_run_and_show_its_final_state(tmp_path: Path, engi
                       dom)
     assert [(k, i, p) for k, i, p in rows] == [(p["key"], f"{p['metrics']['iops']:.0f}",
                                                 f"{p['metrics']['p99_ms']:.3f}") for p in pts]
+
+
+def test_bench_metrics_during_a_rados_bench(cluster, rados_pool, tmp_path: Path) -> None:
+    """`fathom bench rados --metrics`: the bench's seconds are exposed while it runs, the port closed after."""
+    port = free_port()
+    proc = subprocess.Popen([FATHOM, "bench", "rados", "-p", rados_pool, "4", "write", "-t", "4", "-b", "4K",
+                             "--conf", str(cluster.conf_path), "--keyring", str(cluster.keyring_path), "--db",
+                             str(tmp_path / "b.db"), "--metrics", f"127.0.0.1:{port}", "--run-name", "live"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen: list[float] = []
+    try:
+        def exposed() -> bool:
+            s = _state(port)
+            if s["point"] and s["point"]["series"]:
+                seen.append(s["point"]["series"][-1]["iops"])
+            return len(seen) >= 2
+
+        _wait(exposed, 60, "two seconds of the bench", proc)
+        metrics = _get(f"http://127.0.0.1:{port}/metrics").decode()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert _closed(port)
+    assert 'fathom_run_info{kind="bench",run="bench-rados-write"' in metrics and "fathom_ops_total{" in metrics
+    assert all(v > 0 for v in seen)
+    with Store(tmp_path / "b.db") as st:
+        recs = st.timeline(st.points(st.run("latest").id)[0]["id"])
+    stored = {round(_second(r)[0], 6) for r in recs}
+    assert all(round(v, 6) in stored for v in seen), (seen, stored)  # the page's seconds are the stored ones
+    run_fathom("cleanup", "-p", rados_pool, "--run-name", "live", "--conf", str(cluster.conf_path), "--keyring",
+               str(cluster.keyring_path), timeout=120)

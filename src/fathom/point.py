@@ -130,7 +130,7 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
         else:
             # ---- gate ----
             if ceph is not None:
-                gate = _gate(ceph, interfaces.get(params["interface"]).rgw, gate, gate_timeout, events)
+                gate = _gate(ceph, interfaces.get(params["interface"]).rgw, gate, gate_timeout, events, notify)
             # ---- start ----
             for c in companions:
                 c.start(live)
@@ -207,8 +207,8 @@ def _prepare(params: dict[str, Any], ctx: engines.PointContext, on_event: Callab
     return None
 
 
-def _gate(ceph: Any, rgw: bool, gate: health.GateVerdict | None, timeout: float, events: list[dict[str, Any]]) \
-        -> health.GateVerdict:
+def _gate(ceph: Any, rgw: bool, gate: health.GateVerdict | None, timeout: float, events: list[dict[str, Any]],
+          notify: Callable[[Any], None] = lambda e: None) -> health.GateVerdict:
     """The cluster clean before the point (the last point's clean verdict stands; with rgw, RGW's reshard queue
     and GC must be empty too); a gate not passed in time is an event, and the point is measured anyway."""
     if gate is not None and rgw and not health.rgw_idle(ceph)[0]:
@@ -217,6 +217,7 @@ def _gate(ceph: Any, rgw: bool, gate: health.GateVerdict | None, timeout: float,
     if not gate.ok:
         events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
                                                   f"{gate.reason}; measured anyway", "data": gate.to_dict()})
+        notify(events[-1])  # the live view flags it as the point starts
     return gate
 
 
