@@ -20,7 +20,7 @@ from typing import Any
 from fathom import hdr
 from fathom.live import buckets
 
-SERIES_KEEP = 3600  # seconds of the running point's series kept for the page (a long point keeps its last hour)
+SERIES_KEEP = 900  # seconds of the running point's series the page gets (a long point: its last 15 minutes)
 FLAG_KINDS = {"gate": "health gate", "client_lost": "client host lost", "server_lost": "server host lost",
               "server_late": "server host late", "error": "error", "warning": "warning", "full": "cluster full"}
 
