@@ -141,6 +141,52 @@ def test_fast_percentiles_are_hdr_percentiles() -> None:
         assert buckets.percentiles_ns(h, ps) == [hdr.percentile(h, p) for p in ps]
 
 
+def _rec(host: str, ops: int, lat_ns: int, ramp: bool = False) -> dict[str, Any]:
+    h = hdr.new()
+    h.record_value(lat_ns, ops)
+    return {"type": "interval", "t": 2.0, "dt": 1.0, "ts": 100.0, "ramp": ramp, "host": host,
+            "ops": {"read": {"ops": ops, "bytes": ops * 4096, "errors": 1, "lat_mean_ns": lat_ns,
+                             "hist": hdr.encode(h)}}, "cpu": {"user_s": 0.25, "sys_s": 0.25}}
+
+
+def test_many_hosts_are_series_of_their_own_and_counted_once() -> None:
+    """A span of two hosts: one series per host from the engines' records, the merged record not added again;
+    the ramp's latencies stay out of the histogram; histogram_quantile over both hosts sees both."""
+    from fathom.live import exposition
+    from fathom.live.observer import Observer
+    from fathom.live.state import LiveState
+
+    st = LiveState()
+    obs = Observer(st)
+    st.point_start(1, "w/iodepth=4", "w", "w read", {"rate": 500.0}, 10.0)
+    for ramp in (True, False):
+        recs = [_rec("root@a", 100, 200_000, ramp), _rec("root@b", 300, 5_000_000, ramp)]
+        obs.span(recs)
+        h = hdr.merge([r["ops"]["read"]["hist"] for r in recs])
+        obs.interval({**recs[0], "host": "", "ops": {"read": {"ops": 400, "bytes": 400 * 4096, "errors": 2,
+                                                                "hist": hdr.encode(h)}}})
+    text = exposition.render(exposition.registry(st))[0].decode()
+
+    def val(metric: str, **labels: str) -> float:
+        sel = [ln for ln in text.splitlines() if ln.startswith(metric + "{")
+               and all(f'{k}="{v}"' in ln for k, v in labels.items())]
+        assert len(sel) == 1, (metric, labels, sel)
+        return float(sel[0].rsplit(" ", 1)[1])
+
+    assert val("fathom_ops_total", host="root@a") == 200 and val("fathom_ops_total", host="root@b") == 600
+    assert val("fathom_errors_total", host="root@b") == 2
+    assert val("fathom_latency_seconds_count", host="root@a") == 100  # the ramp's second left out
+    assert val("fathom_engine_cpu_seconds_total", host="root@a") == 1.0
+    assert val("fathom_iops") == 400 and val("fathom_offered_rate_ops") == 500
+    assert 'host=""' not in text and 'host="local"' not in text
+    cum = [0] * (len(buckets.BOUNDS_S) + 1)
+    for host in ("root@a", "root@b"):
+        for i, le in enumerate([f"{b:g}" for b in buckets.BOUNDS_S] + ["+Inf"]):
+            cum[i] += int(val("fathom_latency_seconds_bucket", host=host, le=le))
+    assert 3.98e-3 <= buckets.quantile(cum, 0.5) <= 6.31e-3  # b's 300 ops at 5 ms hold the median
+    assert 1.58e-4 <= buckets.quantile(cum, 0.2) <= 2.52e-4  # a's at 0.2 ms the lowest quarter
+
+
 def test_addresses_and_bind_errors_are_clear() -> None:
     assert parse_addr("127.0.0.1:9464") == ("127.0.0.1", 9464)
     assert parse_addr("[::1]:9") == ("::1", 9)
