@@ -25,7 +25,7 @@ SAMPLER := engine/target/$(SAMPLER_TARGET)/release/fathom-sampler
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
 .PHONY: help install deps venv engine demo test test-unit bench-engine bench-rados bench-null bench-steady bench-hosts \
-	bench-s3 bench-s3-memory bench-files bench-slo bench-history bench-verdicts clean
+	bench-s3 bench-s3-memory bench-files bench-slo bench-history bench-verdicts bench-live clean
 
 help:
 	@echo "make demo   install if needed, run the main job on a disposable local cluster, leave a report"
@@ -96,6 +96,10 @@ bench-rados: install
 	$(VENV)/bin/python bench/bench_vs_rados_bench.py -b 4M -b 4K --docs docs/benchmarks.md --json bench/results/bench-rados-vs-rados-bench.json
 
 # the OSD study, fixed time vs steady-state stop, on one fresh cluster (~25 min on 2 cores; see the script)
+# what --metrics costs: 64 null engines, a 1 s scrape, with and without alternately (~5 min; target < 1% of a core)
+bench-live: install
+	$(VENV)/bin/python bench/live_cost.py --docs docs/benchmarks.md
+
 # fathom history over 1,000 runs x 100 figures (target: under 5 s; no cluster)
 bench-history: install
 	$(VENV)/bin/python bench/history_scale.py --docs docs/benchmarks.md

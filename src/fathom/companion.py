@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 if TYPE_CHECKING:
     from fathom.plan import Point
@@ -37,6 +37,9 @@ class Live:
         self.started = time.time()
         self.stop_reason: str | None = None
         self._handle: Any = None  # the engine's control handle, once it runs
+        # a structured event as it happens (a fault, steady state, a lost host), for the live view (point.py
+        # hands it to every companion's on_notice); the stored events still come in each Contribution
+        self.notify: Callable[[dict[str, Any]], None] = lambda event: None
 
     def attach(self, handle: Any) -> None:
         self._handle = handle
@@ -62,6 +65,12 @@ class Companion:
 
     def on_child(self, pid: int | None) -> None:
         """The engine process started (its pid) or ended (None)."""
+
+    def on_span(self, recs: list[dict[str, Any]]) -> None:
+        """A many-engine point: the engines' own records of the span the next merged record covers."""
+
+    def on_notice(self, event: dict[str, Any]) -> None:
+        """An event as it happens (Live.notify): a fault, steady state reached, a client host lost."""
 
     def stop(self) -> Contribution:
         """The point ended: hand over what was seen."""

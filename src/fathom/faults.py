@@ -260,9 +260,11 @@ class FaultCompanion(Companion):
         self._out: dict[str, float] = {}  # OSDs it marked out -> at_s
         self._paused: float | None = None
         self._thread: threading.Thread | None = None
+        self.live: Live | None = None
 
     # ---- companion protocol ----
     def start(self, live: Live) -> None:
+        self.live = live
         self._thread = threading.Thread(target=self._loop, name="fathom-faults", daemon=True)
         self._thread.start()
 
@@ -344,10 +346,12 @@ class FaultCompanion(Companion):
                     f" (pid {data['pid']})"
             when = f"t={t_s:.1f} s" if t_s is not None else "at point end"
             msg = f"{when}: {f.describe()}{pids}: {data.get('error') or data['outcome']}"
-            self._events.append({"kind": "fault", "ts": time.time(), "message": f"{undo}: {msg}" if undo else msg,
-                                 "data": data})
+            event = {"kind": "fault", "ts": time.time(), "message": f"{undo}: {msg}" if undo else msg, "data": data}
+            self._events.append(event)
             if not undo:
                 self._done += 1
+        if self.live is not None:  # the live view marks it as it happens (a structured event, not the text)
+            self.live.notify(event)
         self.say(f"  fault {msg}" if not undo else f"  fault put back, {msg}")
 
     def _undo(self, now_t: float | None) -> None:

@@ -72,6 +72,12 @@ class ProgressCompanion(Companion):
     def on_interval(self, rec: dict[str, Any]) -> None:
         self.prog.interval(rec)
 
+    def on_span(self, recs: list[dict[str, Any]]) -> None:
+        self.prog.span(recs)
+
+    def on_notice(self, event: dict[str, Any]) -> None:
+        self.prog.event(event)
+
 
 @dataclass
 class PointOutcome:
@@ -104,15 +110,14 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
         for c in companions:
             c.on_interval(rec)
 
-    def on_child(pid: int | None) -> None:
-        for c in companions:
-            c.on_child(pid)
-
-    ctx.on_interval, ctx.on_child, ctx.on_control = on_interval, on_child, live.attach
+    live.notify = notify = _each(companions, "on_notice")
+    ctx.on_interval, ctx.on_control = on_interval, live.attach
+    ctx.on_child, ctx.on_span = _each(companions, "on_child"), _each(companions, "on_span")
     engine_rows: dict[str, Any] = {}  # a many-engine point's records per engine (and merged, host '')
 
     def on_event(e: dict[str, Any]) -> None:  # from the engines' side during the point (a client host lost)
         events.append(e)
+        notify(e)
         print(f"  {e['message']}", file=sys.stderr, flush=True)
 
     ctx.on_event, ctx.on_engines = on_event, engine_rows.update
@@ -125,7 +130,7 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
         else:
             # ---- gate ----
             if ceph is not None:
-                gate = _gate(ceph, interfaces.get(params["interface"]).rgw, gate, gate_timeout, events)
+                gate = _gate(ceph, interfaces.get(params["interface"]).rgw, gate, gate_timeout, events, notify)
             # ---- start ----
             for c in companions:
                 c.start(live)
@@ -181,6 +186,15 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
                         point_hist, intervals)
 
 
+def _each(companions: list[Companion], hook: str) -> Callable[[Any], None]:
+    """One argument handed to every companion's `hook`, in order."""
+    def call(arg: Any) -> None:
+        for c in companions:
+            getattr(c, hook)(arg)
+
+    return call
+
+
 def _prepare(params: dict[str, Any], ctx: engines.PointContext, on_event: Callable[[dict[str, Any]], None]) \
         -> str | None:
     """Make what the point's interface needs (interfaces.prepare); the error that stops the point, or None."""
@@ -193,8 +207,8 @@ def _prepare(params: dict[str, Any], ctx: engines.PointContext, on_event: Callab
     return None
 
 
-def _gate(ceph: Any, rgw: bool, gate: health.GateVerdict | None, timeout: float, events: list[dict[str, Any]]) \
-        -> health.GateVerdict:
+def _gate(ceph: Any, rgw: bool, gate: health.GateVerdict | None, timeout: float, events: list[dict[str, Any]],
+          notify: Callable[[Any], None] = lambda e: None) -> health.GateVerdict:
     """The cluster clean before the point (the last point's clean verdict stands; with rgw, RGW's reshard queue
     and GC must be empty too); a gate not passed in time is an event, and the point is measured anyway."""
     if gate is not None and rgw and not health.rgw_idle(ceph)[0]:
@@ -203,6 +217,7 @@ def _gate(ceph: Any, rgw: bool, gate: health.GateVerdict | None, timeout: float,
     if not gate.ok:
         events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
                                                   f"{gate.reason}; measured anyway", "data": gate.to_dict()})
+        notify(events[-1])  # the live view flags it as the point starts
     return gate
 
 

@@ -51,6 +51,8 @@ class Progress:
         self.lat_ms: float | None = None
         self.slowest: str | None = None  # a many-host point: the host with the fewest ops per engine this second
         self._live = None
+        # the live view (fathom.live.Observer) sees the same lifecycle: point start and end, each interval, events
+        self.observers: list[Any] = []
         if self.tty:
             from rich.console import Console
             from rich.live import Live
@@ -61,6 +63,19 @@ class Progress:
 
     def _pos(self, n: int) -> str:
         return f"[{n}/{self.total}]" if self.total else f"[{n}]"
+
+    def _tell(self, hook: str, *args: Any) -> None:
+        for o in self.observers:
+            try:
+                getattr(o, hook)(*args)
+            except Exception as exc:  # noqa: BLE001 - the live view must never stop a run
+                print(f"  live view: {hook} failed: {exc}", file=sys.stderr, flush=True)
+
+    def span(self, recs: list[dict[str, Any]]) -> None:
+        self._tell("span", recs)
+
+    def event(self, e: dict[str, Any]) -> None:
+        self._tell("event", e)
 
     def say(self, msg: str) -> None:
         if self._live is not None:
@@ -84,6 +99,7 @@ class Progress:
         self.point, self.t_point, self.iops, self.lat_ms = point, time.monotonic(), None, None
         self.slowest = None
         self.n = n
+        self._tell("point_start", point, n, self.total)
         if self._live is None:
             eta = f" (run ETA {_fmt_s(self.eta_s())})" if self.total else ""
             self.say(f"{self._pos(n)} {point.label()} ...{eta}")
@@ -99,6 +115,7 @@ class Progress:
         self.lat_ms = sum(c * lat for c, lat in lats) / n / 1e6 if n else None
         slow = rec.get("slowest")
         self.slowest = f"{slow['host']} {_fmt_iops(slow['iops'])}" if slow else None
+        self._tell("interval", rec)
         self._draw()
 
     def point_end(self, point: Point, status: str, metrics: dict[str, Any] | None, error: str | None = None) -> None:
@@ -108,6 +125,7 @@ class Progress:
         self.todo_est.pop(point.key, None)
         self.done += 1
         self.point = None
+        self._tell("point_end", point, status, metrics, error)
         m = metrics or {}
         if status == "done":
             lat = f"{m['clat_ms']:.3f}" if m.get("clat_ms") is not None else "-"

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fathom import engines, envinfo, faults, interfaces, plan, resume, spec, steady
+from fathom import engines, envinfo, faults, hosts, interfaces, plan, resume, spec, steady, telemetry
 from fathom import point as point_mod
 from fathom.cluster import full, health
 from fathom.companion import Companion
@@ -43,11 +43,9 @@ from fathom.cluster.attach import Attachment
 from fathom.cluster.journal import Journal
 from fathom.attempt import Attempt
 from fathom.errors import FathomError, UsageError
-from fathom import hosts
 from fathom.hosts import ClientChoice
 from fathom.progress import Progress
 from fathom.store import Store
-from fathom import telemetry
 
 CHILD_GRACE_S = 120.0  # beyond runtime + ramp before an engine is considered hung
 
@@ -74,6 +72,7 @@ class RunOptions:
     mgr_prometheus: bool = False  # every daemon's perf counters from the mgr's prometheus module (enabled if off)
     prometheus: str | None = None  # an existing Prometheus with node-exporter: the cluster hosts' figures
     labels: dict[str, str] = field(default_factory=dict)  # --label, over the suite's labels (fathom.labels)
+    live: Any = None  # fathom.live.Observer (--metrics): sees the run's progress as it goes
 
 
 @dataclass
@@ -462,6 +461,8 @@ class Phases:
         gate_timeout = self.opts.gate_timeout
         held.progress = prog = Progress(None if source else len(points), [] if source else todo, tty=self.opts.tty)
         companions: list[Companion] = [tel, point_mod.ProgressCompanion(prog)]
+        if self.opts.live is not None:  # fathom.live: --metrics and the live page
+            self.opts.live.attach(prog, store, run_id, work)
         if cov is not None:
             companions[1:1] = cov.companions(prog.say)
         if held.exporter is not None:  # after telemetry: a daemon's admin socket counters win (histograms too)
@@ -554,8 +555,8 @@ class Phases:
         if held.progress is not None:
             held.progress.close()
         if held.telemetry is not None:
-            self.outcome.telemetry_cost_pct = point_mod.record_cost(store, run_id, held.telemetry.sampler,
-                                                           held.telemetry.asok_cpu_s)
+            tel = held.telemetry
+            self.outcome.telemetry_cost_pct = point_mod.record_cost(store, run_id, tel.sampler, tel.asok_cpu_s)
         store.finish_run(run_id, self.outcome.status)
         _teardown(store, run_id, a, held, self.opts.keep_cluster, on_cleaned=lambda engine, pool: a.lose(
             _writes_into(work.points, store.done_keys(run_id), work.suite, held.prepared.pools, engine, pool),

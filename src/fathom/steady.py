@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -289,6 +290,8 @@ class SteadyStateCompanion(Companion):
             self.steady_at = self.verdict
             v = self.verdict
             if self.live is not None:
+                self.live.notify({"kind": "steady", "ts": time.time(), "message": f"steady state at {v.at_s:.0f} s",
+                                  "data": {"at_s": v.at_s}})
                 self.live.request_stop(f"steady state reached at {v.at_s:.0f} s: {self._values(v)}")
 
     def _values(self, v: Verdict) -> str:

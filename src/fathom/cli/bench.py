@@ -7,8 +7,10 @@ same as the Ceph tools take) and imports the rest when a command runs.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 from fathom.cli.clientargs import add_client_args
+from fathom.cli.live import metrics_arg
 
 DEFAULT_DB = "fathom-results.db"  # fathom.store.DEFAULT_DB, without importing sqlite3 for every command
 
@@ -28,6 +30,7 @@ def _common_tail(p: argparse.ArgumentParser) -> None:
                    help="stop when no op completes for this long with ops in flight, and report the cluster's "
                         "health (default 60)")
     p.add_argument("--db", default=str(DEFAULT_DB), help=f"results store (default ./{DEFAULT_DB})")
+    metrics_arg(p)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -150,19 +153,44 @@ def _s3_args(p: argparse.ArgumentParser, bucket_default: str | None) -> None:
 def _rados(args: argparse.Namespace) -> int:
     from fathom.dropin.rados import run_bench
 
-    return run_bench(args)
+    return _live(args, "rados", run_bench)
 
 
 def _rbd(args: argparse.Namespace) -> int:
     from fathom.dropin.rbd import run_bench
 
-    return run_bench(args)
+    return _live(args, "rbd", run_bench)
 
 
 def _s3(args: argparse.Namespace) -> int:
     from fathom.dropin.s3 import run_bench
 
-    return run_bench(args)
+    return _live(args, "s3", run_bench)
+
+
+def _live(args: argparse.Namespace, tool: str, run_bench: Callable[[argparse.Namespace], int]) -> int:
+    """With --metrics: the live server bound before the bench starts, fed by its engine records, closed at
+    its end whatever happens."""
+    if not args.metrics:
+        return run_bench(args)
+    from fathom import live
+    from fathom.dropin import engine
+
+    sess = live.Session(args.metrics)
+    mode = getattr(args, "mode", None) or getattr(args, "io_type", None) or "bench"
+    sess.observer.bench_start(f"bench-{tool}-{mode}", f"{tool}-{mode}", f"fathom bench {tool} {mode}", {})
+    engine.LIVE = sess.observer
+    status = "failed"
+    try:
+        rc = run_bench(args)
+        status = "done" if rc == 0 else "failed"
+        return rc
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        engine.LIVE = None
+        sess.close(status)
 
 
 def _cleanup(args: argparse.Namespace) -> int:

@@ -20,6 +20,7 @@ COMMAND_MODULES = {
     "fathom.cli.report": ("report", "compare", "import"),
     "fathom.cli.bench": ("bench", "cleanup"),
     "fathom.cli.history": ("history", "label"),
+    "fathom.cli.live": ("watch",),
 }
 
 

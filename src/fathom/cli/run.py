@@ -13,6 +13,7 @@ from fathom import labels
 from fathom.errors import FathomError, UsageError
 from fathom.store import DEFAULT_DB, Store
 from fathom.cluster.attach import add_attach_args, attach_from_args
+from fathom.cli.live import metrics_arg
 from fathom.cli.clientargs import add_client_args, add_server_args, client_choice, server_spec
 
 
@@ -52,7 +53,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ceph", metavar="DIR|RELEASE", help="run the disposable local cluster's daemons from "
                    "another Ceph: a build directory (bin/, lib/), a root file system, or a release built by "
                    "`fathom cluster rootfs` (reef, tentacle); default this host's (docs/clusters.md)")
-    p.set_defaults(func=cmd_run)
+    metrics_arg(p).set_defaults(func=cmd_run)
 
     p = sub.add_parser("slo", help="the highest load that meets latency targets: search a workload's rate "
                                    "(open loop) or iodepth by bracketing and bisection, stored as a run",
@@ -88,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--ceph", metavar="DIR|RELEASE", help="run the disposable local cluster's daemons from "
                    "another Ceph: a build directory (bin/, lib/), a root file system, or a release built by "
                    "`fathom cluster rootfs` (reef, tentacle); default this host's (docs/clusters.md)")
-    p.set_defaults(func=cmd_slo)
+    metrics_arg(p).set_defaults(func=cmd_slo)
 
     p = sub.add_parser("ls", help="list the runs in a results store")
     _db(p)
@@ -243,8 +244,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         clients=client_choice(args), servers=server_spec(args), mgr_prometheus=args.mgr_prometheus,
         prometheus=args.prometheus, labels=labels.parse(args.label),
     )
-    outcome = runner.run(opts)
-    return outcome.exit_code
+    return _run_live(opts, args.metrics)
 
 
 def cmd_slo(args: argparse.Namespace) -> int:
@@ -262,8 +262,28 @@ def cmd_slo(args: argparse.Namespace) -> int:
                              slo=given, attach=attach_from_args(args, probe_timeout=None), clients=client_choice(args),
                              servers=server_spec(args), mgr_prometheus=args.mgr_prometheus,
                              prometheus=args.prometheus, labels=labels.parse(args.label))
-    outcome = runner.run(opts)
-    return outcome.exit_code
+    return _run_live(opts, args.metrics)
+
+
+def _run_live(opts: Any, metrics: str | None) -> int:
+    """runner.run, with --metrics: the live server bound first (a busy port fails before anything is made),
+    closed whatever happens."""
+    from fathom import live, runner
+
+    sess = live.session(metrics)
+    if sess is None:
+        return runner.run(opts).exit_code
+    status = "failed"
+    try:
+        opts.live = sess.observer
+        outcome = runner.run(opts)
+        status = outcome.status
+        return outcome.exit_code
+    except KeyboardInterrupt:
+        status = "interrupted"
+        raise
+    finally:
+        sess.close(status)
 
 
 # ---- ls / show / export ---------------------------------------------------------------

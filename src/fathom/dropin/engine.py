@@ -8,6 +8,7 @@ What ran is an EngineRun, the same record a suite's point gets.
 
 from __future__ import annotations
 
+import sys
 from typing import TYPE_CHECKING, Any, Callable
 
 from fathom.cluster.ceph import Connection, _mon_host
@@ -18,10 +19,17 @@ if TYPE_CHECKING:
     from fathom.engines.fathom_engine import EngineRun
 
 
+# the live view of a bench run with --metrics (fathom.live.Observer), set by the command line for the bench's
+# duration: every engine record of the measured run goes to it too
+LIVE: Any = None
+
+
 def run_engine(spec: EngineSpec, conn: Connection | None, timeout: float,
                on_record: Callable[[dict[str, Any]], None] | None = None, clients: Any = None) -> EngineRun:
     """Run one point to its end through the shared launcher; every record goes to on_record as it arrives.
     With clients (a fathom.hosts.ClientsSpec): on every engine of those hosts, merged (fathom.dropin.multihost)."""
+    if LIVE is not None and on_record is not None:
+        on_record = _with_live(on_record, LIVE)
     if clients is not None:
         from fathom.dropin import multihost
 
@@ -45,3 +53,14 @@ def connect_failure(err: dict[str, Any], conn: Connection, timeout_s: float) -> 
         return ClusterError(f"the cluster refused {conn.name}: {msg}",
                             hint="check --id/--name and --keyring (the key and the user's caps)")
     return None
+
+
+def _with_live(on_record: Callable[[dict[str, Any]], None], live: Any) -> Callable[[dict[str, Any]], None]:
+    def both(rec: dict[str, Any]) -> None:
+        try:
+            live.bench_record(rec)
+        except Exception as exc:  # noqa: BLE001 - the live view must never stop a bench
+            sys.stderr.write(f"fathom: live view: {exc}\n")
+        on_record(rec)
+
+    return both

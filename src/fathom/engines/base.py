@@ -44,6 +44,8 @@ class PointContext:
     on_event: Callable[[dict[str, Any]], None] = lambda event: None  # point events (a client host lost)
     # per-engine records of a many-engine point: {"intervals": [...], "histograms": {(op, host, n): b64}}
     on_engines: Callable[[dict[str, Any]], None] = lambda records: None
+    # a many-engine point: the engines' records of each span, just before its merged record (the live view's hosts)
+    on_span: Callable[[list[dict[str, Any]]], None] = lambda records: None
     # s3 with prep.rgw (fathom.cluster.rgw.prepare): keys file path, placements -> LocationConstraint,
     # endpoints, CA file; paths and names only
     s3: dict[str, Any] | None = None

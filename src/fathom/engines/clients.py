@@ -59,7 +59,8 @@ class Clients:
 
     def run_point(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
         g, res, _ = self.run_specs(lambda: point_spec(params, ctx), ctx.timeout, ctx.on_interval, ctx.on_event,
-                                   ctx.on_control, on_engines=ctx.on_engines, on_end=lambda: ctx.on_child(None))
+                                   ctx.on_control, on_engines=ctx.on_engines, on_end=lambda: ctx.on_child(None),
+                                   on_span=ctx.on_span)
         if g.failed:
             raise FathomError(g.failed)
         return res
@@ -69,6 +70,7 @@ class Clients:
                   on_control: Callable[[Any], None] = lambda handle: None,
                   on_engines: Callable[[dict[str, Any]], None] = lambda rows: None,
                   on_end: Callable[[], None] = lambda: None,
+                  on_span: Callable[[list[dict[str, Any]]], None] = lambda recs: None,
                   ) -> tuple[group_mod.Group, PointResult, dict[str, Any]]:
         """One point on every engine of every host, each from a fresh make_spec() (its own object prefix):
         the finished group (a failure is in its `failed`), the merged point and the per-engine rows.
@@ -77,6 +79,7 @@ class Clients:
         instances = self._instances(make_spec)
         interval_s = float(instances[0].spec.get("interval_s") or 1.0)
         g = group_mod.Group(instances, str(check_engine()), interval_s, self.spec.on_loss, on_interval, on_event)
+        g.on_span = on_span
         on_control(group_mod.GroupHandle(g))
         conn = instances[0].spec["target"].get("connection") or {}
         ready = 2 * float(conn.get("timeout_s") or 10.0) + 10 + group_mod.READY_GRACE_S

@@ -94,6 +94,7 @@ class Group:
         self.on_loss = on_loss
         self.on_interval = on_interval
         self.on_event = on_event
+        self.on_span: Callable[[list[dict[str, Any]]], None] = lambda recs: None  # per-engine records (live view)
         self.clocks: dict[str, HostClock] = {}
         self.start_at: float | None = None
         self.merged: list[dict[str, Any]] = []
@@ -356,6 +357,7 @@ class Group:
             rec["slowest"] = merge.slowest_host(recs)
             self.merged.append(rec)
             try:
+                self.on_span(recs)
                 self.on_interval(rec)
             except Exception as exc:  # noqa: BLE001 - a companion's failure must not stop the engines
                 self.on_event({"kind": "warning", "ts": time.time(),

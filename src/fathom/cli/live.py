@@ -1,0 +1,46 @@
+"""`fathom watch`: the live page for a run in a results store (another process writing it, or finished)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+
+DEFAULT_DB = "fathom-results.db"  # fathom.store.DEFAULT_DB, without importing sqlite3 for every command
+DEFAULT_LISTEN = "127.0.0.1:9465"
+
+
+def metrics_arg(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """--metrics on run, slo and bench: Prometheus metrics and the live page while the run goes."""
+    p.add_argument("--metrics", metavar="ADDR:PORT",
+                   help="serve Prometheus metrics (/metrics) and a live page (/) here while the run goes, e.g. "
+                        "127.0.0.1:9464 (docs/live.md); bound before the run starts, closed when it ends")
+    return p
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("watch", help="serve the live page for a run in a results store, as it is written or "
+                                     "after it finished (read-only: never blocks the run writing it)")
+    p.add_argument("run", nargs="?", help="run id or name (default: the newest run, following new ones)")
+    p.add_argument("--db", default=DEFAULT_DB, help=f"results store (default {DEFAULT_DB})")
+    p.add_argument("--listen", default=DEFAULT_LISTEN, metavar="ADDR:PORT",
+                   help=f"where to serve the page (default {DEFAULT_LISTEN}; PORT 0: any free port)")
+    p.set_defaults(func=cmd_watch)
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from fathom.live.server import LiveServer
+    from fathom.live.watch import StoreView
+
+    view = StoreView(args.db, args.run)
+    try:
+        server = LiveServer(args.listen, view.snapshot, None, "--listen")
+        try:
+            print(f"fathom watch: {server.url} (run {args.run or 'latest'} in {args.db}); Ctrl-C stops",
+                  file=sys.stderr, flush=True)
+            threading.Event().wait()  # until Ctrl-C or SIGTERM
+        finally:
+            server.close()
+    finally:
+        view.close()
+    return 0

@@ -1,0 +1,153 @@
+"""The live state as Prometheus metrics (prometheus_client's collector protocol, its text format).
+
+Names and units are listed in docs/live.md. Every series carries `run` and `suite`; per-point series add
+`workload` and `point` (the point's key), per-op series `op`, per-engine-host series `host`. Counters are
+cumulative over the run (one series per point, so a finished point's stay flat and rate() over them is 0);
+the latency histogram has fixed bounds (buckets.py) so `histogram_quantile` adds hosts and op kinds up.
+No secret is a label or a value: run, suite, workload and point names, op kinds and host labels only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector, CollectorRegistry
+
+from fathom.live import buckets
+from fathom.live.state import LiveState
+
+_LE = [f"{b:g}" for b in buckets.BOUNDS_S] + ["+Inf"]
+_STATES = ("running", "done", "failed", "interrupted")
+
+
+class LiveCollector(Collector):
+    def __init__(self, state: LiveState):
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        st = self.state
+        with st.lock:
+            run = [str(st.run.get("name") or ""), str(st.run.get("suite") or st.run.get("kind") or "")]
+            base = ["run", "suite"]
+            info = GaugeMetricFamily("fathom_run_info", "the run being measured (1)", labels=[*base, "kind", "status"])
+            info.add_metric([*run, str(st.run.get("kind") or ""), str(st.run.get("status") or "")], 1)
+            yield info
+            planned = GaugeMetricFamily("fathom_points_planned", "points the run plans (absent in an SLO search)",
+                                        labels=base)
+            if st.run.get("planned") is not None:
+                planned.add_metric(run, float(st.run["planned"]))
+            yield planned
+            yield _gauge("fathom_points_finished", "points finished so far (any status)", base, run, st.done)
+            p = st.point
+            pl = [*base, "workload", "point"]
+            pv = [*run, p["workload"], p["key"]] if p else []
+            idx = GaugeMetricFamily("fathom_point_index", "the running (or last) point's position in the run, from 1",
+                                    labels=pl)
+            state = GaugeMetricFamily("fathom_point_state", "1 for the running (or last) point's state",
+                                      labels=[*pl, "state"])
+            sec = st.last
+            g = {k: GaugeMetricFamily(f"fathom_{k}", h, labels=pl) for k, h in (
+                ("iops", "ops/s of the last second, all op kinds and engines"),
+                ("mib_s", "MiB/s of the last second, all op kinds and engines"),
+                ("latency_p50_seconds", "median latency of the last second (merged HDR histograms), s"),
+                ("latency_p99_seconds", "99th percentile latency of the last second (merged HDR histograms), s"),
+                ("offered_rate_ops", "open loop: the offered rate, ops/s over all engines"),
+                ("achieved_rate_ops", "open loop: the ops/s achieved in the last second"),
+                ("unissued_ops", "open loop: ops the point's schedule never issued (known when it ends)"),
+                ("ramp", "1 while the running point is in its ramp"))}
+            if p is not None:
+                idx.add_metric(pv, p["n"])
+                for s in _STATES:
+                    state.add_metric([*pv, s], 1.0 if p["status"] == s else 0.0)
+                if sec:
+                    g["iops"].add_metric(pv, sec["iops"])
+                    g["mib_s"].add_metric(pv, sec["mib_s"])
+                    g["ramp"].add_metric(pv, 1.0 if sec["ramp"] else 0.0)
+                    for q in ("p50", "p99"):
+                        if sec[f"{q}_ms"] is not None:
+                            g[f"latency_{q}_seconds"].add_metric(pv, sec[f"{q}_ms"] / 1e3)
+                if p.get("offered_rate") is not None:
+                    g["offered_rate_ops"].add_metric(pv, float(p["offered_rate"]))
+                    if sec:
+                        g["achieved_rate_ops"].add_metric(pv, sec["iops"])
+                if p.get("unissued_ops") is not None:
+                    g["unissued_ops"].add_metric(pv, float(p["unissued_ops"]))
+            yield idx
+            yield state
+            yield from g.values()
+            ol = [*pl, "op", "host"]
+            c = {k: CounterMetricFamily(f"fathom_{k}", h, labels=ol) for k, h in (
+                ("ops", "ops completed (the interval records' ops), ramp included"),
+                ("bytes", "bytes moved by completed ops"),
+                ("errors", "ops that failed (errors and timeouts), by op kind"))}
+            hist = HistogramMetricFamily("fathom_latency_seconds", "latency of successful ops after the ramp, s "
+                                         "(fixed log buckets from the engines' HDR histograms)", labels=ol)
+            for (wl, key, op, host), s in st.series.items():
+                lv = [*run, wl, key, op, host]
+                c["ops"].add_metric(lv, s.ops)
+                c["bytes"].add_metric(lv, s.bytes)
+                c["errors"].add_metric(lv, s.errors)
+                cum, acc = [], 0
+                for le, n in zip(_LE, s.buckets):
+                    acc += n
+                    cum.append((le, float(acc)))
+                hist.add_metric(lv, cum, s.lat_sum_s)
+            yield from c.values()
+            yield hist
+            cpu = CounterMetricFamily("fathom_engine_cpu_seconds", "the engines' own CPU (user + system), s",
+                                      labels=[*base, "host"])
+            for host, v in st.cpu_s.items():
+                cpu.add_metric([*run, host], v)
+            yield cpu
+            yield _counter("fathom_faults", "faults run so far", base, run, st.faults)
+            lost = GaugeMetricFamily("fathom_client_host_lost", "1 for each client host lost", labels=[*base, "host"])
+            for host in st.lost_hosts:
+                lost.add_metric([*run, host], 1)
+            yield lost
+            yield _gauge("fathom_flags", "flags raised so far (failed points, gates not passed, lost hosts, errors)",
+                         base, run, len(st.flags))
+            yield from _finished(st, base, run)
+
+
+def _finished(st: LiveState, base: list[str], run: list[str]) -> Iterator[Metric]:
+    """Each finished point's stored figures, server ones included where fathom measured them."""
+    names = {"iops": ("fathom_point_iops", 1.0, "a finished point's IOPS (measured window)"),
+             "bw_mib_s": ("fathom_point_mib_s", 1.0, "a finished point's MiB/s"),
+             "p99_ms": ("fathom_point_latency_p99_seconds", 1e-3, "a finished point's p99 latency, s"),
+             "osd_cpu": ("fathom_point_osd_cpu_percent", 1.0, "a finished point's OSD CPU, % of one core summed")}
+    fams = {k: GaugeMetricFamily(n, h, labels=[*base, "workload", "point"]) for k, (n, _, h) in names.items()}
+    for row in st.finished:
+        for k, (_, scale, _) in names.items():
+            if row.get(k) is not None:
+                fams[k].add_metric([*run, row["workload"], row["key"]], float(row[k]) * scale)
+    yield from fams.values()
+
+
+def _gauge(name: str, doc: str, labels: list[str], values: list[str], v: float) -> GaugeMetricFamily:
+    g = GaugeMetricFamily(name, doc, labels=labels)
+    g.add_metric(values, float(v))
+    return g
+
+
+def _counter(name: str, doc: str, labels: list[str], values: list[str], v: float) -> CounterMetricFamily:
+    c = CounterMetricFamily(name, doc, labels=labels)
+    c.add_metric(values, float(v))
+    return c
+
+
+def registry(state: LiveState) -> CollectorRegistry:
+    """A registry of fathom's live metrics only (no process or platform collectors: the page is the run's)."""
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(LiveCollector(state))
+    return reg
+
+
+def render(reg: CollectorRegistry) -> tuple[bytes, str]:
+    from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+    return generate_latest(reg), CONTENT_TYPE_LATEST
+
+
+__all__: list[Any] = ["LiveCollector", "registry", "render"]

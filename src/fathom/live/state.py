@@ -1,0 +1,228 @@
+"""The live state of one run: what the page and /metrics show, fed by the run's lifecycle (observer.py).
+
+Two kinds of figures are kept, each under one lock:
+- for the page: the suite's progress, the running point's per-second series (ops/s, MiB/s, p50/p99, errors)
+  with its fault and steady-state marks, the finished points (a curve), the flags raised so far;
+- for Prometheus: counters that only grow (ops, bytes, errors, engine CPU seconds) and latency bucket counts
+  per (workload, point, op, host), so rate() and histogram_quantile() work across scrapes and hosts.
+
+`snapshot()` is the page's JSON; `from_store` (watch.py) builds the same shape from the results store.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from fathom import hdr
+from fathom.live import buckets
+
+SERIES_KEEP = 900  # seconds of the running point's series the page gets (a long point: its last 15 minutes)
+FLAG_KINDS = {"gate": "health gate", "client_lost": "client host lost", "server_lost": "server host lost",
+              "server_late": "server host late", "error": "error", "warning": "warning", "full": "cluster full"}
+
+
+@dataclass
+class OpSeries:
+    """One (workload, point, op, host)'s counters since the run started (Prometheus counters never go down)."""
+
+    ops: int = 0
+    bytes: int = 0
+    errors: int = 0
+    buckets: list[int] = field(default_factory=lambda: [0] * (len(buckets.BOUNDS_S) + 1))
+    lat_count: int = 0
+    lat_sum_s: float = 0.0
+
+
+def flag_of(e: dict[str, Any], point: str | None = None) -> dict[str, Any] | None:
+    """An event that is a flag on the page (a gate not passed, a host lost, an error), or None."""
+    kind = e.get("kind") or ""
+    if kind not in FLAG_KINDS:
+        return None
+    return {"kind": kind, "what": FLAG_KINDS[kind], "message": e.get("message") or "", "point": point,
+            "ts": e.get("ts")}
+
+
+def point_row(n: int, key: str, workload: str, label: str, status: str, metrics: dict[str, Any] | None,
+              error: str | None) -> dict[str, Any]:
+    """A finished point as the page's curve has it."""
+    m = metrics or {}
+    return {"n": n, "key": key, "workload": workload, "label": label, "status": status, "error": error,
+            **{k: m.get(k) for k in ("iops", "bw_mib_s", "p50_ms", "p99_ms", "clat_ms", "osd_cpu",
+                                     "offered_rate_ops_s", "achieved_rate_ops_s", "unissued_ops")}}
+
+
+def second(rec: dict[str, Any]) -> dict[str, Any]:
+    """One interval record (a point's merged one) as the page's per-second figures."""
+    dt = float(rec.get("dt") or 1.0) or 1.0
+    ops = nbytes = errors = 0
+    hists = []
+    for o in (rec.get("ops") or {}).values():
+        ops += int(o.get("ops") or 0)
+        nbytes += int(o.get("bytes") or 0)
+        errors += int(o.get("errors") or 0)
+        if o.get("hist"):
+            hists.append(o["hist"])
+    h = hdr.merge(hists) if hists else None
+    p50 = p99 = None
+    if h is not None and h.get_total_count() > 0:
+        p50, p99 = (v / 1e6 for v in buckets.percentiles_ns(h, (50.0, 99.0)))
+    return {"t": round(float(rec.get("t") or 0.0), 3), "ts": rec.get("ts"), "ramp": bool(rec.get("ramp")),
+            "iops": ops / dt, "mib_s": nbytes / dt / 2**20, "errors": errors, "p50_ms": p50, "p99_ms": p99}
+
+
+class LiveState:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.version = 0  # grows with every change: the page redraws only when it moved
+        self.run: dict[str, Any] = {"id": None, "name": None, "suite": None, "kind": None, "status": "starting",
+                                    "started": time.time(), "planned": None}
+        self.done = 0
+        self.point: dict[str, Any] | None = None
+        self.finished: list[dict[str, Any]] = []
+        self.flags: list[dict[str, Any]] = []
+        self.lost_hosts: dict[str, str] = {}
+        self.faults = 0
+        self.series: dict[tuple[str, str, str, str], OpSeries] = {}
+        self.cpu_s: dict[str, float] = {}  # host -> engine CPU seconds (user + system)
+        self.last: dict[str, Any] = {}  # the last second's point-level figures (gauges)
+        self.host_name = "local"  # the one client host of a point whose engines all ran there
+        self._spans = False  # the running point's per-host records come from on_span (a many-engine point)
+
+    def _changed(self) -> None:
+        self.version += 1
+
+    # ---- the run -------------------------------------------------------------------
+    def run_start(self, run_id: int | None, name: str | None, suite: str | None, kind: str,
+                  planned: int | None) -> None:
+        with self.lock:
+            self.run.update(id=run_id, name=name, suite=suite, kind=kind, planned=planned, status="running")
+            self._changed()
+
+    def finish(self, status: str) -> None:
+        with self.lock:
+            self.run["status"] = status
+            if self.point is not None and status != "done":
+                self.point["status"] = status
+            self._changed()
+
+    # ---- points --------------------------------------------------------------------
+    def point_start(self, n: int, key: str, workload: str, label: str, params: dict[str, Any],
+                    est_s: float | None) -> None:
+        with self.lock:
+            self.point = {"n": n, "key": key, "workload": workload, "label": label, "status": "running",
+                          "started": time.time(), "est_s": est_s, "offered_rate": params.get("rate"),
+                          "series": [], "marks": [], "unissued_ops": None}
+            self.last = {}
+            self._spans = False
+            self._changed()
+
+    def point_end(self, status: str, metrics: dict[str, Any] | None, error: str | None,
+                  events: Iterable[dict[str, Any]] = ()) -> None:
+        with self.lock:
+            p = self.point
+            if p is None:
+                return
+            self.done += 1
+            m = metrics or {}
+            row = point_row(p["n"], p["key"], p["workload"], p["label"], status, m, error)
+            self.finished.append(row)
+            if status != "done":
+                self.flags.append({"kind": status, "what": f"point {status}", "message": error or status,
+                                   "point": p["key"], "ts": time.time()})
+            if m.get("schedule_kept") is False:
+                self.flags.append({"kind": "schedule", "what": "open-loop schedule not kept", "point": p["key"],
+                                   "ts": time.time(), "message": f"offered {m.get('offered_rate_ops_s')} ops/s, "
+                                   f"achieved {m.get('achieved_rate_ops_s')}, {m.get('unissued_ops') or 0} unissued"})
+            for e in events:  # what the stored point says (a gate not passed, health after, warnings)
+                f = flag_of(e, p["key"])
+                if f is not None and not any(x["message"] == f["message"] for x in self.flags):
+                    self.flags.append(f)
+            p["status"], p["unissued_ops"] = status, m.get("unissued_ops")
+            self.last = {}
+            self._changed()
+
+    # ---- each second ---------------------------------------------------------------
+    def interval(self, rec: dict[str, Any]) -> None:
+        """The point's merged record of one span."""
+        sec = second(rec)
+        with self.lock:
+            p = self.point
+            if p is None:
+                return
+            p["series"].append(sec)
+            del p["series"][:-SERIES_KEEP]
+            self.last = sec
+            if not self._spans:  # one engine: its record is the only host's
+                self._add([rec])
+            self._changed()
+
+    def span(self, recs: list[dict[str, Any]]) -> None:
+        """The engines' own records of one span (a many-engine point): the per-host counters and buckets."""
+        with self.lock:
+            self._spans = True
+            self._add(recs)
+
+    def _add(self, recs: list[dict[str, Any]]) -> None:
+        p = self.point
+        assert p is not None
+        by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        for r in recs:
+            host = str(r.get("host") or self.host_name)
+            cpu = r.get("cpu") or {}
+            self.cpu_s[host] = self.cpu_s.get(host, 0.0) + float(cpu.get("user_s") or 0) + float(cpu.get("sys_s") or 0)
+            for op, o in (r.get("ops") or {}).items():
+                by.setdefault((host, op), []).append({**o, "_ramp": bool(r.get("ramp"))})
+        for (host, op), os_ in by.items():
+            s = self.series.setdefault((p["workload"], p["key"], op, host), OpSeries())
+            s.ops += sum(int(o.get("ops") or 0) for o in os_)
+            s.bytes += sum(int(o.get("bytes") or 0) for o in os_)
+            s.errors += sum(int(o.get("errors") or 0) for o in os_)
+            # the ramp's latencies stay out, as they stay out of the point's stored percentiles
+            measured = [o for o in os_ if o.get("hist") and not o["_ramp"]]
+            if measured:
+                c, n = buckets.counts(hdr.merge([o["hist"] for o in measured]))
+                s.buckets = [a + b for a, b in zip(s.buckets, c)]
+                s.lat_count += n
+                # the sum from the engines' own means (exact), weighted by ops: no pass over the histogram
+                w = sum(int(o.get("ops") or 0) for o in measured)
+                if w:
+                    s.lat_sum_s += n * sum(float(o.get("lat_mean_ns") or 0) * int(o.get("ops") or 0)
+                                           for o in measured) / w / 1e9
+
+    # ---- events as they happen -----------------------------------------------------
+    def event(self, e: dict[str, Any]) -> None:
+        with self.lock:
+            p = self.point
+            t = None
+            if p is not None and p["series"]:
+                t = p["series"][-1]["t"]
+            kind = e.get("kind")
+            data = e.get("data") or {}
+            if kind == "fault":
+                self.faults += 1
+                t = data.get("t_s", t)
+            elif kind == "steady":
+                t = data.get("at_s", t)
+            elif kind == "client_lost":
+                host = data.get("host") or data.get("hostname") or "?"
+                self.lost_hosts[str(host)] = e.get("message") or ""
+            if p is not None and kind in ("fault", "steady", "client_lost", "recovery"):
+                p["marks"].append({"t": t, "kind": kind, "message": e.get("message") or ""})
+            f = flag_of(e, p["key"] if p else None)
+            if f is not None:
+                self.flags.append(f)
+            self._changed()
+
+    # ---- the page's JSON -----------------------------------------------------------
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            p = None
+            if self.point is not None:
+                p = {**self.point, "series": list(self.point["series"]), "marks": list(self.point["marks"])}
+            return {"source": "live", "version": self.version, "now": time.time(), "run": dict(self.run),
+                    "done": self.done, "point": p, "finished": list(self.finished), "flags": list(self.flags),
+                    "lost_hosts": dict(self.lost_hosts), "faults": self.faults}

@@ -1,0 +1,400 @@
+"""The live view (fathom.live): Prometheus metrics and the live page during a run, and `fathom watch`.
+
+Real components only: Debian's Prometheus scrapes `fathom run --metrics` during a run on the session's local
+cluster, headless Chromium loads the page while the run goes and `fathom watch`'s page of a finished run, and
+the figures each shows are checked against what the store holds.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import json
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import FATHOM, run_fathom
+from test_promquery import _stop, free_port
+from test_report import CHROMIUM
+
+from fathom import hdr
+from fathom.errors import FathomError, UsageError
+from fathom.live import buckets
+from fathom.live.server import _bind_error, parse_addr
+from fathom.promquery import PromSource
+from fathom.store import Store
+
+NULL_SUITE = """\
+name: null-live
+defaults: {engine: fathom-engine, interface: "null", runtime: RUNTIME, ramp_time: 0.5s, bs: 4k, iodepth: 4}
+workloads:
+  - {name: rr, rw: randread}
+  - {name: mix, rw: randrw, rwmixread: 70, numjobs: 2}
+"""
+
+
+def _get(url: str, timeout: float = 2.0) -> bytes:
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read()
+
+
+def _state(port: int) -> dict[str, Any]:
+    return json.loads(_get(f"http://127.0.0.1:{port}/state"))
+
+
+def _runs(db: Path) -> int:
+    if not db.exists():
+        return 0
+    with Store(db) as st:
+        return len(st.runs())
+
+
+def _closed(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) != 0
+
+
+def _wait(cond: Any, limit: float, what: str, proc: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + limit
+    while True:
+        try:
+            if cond():
+                return
+        except (OSError, FathomError):  # not up yet
+            pass
+        if proc is not None and proc.poll() is not None:
+            raise AssertionError(f"fathom ended before {what}: {proc.stderr.read() if proc.stderr else ''}")
+        assert time.monotonic() < deadline, f"no {what} within {limit} s"
+        time.sleep(0.2)
+
+
+def _dom(url: str, tmp: Path) -> str:
+    """The page as Chromium has it after its script ran (its timers given 2.5 s of virtual time)."""
+    p = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                        "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-extensions",
+                        f"--user-data-dir={tmp / 'chromium-profile'}", "--virtual-time-budget=2500", "--dump-dom",
+                        url], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "<body" in p.stdout, p.stderr[-2000:]
+    return p.stdout
+
+
+def _text(dom: str, el_id: str) -> str:
+    m = re.search(rf'id="{el_id}"[^>]*>([^<]*)<', dom)
+    assert m, f"no #{el_id} in the page"
+    return m.group(1)
+
+
+def _no_external(dom: str) -> None:
+    """Nothing in the page names a resource elsewhere: no src/href/url() to another origin, no <link>."""
+    refs = re.findall(r'(?:src|href)\s*=\s*"([^"]*)"', dom) + re.findall(r"url\(([^)]*)\)", dom)
+    assert not [r for r in refs if "//" in r or r.startswith("http")], refs
+    assert "<link" not in dom and "<script src" not in dom and "@import" not in dom
+
+
+def _second(rec: dict[str, Any]) -> tuple[float, float | None]:
+    ops = sum(int(o.get("ops") or 0) for o in rec["ops"].values())
+    hists = [o["hist"] for o in rec["ops"].values() if o.get("hist")]
+    h = hdr.merge(hists) if hists else None
+    p99 = hdr.percentile(h, 99) / 1e6 if h is not None and h.get_total_count() else None
+    return ops / float(rec.get("dt") or 1.0), p99
+
+
+# --- the pieces ------------------------------------------------------------------------------------------------
+
+
+def test_buckets_and_quantile_follow_the_hdr_histogram() -> None:
+    """Bucket counts are exact counts of the HDR histogram; the quantile by Prometheus's rule lies in the
+    bucket that holds the HDR histogram's own p99."""
+    h = hdr.new()
+    for v in [30_000] * 500 + [900_000] * 450 + [4_000_000] * 49 + [70_000_000]:
+        h.record_value(v)
+    counts, total = buckets.counts(h)
+    assert total == 1000 and sum(counts) == 1000
+    assert [(buckets.BOUNDS_S[i] if i < len(buckets.BOUNDS_S) else None, n) for i, n in enumerate(counts) if n] == \
+        [(3.98107e-05, 500), (0.001, 450), (0.00630957, 49), (0.1, 1)]  # each value at most its bucket's bound
+    cum = list(itertools.accumulate(counts))
+    p99 = buckets.quantile(cum, 0.99)
+    true_s = hdr.percentile(h, 99) / 1e9
+    i = next(k for k, b in enumerate(buckets.BOUNDS_S) if b >= true_s)
+    assert buckets.BOUNDS_S[i - 1] <= p99 <= buckets.BOUNDS_S[i], (p99, true_s)
+
+
+def test_fast_percentiles_are_hdr_percentiles() -> None:
+    """The page's per-second p50/p99 (one pass over the counts) are hdr.percentile's, the stored figures' rule."""
+    rng = random.Random(7)
+    for _ in range(100):
+        h = hdr.new()
+        for _ in range(rng.randint(1, 3000)):
+            h.record_value(min(int(rng.lognormvariate(12, 2)) + 1, hdr.HIGHEST_NS))
+        ps = (0.1, 50.0, 99.0, 99.9, 100.0)
+        assert buckets.percentiles_ns(h, ps) == [hdr.percentile(h, p) for p in ps]
+
+
+def _rec(host: str, ops: int, lat_ns: int, ramp: bool = False) -> dict[str, Any]:
+    h = hdr.new()
+    h.record_value(lat_ns, ops)
+    return {"type": "interval", "t": 2.0, "dt": 1.0, "ts": 100.0, "ramp": ramp, "host": host,
+            "ops": {"read": {"ops": ops, "bytes": ops * 4096, "errors": 1, "lat_mean_ns": lat_ns,
+                             "hist": hdr.encode(h)}}, "cpu": {"user_s": 0.25, "sys_s": 0.25}}
+
+
+def test_many_hosts_are_series_of_their_own_and_counted_once() -> None:
+    """A span of two hosts: one series per host from the engines' records, the merged record not added again;
+    the ramp's latencies stay out of the histogram; histogram_quantile over both hosts sees both."""
+    from fathom.live import exposition
+    from fathom.live.observer import Observer
+    from fathom.live.state import LiveState
+
+    st = LiveState()
+    obs = Observer(st)
+    st.point_start(1, "w/iodepth=4", "w", "w read", {"rate": 500.0}, 10.0)
+    for ramp in (True, False):
+        recs = [_rec("root@a", 100, 200_000, ramp), _rec("root@b", 300, 5_000_000, ramp)]
+        obs.span(recs)
+        h = hdr.merge([r["ops"]["read"]["hist"] for r in recs])
+        obs.interval({**recs[0], "host": "", "ops": {"read": {"ops": 400, "bytes": 400 * 4096, "errors": 2,
+                                                                "hist": hdr.encode(h)}}})
+    text = exposition.render(exposition.registry(st))[0].decode()
+
+    def val(metric: str, **labels: str) -> float:
+        sel = [ln for ln in text.splitlines() if ln.startswith(metric + "{")
+               and all(f'{k}="{v}"' in ln for k, v in labels.items())]
+        assert len(sel) == 1, (metric, labels, sel)
+        return float(sel[0].rsplit(" ", 1)[1])
+
+    assert val("fathom_ops_total", host="root@a") == 200 and val("fathom_ops_total", host="root@b") == 600
+    assert val("fathom_errors_total", host="root@b") == 2
+    assert val("fathom_latency_seconds_count", host="root@a") == 100  # the ramp's second left out
+    assert val("fathom_engine_cpu_seconds_total", host="root@a") == 1.0
+    assert val("fathom_iops") == 400 and val("fathom_offered_rate_ops") == 500
+    assert 'host=""' not in text and 'host="local"' not in text
+    cum = [0] * (len(buckets.BOUNDS_S) + 1)
+    for host in ("root@a", "root@b"):
+        for i, le in enumerate([f"{b:g}" for b in buckets.BOUNDS_S] + ["+Inf"]):
+            cum[i] += int(val("fathom_latency_seconds_bucket", host=host, le=le))
+    assert 3.98e-3 <= buckets.quantile(cum, 0.5) <= 6.31e-3  # b's 300 ops at 5 ms hold the median
+    assert 1.58e-4 <= buckets.quantile(cum, 0.2) <= 2.52e-4  # a's at 0.2 ms the lowest quarter
+
+
+def test_addresses_and_bind_errors_are_clear() -> None:
+    assert parse_addr("127.0.0.1:9464") == ("127.0.0.1", 9464)
+    assert parse_addr("[::1]:9") == ("::1", 9)
+    assert parse_addr(":9464") == ("0.0.0.0", 9464)
+    for bad in ("9464", "host:port", "1.2.3.4:70000"):
+        with pytest.raises(UsageError, match="expected ADDR:PORT"):
+            parse_addr(bad)
+    # root may bind any port, so the refusal a user gets below 1024 is checked on its errno
+    e = _bind_error(OSError(errno.EACCES, "Permission denied"), "0.0.0.0:80", "0.0.0.0", 80, "--metrics")
+    assert "not allowed" in e.message and "above 1024" in (e.hint or "")
+
+
+def test_busy_port_and_bad_address_fail_before_the_run(tmp_path: Path, engine_ready: Path) -> None:
+    suite = tmp_path / "null.yaml"
+    suite.write_text(NULL_SUITE.replace("RUNTIME", "2s"))
+    db = tmp_path / "r.db"
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        p = run_fathom("run", str(suite), "--db", str(db), "--metrics", f"127.0.0.1:{port}", timeout=60)
+    assert p.returncode == 2 and f"port {port} is busy" in p.stderr and "choose a free port" in p.stderr, p.stderr
+    p = run_fathom("run", str(suite), "--db", str(db), "--metrics", "192.0.2.1:9464", timeout=60)
+    assert p.returncode == 2 and "not an address of this host" in p.stderr, p.stderr
+    p = run_fathom("watch", "--db", str(db), "--listen", "nonsense", timeout=60)
+    assert p.returncode != 0
+    assert _runs(db) == 0  # nothing was run
+
+
+# --- Prometheus and the page during a run on the local cluster ---------------------------------------------------
+
+
+@pytest.fixture
+def prom_scraping(tmp_path: Path) -> Iterator[tuple[str, int]]:
+    """Debian's Prometheus scraping a port fathom will serve on, every second; yields (its URL, that port)."""
+    assert shutil.which("prometheus"), "prometheus not installed: `make deps` installs it (Debian package)"
+    tmp = Path(tempfile.mkdtemp(prefix="fathom-live-prom-"))
+    port, prom_port = free_port(), free_port()
+    (tmp / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 1s\nscrape_configs:\n  - job_name: fathom\n"
+        f"    static_configs:\n      - targets: ['127.0.0.1:{port}']\n")
+    p = subprocess.Popen(["prometheus", f"--config.file={tmp / 'prometheus.yml'}",
+                          f"--storage.tsdb.path={tmp / 'data'}", f"--web.listen-address=127.0.0.1:{prom_port}",
+                          "--log.level=warn"], stdout=subprocess.DEVNULL, stderr=open(tmp / "prometheus.log", "w"),
+                         stdin=subprocess.DEVNULL)
+    try:
+        url = f"http://127.0.0.1:{prom_port}"
+        _wait(lambda: PromSource(url, timeout=2).query("up") is not None, 60, "Prometheus answering")
+        yield url, port
+    finally:
+        _stop(p)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_prometheus_and_the_page_during_a_cluster_run(prom_scraping, cluster, rados_pool, tmp_path: Path) -> None:
+    url, port = prom_scraping
+    suite = tmp_path / "s.yaml"
+    suite.write_text(f"name: live\ncluster: {{kind: attached, conf: {cluster.conf_path}, keyring: "
+                     f"{cluster.keyring_path}}}\ndefaults: {{engine: fathom-engine, interface: rados, pool: "
+                     f"{rados_pool}, bs: 4k, iodepth: 4, runtime: 12s, ramp_time: 1s}}\n"
+                     "workloads: [{name: w, rw: write}]\n")
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db), "--metrics", f"127.0.0.1:{port}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(lambda: len((_state(port)["point"] or {}).get("series") or []) >= 3, 120, "3 seconds of the point",
+              proc)
+        page = f"http://127.0.0.1:{port}/"
+        dom1 = _dom(page, tmp_path)
+        time.sleep(2.5)
+        dom2 = _dom(page, tmp_path)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert _closed(port), "the run ended and left its port open"
+    with Store(db) as st:
+        run = st.run("latest")
+        pt = st.points(run.id)[0]
+        recs = [r for r in st.timeline(pt["id"]) if r.get("t") is not None]
+    by_t = {round(float(r["t"])): r for r in recs}
+
+    # the page: it changed, and the second it shows is the stored second, to the digits it shows
+    for dom in (dom1, dom2):
+        _no_external(dom)
+        assert _text(dom, "status") == "running" and run.name in _text(dom, "title")
+        iops, p99 = _second(by_t[int(_text(dom, "now-t"))])
+        assert _text(dom, "now-iops") == f"{iops:.0f}" and _text(dom, "now-p99") == f"{p99:.3f}"
+    assert int(_text(dom2, "now-t")) > int(_text(dom1, "now-t"))
+    assert "<svg" in dom1 and "polyline" in dom2
+
+    prom = PromSource(url, timeout=10)
+    # IOPS: every scraped value of fathom_iops is the stored figure of a second that had ended by the scrape
+    got = prom.query("fathom_iops[5m]")["result"]
+    assert len(got) == 1 and got[0]["metric"]["run"] == run.name and got[0]["metric"]["point"] == pt["key"]
+    samples = [(float(ts), float(v)) for ts, v in got[0]["values"]]
+    assert len(samples) >= 8, samples
+    for ts, v in samples:
+        near = [_second(r)[0] for r in recs if ts - 3.0 <= float(r["ts"]) <= ts + 0.5]
+        assert any(abs(v - s) <= 1e-6 * max(s, 1) for s in near), (ts, v, near)
+    # p99: histogram_quantile over the last scrape's buckets is the stored seconds' histograms, bucketed
+    q = "histogram_quantile(0.99, sum by (le) (last_over_time(fathom_latency_seconds_bucket[5m])))"
+    p99_prom = float(prom.query(q)["result"][0]["value"][1])
+    n_prom = int(float(prom.query("sum(last_over_time(fathom_latency_seconds_count[5m]))")["result"][0]["value"][1]))
+    measured = [r for r in recs if not r.get("ramp")]
+    cum_n = list(itertools.accumulate(sum(hdr.count(o["hist"]) for o in r["ops"].values() if o.get("hist"))
+                                      for r in measured))
+    assert n_prom in cum_n, (n_prom, cum_n)  # a scrape sees whole seconds
+    k = cum_n.index(n_prom) + 1
+    assert k >= len(measured) - 2  # the last scrape came within the point's last seconds
+    counts = [0] * (len(buckets.BOUNDS_S) + 1)
+    for r in measured[:k]:
+        for o in r["ops"].values():
+            counts = [a + b for a, b in zip(counts, buckets.counts(hdr.decode(o["hist"]))[0])]
+    assert p99_prom == pytest.approx(buckets.quantile(list(itertools.accumulate(counts)), 0.99), rel=1e-6)
+    stored_p99_s = pt["metrics"]["p99_ms"] / 1e3
+    assert stored_p99_s / 1.6 <= p99_prom <= stored_p99_s * 1.6  # within one bucket's width of the point's p99
+    assert "fathom_engine_cpu_seconds_total" in str(prom.query("fathom_engine_cpu_seconds_total[5m]"))
+
+
+# --- Ctrl-C, and watchers ----------------------------------------------------------------------------------------
+
+
+def test_ctrl_c_closes_the_port(tmp_path: Path, engine_ready: Path) -> None:
+    suite = tmp_path / "null.yaml"
+    suite.write_text(NULL_SUITE.replace("RUNTIME", "60s"))
+    port = free_port()
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(tmp_path / "r.db"), "--metrics",
+                             f"127.0.0.1:{port}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait(lambda: b"fathom_ops_total{" in _get(f"http://127.0.0.1:{port}/metrics"), 60, "ops exposed", proc)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert _closed(port)
+
+
+def test_two_watchers_follow_a_run_and_show_its_final_state(tmp_path: Path, engine_ready: Path) -> None:
+    suite = tmp_path / "null.yaml"
+    suite.write_text(NULL_SUITE.replace("RUNTIME", "3s"))
+    db = tmp_path / "r.db"
+    run = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db)], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    ports = [free_port(), free_port()]
+    watchers: list[subprocess.Popen] = []
+    try:
+        _wait(lambda: _runs(db) > 0, 30, "the run in the store", run)
+        for port in ports:
+            watchers.append(subprocess.Popen([FATHOM, "watch", "--db", str(db), "--listen", f"127.0.0.1:{port}"],
+                                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
+        for port, w in zip(ports, watchers):
+            _wait(lambda port=port: _state(port)["run"]["status"] == "running", 30, "a watcher's page", w)
+        _wait(lambda: all(_state(p)["done"] >= 1 for p in ports), 60, "the first point in both watchers", run)
+        _, err = run.communicate(timeout=120)
+        assert run.returncode == 0, err  # the readers never blocked the writer
+        _wait(lambda: all(_state(p)["run"]["status"] == "done" for p in ports), 10, "the final state")
+        dom = _dom(f"http://127.0.0.1:{ports[1]}/", tmp_path)
+    finally:
+        for p in [run, *watchers]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    assert all(_closed(p) for p in ports)
+    _no_external(dom)
+    with Store(db) as st:
+        pts = st.points(st.run("latest").id)
+    assert _text(dom, "status") == "done" and _text(dom, "done") == "2" and _text(dom, "planned") == "2"
+    rows = re.findall(r'<tr data-key="([^"]+)">.*?<td class="iops">([^<]*)</td>.*?<td class="p99">([^<]*)</td>',
+                      dom)
+    assert [(k, i, p) for k, i, p in rows] == [(p["key"], f"{p['metrics']['iops']:.0f}",
+                                                f"{p['metrics']['p99_ms']:.3f}") for p in pts]
+
+
+def test_bench_metrics_during_a_rados_bench(cluster, rados_pool, tmp_path: Path) -> None:
+    """`fathom bench rados --metrics`: the bench's seconds are exposed while it runs, the port closed after."""
+    port = free_port()
+    proc = subprocess.Popen([FATHOM, "bench", "rados", "-p", rados_pool, "4", "write", "-t", "4", "-b", "4K",
+                             "--conf", str(cluster.conf_path), "--keyring", str(cluster.keyring_path), "--db",
+                             str(tmp_path / "b.db"), "--metrics", f"127.0.0.1:{port}", "--run-name", "live"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen: list[float] = []
+    try:
+        def exposed() -> bool:
+            s = _state(port)
+            if s["point"] and s["point"]["series"]:
+                seen.append(s["point"]["series"][-1]["iops"])
+            return len(seen) >= 2
+
+        _wait(exposed, 60, "two seconds of the bench", proc)
+        metrics = _get(f"http://127.0.0.1:{port}/metrics").decode()
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert _closed(port)
+    assert 'fathom_run_info{kind="bench",run="bench-rados-write"' in metrics and "fathom_ops_total{" in metrics
+    assert all(v > 0 for v in seen)
+    with Store(tmp_path / "b.db") as st:
+        recs = st.timeline(st.points(st.run("latest").id)[0]["id"])
+    stored = {round(_second(r)[0], 6) for r in recs}
+    assert all(round(v, 6) in stored for v in seen), (seen, stored)  # the page's seconds are the stored ones
+    run_fathom("cleanup", "-p", rados_pool, "--run-name", "live", "--conf", str(cluster.conf_path), "--keyring",
+               str(cluster.keyring_path), timeout=120)
