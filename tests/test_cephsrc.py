@@ -3,6 +3,7 @@ the pure rules. The Reef cluster itself runs in tests/test_reef.py."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -156,11 +157,18 @@ def test_a_cluster_from_a_build_tree_runs_its_programs_with_its_libraries_and_pl
             env = dict(kv.split(b"=", 1) for kv in environ if b"=" in kv)
             assert env[b"LD_LIBRARY_PATH"].decode().split(":")[0] == lib
         ceph = c.ceph()
+
+        def running(daemon: str, key: str) -> str:
+            # asked of the daemon's admin socket: `ceph config show` answers from what the daemon last reported
+            # to the mgr, which a daemon just started may not have done yet (ENOENT)
+            asok = tmp_path / f"cluster/run/ceph-{daemon}.asok"
+            out = subprocess.run(["ceph", "--admin-daemon", str(asok), "config", "get", key], capture_output=True,
+                                 text=True, timeout=30, check=True).stdout
+            return json.loads(out)[key]
+
         for key, want in (("plugin_dir", lib), ("erasure_code_dir", lib), ("osd_class_dir", lib)):
-            got = ceph.ceph("config", "show", "osd.0", key, fmt_json=False).strip()
-            assert got == want, (key, got)
-        assert ceph.ceph("config", "show", "mgr.x", "mgr_module_path", fmt_json=False).strip() \
-            == str(tmp_path / "src/pybind/mgr")
+            assert running("osd.0", key) == want, key
+        assert running("mgr.x", "mgr_module_path") == str(tmp_path / "src/pybind/mgr")
         # an object class and an erasure-code profile load from the tree's lib/
         ceph.ceph("osd", "pool", "create", "t", "8", fmt_json=False)
         ceph.rados("-p", "t", "lock", "get", "o", "l", fmt_json=False)  # cls_lock
