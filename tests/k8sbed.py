@@ -183,6 +183,7 @@ def engine_image(engine: Path, out_dir: Path) -> tuple[Path, str]:
     sha = hashlib.sha256(engine.read_bytes()).hexdigest()[:12]
     name = f"localhost/fathom-engine-test:{sha}"
     out = out_dir / f"engine-{sha}.tar"
+    out_dir.mkdir(parents=True, exist_ok=True)
     if out.exists():
         return out, name
     tree = busybox_tree()
@@ -543,9 +544,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
     # ---- stop -------------------------------------------------------------------------------------
     def stop(self) -> None:
         """Stop what the bed started, by its pids, and remove what it made; then the state directory."""
+        t0 = time.monotonic()
         try:
             if self._rec:
                 self._teardown()
+                self.timings["stop"] = time.monotonic() - t0
         finally:
             if self._lock is not None:
                 self._lock.close()

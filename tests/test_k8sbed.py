@@ -83,6 +83,7 @@ def test_a_pod_runs_reaches_the_host_and_the_stop_leaves_nothing(built):
             srv.shutdown()
         # during the run, too, the host's sysctls are its own
         assert {s: Path(f"/proc/sys/{s}").read_text().strip() for s in SYSCTLS} == before["sysctls"]
+    print(f"k8s bed stopped in {bed.timings['stop']:.1f} s")
     assert _host_state(bed.dir) == before
     assert not bed.dir.exists()
 
