@@ -64,7 +64,7 @@ def test_the_builtin_transports_fill_the_protocol(engine):
     from fathom.engines.ssh import SshHost
     from fathom.hosts import ClientHost, ClientsSpec
 
-    assert MODULES == ("fathom.engines.ssh",)
+    assert MODULES == ("fathom.engines.ssh", "fathom.engines.k8s")
     assert isinstance(Local(engine), Transport)
     assert isinstance(SshHost(ClientHost(host="h"), ClientsSpec(hosts=[ClientHost(host="h")])), Transport)
 

@@ -11,9 +11,10 @@ group asks only this of a host:
     close, aclose    drop the host's connection (its engines' streams end)
 
 `Local` is this host (a child process in its own session). `fathom.engines.ssh`
-fills it over OpenSSH. A new transport is one module with a class that has these
-members and an `open_transports(spec, engine, protocol)` coroutine that connects
-the spec's hosts it serves; its module name goes in `MODULES`.
+fills it over OpenSSH, `fathom.engines.k8s` with pods and the API's exec
+streams. A new transport is one module with a class that has these members and
+an `open_transports(spec, engine, protocol)` coroutine that connects the spec's
+hosts it serves; its module name goes in `MODULES`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from fathom.hosts import LOCAL, ClientsSpec
 
 STREAM_LIMIT = 64 << 20  # longest record line of a local engine (a summary with many histograms)
 # the modules whose `open_transports` connect a run's remote client hosts
-MODULES = ("fathom.engines.ssh",)
+MODULES = ("fathom.engines.ssh", "fathom.engines.k8s")
 
 
 @runtime_checkable
