@@ -25,7 +25,7 @@ from fathom.interfaces.null import Null
 pytestmark = [
     pytest.mark.skipif(not os.environ.get("FATHOM_TEST_K8S"),
                        reason="Kubernetes test bed: set FATHOM_TEST_K8S=1 (a fresh machine builds Kubernetes once, "
-                              "about 6 minutes)"),
+                              "6 to 12 minutes)"),
     pytest.mark.skipif(k8sbed.available() is not None, reason=f"Kubernetes test bed: {k8sbed.available()}"),
 ]
 
