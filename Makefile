@@ -13,7 +13,8 @@ CARGO := $(shell command -v cargo 2>/dev/null || ls $$HOME/.cargo/bin/cargo 2>/d
 RUST_MIN := 1.85
 DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-mds radosgw ceph-common fio uuid-runtime g++ libradospp-dev \
 	librados2 librbd1 libcephfs2 python3-venv procps chromium openssl openssh-server iproute2 ceph-fuse rbd-fuse \
-	e2fsprogs nfs-ganesha nfs-ganesha-ceph nfs-ganesha-vfs libnfs-dev prometheus prometheus-node-exporter
+	e2fsprogs nfs-ganesha nfs-ganesha-ceph nfs-ganesha-vfs libnfs-dev prometheus prometheus-node-exporter \
+	containerd runc containernetworking-plugins busybox-static
 ENGINE := engine/target/release/fathom-engine
 # rustup beside that cargo: it adds the musl target the sampler is built for
 RUSTUP := $(if $(CARGO),$(dir $(CARGO))rustup)
@@ -24,8 +25,8 @@ SAMPLER_TARGET := $(shell uname -m)-unknown-linux-musl
 SAMPLER := engine/target/$(SAMPLER_TARGET)/release/fathom-sampler
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
-.PHONY: help install deps venv engine demo test test-unit bench-engine bench-rados bench-null bench-steady bench-hosts \
-	bench-s3 bench-s3-memory bench-files bench-slo bench-history bench-verdicts bench-live clean
+.PHONY: help install deps venv engine demo test test-unit test-k8s bench-engine bench-rados bench-null bench-steady \
+	bench-hosts bench-s3 bench-s3-memory bench-files bench-slo bench-history bench-verdicts bench-live clean
 
 help:
 	@echo "make demo   install if needed, run the main job on a disposable local cluster, leave a report"
@@ -85,6 +86,11 @@ demo: install
 
 test: install
 	CARGO="$(CARGO)" bash scripts/test.sh
+
+# the Kubernetes test bed's tests (tests/k8sbed.py; not in `make test`): a fresh machine first builds Kubernetes
+# from the Go module proxy into ~/.cache/fathom/k8s (6 to 12 min on 2 cores, niced; Go from bench/go-toolchain.sh)
+test-k8s: install
+	GO=$$(bash bench/go-toolchain.sh) FATHOM_TEST_K8S=1 $(VENV)/bin/pytest -q tests/test_k8sbed.py tests/test_k8s.py
 
 bench-engine: install
 	$(VENV)/bin/python bench/engine_vs_peers.py

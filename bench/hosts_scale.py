@@ -90,7 +90,7 @@ def measure(hosts: int, per_host: int, seconds: float, delay_us: int, server_hos
         doc = EngineSpec(target=Null(rw="randread", bs=4096, delay_us=delay_us),
                          load=Load(iodepth=1, duration_s=seconds),
                          control=Control(wait=True, heartbeat_timeout_s=group_mod.HEARTBEAT_TIMEOUT_S)).to_json()
-        instances = [group_mod.Instance(host=h.name, index=n, spec=doc, ssh=clients.hosts[h.name])
+        instances = [group_mod.Instance(host=h.name, index=n, spec=doc, transport=clients.hosts[h.name])
                      for h in spec.hosts for n in range(h.instances)]
         marks: list[tuple[float, float]] = []  # (process CPU, monotonic) at each merged interval
         events: list[dict] = []

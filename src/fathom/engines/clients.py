@@ -1,7 +1,7 @@
 """A run's client hosts, connected once, and a point run on all of them (fathom.engines.group).
 
 `Clients.open(spec)` connects to every remote host at once, uploads and checks the
-engine there (fathom.engines.ssh), and measures nothing yet; `run_point(params,
+engine there (each by its transport: fathom.engines.transport), and measures nothing yet; `run_point(params,
 ctx)` builds one engine spec per engine instance (each writes under its own
 object-name prefix, `<run tag>.<host>.<n>`, so writers never collide and a later
 read on the same clients finds its own objects), runs them as one group and
@@ -22,7 +22,8 @@ from fathom.engine_spec import Control, EngineSpec
 from fathom.engines import group as group_mod
 from fathom.engines.base import PointContext
 from fathom.engines.fathom_engine import PROTOCOL, check_engine, point_spec
-from fathom.engines.ssh import LOOP, SshHost, connect_all
+from fathom.engines.ssh import LOOP
+from fathom.engines.transport import Transport, open_all
 from fathom.errors import FathomError
 from fathom.hosts import ClientsSpec
 from fathom.model import PointResult
@@ -31,12 +32,12 @@ from fathom.model import PointResult
 @dataclass
 class Clients:
     spec: ClientsSpec
-    hosts: dict[str, SshHost] = field(default_factory=dict)  # remote hosts by name, connected
+    hosts: dict[str, Transport] = field(default_factory=dict)  # remote hosts by name, connected
 
     @classmethod
     def open(cls, spec: ClientsSpec) -> Clients:
         binary = check_engine()
-        hosts = LOOP.run(connect_all(spec, binary, PROTOCOL)) if spec.remote else []
+        hosts = LOOP.run(open_all(spec, binary, PROTOCOL)) if spec.remote else []
         return cls(spec, {h.name: h for h in hosts})
 
     def close(self) -> None:
@@ -51,10 +52,10 @@ class Clients:
     def describe(self) -> dict[str, Any]:
         d = self.spec.describe()
         for h in d["hosts"]:
-            ssh = self.hosts.get(h["name"])
-            if ssh is not None:
-                h["engine_path"] = ssh.engine
-                h.update(ssh.facts)
+            t = self.hosts.get(h["name"])
+            if t is not None:
+                h["engine_path"] = t.engine
+                h.update(t.facts)
         return d
 
     def run_point(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
@@ -113,7 +114,7 @@ class Clients:
                     conn.conf = h.ceph_conf or conn.conf
                     conn.keyring = h.keyring or conn.keyring
                 out.append(group_mod.Instance(host=h.name, index=n, spec=spec.to_json(),
-                                              ssh=None if h.local else self.hosts[h.name]))
+                                              transport=None if h.local else self.hosts[h.name]))
         return out
 
 

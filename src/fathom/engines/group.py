@@ -1,4 +1,4 @@
-"""One point on many engines: on this host and on client hosts over SSH, started together, merged exactly.
+"""One point on many engines: on this host and on client hosts (any transport), started together, merged exactly.
 
 The sequence, for every engine of the point at once:
     spawn     each engine opens its target (connects to Ceph) and reports `ready` (control.wait)
@@ -10,11 +10,13 @@ The sequence, for every engine of the point at once:
     end       every engine's summary; the point is the exact merge (fathom.merge)
 
 Liveness both ways: heartbeats go to every engine each second and an engine stops itself when they
-stop (control.heartbeat_timeout_s); a host whose SSH keepalives fail, or that sends nothing for
-LOST_AFTER_S once running, is declared lost. Policy `continue` keeps the other hosts running (the point
-is flagged "client lost" and the lost host's intervals up to its last line are kept); `fail` stops them
-and fails the point. Ctrl-C: `stop` on every control channel, the final summaries read, then `kill`
-by pid on a new channel for any engine still there, and a last check by pid that none is left.
+stop (control.heartbeat_timeout_s); a host whose transport says it is gone (SSH keepalives failed), or a
+remote one that sends nothing for LOST_AFTER_S once running, is declared lost. Policy `continue` keeps
+the other hosts running (the point is flagged "client lost" and the lost host's intervals up to its last
+line are kept); `fail` stops them and fails the point. Ctrl-C: `stop` on every control channel, the
+final summaries read, then `kill` by pid on a new channel for any engine still there, and a last check
+by pid that none is left.
+The group talks to each host only through its transport (fathom.engines.transport).
 """
 
 from __future__ import annotations
@@ -22,16 +24,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
-import os
-import signal
-import tempfile
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fathom import merge
 from fathom.engines.fathom_engine import EngineRun, _dispatch, _error
-from fathom.engines.ssh import LOOP, HostError, SshHost
+from fathom.engines.ssh import LOOP, HostError
+from fathom.engines.transport import EngineProcess, Local, Transport
 from fathom.errors import FathomError
 
 HEARTBEAT_S = 1.0
@@ -41,7 +41,6 @@ PINGS = 8
 PING_TIMEOUT_S = 5.0
 READY_GRACE_S = 60.0  # beyond the connection's own bound (2 * timeout_s + 10), waiting for `ready`
 DRAIN_S = 15.0  # after a stop, how long to wait for the engines' summaries before killing them
-STREAM_LIMIT = 64 << 20  # longest record line of a local engine (a summary with many histograms)
 
 
 @dataclass
@@ -51,15 +50,14 @@ class Instance:
     host: str
     index: int  # instance on that host, from 0
     spec: dict[str, Any]
-    ssh: SshHost | None = None  # None: this host
-    proc: Any = None
+    transport: Transport | None = None  # how its host is reached; None: this host (the group's Local)
+    proc: EngineProcess | None = None
     run: EngineRun = field(default_factory=EngineRun)
     pid: int | None = None
     ready: bool = False
     done: bool = False
     lost: str | None = None
     last_seen: float = 0.0
-    specfile: str | None = None
 
     @property
     def label(self) -> str:
@@ -68,12 +66,8 @@ class Instance:
     def send(self, line: dict[str, Any]) -> bool:
         if self.done or self.lost or self.proc is None:
             return False
-        data = json.dumps(line) + "\n"
         try:
-            if self.ssh is None:
-                self.proc.stdin.write(data.encode())
-            else:
-                self.proc.stdin.write(data)
+            self.proc.write(json.dumps(line) + "\n")
             return True
         except (OSError, RuntimeError, AttributeError, BrokenPipeError):
             return False
@@ -90,6 +84,9 @@ class Group:
                  on_interval: Callable[[dict[str, Any]], None], on_event: Callable[[dict[str, Any]], None]):
         self.instances = instances
         self.binary = binary
+        local = Local(binary)
+        for i in instances:
+            i.transport = i.transport or local
         self.interval_s = interval_s
         self.on_loss = on_loss
         self.on_interval = on_interval
@@ -130,67 +127,45 @@ class Group:
                 watch.cancel()
         finally:
             for i in self.instances:
-                if i.specfile:
-                    try:
-                        os.unlink(i.specfile)
-                    except OSError:
-                        pass
+                if i.proc is not None:
+                    i.proc.release()
 
     async def _spawn(self, inst: Instance) -> None:
         """Start one engine; a failure to start marks it ended with an error record (the barrier fails the
         point and stops the others), it never raises."""
         try:
             await self._start(inst)
-        except Exception as exc:  # noqa: BLE001 - OSError locally, asyncssh's channel errors remotely
+        except Exception as exc:  # noqa: BLE001 - OSError locally, a transport's channel errors remotely
             inst.done = True
             inst.run.errors.append({"type": "error", "kind": "spawn", "fatal": True,
                                     "message": f"cannot start the engine on {inst.host}: {exc or type(exc).__name__}"
-                                               + (" (sshd's MaxSessions may be lower than the instances there)"
-                                                  if inst.ssh is not None else "")})
+                                               + _transport(inst).start_hint})
             self._changed.set()
 
     async def _start(self, inst: Instance) -> None:
-        doc = json.dumps(inst.spec)
         inst.last_seen = time.monotonic()
-        if inst.ssh is None:
-            with tempfile.NamedTemporaryFile("w", prefix="fathom-spec-", suffix=".json", delete=False) as f:
-                f.write(doc)
-            inst.specfile = f.name
-            env = dict(os.environ)
-            env.pop("CEPH_ARGS", None)
-            inst.proc = await asyncio.create_subprocess_exec(
-                self.binary, f.name, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True, limit=STREAM_LIMIT)
-            inst.pid = inst.proc.pid
-        else:
-            assert inst.ssh.engine is not None
-            inst.proc = await inst.ssh.spawn([inst.ssh.engine], doc)
+        inst.proc = await _transport(inst).start(json.dumps(inst.spec))
+        inst.pid = inst.proc.pid
 
     async def _read(self, inst: Instance) -> None:
         """Every record of one engine until it exits (or its host is lost), then its exit status."""
+        proc = inst.proc
+        assert proc is not None
         stderr = asyncio.ensure_future(self._stderr(inst))
         try:
             while True:
                 try:
-                    line = await inst.proc.stdout.readline()
-                except Exception as exc:  # the connection went: asyncssh raises its own errors here
+                    line = await proc.readline()
+                except Exception as exc:  # the connection went: a transport raises its own errors here
                     self._lose(inst.host, f"reading its records failed: {exc or type(exc).__name__}")
                     break
                 if not line:
                     break
                 inst.last_seen = time.monotonic()
-                self._record(inst, line if isinstance(line, str) else line.decode(errors="replace"))
+                self._record(inst, line)
         finally:
-            if inst.ssh is None:
-                inst.run.exit_code = await inst.proc.wait()
-            elif inst.lost is None:
-                try:
-                    await asyncio.wait_for(inst.proc.wait_closed(), 10)
-                except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - a dead channel ends the same way
-                    pass
-                sig = inst.proc.exit_signal
-                inst.run.exit_code = inst.proc.exit_status if inst.proc.exit_status is not None else (
-                    128 + _signum(sig[0]) if sig else None)
+            if not _transport(inst).remote or inst.lost is None:  # a lost host's channel has no status
+                inst.run.exit_code = await proc.wait()
             stderr.cancel()
             inst.done = True
             self._changed.set()
@@ -198,8 +173,7 @@ class Group:
 
     async def _stderr(self, inst: Instance) -> None:
         try:
-            data = await inst.proc.stderr.read()
-            inst.run.stderr = data if isinstance(data, str) else data.decode(errors="replace")
+            inst.run.stderr = await inst.proc.read_stderr()  # type: ignore[union-attr]
         except Exception:  # noqa: BLE001 - stderr is for messages only
             pass
 
@@ -315,9 +289,10 @@ class Group:
             for i in self.instances:
                 if i.done or i.lost:
                     continue
-                if i.ssh is not None and i.ssh.lost:
-                    self._lose(i.host, i.ssh.lost)
-                elif self._running and i.ssh is not None and now - i.last_seen > LOST_AFTER_S:
+                t = _transport(i)
+                if t.lost:
+                    self._lose(i.host, t.lost)
+                elif self._running and t.remote and now - i.last_seen > LOST_AFTER_S:
                     self._lose(i.host, f"no record for {now - i.last_seen:.1f} s")
 
     def _lose(self, host: str, why: str) -> None:
@@ -331,9 +306,9 @@ class Group:
                        "message": f"client host {host} lost: {why}; its engine stops itself when heartbeats stop "
                                   f"({HEARTBEAT_TIMEOUT_S:g} s)",
                        "data": {"host": host, "why": why, "policy": self.on_loss}})
-        ssh = next((i.ssh for i in self.instances if i.host == host and i.ssh is not None), None)
-        if ssh is not None:
-            ssh.close()  # its channels end: the readers finish, nothing waits on the dead host
+        t = next((_transport(i) for i in self.instances if i.host == host), None)
+        if t is not None:
+            t.close()  # its channels end: the readers finish, nothing waits on the dead host
         if self.on_loss == "fail" and not self.failed:
             self.failed = f"client lost: {host} ({why})"
             self.stop_all(f"client lost: {host}")
@@ -396,10 +371,7 @@ class Group:
                 break
             for i in left:
                 try:
-                    if i.ssh is None:
-                        os.kill(i.pid, getattr(signal, f"SIG{sig}"))  # type: ignore[arg-type]
-                    else:
-                        await i.ssh.kill(i.pid, sig)  # type: ignore[arg-type]
+                    await _transport(i).kill(i.pid, sig)  # type: ignore[arg-type]
                 except (ProcessLookupError, HostError):
                     pass
             await self._wait_done(3.0)
@@ -408,30 +380,16 @@ class Group:
             if not i.pid:
                 continue
             try:
-                alive = (i.ssh is None and _local_alive(i.pid)) or (i.ssh is not None and i.ssh.conn is not None
-                                                                    and await i.ssh.pid_alive(i.pid))
+                alive = await _transport(i).alive(i.pid)
             except HostError:
                 alive = False
             if alive:
                 self.left_running.append(f"{i.label} (pid {i.pid})")
 
 
-def _local_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not running
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
-
-
-def _signum(name: str) -> int:
-    return int(getattr(signal, f"SIG{name}", 0)) if name else 0
+def _transport(inst: Instance) -> Transport:
+    assert inst.transport is not None  # the group gives every instance one
+    return inst.transport
 
 
 class GroupHandle:

@@ -1,9 +1,10 @@
 """One launcher for every child fathom runs (fathom-engine, fio, rados bench), behind an executor seam.
 
-An executor starts a process somewhere: `Local` on this host now; an SSH
-executor for client hosts plugs in here (hyperfine's Executor trait is the
-model). The launcher streams the child's stdout as lines to the caller, keeps
-an optional stdin pipe for a control channel, enforces a wall-clock limit, and
+An executor starts a process somewhere: `Local` on this host (hyperfine's
+Executor trait is the model). fathom-engine on client hosts is started by a
+transport instead (fathom.engines.transport), which the engine group drives.
+The launcher streams the child's stdout as lines to the caller, keeps an
+optional stdin pipe for a control channel, enforces a wall-clock limit, and
 stops the child (SIGTERM, then SIGKILL) on timeout or interruption. Its record
 of "a child ran" is `ChildRun`.
 

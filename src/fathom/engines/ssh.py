@@ -13,6 +13,9 @@ pid checks). SSH keepalives (1 s, 3 missed) tell a dead host within seconds;
 SSH signals are not used (sshd refuses them for root before OpenSSH 9.8): an
 engine is stopped by a control line, then `kill` by pid on a new channel.
 
+`SshHost` fills the engine transport (fathom.engines.transport) for client hosts;
+server hosts (fathom.servers) use the same connection code for the sampler.
+
 Everything runs on one asyncio loop in a daemon thread (`LOOP`), which the
 synchronous orchestrator drives with `LOOP.run(coro)`.
 """
@@ -25,6 +28,7 @@ import hashlib
 import os
 import re
 import shlex
+import signal
 import threading
 from concurrent.futures import Future
 from pathlib import Path
@@ -330,6 +334,58 @@ class SshHost:
         cmd = (f"exec {' '.join(shlex.quote(a) for a in argv)} /dev/fd/3 3<<'FATHOM_SPEC_END'\n"
                f"{spec_json}\nFATHOM_SPEC_END\n")
         return await self.conn.create_process(cmd, encoding="utf-8", errors="replace")
+
+    # ---- the transport (fathom.engines.transport) -----------------------------------------
+    remote = True
+    start_hint = " (sshd's MaxSessions may be lower than the instances there)"
+
+    async def provide_engine(self, local: Path, sha: str, protocol: int) -> str:
+        return await self.install_engine(local, sha, protocol)
+
+    async def start(self, spec_json: str) -> SshProcess:
+        assert self.engine is not None
+        return SshProcess(await self.spawn([self.engine], spec_json))
+
+    async def alive(self, pid: int) -> bool:
+        return self.conn is not None and await self.pid_alive(pid)
+
+
+class SshProcess:
+    """An engine on an exec channel: the channel's exit status is the engine's (exec), a signal as 128+n."""
+
+    pid: int | None = None  # sshd does not say: the engine's `start` record does
+
+    def __init__(self, proc: Any):
+        self.proc = proc
+
+    async def readline(self) -> str:
+        return str(await self.proc.stdout.readline())
+
+    async def read_stderr(self) -> str:
+        return str(await self.proc.stderr.read())
+
+    def write(self, data: str) -> None:
+        self.proc.stdin.write(data)
+
+    async def wait(self) -> int | None:
+        try:
+            await asyncio.wait_for(self.proc.wait_closed(), 10)
+        except (asyncio.TimeoutError, Exception):  # noqa: BLE001 - a dead channel ends the same way
+            pass
+        sig = self.proc.exit_signal
+        if self.proc.exit_status is not None:
+            return int(self.proc.exit_status)
+        if not sig:
+            return None
+        return 128 + (int(getattr(signal, f"SIG{sig[0]}", 0)) if sig[0] else 0)
+
+    def release(self) -> None:
+        pass
+
+
+async def open_transports(opts: ClientsSpec, engine: Path, protocol: int) -> list[SshHost]:
+    """The transport's entry (fathom.engines.transport.MODULES): every remote host of opts over SSH."""
+    return await connect_all(opts, engine, protocol) if opts.remote else []
 
 
 async def connect_all(opts: ClientsSpec, engine: Path, protocol: int) -> list[SshHost]:
