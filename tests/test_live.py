@@ -32,6 +32,7 @@ from fathom import hdr
 from fathom.errors import FathomError, UsageError
 from fathom.live import buckets
 from fathom.live.server import _bind_error, parse_addr
+from fathom.live.state import second
 from fathom.promquery import PromSource
 from fathom.store import Store
 
@@ -58,6 +59,14 @@ def _runs(db: Path) -> int:
         return 0
     with Store(db) as st:
         return len(st.runs())
+
+
+def _live_rows(db: Path, key: str | None = None) -> int:
+    with Store(db, read_only=True) as st:
+        sql, args = "SELECT count(*) FROM live_seconds", ()
+        if key is not None:
+            sql, args = sql + " WHERE key = ?", (key,)
+        return int(st.db.execute(sql, args).fetchone()[0])
 
 
 def _closed(port: int) -> bool:
@@ -147,6 +156,59 @@ def _rec(host: str, ops: int, lat_ns: int, ramp: bool = False) -> dict[str, Any]
     return {"type": "interval", "t": 2.0, "dt": 1.0, "ts": 100.0, "ramp": ramp, "host": host,
             "ops": {"read": {"ops": ops, "bytes": ops * 4096, "errors": 1, "lat_mean_ns": lat_ns,
                              "hist": hdr.encode(h)}}, "cpu": {"user_s": 0.25, "sys_s": 0.25}}
+
+
+def test_the_running_points_seconds_are_stored_until_the_point_is(tmp_path: Path) -> None:
+    """fathom.live.seconds: the running point's header, seconds and marks in the store as they come, the page's
+    shape (LiveState.snapshot's point); gone when the point is stored, when the writer ends, when a new attempt of
+    the run starts and when the run ends; a reader's open read transaction does not hold the writer up."""
+    from types import SimpleNamespace
+
+    from fathom.live import seconds
+
+    db = tmp_path / "r.db"
+    with Store(db) as st:
+        run_id, other = st.create_run("r"), st.create_run("other")
+    pt = SimpleNamespace(key="rr/1", workload="rr", label=lambda: "rr randread", est_s=3.0, params={"rate": 500})
+    recs = [{**_rec("local", 100 * i, 1000 * i), "t": float(i), "ts": 100.0 + i} for i in (1, 2, 3)]
+    reader = Store(db, read_only=True)
+    reader.db.execute("BEGIN")  # a reader in the middle of a read, all along
+    reader.db.execute("SELECT count(*) FROM live_seconds").fetchone()
+    w = seconds.Writer(db, run_id)
+    w.point_start(pt, 1, 2)
+    for r in recs:
+        w.interval(r)
+    w.event({"kind": "fault", "message": "osd.0 down", "data": {"t_s": 1.5}})
+    w.event({"kind": "warning", "message": "not a mark"})
+    _wait(lambda: _live_rows(db) == 5, 10, "the header, 3 seconds and a mark")
+    reader.db.execute("COMMIT")
+    p = seconds.rows(reader.db, run_id, set(), 900)
+    assert p is not None and (p["n"], p["key"], p["label"], p["offered_rate"], p["status"]) == (
+        1, "rr/1", "rr randread", 500, "running")
+    assert p["series"] == [second(r) for r in recs]
+    assert p["marks"] == [{"t": 1.5, "kind": "fault", "message": "osd.0 down"}]
+    assert seconds.rows(reader.db, run_id, set(), 2)["series"] == [second(r) for r in recs[1:]]
+    assert seconds.rows(reader.db, run_id, {"rr/1"}, 900) is None  # stored already: not the running point
+    assert seconds.rows(reader.db, other, set(), 900) is None
+    with Store(db) as st:
+        st.record_point(run_id, 0, "rr/1", "rr", "fathom-engine", {}, "done", intervals=recs)
+    assert _live_rows(db) == 0  # in the point's own transaction
+    w.point_end(pt, "done", None, None)
+    w.point_start(SimpleNamespace(**{**vars(pt), "key": "rr/2"}), 2, 2)
+    w.interval(recs[0])
+    _wait(lambda: _live_rows(db, "rr/2") == 2, 10, "the next point's rows")
+    w.close()
+    assert _live_rows(db) == 0 and w.seconds == 4 and w.cpu_s > 0
+    with Store(db) as st:  # a killed attempt's rows: the next attempt's writer clears them; so does the run's end
+        st.db.execute("INSERT INTO live_seconds (run_id, key, kind, t, data_json) VALUES (?, 'k', 'point', NULL, "
+                      "'{}')", (run_id,))
+        seconds.Writer(db, run_id).close()
+        assert _live_rows(db) == 0
+        st.db.execute("INSERT INTO live_seconds (run_id, key, kind, t, data_json) VALUES (?, 'k', 'point', NULL, "
+                      "'{}')", (run_id,))
+        st.finish_run(run_id, "done")
+        assert _live_rows(db) == 0
+    reader.close()
 
 
 def test_many_hosts_are_series_of_their_own_and_counted_once() -> None:
@@ -329,13 +391,25 @@ def test_ctrl_c_closes_the_port(tmp_path: Path, engine_ready: Path) -> None:
 
 
 def test_two_watchers_follow_a_run_and_show_its_final_state(tmp_path: Path, engine_ready: Path) -> None:
+    """Two `fathom watch` and a reader holding a read transaction open beside a run another process writes: the
+    watchers show the running point's seconds as they come (they are what is stored when it ends), a point's live
+    rows are gone once it is stored, and the run is not slowed: its seconds keep coming while the reader reads."""
     suite = tmp_path / "null.yaml"
-    suite.write_text(NULL_SUITE.replace("RUNTIME", "3s"))
+    suite.write_text(NULL_SUITE.replace("RUNTIME", "4s"))
     db = tmp_path / "r.db"
     run = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db)], stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True)
     ports = [free_port(), free_port()]
     watchers: list[subprocess.Popen] = []
+    seen: dict[str, list[dict[str, Any]]] = {}  # point key -> the seconds a watcher showed while it ran
+
+    def running_seconds(port: int, n: int) -> bool:
+        p = _state(port)["point"]
+        if p is not None and p["status"] == "running" and len(p["series"]) >= n:
+            seen[p["key"]] = p["series"]
+            return True
+        return False
+
     try:
         _wait(lambda: _runs(db) > 0, 30, "the run in the store", run)
         for port in ports:
@@ -343,7 +417,17 @@ def test_two_watchers_follow_a_run_and_show_its_final_state(tmp_path: Path, engi
                                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True))
         for port, w in zip(ports, watchers):
             _wait(lambda port=port: _state(port)["run"]["status"] == "running", 30, "a watcher's page", w)
+        reader = Store(db, read_only=True)  # a read transaction held open while the run writes
+        reader.db.execute("BEGIN")
+        reader.db.execute("SELECT count(*) FROM intervals").fetchone()
+        _wait(lambda: running_seconds(ports[0], 2), 30, "the running point's seconds in a watcher", run)
+        _wait(lambda: running_seconds(ports[1], 3), 30, "more of them in the other watcher", run)
+        reader.db.execute("COMMIT")
+        reader.close()
         _wait(lambda: all(_state(p)["done"] >= 1 for p in ports), 60, "the first point in both watchers", run)
+        with Store(db, read_only=True) as st:
+            first = st.points(st.run("latest").id)[0]["key"]
+        _wait(lambda: _live_rows(db, first) == 0, 10, "the stored point's live rows deleted", run)
         _, err = run.communicate(timeout=120)
         assert run.returncode == 0, err  # the readers never blocked the writer
         _wait(lambda: all(_state(p)["run"]["status"] == "done" for p in ports), 10, "the final state")
@@ -360,11 +444,20 @@ def test_two_watchers_follow_a_run_and_show_its_final_state(tmp_path: Path, engi
     _no_external(dom)
     with Store(db) as st:
         pts = st.points(st.run("latest").id)
+        stored = {p["key"]: [second(r) for r in st.timeline(p["id"]) if r.get("t") is not None] for p in pts}
+    assert _live_rows(db) == 0  # the run ended: no live row is left
+    assert seen
+    for key, series in seen.items():  # what the watchers showed of a running point is what its stored point says
+        by_t = {x["t"]: x for x in stored[key]}
+        assert [x["t"] for x in series] == [x["t"] for x in stored[key]][:len(series)]
+        assert all(x == by_t[x["t"]] for x in series), (series, stored[key])
     assert _text(dom, "status") == "done" and _text(dom, "done") == "2" and _text(dom, "planned") == "2"
     rows = re.findall(r'<tr data-key="([^"]+)">.*?<td class="iops">([^<]*)</td>.*?<td class="p99">([^<]*)</td>',
                       dom)
-    assert [(k, i, p) for k, i, p in rows] == [(p["key"], f"{p['metrics']['iops']:.0f}",
-                                                f"{p['metrics']['p99_ms']:.3f}") for p in pts]
+    # the page rounds as JavaScript's toFixed does (a half up; Python's format: a half to even)
+    assert [k for k, _, _ in rows] == [p["key"] for p in pts]
+    for (_, i, p99), p in zip(rows, pts):
+        assert abs(float(i) - p["metrics"]["iops"]) <= 0.5 and abs(float(p99) - p["metrics"]["p99_ms"]) <= 5e-4
 
 
 def test_bench_metrics_during_a_rados_bench(cluster, rados_pool, tmp_path: Path) -> None:

@@ -225,6 +225,24 @@ def test_schema_3_attempt_state_moves_out_of_the_environment(tmp_path):
     assert schema_of(path) == schema_of(tmp_path / "new.db")  # as a new store's
 
 
+def test_schema_5_store_gets_the_live_seconds_table(tmp_path):
+    """Schema 5 -> 6 adds an empty table (the running point's seconds, fathom.live.seconds): nothing stored changes."""
+    path = tmp_path / "v5.db"
+    with Store(path) as st:
+        run = st.create_run("old", suite="q")
+        st.record_point(run, 0, "k", "w", "fio", {"bs": "4k"}, "done", metrics={"iops": 1.0})
+    with sqlite3.connect(path) as db:
+        db.execute("UPDATE meta SET value = '5' WHERE key = 'schema_version'")
+        db.execute("DROP TABLE live_seconds")
+    with Store(path) as st:
+        assert st.db.execute("SELECT count(*) FROM live_seconds").fetchone()[0] == 0
+        assert [(p["key"], p["metrics"]) for p in st.points(run)] == [("k", {"iops": 1.0})]
+        assert st.events(run) == []  # no migration event: nothing measured changed
+    with Store(tmp_path / "new.db"):
+        pass
+    assert schema_of(path) == schema_of(tmp_path / "new.db")
+
+
 def test_upgrade_is_one_transaction(tmp_path):
     path = tmp_path / "v1.db"
     shutil.copyfile(DATA / "results-v1.db", path)

@@ -157,7 +157,7 @@ def test_schema_4_runs_name_their_studies_and_target_keeps_the_engines_meaning(t
     path = tmp_path / "v4.db"
     ids = schema_4_store(path)
     with Store(path) as st:
-        assert st.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "5" == \
+        assert st.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0] == "6" == \
             str(SCHEMA_VERSION)
         env = {name: st.run(i).env for name, i in ids.items()}
         # the studies, by the workload-name rule reports used before

@@ -203,6 +203,19 @@ def _update_to_5(db: sqlite3.Connection) -> None:
                        "'migration', ?, NULL)", (run_id, time.time(), "store schema 5: " + "; ".join(what)))
 
 
+def _update_to_6(db: sqlite3.Connection) -> None:
+    """Schema 5 -> 6: the running point's seconds as they come (fathom.live.seconds), for `fathom watch` in another
+    process. A new, empty table: nothing stored changes."""
+    db.execute("""CREATE TABLE IF NOT EXISTS live_seconds (
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    t REAL,
+    data_json TEXT NOT NULL
+)""")
+    db.execute("CREATE INDEX IF NOT EXISTS live_seconds_run ON live_seconds(run_id, key)")
+
+
 # UPDATES[n] takes a store at schema n-1 to schema n
 UPDATES: dict[int, Callable[[sqlite3.Connection], None]] = {2: _update_to_2, 3: _update_to_3, 4: _update_to_4,
-                                                            5: _update_to_5}
+                                                            5: _update_to_5, 6: _update_to_6}

@@ -66,8 +66,11 @@ class Progress:
 
     def _tell(self, hook: str, *args: Any) -> None:
         for o in self.observers:
+            fn = getattr(o, hook, None)
+            if fn is None:  # an observer that has no use for this hook
+                continue
             try:
-                getattr(o, hook)(*args)
+                fn(*args)
             except Exception as exc:  # noqa: BLE001 - the live view must never stop a run
                 print(f"  live view: {hook} failed: {exc}", file=sys.stderr, flush=True)
 
@@ -152,6 +155,7 @@ class Progress:
                           + f"  run ETA {_fmt_s(self.eta_s())}")
 
     def close(self) -> None:
+        self._tell("close")  # the observers' own end (fathom.live.seconds: its last rows, its thread)
         if self._live is not None:
             self._live.stop()
             self._live = None

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fathom import engines, envinfo, faults, hosts, interfaces, plan, resume, spec, steady, telemetry
+from fathom import engines, envinfo, faults, hosts, interfaces, live, plan, resume, spec, steady, telemetry
 from fathom import point as point_mod
 from fathom.cluster import full, health
 from fathom.companion import Companion
@@ -461,8 +461,7 @@ class Phases:
         gate_timeout = self.opts.gate_timeout
         held.progress = prog = Progress(None if source else len(points), [] if source else todo, tty=self.opts.tty)
         companions: list[Companion] = [tel, point_mod.ProgressCompanion(prog)]
-        if self.opts.live is not None:  # fathom.live: --metrics and the live page
-            self.opts.live.attach(prog, store, run_id, work)
+        live.attach(prog, store, run_id, work, self.opts.live)  # the running point's seconds; --metrics' page
         if cov is not None:
             companions[1:1] = cov.companions(prog.say)
         if held.exporter is not None:  # after telemetry: a daemon's admin socket counters win (histograms too)

@@ -28,7 +28,7 @@ from fathom.errors import FathomError
 from fathom.migrate import UPDATES
 
 DEFAULT_DB = Path("fathom-results.db")
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 BUSY_TIMEOUT_S = 60.0  # how long a process waits for another's write transaction (they last milliseconds)
 LOCAL_HOST = "local"  # host of an interval or sample that does not name one (one engine, on this host)
 # The histograms of a point merged over every engine instance: what readers by (point_id, op) get.
@@ -118,7 +118,15 @@ CREATE TABLE IF NOT EXISTS events (
     message TEXT NOT NULL,
     data_json TEXT
 );
+CREATE TABLE IF NOT EXISTS live_seconds (  -- the running point's seconds as they come (schema 6), for `fathom watch`
+    run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,                       -- the running point's key (points.key once it is stored)
+    kind TEXT NOT NULL,                      -- point (its header: n, label, ...; t NULL) | second | mark
+    t REAL,                                  -- seconds since the point started
+    data_json TEXT NOT NULL                  -- a second as the live page has it (fathom.live.state.second)
+);                                           -- a point's rows go when it is stored, a run's when it ends
 CREATE INDEX IF NOT EXISTS points_run ON points(run_id, idx);
+CREATE INDEX IF NOT EXISTS live_seconds_run ON live_seconds(run_id, key);
 CREATE INDEX IF NOT EXISTS intervals_point ON intervals(point_id, ts);
 CREATE INDEX IF NOT EXISTS telemetry_point ON telemetry(point_id, ts);
 CREATE INDEX IF NOT EXISTS events_run ON events(run_id, ts);
@@ -404,7 +412,9 @@ class Store:
                        (*(v for _, v in cols), run_id))
 
     def finish_run(self, run_id: int, status: str) -> None:
-        self.update_run(run_id, status=status, finished=time.time())
+        with self._write() as db:  # the running point's live seconds go with the run's end (fathom.live.seconds)
+            db.execute("UPDATE runs SET status = ?, finished = ? WHERE id = ?", (status, time.time(), run_id))
+            db.execute("DELETE FROM live_seconds WHERE run_id = ?", (run_id,))
 
     def runs(self) -> list[Run]:
         return [self._run(r) for r in self._rows("SELECT * FROM runs ORDER BY id")]
@@ -496,6 +506,7 @@ class Store:
                        _dumps(e["data"]) if e.get("data") else None) for e in events]
         with self._write() as db:
             db.execute("DELETE FROM points WHERE run_id = ? AND key = ?", (run_id, key))
+            db.execute("DELETE FROM live_seconds WHERE run_id = ? AND key = ?", (run_id, key))  # stored now
             cur = db.execute(
                 "INSERT INTO points (run_id, idx, key, workload, engine, params_json, status, started, ended, "
                 "metrics_json, result_json, gate_json, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",

@@ -6,6 +6,7 @@ observer.py    feeds the state from the run's lifecycle (fathom.progress observe
 exposition.py  the state as Prometheus metrics (prometheus_client collector)
 server.py      one HTTP server: /metrics, the page, /state; binds before the run, closes at its end
 page.py        the self-contained page
+seconds.py     the running point's seconds stored as they come (every suite run), for `fathom watch`
 watch.py       the same page from a results store, read-only (`fathom watch`)
 """
 
@@ -42,4 +43,14 @@ def session(addr: str | None) -> Session | None:
     return Session(addr) if addr else None
 
 
-__all__: list[Any] = ["LiveState", "Observer", "Session", "session"]
+def attach(prog: Any, store: Any, run_id: int, work: Any, observer: Observer | None) -> None:
+    """A suite run's points begin: its running point's seconds go to the store (for `fathom watch`, always), and to
+    the --metrics observer when there is one."""
+    from fathom.live.seconds import Writer
+
+    prog.observers.append(Writer(store.path, run_id))
+    if observer is not None:
+        observer.attach(prog, store, run_id, work)
+
+
+__all__: list[Any] = ["LiveState", "Observer", "Session", "attach", "session"]

@@ -4,7 +4,8 @@ Another process may be writing the run (its points are committed as they end) or
 store is opened read-only (SQLite `mode=ro`): in WAL mode a reader sees the last committed state and
 never takes the write lock, so a watcher never blocks the writer, and any number of watchers can read.
 The page shows what the store holds: the run's status and progress, the finished points (a curve), the
-last finished point's per-second series with its faults, and the flags from the stored events.
+running point's seconds as the run stores them while it goes (table live_seconds, fathom.live.seconds) or else
+the last finished point's per-second series with its faults, and the flags from the stored events.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from fathom.errors import FathomError
-from fathom.live.state import flag_of, point_row, second
+from fathom.live import seconds
+from fathom.live.state import SERIES_KEEP, flag_of, point_row, second
 from fathom.store import Store, StoreBusyError
 
 CACHE_S = 0.5  # one store read serves every watcher's request within this long
@@ -49,6 +51,8 @@ class StoreView:
         self._lock = threading.Lock()
         self._cached: tuple[float, dict[str, Any]] | None = None
         self._series: dict[int, list[dict[str, Any]]] = {}  # a finished point's seconds never change
+        self._live_table = self.store.db.execute(  # a store of schema 5 or before has no running point's seconds
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'live_seconds'").fetchone() is not None
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
@@ -76,7 +80,11 @@ class StoreView:
                   "point": p["key"], "ts": p["ended"]} for p in pts if p["status"] != "done"]
         flags += [f for e in events if (f := flag_of(e, key_of.get(e["point_id"]))) is not None]
         point = None
-        if pts:
+        running = seconds.rows(st.db, run.id, {p["key"] for p in pts}, SERIES_KEEP) \
+            if run.status == "running" and self._live_table else None
+        if running is not None:
+            point = running
+        elif pts:
             last = pts[-1]
             if last["id"] not in self._series:
                 self._series[last["id"]] = [second(r) for r in st.timeline(last["id"]) if r.get("t") is not None]
@@ -89,7 +97,9 @@ class StoreView:
         planned = None if run.env.get("slo") else run.env.get("plan_points", len(pts) if run.kind != "suite" else None)
         snap_run = {"id": run.id, "name": run.name, "suite": run.suite, "kind": run.kind, "status": run.status,
                     "started": run.created, "planned": planned}
-        version = hash((run.status, len(pts), len(events), run.finished))
+        now_at = (running["key"], running["series"][-1]["t"] if running["series"] else None,
+                  len(running["marks"])) if running else None  # the series keeps 900 s: its last second moves
+        version = hash((run.status, len(pts), len(events), run.finished, now_at))
         return {"source": "store", "version": version, "now": time.time(), "run": snap_run, "done": len(pts),
                 "point": point, "finished": finished, "flags": flags,
                 "lost_hosts": {}, "faults": sum(1 for e in events if e["kind"] == "fault")}
