@@ -42,7 +42,7 @@ class Writer:
     """A Progress observer that stores the running point's seconds (one per run attempt)."""
 
     def __init__(self, path: Path | str, run_id: int):
-        self.path, self.run_id = Path(path), run_id
+        self.path, self.run_id = Path(path).resolve(), run_id  # the run may change its directory
         self.q: queue.SimpleQueue[tuple[str, Any]] = queue.SimpleQueue()
         self.cpu_s = 0.0  # this thread's CPU, computing and writing (thread_time): the cost, docs/live.md
         self.seconds = 0
