@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fathom import hdr
+from fathom import hdr, series
 from fathom.live import buckets
 
 SERIES_KEEP = 900  # seconds of the running point's series the page gets (a long point: its last 15 minutes)
@@ -58,15 +58,9 @@ def point_row(n: int, key: str, workload: str, label: str, status: str, metrics:
 def second(rec: dict[str, Any]) -> dict[str, Any]:
     """One interval record (a point's merged one) as the page's per-second figures."""
     dt = float(rec.get("dt") or 1.0) or 1.0
-    ops = nbytes = errors = 0
-    hists = []
-    for o in (rec.get("ops") or {}).values():
-        ops += int(o.get("ops") or 0)
-        nbytes += int(o.get("bytes") or 0)
-        errors += int(o.get("errors") or 0)
-        if o.get("hist"):
-            hists.append(o["hist"])
-    h = hdr.merge(hists) if hists else None
+    s = series.merged([rec], float(rec.get("t") or 0.0), dt)  # op kinds summed, histograms together
+    ops, nbytes, errors = s.ops, s.bytes, s.errors
+    h = hdr.merge(s.hists) if s.hists else None
     p50 = p99 = None
     if h is not None and h.get_total_count() > 0:
         p50, p99 = (v / 1e6 for v in buckets.percentiles_ns(h, (50.0, 99.0)))
