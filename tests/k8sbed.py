@@ -342,6 +342,33 @@ class K8sBed:
     def import_image(self, tar: Path) -> None:
         self.ctr("images", "import", str(tar), timeout=120)
 
+    def user_kubeconfig(self, user: str) -> Path:
+        """A kubeconfig for `user`, a client certificate the bed's CA signs: the API knows the user, and no
+        role grants it anything."""
+        import datetime
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+        ca_key = serialization.load_pem_private_key((self.pki / "ca.key").read_bytes(), None)
+        ca = x509.load_pem_x509_certificate((self.pki / "ca.crt").read_bytes())
+        k = ec.generate_private_key(ec.SECP256R1())
+        (self.pki / f"{user}.key").write_bytes(k.private_bytes(serialization.Encoding.PEM,
+                                                               serialization.PrivateFormat.PKCS8,
+                                                               serialization.NoEncryption()))
+        now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+        cert = (x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, user)]))
+                .issuer_name(ca.subject).public_key(k.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=1))
+                .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+                .sign(ca_key, hashes.SHA256()))
+        (self.pki / f"{user}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+        out = self.etc / f"{user}.kubeconfig"
+        _kubeconfig(out, f"https://{self.node_ip}:6443", self.pki, user)
+        return out
+
     def _start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         log = open(self.logs / f"{name}.log", "ab")
         try:

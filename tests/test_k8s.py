@@ -1,26 +1,29 @@
-"""The Kubernetes transport (fathom.engines.k8s) on the real test bed (tests/k8sbed.py): pods made with labels
-and an owner, engines started through exec streams, run as one group with this host's, nothing left after.
+"""Kubernetes pods as client hosts (fathom.engines.k8s, fathom.k8s) on the real test bed (tests/k8sbed.py) and a
+real local Ceph cluster bound to the bed's bridge address, which the pods reach: suites and benches with engines
+in pods, a pod deleted mid-point, Ctrl-C and kill -9 then restore, a Rook-style layout, each named error.
 
 Only with FATHOM_TEST_K8S=1 (a fresh machine builds Kubernetes first, minutes).
 """
 
 from __future__ import annotations
 
-import asyncio
+import json
 import os
-from typing import Any
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import k8sbed
 import pytest
+from conftest import FATHOM, run_fathom
 
-from fathom.engine_spec import Control, EngineSpec, Load
-from fathom.engines import group as group_mod
-from fathom.engines.clients import _result
-from fathom.engines.fathom_engine import PROTOCOL, check_engine
-from fathom.engines.k8s import LABEL_RUN, Pods, PodsSpec
-from fathom.engines.ssh import LOOP
-from fathom.engines.transport import Transport
-from fathom.interfaces.null import Null
+from fathom import hdr, netns
+from fathom.cluster.local import LocalCluster
+from fathom.engines.fathom_engine import check_engine
+from fathom.k8s.objects import LABEL_RUN
+from fathom.store import Store
 
 pytestmark = [
     pytest.mark.skipif(not os.environ.get("FATHOM_TEST_K8S"),
@@ -28,6 +31,19 @@ pytestmark = [
                               "6 to 12 minutes)"),
     pytest.mark.skipif(k8sbed.available() is not None, reason=f"Kubernetes test bed: {k8sbed.available()}"),
 ]
+
+NULL_SUITE = """\
+name: pods-null
+defaults: {engine: fathom-engine, interface: "null", bs: 4k, iodepth: 2, delay_us: 200, runtime: 3s}
+workloads: [{name: n, rw: randread}]
+"""
+RADOS_SUITE = """\
+name: pods
+cluster: {{kind: attached, conf: {conf}, keyring: {keyring}}}
+prep: {{pools: [{{name: pods, application: rados, pg_num: 8}}]}}
+defaults: {{engine: fathom-engine, interface: rados, pool: pods, bs: 4k, iodepth: 4, runtime: {runtime}}}
+workloads: [{{name: w, rw: write}}]
+"""
 
 
 @pytest.fixture(scope="module")
@@ -37,43 +53,220 @@ def bed():
         yield b
 
 
-def _spec(seconds: float) -> dict[str, Any]:
-    return EngineSpec(target=Null(rw="randread", bs=4096, delay_us=200), load=Load(iodepth=2, duration_s=seconds),
-                      control=Control(wait=True, heartbeat_timeout_s=group_mod.HEARTBEAT_TIMEOUT_S)).to_json()
-
-
-def test_null_engines_in_two_pods_and_here_merge_and_leave_nothing(bed):
-    engine = check_engine()
-    tar, image = k8sbed.engine_image(engine, k8sbed.cache_dir() / "test-images")
+@pytest.fixture(scope="module")
+def image(bed) -> str:
+    tar, name = k8sbed.engine_image(check_engine(), k8sbed.cache_dir() / "test-images")
     bed.import_image(tar)
-    spec = PodsSpec(run="null-test", image=image, pods=2, kubeconfig=str(bed.kubeconfig))
-    pods = LOOP.run(Pods.create(spec), timeout=180)
+    return name
+
+
+@pytest.fixture(scope="module")
+def pod_cluster(bed, tmp_path_factory):
+    c = LocalCluster(tmp_path_factory.mktemp("pods") / "cluster", progress=lambda m: print(m, file=sys.stderr))
+    c.up(osds=1, osd_size=4 * 1024**3, objectstore="memstore", bind=bed.node_ip)
     try:
-        labels = bed.kubectl("get", "pods", "-l", f"{LABEL_RUN}=null-test", "-o",
-                             "jsonpath={range .items[*]}{.metadata.name} {.metadata.ownerReferences[0].kind}\n{end}")
-        assert sorted(labels.stdout.split("\n")[:-1]) == [f"fathom-null-test-{i} ConfigMap" for i in (0, 1)]
-        hosts = pods.hosts
-        assert all(isinstance(h, Transport) for h in hosts)
-
-        async def provide() -> None:
-            await asyncio.gather(*(h.provide_engine(engine, "", PROTOCOL) for h in hosts))
-
-        LOOP.run(provide(), timeout=60)
-        instances = [group_mod.Instance(host="local", index=0, spec=_spec(3.0))] + [
-            group_mod.Instance(host=h.name, index=n, spec=_spec(3.0), transport=h) for h in hosts for n in range(2)]
-        g = group_mod.Group(instances, str(engine), 1.0, "continue", lambda rec: None, lambda e: None)
-        group_mod.run_group(g, 60.0, 120.0)
-        assert not g.failed and not g.lost_hosts, (g.failed, g.lost_hosts, [i.run.stderr for i in instances])
-        assert set(g.clocks) == {"local", *(h.name for h in hosts)}
-        assert all(i.run.exit_code == 0 for i in instances), [(i.label, i.run.exit_code) for i in instances]
-        res, _ = _result(g)
-        rows = {r["host"]: r for r in res.extra["hosts"]}
-        assert {h.name for h in hosts} <= set(rows) and all(rows[h.name]["engines"] == 2 for h in hosts)
-        total = sum(o.ops for o in res.ops.values() if o.ops)
-        assert total == sum(e["ops"] for e in res.extra["engines"]) > 0  # every op counted once
-        assert res.extra["start_skew_ms"] is not None
-        print(f"pods: start skew {res.extra['start_skew_ms']:.2f} ms, clocks {res.extra['clocks']}")
+        yield c
     finally:
-        LOOP.run(pods.delete(), timeout=90)
-    left = bed.kubectl("get", "pods,configmaps", "-l", f"{LABEL_RUN}=null-test", "-o", "name").stdout.strip()
-    assert left == ""
+        c.down()
+
+
+def _k8s(bed, image: str, *more: str) -> list[str]:
+    return ["--kubeconfig", str(bed.kubeconfig), "--k8s-image", image, *more]
+
+
+def _rados_suite(tmp: Path, cluster: LocalCluster, runtime: str) -> Path:
+    s = tmp / "suite.yaml"
+    s.write_text(RADOS_SUITE.format(conf=cluster.conf_path, keyring=cluster.keyring_path, runtime=runtime))
+    return s
+
+
+def _left(bed, namespace: str = "default") -> str:
+    """Every object fathom made that is still there (pods, ConfigMaps, Secrets with its label)."""
+    p = bed.kubectl("-n", namespace, "get", "pods,configmaps,secrets", "-l", LABEL_RUN, "-o", "name")
+    return p.stdout.strip()
+
+
+def _wait(cond, limit: float) -> bool:
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if cond():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def _shape(db: Path) -> tuple[dict, dict, dict]:
+    with Store(db) as st:
+        (pt,) = st.points(st.run("latest").id)
+        assert pt["status"] == "done"
+        res, m = pt["result"], pt["metrics"]
+        per = st.histograms_by_instance(pt["id"])
+        merged = st.histograms(pt["id"])["randread"]
+        assert hdr.encode(hdr.merge(per.values())) == merged  # the merge is the histogram of every op
+        assert hdr.count(merged) == m["total_ios"] == sum(e["ops"] for e in res["extra"]["engines"]) > 0
+        hosts = sorted({e["host"] for e in res["extra"]["engines"]})
+        rows = {h: st.intervals(pt["id"], host=h) for h in hosts}
+        assert all(rows.values())
+        return res, m, rows
+
+
+def test_a_suite_in_four_pods_has_the_shape_of_the_same_run_over_ssh(bed, image, tmp_path):
+    suite = tmp_path / "null.yaml"
+    suite.write_text(NULL_SUITE)
+    pods_db, ssh_db = tmp_path / "pods.db", tmp_path / "ssh.db"
+    p = run_fathom("run", str(suite), "--db", str(pods_db), *_k8s(bed, image, "--k8s-pods", "4"), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "4 pod(s) running" in p.stderr + p.stdout
+    assert _left(bed) == ""
+    with netns.Testbed(hosts=4) as tb:
+        f = tmp_path / "clients.yaml"
+        f.write_text(json.dumps({"hosts": [{"host": h.addr, "user": "root", "key_file": tb.key_file,
+                                            "engine_dir": f"{tb.dir}/engine-{i}"} for i, h in enumerate(tb.hosts)],
+                                 "known_hosts": tb.known_hosts}))
+        p = run_fathom("run", str(suite), "--db", str(ssh_db), "--clients-file", str(f), timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+    pres, pm, prows = _shape(pods_db)
+    sres, sm, srows = _shape(ssh_db)
+    assert sorted(prows) == [f"pod-{i}" for i in range(4)]
+    assert set(pm) == set(sm) and set(pres["extra"]) == set(sres["extra"])
+    assert pm["engines"] == sm["engines"] == 4 and pm["client_hosts"] == sm["client_hosts"] == 4
+    assert pm["clients_lost"] == sm["clients_lost"] == 0
+    assert set(pres["extra"]["clocks"]) == set(prows)
+    assert sorted(len(r) for r in prows.values())[0] >= 2 and sorted(len(r) for r in srows.values())[0] >= 2
+    with Store(pods_db) as st:
+        env = st.run("latest").env["clients"]
+    assert env["kubernetes"]["pods"] == 4 and [h["name"] for h in env["hosts"]] == sorted(prows)
+    assert all(h["pod"].startswith("fathom-") and "engine_version" in h for h in env["hosts"])
+
+
+def test_bench_rados_from_pods_reaches_the_cluster_through_a_secret_that_goes_with_them(bed, image, pod_cluster,
+                                                                                         tmp_path):
+    c = pod_cluster
+    c.ceph().ceph("osd", "pool", "create", "podbench", "8", fmt_json=False)
+    c.ceph().ceph("osd", "pool", "application", "enable", "podbench", "rados", fmt_json=False)
+    p = run_fathom("bench", "rados", "-p", "podbench", "2", "write", "-b", "4K", "-t", "4", "--no-cleanup",
+                   "--run-name", "pods", "-f", "json", "-c", str(c.conf_path), "-k", str(c.keyring_path),
+                   "--db", str(tmp_path / "b.db"), *_k8s(bed, image, "--k8s-pods", "2"), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    doc = json.loads(p.stdout)
+    hosts = doc["fathom"]["clients"]["hosts"]
+    assert [h["host"] for h in hosts] == ["pod-0", "pod-1"] and all(h["ops"] > 0 for h in hosts)
+    assert doc["total_writes_made"] == sum(h["ops"] for h in hosts)
+    out = c.ceph().call("rados", "-p", "podbench", "ls", fmt_json=False)
+    left = [n for n in out.splitlines() if n.startswith("fathom_bench.pods.")]
+    assert len(left) == doc["total_writes_made"] + 2  # every write is an object, and each engine's metadata
+    key = Path(c.keyring_path).read_text().split("key = ")[1].split()[0]
+    assert key not in p.stdout + p.stderr
+    assert _left(bed) == ""
+
+
+def test_a_pod_deleted_mid_point_is_a_lost_host(bed, image, pod_cluster, tmp_path):
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([FATHOM, "run", str(_rados_suite(tmp_path, pod_cluster, "12s")), "--db", str(db),
+                             *_k8s(bed, image, "--k8s-pods", "2")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    try:
+        running = lambda: "fathom-" in bed.kubectl("get", "pods", "-l", LABEL_RUN, "-o", "name").stdout  # noqa: E731
+        assert _wait(running, 120)
+        assert _wait(lambda: db.exists() and _point_started(db), 120)
+        time.sleep(3)
+        pod = bed.kubectl("get", "pods", "-l", LABEL_RUN, "-o", "jsonpath={.items[1].metadata.name}").stdout
+        bed.kubectl("delete", "pod", pod, "--grace-period=0", "--force", "--wait=false")
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out
+    with Store(db) as st:
+        (pt,) = st.points(st.run("latest").id)
+        m = pt["metrics"]
+        assert m["clients_lost"] == 1 and m["total_ios"] > 0
+        lost = pt["result"]["extra"]["clients_lost"]
+        assert list(lost) == ["pod-1"] and "exit status" in lost["pod-1"]
+    assert _left(bed) == ""
+
+
+def _point_started(db: Path) -> bool:
+    try:
+        with Store(db, read_only=True) as st:
+            return bool(st.db.execute("SELECT 1 FROM live_seconds LIMIT 1").fetchall())
+    except Exception:  # noqa: BLE001 - the store is being made
+        return False
+
+
+def test_ctrl_c_leaves_nothing_and_kill_9_is_undone_by_restore(bed, image, pod_cluster, tmp_path):
+    suite = _rados_suite(tmp_path, pod_cluster, "30s")
+    for sig in (signal.SIGINT, signal.SIGKILL):
+        db = tmp_path / f"r{sig}.db"
+        proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db), *_k8s(bed, image, "--k8s-pods", "2")],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert _wait(lambda db=db: db.exists() and _point_started(db), 180)
+            proc.send_signal(sig)
+            out, _ = proc.communicate(timeout=120)
+        finally:
+            proc.kill()
+        if sig == signal.SIGINT:
+            assert _left(bed) == "", out
+            continue
+        assert "pod/" in _left(bed)  # a killed run cannot clean up: its journal names what it made
+        p = run_fathom("cluster", "restore", "--conf", str(pod_cluster.conf_path), "--db", str(db), timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "removed the Kubernetes objects" in p.stdout
+        assert _wait(lambda: _left(bed) == "", 30), _left(bed)
+
+
+def test_rook_style_mon_endpoints_and_secret_give_the_pods_access(bed, image, pod_cluster, tmp_path):
+    c = pod_cluster
+    key = Path(c.keyring_path).read_text().split("key = ")[1].split()[0]
+    mon = c.ceph().ceph("mon", "dump")["mons"][0]["public_addr"]  # v1 address: 10.247.0.1:6789/0
+    bed.kubectl("create", "namespace", "rook-ceph")
+    try:
+        bed.kubectl("-n", "rook-ceph", "create", "configmap", "rook-ceph-mon-endpoints",
+                    f"--from-literal=data=a={mon.split('/')[0]}")
+        bed.kubectl("-n", "rook-ceph", "create", "secret", "generic", "rook-ceph-mon",
+                    "--from-literal=ceph-username=client.admin", f"--from-literal=ceph-secret={key}",
+                    f"--from-literal=fsid={c.ceph().ceph('fsid')['fsid']}")
+        db = tmp_path / "r.db"
+        p = run_fathom("run", str(_rados_suite(tmp_path, c, "2s")), "--db", str(db),
+                       *_k8s(bed, image, "--k8s-pods", "1", "--rook-namespace", "rook-ceph"), timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "Ceph access from rook rook-ceph/rook-ceph-mon" in p.stdout + p.stderr
+        with Store(db) as st:
+            (pt,) = st.points(st.run("latest").id)
+            assert pt["status"] == "done" and pt["metrics"]["total_ios"] > 0
+        assert _left(bed) == ""
+    finally:
+        bed.kubectl("delete", "namespace", "rook-ceph", "--wait=false", check=False)
+
+
+def _null(bed, image: str, tmp: Path, *opts: str) -> subprocess.CompletedProcess:
+    suite = tmp / "null.yaml"
+    suite.write_text(NULL_SUITE)
+    return run_fathom("run", str(suite), "--db", str(tmp / "e.db"), "--k8s-pods", "1", *opts, timeout=300)
+
+
+def test_each_named_error_names_the_problem_and_the_fix(bed, image, tmp_path, cluster):
+    kc = ["--kubeconfig", str(bed.kubeconfig)]
+    cases = [
+        (["--kubeconfig", str(tmp_path / "none"), "--k8s-image", image], "no usable kubeconfig", "KUBECONFIG"),
+        (_k8s(bed, image, "--k8s-namespace", "nowhere"), "namespace nowhere does not exist",
+         "kubectl create namespace nowhere"),
+        ([*kc, "--k8s-image", "localhost/fathom-absent:1"], "is not on node", "fathom k8s image"),
+        (_k8s(bed, image, "--k8s-node-selector", "fathom-test=none"), "FailedScheduling", "node_selector"),
+    ]
+    for opts, problem, fix in cases:
+        p = _null(bed, image, tmp_path, *opts)
+        assert p.returncode != 0 and problem in p.stderr and fix in p.stderr, (opts, p.stdout, p.stderr)
+        assert _left(bed) == ""
+    # forbidden: a user the API knows, with no role
+    user = bed.user_kubeconfig("fathom-nobody")
+    p = _null(bed, image, tmp_path, "--kubeconfig", str(user), "--k8s-image", image)
+    assert p.returncode != 0 and "forbidden" in p.stderr and "pods/exec (create, get)" in p.stderr, p.stderr
+    # the session's cluster listens on 127.0.0.1 only: pods cannot reach its mons
+    suite = tmp_path / "unreach.yaml"
+    suite.write_text(RADOS_SUITE.format(conf=cluster.conf_path, keyring=cluster.keyring_path, runtime="2s"))
+    p = run_fathom("run", str(suite), "--db", str(tmp_path / "u.db"), *_k8s(bed, image, "--k8s-pods", "1"),
+                   timeout=300)
+    assert p.returncode != 0 and "cannot reach any of the cluster's mons" in p.stderr and "--bind" in p.stderr, \
+        p.stderr
+    assert _left(bed) == ""

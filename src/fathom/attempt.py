@@ -29,7 +29,7 @@ from typing import Any
 
 from fathom.cluster import health
 from fathom.cluster.local import LocalCluster
-from fathom.cluster.journal import OBJECT_KINDS, RGW_KINDS, SETTING, Journal
+from fathom.cluster.journal import K8S_KIND, OBJECT_KINDS, RGW_KINDS, SETTING, Journal
 from fathom.errors import ClusterError
 from fathom.spec import ClusterSpec
 from fathom.store import Store
@@ -114,7 +114,7 @@ class Attempt:
             if not j.disposable and not j.moot:  # a disposable cluster took what was made on it along
                 self.note(f"what an earlier attempt made on cluster {j.fsid} ({len(pending)} journal entries) is "
                           f"not on this one ({fsid}): not adopted", entries=[e.to_dict() for e in pending])
-            j.entries = [e for e in j.entries if e.undone]
+            j.entries = [e for e in j.entries if e.undone or e.kind == K8S_KIND]  # pods are not on a cluster
         j.fsid, j.conn, j.disposable, j.moot = fsid, conn, disposable, None
         j.save()
         return j

@@ -16,6 +16,22 @@ point's load is the sum over every engine of every host.
       accept_new_host_keys: false
 
 `clients: [local, root@10.0.0.12]` is the short form (the defaults for the rest).
+
+Pods on Kubernetes are client hosts too (fathom.engines.k8s makes them for the run and removes them):
+
+    clients:
+      kubernetes:
+        namespace: bench             # must exist
+        pods: 4                      # hosts pod-0 .. pod-3 in records and tables
+        engines_per_pod: 2
+        image: localhost/fathom-engine:TAG   # `fathom k8s image` writes it (default: this fathom's tag)
+        node_selector: {role: client}
+        spread: one-per-node         # or any (default)
+        requests: {cpu: "1", memory: 512Mi}
+        limits: {cpu: "2", memory: 1Gi}
+        rook: {namespace: rook-ceph} # Ceph access from Rook's own objects (default: the run's conf and keyring)
+
+Without `hosts:` next to it, the pods are the only client hosts.
 A clients file holds either form (YAML), or one host per line.
 
 Keys come from ssh-agent ($SSH_AUTH_SOCK) or key_file; fathom never stores one
@@ -56,6 +72,7 @@ class ClientHost(BaseModel):
     engine: str | None = None  # an engine already installed there: used as it is, never uploaded
     ceph_conf: str | None = None  # ceph.conf path on that host (default: the same path as here)
     keyring: str | None = None  # keyring path on that host (default: the same path as here)
+    pod: int | None = None  # the run's pod number: a Kubernetes pod (clients.kubernetes), not an SSH host
 
     @field_validator("host")
     @classmethod
@@ -77,13 +94,49 @@ class ClientHost(BaseModel):
         """How records, the store and reports name the host: `local`, `host` or `host:port`."""
         if self.local:
             return LOCAL
+        if self.pod is not None:
+            return self.host
         h = f"[{self.host}]" if ":" in self.host else self.host
         return h if self.port == 22 else f"{h}:{self.port}"
 
     def describe(self) -> dict[str, Any]:
         """What a run records of the host (no key material: the key file's path at most)."""
+        if self.pod is not None:
+            return {"name": self.name, "pod": self.pod, "instances": self.instances}
         return {"name": self.name, "user": self.user, "port": self.port, "key_file": self.key_file,
                 "instances": self.instances, "engine": self.engine}
+
+
+class RookSpec(BaseModel):
+    """Ceph access for pods from a Rook cluster's own objects (its mon endpoints ConfigMap and mon Secret)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    namespace: str = "rook-ceph"
+
+
+class KubeSpec(BaseModel):
+    """`clients.kubernetes`: the run's engine pods."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kubeconfig: str | None = None  # default: $KUBECONFIG, then ~/.kube/config
+    context: str | None = None  # default: the kubeconfig's current context
+    namespace: str = Field("default", min_length=1)
+    pods: int = Field(1, ge=1, le=1024)
+    engines_per_pod: int = Field(1, ge=1, le=256)
+    image: str | None = None  # default: the tag `fathom k8s image` gives this fathom's engine
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    spread: Literal["any", "one-per-node"] = "any"
+    requests: dict[str, str] = Field(default_factory=dict)  # {cpu: "1", memory: 512Mi}
+    limits: dict[str, str] = Field(default_factory=dict)
+    rook: RookSpec | None = None
+    ready_timeout_s: float = Field(120.0, gt=0, le=3600)  # pods running, else the scheduler's or kubelet's why
+
+    def hosts(self) -> list[ClientHost]:
+        return [ClientHost(host=f"pod-{i}", pod=i, instances=self.engines_per_pod) for i in range(self.pods)]
+
+    def describe(self) -> dict[str, Any]:
+        """What a run records (paths and names; the kubeconfig's credentials are never read into it)."""
+        return self.model_dump(exclude_none=True)
 
 
 class ClientsSpec(BaseModel):
@@ -95,6 +148,7 @@ class ClientsSpec(BaseModel):
     known_hosts: str | None = None  # default ~/.ssh/known_hosts
     accept_new_host_keys: bool = False
     connect_timeout_s: float = Field(10.0, gt=0, le=300)
+    kubernetes: KubeSpec | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -103,6 +157,10 @@ class ClientsSpec(BaseModel):
             v = {"hosts": v}
         if isinstance(v, dict) and isinstance(v.get("hosts"), list):
             v = {**v, "hosts": [parse_client(h) if isinstance(h, str) else h for h in v["hosts"]]}
+        if isinstance(v, dict) and v.get("kubernetes") is not None:  # the pods join the hosts named (or are all)
+            kube = KubeSpec.model_validate(v["kubernetes"])
+            named = [h for h in v.get("hosts") or [] if _pod_of(h) is None]
+            v = {**v, "kubernetes": kube, "hosts": named + kube.hosts()}
         return v
 
     @model_validator(mode="after")
@@ -118,13 +176,26 @@ class ClientsSpec(BaseModel):
         return [h for h in self.hosts if not h.local]
 
     @property
+    def ssh(self) -> list[ClientHost]:
+        """The hosts reached over SSH (not this one, not a pod)."""
+        return [h for h in self.hosts if not h.local and h.pod is None]
+
+    @property
     def only_local(self) -> bool:
         """Nothing beyond the single local engine of a run without clients."""
         return not self.remote and sum(h.instances for h in self.hosts) == 1
 
     def describe(self) -> dict[str, Any]:
-        return {"hosts": [h.describe() for h in self.hosts], "on_loss": self.on_loss,
-                "engines": sum(h.instances for h in self.hosts)}
+        out = {"hosts": [h.describe() for h in self.hosts], "on_loss": self.on_loss,
+               "engines": sum(h.instances for h in self.hosts)}
+        if self.kubernetes is not None:
+            out["kubernetes"] = self.kubernetes.describe()
+        return out
+
+
+def _pod_of(h: Any) -> int | None:
+    """The pod number of a host entry (a ClientHost or its fields), None for any other host."""
+    return h.pod if isinstance(h, ClientHost) else h.get("pod") if isinstance(h, dict) else None
 
 
 def parse_client(text: str) -> dict[str, Any]:
@@ -153,23 +224,52 @@ class ClientChoice:
     on_loss: str | None = None
     known_hosts: str | None = None
     accept_new: bool = False
+    kubernetes: tuple[tuple[str, Any], ...] = ()  # --k8s-* options given, as clients.kubernetes fields
 
     @classmethod
     def of(cls, args: Any) -> ClientChoice:
         """From the options cli/clientargs.py adds (a command without them chooses nothing)."""
         g = lambda k: getattr(args, k, None)  # noqa: E731
         return cls(tuple(g("client") or ()), g("clients_file"), g("on_client_loss"), g("known_hosts"),
-                   bool(g("accept_new_host_keys")))
+                   bool(g("accept_new_host_keys")), tuple(kube_options(args).items()))
 
     def over(self, base: ClientsSpec | None) -> ClientsSpec | None:
         return clients_from_args(list(self.clients), self.clients_file, base, on_loss=self.on_loss,
-                                 known_hosts=self.known_hosts, accept_new=self.accept_new)
+                                 known_hosts=self.known_hosts, accept_new=self.accept_new,
+                                 kube=dict(self.kubernetes) or None)
+
+
+def kube_options(args: Any) -> dict[str, Any]:
+    """The --k8s-* options given, as clients.kubernetes fields."""
+    def pairs(opt: str, items: list[str]) -> dict[str, str]:
+        out = {}
+        for it in items:
+            key, eq, value = it.partition("=")
+            if not eq or not key.strip():
+                raise UsageError(f"{opt}: {it!r} is not KEY=VALUE")
+            out[key.strip()] = value.strip()
+        return out
+
+    g = lambda k: getattr(args, k, None)  # noqa: E731
+    out: dict[str, Any] = {field: g(opt) for field, opt in (
+        ("pods", "k8s_pods"), ("engines_per_pod", "k8s_engines_per_pod"), ("namespace", "k8s_namespace"),
+        ("image", "k8s_image"), ("kubeconfig", "kubeconfig"), ("context", "k8s_context"),
+        ("spread", "k8s_spread")) if g(opt) is not None}
+    if g("k8s_node_selector"):
+        out["node_selector"] = pairs("--k8s-node-selector", g("k8s_node_selector"))
+    for field in ("requests", "limits"):
+        if g(f"k8s_{field}"):
+            out[field] = pairs(f"--k8s-{field}", g(f"k8s_{field}").split(","))
+    if g("rook_namespace"):
+        out["rook"] = {"namespace": g("rook_namespace")}
+    return out
 
 
 def clients_from_args(clients: list[str] | None, clients_file: str | None, base: ClientsSpec | None,
                       on_loss: str | None = None, known_hosts: str | None = None,
-                      accept_new: bool = False) -> ClientsSpec | None:
-    """The run's clients: --client/--clients-file replace the suite's hosts; the other flags override its options.
+                      accept_new: bool = False, kube: dict[str, Any] | None = None) -> ClientsSpec | None:
+    """The run's clients: --client/--clients-file replace the suite's hosts; the other flags override its options;
+    kube (--k8s-*) over the suite's clients.kubernetes (pods alone unless hosts are named too).
 
     None when nothing names clients (one engine on this host, as always)."""
     hosts: list[Any] = []
@@ -182,12 +282,16 @@ def clients_from_args(clients: list[str] | None, clients_file: str | None, base:
     if clients_file:
         more, file_opts = _read_clients_file(clients_file)
         hosts += more
-    if not hosts and base is None and not (on_loss or known_hosts or accept_new):
+    if not hosts and base is None and not (on_loss or known_hosts or accept_new or kube):
         return None
     data: dict[str, Any] = base.model_dump() if base is not None else {}
     data.update(file_opts)
     if hosts:
         data["hosts"] = hosts
+    if kube:
+        data["kubernetes"] = {**(data.get("kubernetes") or {}), **kube}
+        if not hosts and base is not None and base.kubernetes is None:
+            data.pop("hosts", None)  # the suite's hosts give way to the pods, as to --client
     if on_loss:
         data["on_loss"] = on_loss
     if known_hosts:

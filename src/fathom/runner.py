@@ -189,7 +189,6 @@ class Held:
     def ceph(self) -> Any:
         return self.attached.ceph() if self.attached else None
 
-
 def run(opts: RunOptions) -> Outcome:
     """Run (or resume) a suite as the CLI does; returns what happened. Raises FathomError before the first point."""
     t_run = time.monotonic()
@@ -277,8 +276,10 @@ class Phases:
         # a shell starts background jobs with SIGINT ignored; fathom run always stops cleanly on it
         signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
-            self.connect_clients()
-            self.start_cluster()
+            # SSH hosts are checked before any cluster starts; pods are made after it, with its conf and journal
+            steps = [self.connect_clients, self.start_cluster]
+            for step in steps[::-1] if self.clients_spec and self.clients_spec.kubernetes else steps:
+                step()
             self.connect_servers()
             self.prepare()
             self.run_points()
@@ -301,12 +302,13 @@ class Phases:
                 signal.signal(signal.SIGINT, signal.default_int_handler)
                 signal.signal(signal.SIGTERM, old_term)
 
-    # ---- clients: connected and their engines checked before any cluster starts ----
+    # ---- clients: connected and their engines checked (before any cluster starts; pods after it) ----
     def connect_clients(self) -> None:
         cs = self.clients_spec
         if cs is None:
             return
         from fathom.engines.clients import Clients
+        from fathom.engines.transport import OpenContext
 
         if cs.remote and self.held.attached is None and self.needs_cluster and not self.opts.bind:
             raise UsageError("client hosts other than this one cannot reach a disposable cluster bound to "
@@ -314,7 +316,10 @@ class Phases:
                                                "attach to a cluster with --conf")
         _say(f"connecting to {len(cs.remote)} client host(s)" if cs.remote else
              f"{sum(h.instances for h in cs.hosts)} engines on this host")
-        self.held.clients = Clients.open(cs)
+        held, tag = self.held, self.attempt.tag.removeprefix("fathom-")  # type: ignore[union-attr]
+        ctx = OpenContext(tag, held.attached.conn, self.journal() if held.ceph is not None else None, _say) \
+            if cs.kubernetes is not None and held.attached is not None else OpenContext(tag, say=_say)
+        self.held.clients = Clients.open(cs, ctx)
         self.store.merge_env(self.run_id, clients=self.held.clients.describe())
 
     # ---- cluster: the attached one, or a disposable one (adopted from a killed attempt, or started) ----
@@ -547,12 +552,9 @@ class Phases:
     def teardown(self) -> None:
         held, store, run_id, a, work = self.held, self.store, self.run_id, self.attempt, self.work
         assert a is not None
-        if held.clients is not None:
-            held.clients.close()
-        if held.coverage is not None:
-            held.coverage.close()
-        if held.progress is not None:
-            held.progress.close()
+        for part in (held.clients, held.coverage, held.progress):
+            if part is not None:
+                part.close()
         if held.telemetry is not None:
             tel = held.telemetry
             self.outcome.telemetry_cost_pct = point_mod.record_cost(store, run_id, tel.sampler, tel.asok_cpu_s)

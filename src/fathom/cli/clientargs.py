@@ -21,6 +21,23 @@ def add_client_args(p: argparse.ArgumentParser, what: str = "the engines") -> No
     g.add_argument("--known-hosts", metavar="FILE", help="known_hosts file (default ~/.ssh/known_hosts)")
     g.add_argument("--accept-new-host-keys", action="store_true",
                    help="add the key of a host not yet in known_hosts (a changed key is always refused)")
+    k = p.add_argument_group("Kubernetes pods as client hosts (fathom makes them for the run and removes them; "
+                             "docs/kubernetes.md); any of these adds pods to the hosts above (alone: the pods only) "
+                             "and overrides the suite's clients.kubernetes")
+    k.add_argument("--k8s-pods", type=int, metavar="N", help="engine pods (hosts pod-0 .. pod-N-1)")
+    k.add_argument("--k8s-engines-per-pod", type=int, metavar="N", help="engines in each pod (default 1)")
+    k.add_argument("--k8s-namespace", metavar="NS", help="the pods' namespace, which must exist (default: default)")
+    k.add_argument("--k8s-image", metavar="IMAGE", help="the engine image (default: the tag `fathom k8s image` "
+                                                        "gives this fathom's engine)")
+    k.add_argument("--kubeconfig", metavar="FILE", help="kubeconfig (default: $KUBECONFIG, then ~/.kube/config)")
+    k.add_argument("--k8s-context", metavar="NAME", help="the kubeconfig's context (default: its current one)")
+    k.add_argument("--k8s-node-selector", action="append", metavar="KEY=VALUE", help="node label; repeatable")
+    k.add_argument("--k8s-spread", choices=("any", "one-per-node"), help="one pod per node, or any placement")
+    k.add_argument("--k8s-requests", metavar="cpu=1,memory=512Mi", help="each pod's resource requests")
+    k.add_argument("--k8s-limits", metavar="cpu=2,memory=1Gi", help="each pod's resource limits")
+    k.add_argument("--rook-namespace", metavar="NS",
+                   help="the pods reach Ceph with Rook's own mon endpoints and secret in NS (default: a Secret "
+                        "fathom makes from the run's conf and keyring)")
 
 
 def add_server_args(p: argparse.ArgumentParser) -> None:

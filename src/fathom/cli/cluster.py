@@ -233,7 +233,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     back, then what their journals say they made (RGW users and placements, images, pools, EC profiles, the
     fathom-sampler on server hosts) removed."""
     from fathom.cluster import restore
-    from fathom.cluster.journal import OBJECT_KINDS, RGW_KINDS, SAMPLER_KIND, SETTING, Journal
+    from fathom.cluster.journal import K8S_KIND, OBJECT_KINDS, RGW_KINDS, SAMPLER_KIND, SETTING, Journal
     from fathom.store import Store
 
     if not Path(args.db).is_file():
@@ -250,7 +250,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         for run in runs:
             rec = run.state.get("journal") or {}
             pending = [e for e in rec.get("entries", []) if not e.get("undone")
-                       and e.get("kind") in (SETTING, *OBJECT_KINDS, *RGW_KINDS, SAMPLER_KIND)]
+                       and e.get("kind") in (SETTING, *OBJECT_KINDS, *RGW_KINDS, SAMPLER_KIND, K8S_KIND)]
             if not pending or rec.get("moot"):
                 continue
             who = f"run {run.id} ({run.name})"
@@ -295,7 +295,9 @@ def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) 
     from fathom.cluster import restore, rgw
     from fathom.cluster.journal import OBJECT_KINDS, RGW_KINDS
     from fathom.cluster.prep import Prep
+    from fathom.engines.ssh import LOOP
     from fathom.errors import FathomError
+    from fathom.k8s import objects
 
     restorer = restore.Restorer(ceph, journal)
     settings = len(restorer.pending())
@@ -331,6 +333,15 @@ def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) 
                f"run `fathom cluster restore` again when the cluster answers")
         store.add_event(run_id, "warning", msg, data={"left": still})
         print(msg)
+    pods, bad_pods = LOOP.run(objects.remove_left(journal, lambda m: print(f"  {m}")), timeout=300)
+    if pods:
+        said.append("removed the Kubernetes objects it made: " + ", ".join(pods))
+        removed["k8s"] = pods
+    if bad_pods:
+        msg = (f"could not remove the Kubernetes objects run {run_id} made ({'; '.join(bad_pods)}); run `fathom "
+               "cluster restore` again when the API answers")
+        store.add_event(run_id, "warning", msg, data={"left": bad_pods})
+        print(msg)
     samplers, bad = servers.remove_samplers(journal, lambda m: print(f"  {m}"))
     if samplers:
         said.append("removed the fathom-sampler it put at " + ", ".join(samplers))
@@ -342,13 +353,13 @@ def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) 
         print(msg)
     if said:
         store.add_event(run_id, "restore", f"`fathom cluster restore` {'; '.join(said)}", data={"removed": removed})
-    return (settings - len(left) + len(made) - len(still) + len(samplers),
-            len(left) + len(still) + len(bad))
+    return (settings - len(left) + len(made) - len(still) + len(samplers) + len(pods),
+            len(left) + len(still) + len(bad) + len(bad_pods))
 
 
 def _kind_name(kind: str) -> str:
     """A journal kind as said: 'pool', 'image', 'ec profile', 'rgw user', 'rgw placement'."""
-    return kind.replace("_", " ")
+    return "kubernetes object" if kind == "k8s" else kind.replace("_", " ")
 
 
 def cmd_env(args: argparse.Namespace) -> int:

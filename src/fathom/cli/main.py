@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import signal
 import sys
 
@@ -49,10 +50,17 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
-    # A closed pipe (fathom ... | head) is not an error worth a traceback.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     try:
         rc = args.func(args)
+    except BrokenPipeError:
+        # A closed pipe (fathom ... | head) is not an error worth a traceback. SIGPIPE stays ignored (Python's
+        # default): its default action would kill fathom on a write to any peer that left (a websocket, SSH).
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return 128 + signal.SIGPIPE
+        raise
     except FathomError as exc:
         print(f"fathom: error: {exc}", file=sys.stderr)
         return exc.exit_code

@@ -33,7 +33,7 @@ def run_engine(spec: EngineSpec, conn: Connection | None, timeout: float,
     if clients is not None:
         from fathom.dropin import multihost
 
-        return multihost.run(spec, clients, timeout, on_record)
+        return multihost.run(spec, clients, timeout, on_record, conn=conn)
     from fathom.engines.fathom_engine import run_point
 
     return run_point(spec.to_json(), on_record=on_record, timeout=timeout, check=False)

@@ -12,6 +12,7 @@ plus the per-host figures and the per-engine rows the store keeps.
 from __future__ import annotations
 
 import copy
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -46,10 +47,12 @@ def from_args(a: Any) -> ClientsSpec | None:
 
 
 def run(spec: EngineSpec, cs: ClientsSpec, timeout: float,
-        on_record: Callable[[dict[str, Any]], None] | None = None) -> ClientsRun:
+        on_record: Callable[[dict[str, Any]], None] | None = None, conn: Any = None) -> ClientsRun:
     """The bench's spec on every engine of cs; on_record gets one `start` record, then the merged
-    intervals (with `slowest`: the slowest host) as they complete."""
+    intervals (with `slowest`: the slowest host) as they complete. conn: the cluster's connection, which pods
+    get as a Secret."""
     from fathom.engines.clients import Clients
+    from fathom.engines.transport import OpenContext
 
     emit = on_record or (lambda rec: None)
     started = [False]
@@ -64,7 +67,8 @@ def run(spec: EngineSpec, cs: ClientsSpec, timeout: float,
         sys.stderr.write(f"fathom: {e['message']}\n")
         sys.stderr.flush()
 
-    clients = Clients.open(cs)
+    say = lambda m: (sys.stderr.write(f"fathom: {m}\n"), sys.stderr.flush())  # noqa: E731
+    clients = Clients.open(cs, OpenContext(f"bench-{os.getpid()}", conn, say=say))
     try:
         t0 = time.time()
         g, res, rows = clients.run_specs(lambda: copy.deepcopy(spec), timeout, on_interval, on_event)

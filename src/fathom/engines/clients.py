@@ -23,7 +23,7 @@ from fathom.engines import group as group_mod
 from fathom.engines.base import PointContext
 from fathom.engines.fathom_engine import PROTOCOL, check_engine, point_spec
 from fathom.engines.ssh import LOOP
-from fathom.engines.transport import Transport, open_all
+from fathom.engines.transport import OpenContext, Transport, open_all
 from fathom.errors import FathomError
 from fathom.hosts import ClientsSpec
 from fathom.model import PointResult
@@ -35,9 +35,10 @@ class Clients:
     hosts: dict[str, Transport] = field(default_factory=dict)  # remote hosts by name, connected
 
     @classmethod
-    def open(cls, spec: ClientsSpec) -> Clients:
+    def open(cls, spec: ClientsSpec, ctx: OpenContext | None = None) -> Clients:
+        """ctx: the run (its tag, connection and journal) for a transport that makes hosts (pods)."""
         binary = check_engine()
-        hosts = LOOP.run(open_all(spec, binary, PROTOCOL)) if spec.remote else []
+        hosts = LOOP.run(open_all(spec, binary, PROTOCOL, ctx)) if spec.remote else []
         return cls(spec, {h.name: h for h in hosts})
 
     def close(self) -> None:
@@ -113,8 +114,11 @@ class Clients:
                 if conn is not None and (h.ceph_conf or h.keyring):
                     conn.conf = h.ceph_conf or conn.conf
                     conn.keyring = h.keyring or conn.keyring
-                out.append(group_mod.Instance(host=h.name, index=n, spec=spec.to_json(),
-                                              transport=None if h.local else self.hosts[h.name]))
+                there = None if h.local else self.hosts[h.name]
+                if conn is not None and getattr(there, "connection", None):  # a pod: the conf its Secret mounts
+                    for k, v in there.connection.items():  # type: ignore[union-attr]
+                        setattr(conn, k, v)
+                out.append(group_mod.Instance(host=h.name, index=n, spec=spec.to_json(), transport=there))
         return out
 
 

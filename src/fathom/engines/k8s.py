@@ -7,6 +7,11 @@ API's exec stream (a websocket: no SSH, no open port, no service), its records o
 control lines on stdin, its exit code on the stream's status channel. The engine is in the image (fathom-
 engine and the Ceph client libraries it links); `provide_engine` checks that it runs and speaks the protocol.
 
+The pods reach Ceph through a Secret fathom makes (fathom.k8s.access: from the run's conf and keyring, or
+from Rook's own objects), an ownerReference to the same owner; before any engine starts, each pod is shown
+to reach a mon. Every object is named in the run's undo journal before it is made (fathom.k8s.objects);
+closing the last pod host deletes the owner and waits until the pods are gone.
+
 The client is kubernetes_asyncio: asyncio like asyncssh, on the same loop (fathom.engines.ssh.LOOP), with
 the whole generated API (pods, owner references, events, RBAC) and the exec websocket as a raw stream.
 """
@@ -17,81 +22,21 @@ import asyncio
 import json
 import re
 import shlex
-from dataclasses import dataclass, field
+import os
+import platform
 from pathlib import Path
 from typing import Any
 
-from fathom.errors import FathomError
-from fathom.hosts import ClientsSpec
+from fathom.hosts import ClientsSpec, KubeSpec
+from fathom.k8s import objects
+from fathom.k8s.api import Api, K8sError
+from fathom.k8s.access import MOUNT, CephAccess, from_conn, from_rook, mon_addrs
 
 STDIN, STDOUT, STDERR, STATUS = 0, 1, 2, 3
 STREAM_LIMIT = 64 << 20  # a summary line with many histograms
-LABEL_RUN = "fathom.io/run"
-LABELS = {"app.kubernetes.io/managed-by": "fathom", "app.kubernetes.io/name": "fathom-engine"}
-POD_READY_S = 120.0
+LABEL_RUN = objects.LABEL_RUN
 # the pod's own process: waits, ends at once on SIGTERM (a deletion takes no grace period)
 IDLE = ["/bin/sh", "-c", "trap 'exit 0' TERM; while :; do sleep 3600 & wait $!; done"]
-
-
-class K8sError(FathomError):
-    """A pod or the Kubernetes API could not be used; the message names the pod or the call."""
-
-    exit_code = 4
-
-
-@dataclass
-class PodsSpec:
-    """The run's pods: where, how many, from which image."""
-
-    run: str  # the run's tag: names the owner and the pods, and their fathom.io/run label
-    image: str
-    pods: int = 1
-    namespace: str = "default"
-    kubeconfig: str | None = None  # default: $KUBECONFIG, then ~/.kube/config
-    context: str | None = None
-    engine: str = "/usr/bin/fathom-engine"  # its path in the image
-    node_selector: dict[str, str] = field(default_factory=dict)
-    env: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def owner_name(self) -> str:
-        return f"fathom-{_dns(self.run)}"
-
-    def pod_name(self, i: int) -> str:
-        return f"fathom-{_dns(self.run)}-{i}"
-
-
-def _dns(s: str) -> str:
-    return re.sub(r"[^a-z0-9-]", "-", s.lower()).strip("-")[:40] or "run"
-
-
-class Api:
-    """One API connection (kubeconfig and context), a REST client and a websocket client."""
-
-    def __init__(self, rest: Any, ws: Any):
-        self.rest, self.ws = rest, ws
-
-    @classmethod
-    async def open(cls, kubeconfig: str | None, context: str | None) -> Api:
-        from kubernetes_asyncio import client, config
-        from kubernetes_asyncio.stream import WsApiClient
-
-        cfg = client.Configuration()
-        try:
-            await config.load_kube_config(config_file=kubeconfig, context=context, client_configuration=cfg)
-        except (config.ConfigException, OSError) as exc:
-            raise K8sError(f"no usable kubeconfig ({kubeconfig or 'KUBECONFIG, ~/.kube/config'}): {exc}",
-                           hint="name one with kubeconfig: (and context:), or set KUBECONFIG") from None
-        return cls(client.ApiClient(cfg), WsApiClient(cfg))
-
-    def core(self, ws: bool = False) -> Any:
-        from kubernetes_asyncio import client
-
-        return client.CoreV1Api(self.ws if ws else self.rest)
-
-    async def close(self) -> None:
-        await self.rest.close()
-        await self.ws.close()
 
 
 class PodProcess:
@@ -125,13 +70,20 @@ class PodProcess:
         finally:
             self.stdout.feed_eof()
             self.closed.set()
+            self.broke = self.exit_code is None
+
+    broke = False  # the stream ended without an exit status: the pod was deleted, or its node is gone
 
     async def _send(self) -> None:
         while (data := await self._out.get()) is not None:
             await self.ws.send_bytes(bytes([STDIN]) + data)
 
     async def readline(self) -> str:
-        return (await self.stdout.readline()).decode(errors="replace")
+        line = await self.stdout.readline()
+        if not line and self.broke:
+            raise OSError("the exec stream ended without the engine's exit status (the pod was deleted, or its "
+                          "node is gone)")
+        return line.decode(errors="replace")
 
     async def read_stderr(self) -> str:
         await self.closed.wait()
@@ -173,21 +125,23 @@ class PodHost:
     remote = True
     start_hint = ""
 
-    def __init__(self, api: Api, namespace: str, pod: str, engine: str):
-        self.api, self.namespace, self.name, self.engine_path = api, namespace, pod, engine
+    def __init__(self, api: Api, namespace: str, name: str, pod: str, engine: str, pods: Pods | None = None):
+        self.api, self.namespace, self.name, self.pod, self.engine_path = api, namespace, name, pod, engine
+        self.pods = pods  # the run's pods: the last host closed removes them
         self.engine: str | None = None
         self.lost: str | None = None
+        self.connection: dict[str, str] = {}  # the engines' Ceph connection fields here (fathom.k8s.access)
         self.facts: dict[str, Any] = {"pod": pod, "namespace": namespace}
         self._procs: list[PodProcess] = []
 
     async def exec(self, argv: list[str]) -> PodProcess:
         try:
             ctx = await self.api.core(ws=True).connect_get_namespaced_pod_exec(
-                self.name, self.namespace, command=argv, stdin=True, stdout=True, stderr=True, tty=False,
+                self.pod, self.namespace, command=argv, stdin=True, stdout=True, stderr=True, tty=False,
                 _preload_content=False)
             ws = await ctx  # the request's context manager: awaited, the websocket
         except Exception as exc:  # noqa: BLE001 - aiohttp's and the API's errors alike: the pod is not usable
-            raise K8sError(f"pod {self.namespace}/{self.name}: exec failed: {exc}") from None
+            raise K8sError(f"pod {self.namespace}/{self.pod}: exec failed: {exc}") from None
         p = PodProcess(ws)
         self._procs.append(p)
         return p
@@ -198,7 +152,7 @@ class PodHost:
             out = await asyncio.wait_for(p.stdout.read(), timeout)
             rc = await asyncio.wait_for(p.wait(), timeout)
         except asyncio.TimeoutError:
-            raise K8sError(f"pod {self.namespace}/{self.name}: `{' '.join(argv)[:60]}` took over {timeout:g} s") \
+            raise K8sError(f"pod {self.namespace}/{self.pod}: `{' '.join(argv)[:60]}` took over {timeout:g} s") \
                 from None
         finally:
             p.release()
@@ -209,12 +163,12 @@ class PodHost:
         """The image's engine, checked to run and speak `protocol` (nothing is copied into a pod)."""
         rc, out, err = await self.run([self.engine_path, "--version"])
         if rc != 0:
-            raise K8sError(f"pod {self.name}: `{self.engine_path} --version` failed (exit {rc}): "
+            raise K8sError(f"pod {self.pod}: `{self.engine_path} --version` failed (exit {rc}): "
                            f"{(err or out).strip()[-300:]}", hint="use an image with fathom-engine and the Ceph "
                                                                   "client libraries it links")
         m = re.search(r"\(protocol (\d+)\)", out)
         if not m or int(m.group(1)) != protocol:
-            raise K8sError(f"pod {self.name}: the image's engine speaks protocol {m.group(1) if m else '?'}, this "
+            raise K8sError(f"pod {self.pod}: the image's engine speaks protocol {m.group(1) if m else '?'}, this "
                            f"fathom needs {protocol}", hint="use an image made by this fathom")
         self.engine = self.engine_path
         self.facts["engine_version"] = out.strip()
@@ -243,98 +197,151 @@ class PodHost:
 
     async def aclose(self) -> None:
         self.close()
+        if self.pods is not None:
+            await self.pods.delete()
 
 
 class Pods:
-    """The run's pods: made (owner first), waited for, and removed (the owner; the pods go with it)."""
+    """The run's pods: made (owner first, each object journaled before), waited for, removed (the owner: the
+    pods and the Secret go with it)."""
 
-    def __init__(self, spec: PodsSpec, api: Api):
-        self.spec, self.api = spec, api
+    def __init__(self, spec: KubeSpec, run: str, api: Api, journal: Any = None, say: Any = print):
+        self.spec, self.run, self.api, self.journal, self.say = spec, run, api, journal, say
+        self.names = objects.Names(run, spec.pods)
         self.hosts: list[PodHost] = []
-        self.owner_uid: str | None = None
+        self.access: CephAccess | None = None
+        self.entry: Any = None
+        self._deleted = False
 
     @classmethod
-    async def create(cls, spec: PodsSpec) -> Pods:
-        pods = cls(spec, await Api.open(spec.kubeconfig, spec.context))
+    async def create(cls, spec: KubeSpec, run: str, image: str, conn: Any = None, journal: Any = None,
+                     say: Any = print) -> Pods:
+        """Pods for `run` from `image`; conn (a fathom.cluster.ceph.Connection): the conf and keyring they get
+        (unless spec.rook)."""
+        pods = cls(spec, run, await Api.open(spec.kubeconfig, spec.context), journal, say)
         try:
-            await pods._create()
+            await pods._create(image, conn)
         except BaseException:
             await pods.delete()
             raise
         return pods
 
     def labels(self) -> dict[str, str]:
-        return {**LABELS, LABEL_RUN: _dns(self.spec.run)}
+        return objects.labels(self.run)
 
-    async def _create(self) -> None:
-        from kubernetes_asyncio.client.exceptions import ApiException
-
-        s, core = self.spec, self.api.core()
-        try:
-            owner = await core.create_namespaced_config_map(s.namespace, {
-                "metadata": {"name": s.owner_name, "labels": self.labels()},
-                "data": {"run": s.run, "pods": str(s.pods)}})
-        except ApiException as exc:
-            raise K8sError(f"cannot make the run's owner ConfigMap {s.namespace}/{s.owner_name}: "
-                           f"{exc.status} {exc.reason}") from None
-        self.owner_uid = owner.metadata.uid
-        ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": s.owner_name, "uid": self.owner_uid,
+    async def _create(self, image: str, conn: Any) -> None:
+        s, n, core = self.spec, self.names, self.api.core()
+        call = objects.Call(self.api.server, s.namespace)
+        if s.rook is not None:
+            self.access = await call(f"read Rook's mon endpoints in {s.rook.namespace}",
+                                     from_rook(core, s.rook.namespace))
+        elif conn is not None:
+            self.access = await asyncio.to_thread(from_conn, conn.conf, conn.name, conn.keyring)
+        if self.journal is not None:  # before anything is made: what a killed run leaves is found and removed
+            self.entry = self.journal.write(objects.entry(s, n, secret=self.access is not None))
+        self.say(f"kubernetes: {s.pods} pod(s) in {s.namespace} from {image}"
+                 + (f", Ceph access from {self.access.source}" if self.access else ""))
+        owner = await call(f"create the run's owner ConfigMap {n.owner}", core.create_namespaced_config_map(
+            s.namespace, {"metadata": {"name": n.owner, "labels": self.labels()},
+                          "data": {"run": self.run, "pods": str(s.pods), "host": platform.node(),
+                                   "pid": str(os.getpid())}}))
+        ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": n.owner, "uid": owner.metadata.uid,
                "blockOwnerDeletion": True}
-        for i in range(s.pods):
-            body = {"metadata": {"name": s.pod_name(i), "labels": self.labels(), "ownerReferences": [ref]},
-                    "spec": {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
-                             "enableServiceLinks": False, "automountServiceAccountToken": False,
-                             "nodeSelector": s.node_selector or None,
-                             "containers": [{"name": "engine", "image": s.image, "imagePullPolicy": "IfNotPresent",
-                                             "command": IDLE,
-                                             "env": [{"name": k, "value": v} for k, v in s.env.items()]}]}}
-            await core.create_namespaced_pod(s.namespace, body)
-            self.hosts.append(PodHost(self.api, s.namespace, s.pod_name(i), s.engine))
-        await self._wait_running()
+        meta = {"labels": self.labels(), "ownerReferences": [ref]}
+        if self.access is not None:
+            await call(f"create the Secret {n.secret}", core.create_namespaced_secret(s.namespace, {
+                "metadata": {"name": n.secret, **meta}, "type": "Opaque", "data": self.access.secret_data()}))
 
-    async def _wait_running(self) -> None:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + POD_READY_S
-        core = self.api.core()
-        waiting = {h.name for h in self.hosts}
-        while waiting:
-            for name in sorted(waiting):
-                pod = await core.read_namespaced_pod(name, self.spec.namespace)
-                if pod.status.phase == "Running":
-                    waiting.discard(name)
-                elif pod.status.phase in ("Failed", "Succeeded"):
-                    raise K8sError(f"pod {self.spec.namespace}/{name} ended ({pod.status.phase}) before any engine")
-            if waiting and loop.time() > deadline:
-                raise K8sError(f"pods not running within {POD_READY_S:g} s: {', '.join(sorted(waiting))}")
-            if waiting:
-                await asyncio.sleep(0.2)
+        async def one(i: int) -> None:
+            await call(f"create pod {n.pod(i)}", core.create_namespaced_pod(
+                s.namespace, {"metadata": {"name": n.pod(i), **meta}, "spec": self._pod_spec(image)}))
+
+        await asyncio.gather(*(one(i) for i in range(s.pods)))
+        for i in range(s.pods):
+            h = PodHost(self.api, s.namespace, f"pod-{i}", n.pod(i), self.spec_engine, self)
+            if self.access is not None:
+                h.connection = self.access.connection()
+            self.hosts.append(h)
+        await objects.wait_running(core, s, n, image, self.say)
+        if self.access is not None:
+            await self._reach_mons()
+
+    spec_engine = "/usr/bin/fathom-engine"
+
+    def _pod_spec(self, image: str) -> dict[str, Any]:
+        s = self.spec
+        container: dict[str, Any] = {"name": "engine", "image": image, "imagePullPolicy": "IfNotPresent",
+                                     "command": IDLE}
+        if s.requests or s.limits:
+            container["resources"] = {k: v for k, v in (("requests", s.requests), ("limits", s.limits)) if v}
+        spec: dict[str, Any] = {"restartPolicy": "Never", "terminationGracePeriodSeconds": 1,
+                                "enableServiceLinks": False, "automountServiceAccountToken": False,
+                                "containers": [container]}
+        if s.node_selector:
+            spec["nodeSelector"] = dict(s.node_selector)
+        if s.spread == "one-per-node":
+            spec["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {objects.LABEL_RUN: self.labels()[objects.LABEL_RUN]}},
+                 "topologyKey": "kubernetes.io/hostname"}]}}
+        if self.access is not None:
+            container["volumeMounts"] = [{"name": "ceph", "mountPath": MOUNT, "readOnly": True}]
+            spec["volumes"] = [{"name": "ceph", "secret": {"secretName": self.names.secret, "defaultMode": 0o400}}]
+        return spec
+
+    async def _reach_mons(self) -> None:
+        """Each pod connects to a mon (TCP) before any engine starts: a network policy or a cluster bound to an
+        address pods cannot reach fails here, by name, not as an engine's connect timeout."""
+        assert self.access is not None
+        addrs = mon_addrs(self.access.mon_host)
+        script = "; ".join(f"nc -w 3 {ip} {port} -e /bin/true >/dev/null 2>&1 && echo {ip}:{port}"
+                           for ip, port in addrs) + "; true"
+
+        async def one(h: PodHost) -> str | None:
+            rc, out, err = await h.run(["/bin/sh", "-c", script], timeout=30)
+            return None if out.strip() else h.pod
+
+        cut = [p for p in await asyncio.gather(*(one(h) for h in self.hosts)) if p]
+        if cut:
+            raise K8sError(f"pod(s) {', '.join(cut)} cannot reach any of the cluster's mons "
+                           f"({', '.join(f'{ip}:{port}' for ip, port in addrs)}, from {self.access.source})",
+                           hint="the mons' addresses must be reachable from the pod network: for fathom's own "
+                                "cluster, --bind an address of this host the pods reach; check network policies")
 
     async def delete(self) -> None:
-        """The owner, in the foreground: the pods are gone when this returns."""
-        from kubernetes_asyncio.client.exceptions import ApiException
-
+        """The owner, in the foreground: the pods and the Secret are gone when this returns (once)."""
+        if self._deleted:
+            return
+        self._deleted = True
         for h in self.hosts:
             h.close()
-        core = self.api.core()
         try:
-            await core.delete_namespaced_config_map(self.spec.owner_name, self.spec.namespace,
-                                                    body={"propagationPolicy": "Foreground"})
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + 60
-            while loop.time() < deadline:
-                left = await core.list_namespaced_pod(self.spec.namespace,
-                                                      label_selector=f"{LABEL_RUN}={_dns(self.spec.run)}")
-                if not left.items:
-                    break
-                await asyncio.sleep(0.2)
-        except ApiException as exc:
-            if exc.status != 404:
-                raise
+            await objects.delete_run(self.api.core(), self.spec.namespace, self.names)
+            if self.entry is not None:
+                self.journal.drop(self.entry.kind, self.entry.what)
         finally:
             await self.api.close()
 
 
-async def open_transports(spec: ClientsSpec, engine: Path, protocol: int) -> list[PodHost]:
-    """The transport's entry (fathom.engines.transport.MODULES): none yet from a suite or the command line
-    (its `kubernetes:` section is the next step); Pods.create makes them for a caller that names them."""
-    return []
+async def open_transports(spec: ClientsSpec, engine: Path, protocol: int, ctx: Any = None) -> list[PodHost]:
+    """The transport's entry (fathom.engines.transport.MODULES): the pods of spec.kubernetes, made for the run
+    (ctx: fathom.engines.transport.OpenContext), each checked to run the image's engine."""
+    kube = spec.kubernetes
+    if kube is None:
+        return []
+    image = kube.image
+    if image is None:
+        from fathom.k8s.image import default_tag
+
+        image = default_tag(engine)
+    run = ctx.run if ctx is not None else f"run-{os.getpid()}"
+    if getattr(ctx, "journal", None) is not None:  # what a killed attempt of this run left goes first
+        await objects.remove_left(ctx.journal, ctx.say)
+    pods = await Pods.create(kube, run, image,
+                             conn=getattr(ctx, "conn", None), journal=getattr(ctx, "journal", None),
+                             say=getattr(ctx, "say", print))
+    try:
+        await asyncio.gather(*(h.provide_engine(engine, "", protocol) for h in pods.hosts))
+    except BaseException:
+        await pods.delete()
+        raise
+    return pods.hosts

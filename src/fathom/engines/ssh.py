@@ -383,15 +383,15 @@ class SshProcess:
         pass
 
 
-async def open_transports(opts: ClientsSpec, engine: Path, protocol: int) -> list[SshHost]:
-    """The transport's entry (fathom.engines.transport.MODULES): every remote host of opts over SSH."""
-    return await connect_all(opts, engine, protocol) if opts.remote else []
+async def open_transports(opts: ClientsSpec, engine: Path, protocol: int, ctx: Any = None) -> list[SshHost]:
+    """The transport's entry (fathom.engines.transport.MODULES): every SSH host of opts."""
+    return await connect_all(opts, engine, protocol) if opts.ssh else []
 
 
 async def connect_all(opts: ClientsSpec, engine: Path, protocol: int) -> list[SshHost]:
     """Connect to every remote host of opts at once and install the engine there; HostError naming every
     host that failed (the others are closed again)."""
-    hosts = [SshHost(h, opts) for h in opts.remote]
+    hosts = [SshHost(h, opts) for h in opts.ssh]
     raise_any([key_error(h) for h in hosts], lambda: None)  # every host's key file, before any connection
     sha = sha256_file(engine)
 

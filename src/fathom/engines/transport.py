@@ -13,8 +13,9 @@ group asks only this of a host:
 `Local` is this host (a child process in its own session). `fathom.engines.ssh`
 fills it over OpenSSH, `fathom.engines.k8s` with pods and the API's exec
 streams. A new transport is one module with a class that has these members and
-an `open_transports(spec, engine, protocol)` coroutine that connects the spec's
-hosts it serves; its module name goes in `MODULES`.
+an `open_transports(spec, engine, protocol, ctx)` coroutine that connects (or makes)
+the spec's hosts it serves; its module name goes in `MODULES`. A host may also carry
+`connection`: the Ceph connection fields its engines use there (a pod's mounted conf).
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ import importlib
 import os
 import signal
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Callable, Protocol, runtime_checkable
 
 from fathom.hosts import LOCAL, ClientsSpec
 
@@ -83,11 +85,27 @@ class Transport(Protocol):
     async def aclose(self) -> None: ...
 
 
-async def open_all(spec: ClientsSpec, engine: Path, protocol: int) -> list[Transport]:
-    """Every remote host of spec connected by the transport that serves it, the engine provided there."""
+@dataclass
+class OpenContext:
+    """What a transport that makes its hosts for a run needs of it."""
+
+    run: str  # the run's tag: names what the transport makes
+    conn: Any = None  # the cluster's fathom.cluster.ceph.Connection the engines use (paths; None: no cluster)
+    journal: Any = None  # the run's undo journal (None: removed at the end only, as for a bench)
+    say: Callable[[str], None] = print
+
+
+async def open_all(spec: ClientsSpec, engine: Path, protocol: int, ctx: OpenContext | None = None) \
+        -> list[Transport]:
+    """Every remote host of spec connected by the transport that serves it, the engine provided there; what
+    one transport opened is closed again when a later one fails."""
     out: list[Transport] = []
-    for name in MODULES:
-        out += await importlib.import_module(name).open_transports(spec, engine, protocol)
+    try:
+        for name in MODULES:
+            out += await importlib.import_module(name).open_transports(spec, engine, protocol, ctx)
+    except BaseException:
+        await asyncio.gather(*(h.aclose() for h in out), return_exceptions=True)
+        raise
     return out
 
 
