@@ -1,6 +1,7 @@
 """A real single-node Kubernetes on this host, for tests: etcd, kube-apiserver, controller-manager, scheduler,
 containerd + runc, kubelet. Nothing is mocked and nothing is pulled: the binaries come from the user's cache
-(scripts/k8s-build.sh builds them once from the Go module proxy), the images are built here as OCI archives.
+(scripts/k8s-build.sh builds them once from the Go module proxy), the images are written here as OCI archives
+(fathom.k8s.image).
 
     with K8sBed() as bed:               # needs root, the binaries (built when missing) and Debian's containerd
         bed.kubeconfig                   # admin kubeconfig (client certificate)
@@ -30,18 +31,17 @@ from __future__ import annotations
 
 import datetime
 import fcntl
-import gzip
-import hashlib
-import io
 import json
 import os
 import shutil
 import signal
 import subprocess
-import tarfile
 import time
 from pathlib import Path
 from typing import Any
+
+from fathom.k8s import image
+from fathom.k8s.image import busybox_tree, write_image
 
 K8S_VERSION = "1.34.4"
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "etcd", "pause")
@@ -99,103 +99,14 @@ def ensure_built(say: Any = print) -> Path:
     return bin_dir()
 
 
-# ---- images: single-layer OCI archives, no registry ---------------------------------------------------
-def busybox_tree() -> dict[str, Any]:
-    """A minimal root: static busybox and its applets, /etc/passwd, empty mount points."""
-    tree: dict[str, Any] = {"bin/busybox": Path("/bin/busybox"), "etc/passwd": b"root:x:0:0:root:/:/bin/sh\n",
-                            "etc/group": b"root:x:0:\n", "tmp/": 0o1777, "proc/": 0o755, "sys/": 0o755,
-                            "dev/": 0o755, "var/": 0o755}
-    applets = subprocess.run(["/bin/busybox", "--list"], capture_output=True, text=True, check=True).stdout.split()
-    for a in applets:
-        tree.setdefault(f"bin/{a}", "busybox")  # a str: a symlink to it
-    return tree
-
-
-def write_image(out: Path, name: str, tree: dict[str, Any], entrypoint: list[str]) -> str:
-    """An OCI image archive of one layer holding tree (path: a file to copy, bytes, a symlink target as str,
-    or a directory's mode as int for 'dir/'), named `name` (fully qualified: the runtime would put docker.io/
-    before a short one). Reproducible: owners root, times 0. Returns the manifest digest."""
-    tree = dict(tree)
-    for path in list(tree):  # every parent directory its own entry (0755 unless given)
-        parts = path.rstrip("/").split("/")[:-1]
-        for n in range(1, len(parts) + 1):
-            tree.setdefault("/".join(parts[:n]) + "/", 0o755)
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as t:
-        for path in sorted(tree):
-            v = tree[path]
-            ti = tarfile.TarInfo(path.rstrip("/"))
-            ti.uid = ti.gid = 0
-            ti.uname = ti.gname = "root"
-            ti.mtime = 0
-            if isinstance(v, int):
-                ti.type, ti.mode = tarfile.DIRTYPE, v
-                t.addfile(ti)
-            elif isinstance(v, str):
-                ti.type, ti.linkname, ti.mode = tarfile.SYMTYPE, v, 0o777
-                t.addfile(ti)
-            else:
-                data = v.read_bytes() if isinstance(v, Path) else v
-                ti.size, ti.mode = len(data), 0o755 if isinstance(v, Path) else 0o644
-                t.addfile(ti, io.BytesIO(data))
-    layer_raw = raw.getvalue()
-    layer = gzip.compress(layer_raw, compresslevel=1, mtime=0)  # fast: an engine image is made per build
-    blobs: dict[str, bytes] = {}
-
-    def blob(data: bytes) -> str:
-        d = hashlib.sha256(data).hexdigest()
-        blobs[d] = data
-        return f"sha256:{d}"
-
-    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(os.uname().machine, os.uname().machine)
-    config = json.dumps({
-        "architecture": arch, "os": "linux",
-        "config": {"Entrypoint": entrypoint, "Env": ["PATH=/bin:/usr/bin:/sbin:/usr/sbin"], "WorkingDir": "/"},
-        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer_raw).hexdigest()}"]},
-    }, sort_keys=True).encode()
-    manifest = json.dumps({
-        "schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
-        "config": {"mediaType": "application/vnd.oci.image.config.v1+json", "digest": blob(config),
-                   "size": len(config)},
-        "layers": [{"mediaType": "application/vnd.oci.image.layer.v1.tar+gzip", "digest": blob(layer),
-                    "size": len(layer)}],
-    }, sort_keys=True).encode()
-    digest = blob(manifest)
-    index = json.dumps({"schemaVersion": 2, "manifests": [{
-        "mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": digest, "size": len(manifest),
-        "platform": {"architecture": arch, "os": "linux"},
-        "annotations": {"io.containerd.image.name": name, "org.opencontainers.image.ref.name": name.rsplit(":", 1)[-1]},
-    }]}).encode()
-    tmp = out.with_name(out.name + ".tmp")
-    with tarfile.open(tmp, "w") as t:
-        for path, data in [("oci-layout", b'{"imageLayoutVersion":"1.0.0"}'), ("index.json", index)] + \
-                [(f"blobs/sha256/{d}", b) for d, b in sorted(blobs.items())]:
-            ti = tarfile.TarInfo(path)
-            ti.size, ti.mode = len(data), 0o644
-            t.addfile(ti, io.BytesIO(data))
-    tmp.rename(out)
-    return digest
-
-
+# ---- images: single-layer OCI archives (fathom.k8s.image), no registry ------------------------------
 def engine_image(engine: Path, out_dir: Path) -> tuple[Path, str]:
-    """An image with `engine` as /usr/bin/fathom-engine, the shared libraries it links (ldd: each at its path
-    here), and busybox for the shell that starts it: its archive (made once per engine build) and its name."""
-    sha = hashlib.sha256(engine.read_bytes()).hexdigest()[:12]
-    name = f"localhost/fathom-engine-test:{sha}"
-    out = out_dir / f"engine-{sha}.tar"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    if out.exists():
-        return out, name
-    tree = busybox_tree()
-    tree["usr/bin/fathom-engine"] = engine
-    tree["etc/ld.so.cache"] = Path("/etc/ld.so.cache")  # the libraries are where this host has them
-    ldd = subprocess.run(["ldd", str(engine)], capture_output=True, text=True, check=True).stdout
-    for line in ldd.splitlines():
-        words = line.split()
-        path = words[2] if "=>" in words and len(words) > 2 else words[0]
-        if path.startswith("/"):
-            tree[path.lstrip("/")] = Path(os.path.realpath(path))
-    write_image(out, name, tree, ["/bin/sh"])
+    """fathom's engine image for `engine` (`fathom k8s image`): its archive in out_dir, made once per engine
+    build, and its name."""
+    name = image.default_tag(engine)
+    out = out_dir / image.default_file(engine).name
+    if not out.exists():
+        image.engine_image(engine, out, name, say=lambda _: None)
     return out, name
 
 

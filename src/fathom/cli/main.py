@@ -22,6 +22,7 @@ COMMAND_MODULES = {
     "fathom.cli.bench": ("bench", "cleanup"),
     "fathom.cli.history": ("history", "label"),
     "fathom.cli.live": ("watch",),
+    "fathom.cli.k8s": ("k8s",),
 }
 
 

@@ -1,2 +1,8 @@
-"""fathom's Kubernetes parts: the engine image, Ceph access for pods, the objects fathom makes and removes, the
-server sampler's DaemonSet. The engine transport that runs a point's engines in pods is fathom.engines.k8s."""
+"""fathom's Kubernetes parts apart from the engine transport (fathom.engines.k8s: client hosts as pods).
+
+api.py      one API connection (kubernetes_asyncio's REST and websocket clients), K8sError
+access.py   Ceph access for pods: the run's conf and keyring, or a Rook cluster's own objects
+objects.py  what fathom makes for a run (owner, pods, Secret): names, labels, journal entry, waiting with
+            the kubelet's and scheduler's reasons, removal, the API's failures as named errors
+image.py    `fathom k8s image`: an OCI image archive with fathom-engine and the Ceph client libraries it loads
+"""
