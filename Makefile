@@ -26,7 +26,7 @@ SAMPLER := engine/target/$(SAMPLER_TARGET)/release/fathom-sampler
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
 .PHONY: help install deps venv engine demo test test-unit test-k8s bench-engine bench-rados bench-null bench-steady \
-	bench-hosts bench-s3 bench-s3-memory bench-files bench-slo bench-history bench-verdicts bench-live clean
+	bench-hosts bench-s3 bench-s3-memory bench-files bench-slo bench-history bench-verdicts bench-live bench-k8s clean
 
 help:
 	@echo "make demo   install if needed, run the main job on a disposable local cluster, leave a report"
@@ -105,6 +105,12 @@ bench-rados: install
 # what --metrics costs: 64 null engines, a 1 s scrape, with and without alternately (~5 min; target < 1% of a core)
 bench-live: install
 	$(VENV)/bin/python bench/live_cost.py --docs docs/benchmarks.md
+
+# 32 engine pods on the Kubernetes test bed (built once into ~/.cache/fathom/k8s), null target: orchestrator CPU,
+# start skew, and the time to the first measured second against the SSH path (needs root)
+bench-k8s: install
+	GO=$$(bash bench/go-toolchain.sh) $(VENV)/bin/python bench/k8s_scale.py --json bench/results/k8s-scale.json \
+		--docs docs/benchmarks.md
 
 # fathom history over 1,000 runs x 100 figures (target: under 5 s; no cluster)
 bench-history: install

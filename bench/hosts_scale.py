@@ -87,58 +87,72 @@ def measure(hosts: int, per_host: int, seconds: float, delay_us: int, server_hos
         t0 = time.monotonic()
         clients = Clients.open(spec)
         connect_s = time.monotonic() - t0
-        doc = EngineSpec(target=Null(rw="randread", bs=4096, delay_us=delay_us),
-                         load=Load(iodepth=1, duration_s=seconds),
-                         control=Control(wait=True, heartbeat_timeout_s=group_mod.HEARTBEAT_TIMEOUT_S)).to_json()
-        instances = [group_mod.Instance(host=h.name, index=n, spec=doc, transport=clients.hosts[h.name])
-                     for h in spec.hosts for n in range(h.instances)]
-        marks: list[tuple[float, float]] = []  # (process CPU, monotonic) at each merged interval
-        events: list[dict] = []
-        g = group_mod.Group(instances, str(check_engine()), 1.0, "continue",
-                            lambda rec: marks.append((time.process_time(), time.monotonic())), events.append)
         t_point = time.time()
-        window_s = records = None
-        try:
-            group_mod.run_group(g, 120.0, seconds + 180.0)
+        window: dict = {}
+
+        def after() -> None:
             if srv is not None:
                 t = time.perf_counter()
                 recs, _ = srv.window(t_point, time.time())
-                window_s, records = time.perf_counter() - t, len(recs)
+                window.update(server_window_s=round(time.perf_counter() - t, 3), server_records=len(recs))
+
+        try:
+            r = point(clients, seconds, delay_us, after)
         finally:
-            clients.close()
             if srv is not None:
                 srv.close()
             for f in fakes:
                 f.kill()
                 f.wait()
-        if len(marks) < 3 or g.failed or g.lost_hosts:
-            raise SystemExit(f"the point did not run through: {g.failed or g.lost_hosts or 'too few intervals'}")
-        (c0, w0), (c1, w1) = marks[0], marks[-2]  # the last merged interval is the engines' partial one
-        cpu_pct = 100.0 * (c1 - c0) / (w1 - w0)
-        per = [i.run.intervals for i in instances]
-        offsets = [g.clocks[i.host].offset_s if i.host in g.clocks else 0.0 for i in instances]
-        t = time.perf_counter()
-        merged = merge.merge_intervals(per, offsets)
-        merge_s = time.perf_counter() - t
-        t = time.perf_counter()
-        res, _ = _result(g)
-        result_s = time.perf_counter() - t
-        ops = sum(o.ops for o in res.ops.values())
-        # each engine's start after the common start time, on our clock (ms): where the skew comes from
-        late = sorted((float(x[0]["ts"]) - float(x[0]["t"]) - g.start_at) * 1e3 for x in per if x)
-        return {"engines": len(instances), "hosts": hosts, "per_host": per_host, "seconds": seconds,
-                "delay_us": delay_us, "intervals_per_engine": min(len(x) for x in per),
-                "merged_intervals": len(merged), "orchestrator_cpu_pct_of_core": round(cpu_pct, 2),
-                "orchestrator_cpu_pct_per_engine": round(cpu_pct / len(instances), 3),
-                "merge_s": round(merge_s, 3), "point_result_s": round(result_s, 3),
-                "start_skew_ms": round(res.extra["start_skew_ms"], 3),
-                "start_after_go_ms": {"min": round(late[0], 3), "median": round(late[len(late) // 2], 3),
-                                      "p90": round(late[int(len(late) * 0.9)], 3), "max": round(late[-1], 3)},
-                "max_clock_offset_ms": round(max(abs(c.offset_s) for c in g.clocks.values()) * 1e3, 3),
-                "max_rtt_ms": round(max(c.rtt_s for c in g.clocks.values()) * 1e3, 3),
-                "connect_and_install_s": round(connect_s, 2), "ops": ops, "iops": round(ops / res.runtime_s),
-                "server_hosts": server_hosts, "daemons": daemons,
-                "server_window_s": None if window_s is None else round(window_s, 3), "server_records": records}
+        return {**r, "hosts": hosts, "per_host": per_host, "connect_and_install_s": round(connect_s, 2),
+                "server_hosts": server_hosts, "daemons": daemons, "server_window_s": None, "server_records": None,
+                **window}
+
+
+def point(clients: Clients, seconds: float, delay_us: int, after=lambda: None) -> dict:
+    """One null-target point of `seconds` on every engine of clients, started together as `fathom run` starts
+    a many-host point; clients closed at the end. The orchestrator's CPU, the merge, the start skew."""
+    spec = clients.spec
+    doc = EngineSpec(target=Null(rw="randread", bs=4096, delay_us=delay_us),
+                     load=Load(iodepth=1, duration_s=seconds),
+                     control=Control(wait=True, heartbeat_timeout_s=group_mod.HEARTBEAT_TIMEOUT_S)).to_json()
+    instances = [group_mod.Instance(host=h.name, index=n, spec=doc, transport=clients.hosts[h.name])
+                 for h in spec.hosts for n in range(h.instances)]
+    marks: list[tuple[float, float]] = []  # (process CPU, monotonic) at each merged interval
+    events: list[dict] = []
+    g = group_mod.Group(instances, str(check_engine()), 1.0, "continue",
+                        lambda rec: marks.append((time.process_time(), time.monotonic())), events.append)
+    try:
+        group_mod.run_group(g, 120.0, seconds + 180.0)
+        after()
+    finally:
+        clients.close()
+    if len(marks) < 3 or g.failed or g.lost_hosts:
+        raise SystemExit(f"the point did not run through: {g.failed or g.lost_hosts or 'too few intervals'}")
+    (c0, w0), (c1, w1) = marks[0], marks[-2]  # the last merged interval is the engines' partial one
+    cpu_pct = 100.0 * (c1 - c0) / (w1 - w0)
+    per = [i.run.intervals for i in instances]
+    offsets = [g.clocks[i.host].offset_s if i.host in g.clocks else 0.0 for i in instances]
+    t = time.perf_counter()
+    merged = merge.merge_intervals(per, offsets)
+    merge_s = time.perf_counter() - t
+    t = time.perf_counter()
+    res, _ = _result(g)
+    result_s = time.perf_counter() - t
+    ops = sum(o.ops for o in res.ops.values())
+    # each engine's start after the common start time, on our clock (ms): where the skew comes from
+    late = sorted((float(x[0]["ts"]) - float(x[0]["t"]) - g.start_at) * 1e3 for x in per if x)
+    return {"engines": len(instances), "seconds": seconds,
+            "delay_us": delay_us, "intervals_per_engine": min(len(x) for x in per),
+            "merged_intervals": len(merged), "orchestrator_cpu_pct_of_core": round(cpu_pct, 2),
+            "orchestrator_cpu_pct_per_engine": round(cpu_pct / len(instances), 3),
+            "merge_s": round(merge_s, 3), "point_result_s": round(result_s, 3),
+            "start_skew_ms": round(res.extra["start_skew_ms"], 3),
+            "start_after_go_ms": {"min": round(late[0], 3), "median": round(late[len(late) // 2], 3),
+                                  "p90": round(late[int(len(late) * 0.9)], 3), "max": round(late[-1], 3)},
+            "max_clock_offset_ms": round(max(abs(c.offset_s) for c in g.clocks.values()) * 1e3, 3),
+            "max_rtt_ms": round(max(c.rtt_s for c in g.clocks.values()) * 1e3, 3),
+            "ops": ops, "iops": round(ops / res.runtime_s)}
 
 
 def section(r: dict) -> str:

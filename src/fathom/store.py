@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -245,6 +246,7 @@ class Store:
         """read_only: SQLite's mode=ro, for readers beside a running writer (fathom.api, a notebook): it never
         creates, upgrades or writes the file, and in WAL mode it never blocks the writer nor waits for it."""
         self.path = Path(path)
+        self._lock = threading.RLock()
         self.busy_timeout_s = busy_timeout_s
         self.read_only = read_only
         try:
@@ -254,8 +256,9 @@ class Store:
                                       hint="name a file `fathom run` wrote (--db; default fathom-results.db)")
                 self.db = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True,
                                           timeout=busy_timeout_s, isolation_level=None)
-            else:
-                self.db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None)
+            else:  # any thread may write (a transport's undo journal, on the hosts' loop): one at a time
+                self.db = sqlite3.connect(str(self.path), timeout=busy_timeout_s, isolation_level=None,
+                                          check_same_thread=False)
         except sqlite3.Error as exc:
             raise FathomError(f"cannot open results store {self.path}: {exc}", hint="pass --db with another file") \
                 from None
@@ -356,19 +359,20 @@ class Store:
         """One write transaction: waits for the write lock up to the busy timeout, commits at the end,
         rolls back on any error. Keep them short: every other writer of the file waits meanwhile."""
         t0 = time.monotonic() if t0 is None else t0
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if _is_busy(exc):
-                raise self._busy(t0) from None
-            raise
-        try:
-            yield self.db
-            self.db.execute("COMMIT")
-        except BaseException:
-            if self.db.in_transaction:
-                self.db.execute("ROLLBACK")
-            raise
+        with self._lock:
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as exc:
+                if _is_busy(exc):
+                    raise self._busy(t0) from None
+                raise
+            try:
+                yield self.db
+                self.db.execute("COMMIT")
+            except BaseException:
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                raise
 
     def _rows(self, sql: str, args: tuple[Any, ...] = ()) -> list[sqlite3.Row]:
         """A query's rows, read at once (an open cursor would keep a read snapshot open)."""

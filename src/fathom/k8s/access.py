@@ -127,7 +127,7 @@ def mon_addrs(mon_host: str) -> list[tuple[str, int]]:
     out: list[tuple[str, int]] = []
     for mon in re.findall(r"\[[^\]]*v[12]:[^\]]*\]|[^,\s]+", mon_host):
         addrs = [(m.group(1).strip("[]"), int(m.group(2) or 3300)) for m in
-                 (_ADDR.fullmatch(a.strip()) for a in mon.strip("[]").split(",")) if m]
+                 (_ADDR.fullmatch(a.strip().split("/")[0]) for a in mon.strip("[]").split(",")) if m]
         if addrs:
             out.append(addrs[0])
     return out

@@ -1,0 +1,102 @@
+"""The pure logic of pods as client hosts: the `clients.kubernetes` section and its options, the names and labels
+of what fathom makes, Ceph access (mon addresses, Rook's endpoints, the key kept out of every repr), and the
+access read from a real conf and keyring with Ceph's own tools."""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import shutil
+import subprocess
+
+import pytest
+
+from fathom.cli.clientargs import add_client_args
+from fathom.errors import UsageError
+from fathom.hosts import ClientChoice, ClientsSpec, clients_from_args
+from fathom.k8s import access, objects
+
+
+def test_the_pods_are_the_hosts_unless_hosts_are_named_and_survive_a_round_trip():
+    cs = ClientsSpec.model_validate({"kubernetes": {"pods": 3, "engines_per_pod": 2}})
+    assert [h.name for h in cs.hosts] == ["pod-0", "pod-1", "pod-2"]
+    assert cs.ssh == [] and len(cs.remote) == 3 and not cs.only_local
+    assert sum(h.instances for h in cs.hosts) == 6
+    again = ClientsSpec.model_validate(cs.model_dump())
+    assert again == cs  # a dumped spec (as a resumed run stores it) validates to the same hosts
+    both = ClientsSpec.model_validate({"hosts": ["local", "root@10.0.0.2"], "kubernetes": {"pods": 1}})
+    assert [h.name for h in both.hosts] == ["local", "10.0.0.2", "pod-0"] and [h.name for h in both.ssh] == ["10.0.0.2"]
+    d = cs.describe()
+    assert d["engines"] == 6 and d["kubernetes"]["pods"] == 3 and d["hosts"][0] == {"name": "pod-0", "pod": 0,
+                                                                                    "instances": 2}
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    p = argparse.ArgumentParser()
+    add_client_args(p)
+    return p.parse_args(list(argv))
+
+
+def test_k8s_options_override_the_suites_section_and_replace_its_ssh_hosts():
+    suite = ClientsSpec.model_validate({"hosts": ["root@10.0.0.2"], "kubernetes": None})
+    a = _args("--k8s-pods", "2", "--k8s-namespace", "bench", "--k8s-node-selector", "role=client",
+              "--k8s-requests", "cpu=1,memory=512Mi", "--rook-namespace", "rook-ceph", "--k8s-spread", "one-per-node")
+    cs = ClientChoice.of(a).over(suite)
+    assert cs is not None and [h.name for h in cs.hosts] == ["pod-0", "pod-1"]
+    k = cs.kubernetes
+    assert k is not None and (k.namespace, k.spread, k.rook and k.rook.namespace) == ("bench", "one-per-node",
+                                                                                     "rook-ceph")
+    assert k.node_selector == {"role": "client"} and k.requests == {"cpu": "1", "memory": "512Mi"}
+    over = ClientChoice.of(_args("--k8s-pods", "5")).over(cs)
+    assert over is not None and over.kubernetes is not None and over.kubernetes.namespace == "bench"
+    assert len(over.hosts) == 5
+    assert ClientChoice.of(_args()).over(None) is None  # nothing named: one engine on this host
+    with pytest.raises(UsageError, match="--k8s-node-selector: 'role' is not KEY=VALUE"):
+        ClientChoice.of(_args("--k8s-node-selector", "role"))
+    with pytest.raises(UsageError, match="pods"):
+        clients_from_args(None, None, None, kube={"pods": 0})
+
+
+def test_names_and_labels_are_dns_labels_of_the_run():
+    n = objects.Names("12-ab3f9c-a1", 3)
+    assert (n.owner, n.secret, n.pod(2)) == ("fathom-12-ab3f9c-a1", "fathom-12-ab3f9c-a1-ceph", "fathom-12-ab3f9c-a1-2")
+    assert n.selector == "fathom.io/run=12-ab3f9c-a1"
+    assert objects.dns("Bench_RUN.7") == "bench-run-7" and objects.dns("--") == "run"
+    assert len(objects.dns("x" * 100)) == 40
+    assert objects.labels("r")["app.kubernetes.io/managed-by"] == "fathom"
+
+
+def test_mon_addresses_one_per_mon_and_rooks_endpoints():
+    assert access.mon_addrs("[v2:10.0.0.1:3300,v1:10.0.0.1:6789],[v2:10.0.0.2:3300/0,v1:10.0.0.2:6789/0]") == [
+        ("10.0.0.1", 3300), ("10.0.0.2", 3300)]
+    assert access.mon_addrs("10.0.0.1:6789, 10.0.0.2") == [("10.0.0.1", 6789), ("10.0.0.2", 3300)]
+    assert access.rook_mon_host("a=10.0.0.1:6789,b-2=10.0.0.2:6789,c_x=10.0.0.3:3300") == \
+        "10.0.0.1:6789,10.0.0.2:6789,10.0.0.3:3300"
+    assert access.rook_mon_host("") == ""
+
+
+def test_the_key_is_in_the_secret_and_in_no_repr_or_record():
+    a = access.CephAccess(name="client.admin", fsid="f", mon_host="10.0.0.1:6789", source="conf /x", key="SEKRIT==")
+    assert "SEKRIT" not in repr(a) and "SEKRIT" not in str(a.describe()) and "SEKRIT" not in str(a.connection())
+    data = {k: base64.b64decode(v).decode() for k, v in a.secret_data().items()}
+    assert data["keyring"] == "[client.admin]\n\tkey = SEKRIT==\n"
+    assert "mon_host = 10.0.0.1:6789" in data["ceph.conf"] and "fsid = f" in data["ceph.conf"]
+    assert a.connection() == {"conf": "/etc/fathom-ceph/ceph.conf", "keyring": "/etc/fathom-ceph/keyring",
+                              "name": "client.admin"}
+
+
+@pytest.mark.skipif(shutil.which("ceph-authtool") is None, reason="needs ceph-authtool (ceph-common)")
+def test_access_from_a_conf_and_keyring_with_cephs_own_tools(tmp_path):
+    kr = tmp_path / "keyring"
+    subprocess.run(["ceph-authtool", "--create-keyring", str(kr), "--gen-key", "-n", "client.bench"], check=True,
+                   capture_output=True)
+    key = subprocess.run(["ceph-authtool", str(kr), "-n", "client.bench", "-p"], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    conf = tmp_path / "ceph.conf"
+    conf.write_text(f"[global]\nfsid = 1234\nmon host = [v2:10.1.0.1:3300,v1:10.1.0.1:6789]\n"
+                    f"[client.bench]\nkeyring = {kr}\n")
+    a = access.from_conn(str(conf), "client.bench", None)  # the keyring the conf names for the entity
+    assert (a.name, a.fsid, a.key) == ("client.bench", "1234", key)
+    assert access.mon_addrs(a.mon_host) == [("10.1.0.1", 3300)]
+    with pytest.raises(access.AccessError, match="client.other"):
+        access.from_conn(str(conf), "client.other", str(kr))
