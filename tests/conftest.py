@@ -96,6 +96,17 @@ def mds_cluster(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator
 
 
 @contextmanager
+def bound_cluster(tmp_path_factory: pytest.TempPathFactory, name: str, bind: str) -> Iterator[LocalCluster]:
+    """A one-OSD memstore cluster listening on `bind` (an address other hosts or pods reach), stopped at the end."""
+    c = LocalCluster(tmp_path_factory.mktemp(name) / "cluster", progress=lambda m: print(m, file=sys.stderr))
+    c.up(osds=1, osd_size=4 * 1024**3, objectstore="memstore", bind=bind)
+    try:
+        yield c
+    finally:
+        c.down()
+
+
+@contextmanager
 def rgw_cluster4(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterator[LocalCluster]:
     """A 4-OSD cluster with RGW for a module, stopped at the end."""
     root = tmp_path_factory.mktemp(name) / "cluster"

@@ -9,11 +9,11 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+import conftest
 from conftest import FATHOM, run_fathom
 
 from fathom import hdr, netns
@@ -44,12 +44,8 @@ def bed():
 
 @pytest.fixture(scope="module")
 def bound_cluster(bed, tmp_path_factory):
-    c = LocalCluster(tmp_path_factory.mktemp("hosts") / "cluster", progress=lambda m: print(m, file=sys.stderr))
-    c.up(osds=1, osd_size=4 * 1024**3, objectstore="memstore", bind=bed.bridge_addr)
-    try:
+    with conftest.bound_cluster(tmp_path_factory, "hosts", bed.bridge_addr) as c:
         yield c
-    finally:
-        c.down()
 
 
 def _clients_file(bed, tmp: Path, hosts: list[int], local: bool = True) -> Path:

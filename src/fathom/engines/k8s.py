@@ -78,11 +78,15 @@ class PodProcess:
         while (data := await self._out.get()) is not None:
             await self.ws.send_bytes(bytes([STDIN]) + data)
 
+    gone: Any = None  # a coroutine function: why the pod is gone, or None (PodHost.gone)
+
     async def readline(self) -> str:
         line = await self.stdout.readline()
-        if not line and self.broke:
-            raise OSError("the exec stream ended without the engine's exit status (the pod was deleted, or its "
-                          "node is gone)")
+        if not line:  # the status came before the end: a deleted pod's engine is killed, with an exit code
+            why = await self.gone() if self.gone is not None and (self.broke or self.exit_code != 0) else None
+            if why or self.broke:
+                raise OSError(why or "the exec stream ended without the engine's exit status (the pod was "
+                                     "deleted, or its node is gone)")
         return line.decode(errors="replace")
 
     async def read_stderr(self) -> str:
@@ -143,6 +147,7 @@ class PodHost:
         except Exception as exc:  # noqa: BLE001 - aiohttp's and the API's errors alike: the pod is not usable
             raise K8sError(f"pod {self.namespace}/{self.pod}: exec failed: {exc}") from None
         p = PodProcess(ws)
+        p.gone = self.gone
         self._procs.append(p)
         return p
 
@@ -180,6 +185,24 @@ class PodHost:
         script = (f"exec {shlex.quote(self.engine)} /dev/fd/3 3<<'FATHOM_SPEC_END'\n"
                   f"{spec_json}\nFATHOM_SPEC_END\n")
         return await self.exec(["/bin/sh", "-c", script])
+
+    async def gone(self) -> str | None:
+        """Why this pod is gone (deleted, being deleted, ended), or None; once known, the host is lost."""
+        from kubernetes_asyncio.client.exceptions import ApiException
+
+        try:
+            pod = await self.api.core().read_namespaced_pod(self.pod, self.namespace)
+        except ApiException as exc:
+            why = f"pod {self.namespace}/{self.pod} was deleted" if exc.status == 404 else None
+        except Exception:  # noqa: BLE001 - the API unreachable: nothing known of the pod
+            why = None
+        else:
+            why = (f"pod {self.namespace}/{self.pod} is being deleted" if pod.metadata.deletion_timestamp else
+                   f"pod {self.namespace}/{self.pod} ended ({pod.status.phase})"
+                   if pod.status.phase in ("Failed", "Succeeded") else None)
+        if why:
+            self.lost = why
+        return why
 
     async def kill(self, pid: int, sig: str = "TERM") -> None:
         await self.run(["kill", f"-{sig}", str(int(pid))])
