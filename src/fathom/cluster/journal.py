@@ -10,6 +10,7 @@ Kinds, and the module that writes and undoes them:
     rgw_user, rgw_placement      fathom.cluster.rgw
     fuse, loop, mount, daemon    fathom.cluster.mounts and .ganesha (on fathom's local cluster)
     sampler                      fathom.servers (the fathom-sampler uploaded to a server host over SSH)
+    k8s                          fathom.k8s.objects (a Kubernetes object fathom made: the sampler's DaemonSet)
 
 One type, two homes. A run's journal lives in its state record in the results store
 (`journal`): it is valid on one cluster (`fsid`), and `--resume` and `fathom cluster restore`
@@ -34,6 +35,7 @@ OBJECT_KINDS = ("pool", "ec_profile", "image")
 RGW_KINDS = ("rgw_user", "rgw_placement")
 MOUNT_KINDS = ("fuse", "loop", "mount", "daemon")
 SAMPLER_KIND = "sampler"  # data: host, port, user, key_file, known_hosts (paths, never a key), path, dirs
+K8S_KIND = "k8s"  # data: kubeconfig (a path), context, namespace, kind, name, labels, uid (once made)
 
 
 @dataclass

@@ -22,7 +22,7 @@ from fathom.hosts import ClientHost
 
 from fathom.servers.attribution import this_host_identities
 from fathom.servers.host import Placed, ServerHost, remove_command
-from fathom.servers.sampled import SampledHosts, _at
+from fathom.servers.sampled import SampledHosts
 from fathom.servers.spec import SAMPLER, SOURCE, ServersSpec, discovered, sampler_path
 
 
@@ -126,20 +126,10 @@ class Servers(SampledHosts):
         started = dict(zip(found, LOOP.run(each(lambda h: asyncio.wait_for(self._ready(h), bound), found))))
         for h, r in zip(gone, looked):
             err = r if isinstance(r, BaseException) else started.get(h)
-            if isinstance(err, BaseException):
-                h.reconnect_error = getattr(err, "message", None) or str(err) or type(err).__name__
+            if not self.reached_again(h, err if isinstance(err, BaseException) else None,
+                                      f"server host {h.name} answers again",
+                                      f"server host {h.name} does not answer again"):
                 h.ssh.close()
-                self.say(f"  server host {h.name} does not answer again ({h.reconnect_error}): this point runs "
-                         "without it and is flagged")
-                continue
-            was, lost_at = h.lost, h.lost_at
-            h.lost = h.lost_at = h.reconnect_error = None
-            h.announced = False
-            msg = (f"server host {h.name} answers again (lost at {_at(lost_at or time.time())}: {was}): "
-                   "sampled anew from this point on")
-            self.say(f"  {msg}")
-            self.events.append({"kind": "servers", "message": msg,
-                                "data": {"host": h.name, "reconnected": True, "was_lost": was, "lost_at": lost_at}})
 
     def describe(self) -> dict[str, Any]:
         """What a run records of its server hosts (no key material)."""
@@ -185,7 +175,7 @@ class Coverage:
     """Which source samples which of the cluster's hosts, from the metadata's placement."""
 
     placed: dict[str, list[ClusterDaemon]]
-    servers: Servers | None = None  # the hosts sampled over SSH
+    servers: SampledHosts | None = None  # the hosts sampled over SSH or from a Kubernetes DaemonSet
     prometheus: Any = None  # fathom.promquery.PrometheusSource: host figures of the hosts it scrapes
     here: str | None = None  # the metadata's name of this host, when it holds daemons of the cluster
     here_daemons: set[str] = field(default_factory=set)  # those this host's own sampler covers (not SSH's)
@@ -259,9 +249,10 @@ def _remote(spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], here: inv
 
 
 def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: Any,
-            local: list[Daemon] | None = None, journal: Journal | None = None) -> Coverage:
+            local: list[Daemon] | None = None, journal: Journal | None = None, run: str = "run") -> Coverage:
     """The placement of the cluster's daemons; the server hosts sampling when spec names any other than this
-    one (the samplers fathom uploads written in `journal`, the run's); the Prometheus source for the cluster's
+    one (the samplers fathom uploads written in `journal`, the run's), or the nodes from a DaemonSet named for
+    `run` (the run's data tag) when spec.kubernetes; the Prometheus source for the cluster's
     hosts no server host stands for; this host's processes of the daemons placed here that no other source
     covers, picked among `local` (Coverage.pick_here)."""
     raw, errors = inventory.gather_raw(ceph)
@@ -274,13 +265,18 @@ def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: An
     mine = [h for h, ds in placed.items() if here.claims(h, set().union(*(d.ips() for d in ds)))]
     cov.here = mine[0] if mine else None
     covered: set[str] = set()
-    if spec is not None:
+    if spec is not None and spec.kubernetes is not None:  # the nodes sampled from a DaemonSet, this one too
+        from fathom.k8s.sampler import DaemonSetServers
+
+        cov.servers = DaemonSetServers.open(spec, placed, run, say, journal)
+    elif spec is not None:
         remote, here_too = _remote(spec, placed, here, mine, say)
         if remote or not here_too:  # none at all: Servers says the metadata names none
             cov.servers = Servers.open(spec.model_copy(update={"hosts": remote, "discover": False}), placed, say,
                                         journal)
-            covered = cov.servers.covered()
-            cov.env["servers"] = cov.servers.describe()
+    if cov.servers is not None:
+        covered = cov.servers.covered()
+        cov.env["servers"] = cov.servers.describe()
     cov.here_daemons = {d.name for h in mine if h not in covered for d in placed[h]}
     cov.here_host = "host" if cov.here_daemons else "client_host"
     if local is not None:
@@ -301,7 +297,7 @@ def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: An
 class ServerSource(Companion):
     """The server hosts' records over each point (see Servers.window)."""
 
-    def __init__(self, servers: Servers):
+    def __init__(self, servers: SampledHosts):
         self.servers = servers
         self._t0 = 0.0
 

@@ -63,6 +63,29 @@ class SampledHosts:
     def reconnect(self) -> None:
         """Reach each lost host again between points (a subclass's way); by default they stay lost."""
 
+    def reached_again(self, h: SamplerStream, err: BaseException | None, back: str, not_back: str) -> bool:
+        """After a try to sample a lost host again: said, and its loss forgotten with an event (`back`: what
+        says so), or why it failed kept (`not_back`: what failed)."""
+        if err is not None:
+            h.reconnect_error = getattr(err, "message", None) or str(err) or type(err).__name__
+            self.say(f"  {not_back} ({h.reconnect_error}): this point runs without it and is flagged")
+            return False
+        was, lost_at = h.lost, h.lost_at
+        h.lost = h.lost_at = h.reconnect_error = None
+        h.announced = False
+        msg = f"{back} (lost at {_at(lost_at or time.time())}: {was}): sampled anew from this point on"
+        self.say(f"  {msg}")
+        self.events.append({"kind": "servers", "message": msg,
+                            "data": {"host": h.name, "reconnected": True, "was_lost": was, "lost_at": lost_at}})
+        return True
+
+    def describe(self) -> dict[str, Any]:
+        """What a run records of its sampled hosts (never key material)."""
+        return {"source": self.source, "interval_s": self.spec.interval_s, "hosts": []}
+
+    def close(self) -> None:
+        """Stop sampling; remove what was made for it."""
+
     def announce(self, t0: float) -> None:
         """Say on the console, once, that a host was lost (the point that began at t0 is flagged for it)."""
         for h in self.hosts:
