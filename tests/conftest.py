@@ -35,6 +35,32 @@ def run_fathom(*args: str, check: bool = False, timeout: float = 600, env: dict 
     return proc
 
 
+def kill_after_first_point(argv: list[str], db: Path, limit_s: float = 300) -> str:
+    """Start `fathom ARGV`, SIGKILL it once its run has a point stored (or at limit_s); its output so far."""
+    import signal
+    import time
+
+    from fathom.store import Store
+
+    proc = subprocess.Popen([FATHOM, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + limit_s
+        while time.monotonic() < deadline and proc.poll() is None:  # the first point stored: then killed
+            try:
+                with Store(db) as st:
+                    run = st.run("latest")
+                    if run is not None and st.points(run.id):
+                        break
+            except Exception:  # noqa: BLE001 (the store may not exist yet)
+                pass
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    return proc.stdout.read() if proc.stdout else ""
+
+
 def export_table(db: Path, table: str, tmp_path: Path, run: str = "latest") -> list[dict]:
     """`fathom export RUN --table TABLE` in CSV, JSON and Parquet, checked to hold the same rows in the same
     columns; returns the JSON rows."""

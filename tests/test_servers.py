@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import FATHOM, export_table, perf_rows, run_fathom
+from conftest import FATHOM, export_table, kill_after_first_point, perf_rows, run_fathom
 
 from fathom import netns, servers, telemetry
 from fathom.cluster import inventory
@@ -448,21 +448,7 @@ def test_a_killed_runs_samplers_are_removed_by_its_resume(topology, tmp_path, un
     db = tmp_path / "r.db"
     opts = ["--db", str(db), "--known-hosts", tb.known_hosts, "--server-key", tb.key_file,
             "--server-hosts-file", str(hosts_file)]
-    proc = subprocess.Popen([FATHOM, "run", str(suite), *opts], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 300
-        while time.monotonic() < deadline and proc.poll() is None:  # the first point stored: then killed
-            try:
-                with Store(db) as st:
-                    run = st.run("latest")
-                    if run is not None and st.points(run.id):
-                        break
-            except Exception:  # noqa: BLE001 (the store may not exist yet)
-                pass
-            time.sleep(0.5)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
+    kill_after_first_point(["run", str(suite), *opts], db)
     placed = sorted(base.rglob("fathom-sampler"))
     assert len(placed) == 1  # both hosts' share this file system: one file
     with Store(db) as st:

@@ -365,7 +365,7 @@ class Phases:
             journal = self.journal() if opts.servers is not None else None
             held.coverage = servers.connect(held.ceph, opts.servers, opts.prometheus, _say,
                                             held.attached.local_daemons() if held.attached else None,
-                                            journal)
+                                            journal, run=self.attempt.data_tag if self.attempt else str(self.run_id))
             self.store.merge_env(self.run_id, **held.coverage.env)
 
     def journal(self) -> Journal:

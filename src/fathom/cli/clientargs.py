@@ -56,6 +56,10 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--keep-sampler", action="store_true",
                    help="leave on each server host the fathom-sampler binary fathom uploaded there (by default it "
                         "is removed at the end of the run; one that was there before is never removed)")
+    g.add_argument("--server-k8s", metavar="IMAGE",
+                   help="sample the cluster's nodes (Rook) with fathom-sampler in a DaemonSet fathom makes for the run "
+                        "from IMAGE (hostPID, read-only, no capability; removed at the end): kubeconfig, context, "
+                        "namespace and nodes in the servers file's `kubernetes:` section (docs/kubernetes.md)")
     g.add_argument("--prometheus", metavar="URL",
                    help="an existing Prometheus that scrapes node-exporter on the cluster's hosts (cephadm deploys "
                         "one): host CPU, memory, NIC and disk bytes per point where SSH is not allowed")
@@ -69,14 +73,14 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
 
 def server_spec(args: argparse.Namespace) -> Any:
     """The server hosts the options name (a fathom.servers.ServersSpec), or None."""
-    if not getattr(args, "server_host", None) and not getattr(args, "server_hosts_file", None):
+    if not any(getattr(args, a, None) for a in ("server_host", "server_hosts_file", "server_k8s")):
         return None
     from fathom.servers import servers_file, servers_from_args
 
     base = servers_file(args.server_hosts_file) if args.server_hosts_file else None
     return servers_from_args(args.server_host, args.server_key, getattr(args, "known_hosts", None),
                              bool(getattr(args, "accept_new_host_keys", False)), base,
-                             bool(getattr(args, "keep_sampler", False)))
+                             bool(getattr(args, "keep_sampler", False)), getattr(args, "server_k8s", None))
 
 
 def client_choice(args: argparse.Namespace) -> ClientChoice:

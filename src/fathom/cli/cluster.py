@@ -231,7 +231,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def cmd_restore(args: argparse.Namespace) -> int:
     """Undo what killed runs left on this cluster (matched by fsid), newest run first: the settings they changed put
     back, then what their journals say they made (RGW users and placements, images, pools, EC profiles, the
-    fathom-sampler on server hosts) removed."""
+    fathom-sampler on server hosts, the Kubernetes objects fathom made) removed."""
     from fathom.cluster import restore
     from fathom.cluster.journal import K8S_KIND, OBJECT_KINDS, RGW_KINDS, SAMPLER_KIND, SETTING, Journal
     from fathom.store import Store
@@ -295,9 +295,7 @@ def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) 
     from fathom.cluster import restore, rgw
     from fathom.cluster.journal import OBJECT_KINDS, RGW_KINDS
     from fathom.cluster.prep import Prep
-    from fathom.engines.ssh import LOOP
     from fathom.errors import FathomError
-    from fathom.k8s import objects
 
     restorer = restore.Restorer(ceph, journal)
     settings = len(restorer.pending())
@@ -333,33 +331,49 @@ def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) 
                f"run `fathom cluster restore` again when the cluster answers")
         store.add_event(run_id, "warning", msg, data={"left": still})
         print(msg)
-    pods, bad_pods = LOOP.run(objects.remove_left(journal, lambda m: print(f"  {m}")), timeout=300)
-    if pods:
-        said.append("removed the Kubernetes objects it made: " + ", ".join(pods))
-        removed["k8s"] = pods
-    if bad_pods:
-        msg = (f"could not remove the Kubernetes objects run {run_id} made ({'; '.join(bad_pods)}); run `fathom "
-               "cluster restore` again when the API answers")
-        store.add_event(run_id, "warning", msg, data={"left": bad_pods})
-        print(msg)
     samplers, bad = servers.remove_samplers(journal, lambda m: print(f"  {m}"))
-    if samplers:
-        said.append("removed the fathom-sampler it put at " + ", ".join(samplers))
-        removed["samplers"] = samplers
-    if bad:
-        msg = (f"could not remove the fathom-sampler run {run_id} put on server hosts ({'; '.join(bad)}); "
-               f"run `fathom cluster restore` again when the hosts answer")
-        store.add_event(run_id, "warning", msg, data={"left": bad})
-        print(msg)
+    _said_left(store, run_id, said, removed, "samplers", samplers, bad, "the fathom-sampler it put at ",
+               "the fathom-sampler it put on server hosts", "the hosts answer")
+    objs, bad_objs = _remove_k8s(journal)
+    _said_left(store, run_id, said, removed, "k8s", objs, bad_objs, "the Kubernetes objects it made: ",
+               "the Kubernetes objects it made", "the API answers")
     if said:
         store.add_event(run_id, "restore", f"`fathom cluster restore` {'; '.join(said)}", data={"removed": removed})
-    return (settings - len(left) + len(made) - len(still) + len(samplers) + len(pods),
-            len(left) + len(still) + len(bad) + len(bad_pods))
+    return (settings - len(left) + len(made) - len(still) + len(samplers) + len(objs),
+            len(left) + len(still) + len(bad) + len(bad_objs))
+
+
+def _said_left(store: Store, run_id: int, said: list[str], removed: dict[str, list[str]], key: str,
+               gone: list[str], bad: list[str], what: str, where: str, answers: str) -> None:
+    """What one kind of undo removed, added to what restore says; what it could not, a warning of the run."""
+    if gone:
+        said.append(f"removed {what}" + ", ".join(gone))
+        removed[key] = gone
+    if bad:
+        msg = (f"could not remove {where.replace('it ', f'run {run_id} ', 1)} ({'; '.join(bad)}); "
+               f"run `fathom cluster restore` again when {answers}")
+        store.add_event(run_id, "warning", msg, data={"left": bad})
+        print(msg)
+
+
+def _remove_k8s(journal: Journal) -> tuple[list[str], list[str]]:
+    """The Kubernetes objects the journal names, deleted where they still carry fathom's labels."""
+    from fathom.cluster.journal import K8S_KIND
+
+    if not journal.pending(K8S_KIND):
+        return [], []
+    from fathom.engines.ssh import LOOP
+    from fathom.k8s import journaled, objects
+
+    say = lambda m: print(f"  {m}")  # noqa: E731
+    pods, bad = LOOP.run(objects.remove_left(journal, say), timeout=600)  # a run's pods, owner and Secret
+    more, bad_more = journaled.remove_left(journal, say)  # single objects: the sampler's DaemonSet
+    return pods + more, bad + bad_more
 
 
 def _kind_name(kind: str) -> str:
     """A journal kind as said: 'pool', 'image', 'ec profile', 'rgw user', 'rgw placement'."""
-    return "kubernetes object" if kind == "k8s" else kind.replace("_", " ")
+    return "Kubernetes object" if kind == "k8s" else kind.replace("_", " ")
 
 
 def cmd_env(args: argparse.Namespace) -> int:

@@ -10,7 +10,8 @@ Kinds, and the module that writes and undoes them:
     rgw_user, rgw_placement      fathom.cluster.rgw
     fuse, loop, mount, daemon    fathom.cluster.mounts and .ganesha (on fathom's local cluster)
     sampler                      fathom.servers (the fathom-sampler uploaded to a server host over SSH)
-    k8s                          fathom.k8s.objects (a run's pods, their owner and Secret on Kubernetes)
+    k8s                          fathom.k8s.objects (a run's pods, their owner and Secret: data names the
+                                 owner) and fathom.k8s.journaled (one object, the sampler's DaemonSet: its kind)
 
 One type, two homes. A run's journal lives in its state record in the results store
 (`journal`): it is valid on one cluster (`fsid`), and `--resume` and `fathom cluster restore`
@@ -35,7 +36,9 @@ OBJECT_KINDS = ("pool", "ec_profile", "image")
 RGW_KINDS = ("rgw_user", "rgw_placement")
 MOUNT_KINDS = ("fuse", "loop", "mount", "daemon")
 SAMPLER_KIND = "sampler"  # data: host, port, user, key_file, known_hosts (paths, never a key), path, dirs
-K8S_KIND = "k8s"  # data: kubeconfig path, context, namespace, run, the names of what is made (never a key)
+# data: kubeconfig (a path), context, namespace, and either run, owner, pods, secret (a run's pods) or kind,
+# name, labels, uid once made (one object); never a key
+K8S_KIND = "k8s"
 
 
 @dataclass

@@ -99,7 +99,7 @@ def engine_path() -> Path:
 def sampler_beside(engine: Path) -> Path:
     """The fathom-sampler of the same build as `engine` (the same version): this checkout's static one for this
     checkout's engine, else the one installed beside it."""
-    return REPO_SAMPLER if engine.resolve() == _REPO_BINARY else engine.with_name(SAMPLER)
+    return REPO_SAMPLER if engine.resolve() == _REPO_BINARY.resolve() else engine.with_name(SAMPLER)
 
 
 def engine_protocol(path: Path) -> int:

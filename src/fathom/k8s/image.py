@@ -147,6 +147,14 @@ def engine_tree(engine: Path, say: Callable[[str], None] = _stderr) -> Tree:
     # and what busybox and the opened libraries link (Debian's non-static busybox links libc)
     for lib in [*linked, *opened, *(d for b in [BUSYBOX, *map(Path, opened)] for d in libraries(b))]:
         tree[lib.lstrip("/")] = Path(os.path.realpath(lib))  # the file, not the link
+    from fathom.engines.fathom_engine import sampler_beside
+    from fathom.servers.spec import SAMPLER_IN_IMAGE
+
+    sampler = sampler_beside(engine)  # static: the same image serves the server figures' DaemonSet
+    if sampler.is_file():
+        tree[SAMPLER_IN_IMAGE.lstrip("/")] = sampler
+    else:
+        say(f"image: without fathom-sampler ({sampler} is not built): no server figures from this image")
     return tree
 
 

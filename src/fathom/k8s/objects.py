@@ -236,6 +236,8 @@ async def remove_left(journal: Any, say: Any) -> tuple[list[str], list[str]]:
     removed, failed = [], []
     for e in journal.pending(KIND):
         d = e.data
+        if "owner" not in d:  # a single object (the sampler's DaemonSet): fathom.k8s.journaled removes it
+            continue
         try:
             api = await Api.open(d.get("kubeconfig"), d.get("context"))
             try:

@@ -17,10 +17,10 @@ NAME = "Server measurements: sources"
 
 
 def _last_sources(r: RunData) -> dict[str, Any]:
-    """The hosts of the run's latest `sources` event of the SSH source (per host: metadata host, daemons,
+    """The hosts of the run's latest `sources` event of the SSH or DaemonSet source (per host: metadata host, daemons,
     missing, foreign, the sampler's own CPU)."""
     for e in reversed(r.events):
-        if e["kind"] == "sources" and (e.get("data") or {}).get("source") == "ssh":
+        if e["kind"] == "sources" and (e.get("data") or {}).get("source") in ("ssh", "k8s"):
             return e["data"].get("hosts") or {}
     return {}
 
@@ -42,8 +42,9 @@ def table(r: RunData) -> Table | None:
         daemons = ", ".join(sorted(s.get("daemons") or {})) or "none"
         missing = ", ".join(s.get("missing") or []) or "none"
         cost = s.get("sampler_cpu_pct")
+        via = f"fathom-sampler in pod {h['name']}" if servers.get("source") == "k8s" else "fathom-sampler over SSH"
         rows.append([h["name"], h["hostname"], h.get("metadata_host") or "(none)",
-                     "fathom-sampler over SSH" + (f" ({cost:.2f}% of one core there)" if cost is not None else ""),
+                     via + (f" ({cost:.2f}% of one core there)" if cost is not None else ""),
                      f"{h['clock_offset_s'] * 1e3:+.1f} ± {h['clock_rtt_s'] * 5e2:.1f}", daemons, missing])
     if prom:
         rows += [[h, h, h, f"node-exporter via Prometheus {prom.get('version') or ''} at {prom['url']}",

@@ -6,13 +6,11 @@ import asyncio
 import shlex
 import subprocess
 import time
-from datetime import datetime
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 
-from fathom import hostsample
 from fathom.cluster import inventory
 from fathom.cluster.inventory import ClusterDaemon
 from fathom.cluster.local import Daemon
@@ -22,53 +20,21 @@ from fathom.engines.ssh import LOOP, key_error, raise_any, sha256_file
 from fathom.errors import FathomError, UsageError
 from fathom.hosts import ClientHost
 
-from fathom.servers.attribution import (Identities, attribute, identities, match_host, not_counted,
-                                        this_host_identities)
+from fathom.servers.attribution import this_host_identities
 from fathom.servers.host import Placed, ServerHost, remove_command
+from fathom.servers.sampled import SampledHosts
 from fathom.servers.spec import SAMPLER, SOURCE, ServersSpec, discovered, sampler_path
 
-THREADS_SHOWN = 8  # per daemon sampled thread by thread
 
+class Servers(SampledHosts):
+    """Every server host of a run over SSH, connected, clocked and sampling (open), until close()."""
 
-def _threads(stream: hostsample.HostStream, t_from: float, t_to: float, host: str) -> list[dict[str, Any]]:
-    """An event per daemon sampled thread by thread (crimson-osd's reactors): its busiest threads over the
-    point, % of one core each (a reactor near 100% is the OSD's limit, whatever the process total says)."""
-    if not any("tasks" in p for s in stream.samples for p in s.get("procs", [])):
-        return []
-    out = []
-    for name, d in hostsample.window(stream, t_from, t_to)["daemons"].items():
-        tasks = [t for t in d.get("tasks") or [] if t["cpu_pct"] is not None][:THREADS_SHOWN]
-        if tasks:
-            out.append({"kind": "threads", "data": {"host": host, "daemon": name, "threads": tasks},
-                        "message": f"{name} on {host}, busiest threads (% of one core): " + ", ".join(
-                            f"{t['comm'] or t['tid']} {t['cpu_pct']:.0f}" for t in tasks)})
-    return out
-
-
-def _at(ts: float) -> str:
-    """A moment as a full local time with its zone (a time of day alone names no day and no zone)."""
-    return datetime.fromtimestamp(ts).astimezone().isoformat(timespec="seconds")
-
-
-def _when(ts: float, t0: float) -> str:
-    """A moment as seconds into the point that began at t0 and as a full local time with its zone."""
-    at = _at(ts)
-    if ts >= t0:
-        return f"{ts - t0:.1f} s into the point (at {at})"
-    return f"{t0 - ts:.1f} s before the point began (at {at})"
-
-
-
-class Servers:
-    """Every server host of a run, connected, clocked and sampling (open), until close()."""
+    hosts: list[ServerHost]  # type: ignore[assignment]
 
     def __init__(self, spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], say: Any = None,
                  journal: Journal | None = None):
-        self.spec, self.placed = spec, placed
-        self.here: Identities = (0, {})  # the processes this host's own sampler counts
-        self.say = say or (lambda msg: None)
+        super().__init__(spec, placed, say)
         self.journal = journal  # the run's undo journal: the sampler files fathom puts on hosts
-        self.events: list[dict[str, Any]] = []  # what happened between points, for the next point's events
         hosts = list(spec.hosts)
         if spec.discover:
             named = {h.host for h in hosts}
@@ -160,128 +126,19 @@ class Servers:
         started = dict(zip(found, LOOP.run(each(lambda h: asyncio.wait_for(self._ready(h), bound), found))))
         for h, r in zip(gone, looked):
             err = r if isinstance(r, BaseException) else started.get(h)
-            if isinstance(err, BaseException):
-                h.reconnect_error = getattr(err, "message", None) or str(err) or type(err).__name__
+            if not self.reached_again(h, err if isinstance(err, BaseException) else None,
+                                      f"server host {h.name} answers again",
+                                      f"server host {h.name} does not answer again"):
                 h.ssh.close()
-                self.say(f"  server host {h.name} does not answer again ({h.reconnect_error}): this point runs "
-                         "without it and is flagged")
-                continue
-            was, lost_at = h.lost, h.lost_at
-            h.lost = h.lost_at = h.reconnect_error = None
-            h.announced = False
-            msg = (f"server host {h.name} answers again (lost at {_at(lost_at or time.time())}: {was}): "
-                   "sampled anew from this point on")
-            self.say(f"  {msg}")
-            self.events.append({"kind": "servers", "message": msg,
-                                "data": {"host": h.name, "reconnected": True, "was_lost": was, "lost_at": lost_at}})
-
-    def announce(self, t0: float) -> None:
-        """Say on the console, once, that a host was lost (the point that began at t0 is flagged for it)."""
-        for h in self.hosts:
-            if h.lost and not h.announced:
-                h.announced = True
-                self.say(f"  server host {h.name} lost {_when(h.lost_at or time.time(), t0)} ({h.lost}): this point "
-                         "is flagged and its figures lack the host from then on; fathom tries to reach it again "
-                         "before the next point")
 
     def describe(self) -> dict[str, Any]:
         """What a run records of its server hosts (no key material)."""
         return {"source": SOURCE, "interval_s": self.spec.interval_s,
                 "hosts": [{"name": h.name, "hostname": h.hostname,
-                           "metadata_host": match_host(self.placed, h.hostname, h.address),
+                           "metadata_host": h.metadata_host(self.placed),
                            "clock_offset_s": round(h.offset_s, 6), "clock_rtt_s": round(h.rtt_s or 0.0, 6),
                            "sampler": (h.header or {}).get("version"), "key_file": h.ssh.spec.key_file}
                           for h in self.hosts]}
-
-    def covered(self) -> set[str]:
-        """The metadata's hosts that a sampled host stands for."""
-        return {m for h in self.hosts if (m := match_host(self.placed, h.hostname, h.address))}
-
-    def window(self, t_from: float, t_to: float) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-        """(per-interval records, events) over [t_from, t_to] on this host's clock, once every host that
-        is still there has sent a sample past t_to."""
-        wait = 2 * self.spec.interval_s + 1.0
-
-        async def settle() -> list[bool]:
-            return list(await asyncio.gather(*(h.wait_past(t_to, wait) for h in self.hosts)))
-
-        arrived = LOOP.run(settle())
-        records: list[dict[str, Any]] = []
-        events, self.events = self.events, []
-        covered: dict[str, Any] = {}
-        seen: dict[str, tuple[Identities, Identities]] = {}  # host -> its processes', those it counted
-        for h, ok in zip(self.hosts, arrived):
-            pad = 1.5 * self.spec.interval_s
-            win = [s for s in h.samples if t_from - pad <= s["ts"] <= t_to + pad]
-            meta = match_host(self.placed, h.hostname, h.address)
-            att = attribute([p for s in win for p in s.get("procs", [])], meta, self.placed)
-            seen[h.hostname] = (identities(h.header, win), identities(h.header, win, att.keep))
-            lost = h.lost is not None and (h.lost_at or 0) <= t_to + pad
-            if lost:  # its daemons were not sampled (from the loss on): that says nothing of whether they run
-                att.missing = []
-            if len(win) >= 2 and h.header is not None:
-                kept = [{**s, "procs": [p for p in s.get("procs", []) if int(p["pid"]) in att.keep]} for s in win]
-                stream = hostsample.HostStream(header=h.header, samples=kept)
-                for r in hostsample.interval_samples(stream):
-                    r["host"], r["via"] = h.hostname, SOURCE
-                    if meta is None and r["kind"] == "host":  # none of the cluster's hosts: a client's figures
-                        r["kind"] = "client_host"
-                    records.append(r)
-                events += _threads(stream, t_from, t_to, h.hostname)
-            cost = None
-            if len(win) >= 2 and win[-1]["mono"] > win[0]["mono"]:  # the sampler's own CPU there, % of one core
-                cost = hostsample.rate(win[0].get("self_cpu_s"), win[-1].get("self_cpu_s"),
-                                        win[-1]["mono"] - win[0]["mono"], 100.0)
-            counted, left = hostsample.nics(win[-1].get("net") or {}) if win else ([], {})
-            covered[h.hostname] = {"metadata_host": meta, "daemons": att.found, "missing": att.missing,
-                                   "foreign": att.foreign, "ambiguous": att.ambiguous, "samples": len(win),
-                                   "sampler_cpu_pct": cost, "nics": {"counted": counted, "left_out": left},
-                                   "lost": h.lost if lost else None}
-            if lost:
-                events.append(self._lost_event(h, meta, t_from))
-            elif not ok:
-                events.append({"kind": "server_late", "message": f"server host {h.name}: no sample after the "
-                               f"point's end within {wait:g} s; its figures stop at its last sample",
-                               "data": {"host": h.name, "hostname": h.hostname}})
-            if meta is None:
-                events.append({"kind": "servers", "message": f"server host {h.name} ({h.hostname}) holds no "
-                               "daemon of this cluster by its metadata: not counted as one of the cluster's hosts "
-                               "(server_hosts, host_cpu_pct, NIC figures), as a client host is not; if it is one, "
-                               "its hostname or the address it was reached at must be its daemons'"})
-            for name in att.missing:
-                events.append({"kind": "servers", "message": f"{name}: the cluster's metadata places it on "
-                               f"{meta}, but no process of that name runs on server host {h.name} (not running, "
-                               "or named otherwise: the sampler reads `-i`/`--id`/`-n` or the cephadm unit)"})
-            for name in att.ambiguous:
-                events.append({"kind": "servers", "message": f"{name}: several processes on {h.name} have its "
-                               "name and none the pid its addresses carry; all are counted"})
-            h.trim(t_from - pad)
-        for name, c in covered.items():
-            c["foreign"] = not_counted(c["foreign"], seen[name][0], [v[1] for k, v in seen.items() if k != name]
-                                       + [self.here])
-        events.append({"kind": "sources", "message": f"server hosts over SSH: {len(self.hosts)} sampled",
-                       "data": {"source": SOURCE, "hosts": covered}})
-        return records, events
-
-    def _lost_event(self, h: ServerHost, meta: str | None, t_from: float) -> dict[str, Any]:
-        """The point's flag for a host lost during it (its figures partial) or before it and not reached again
-        (none): what the sums over hosts lack."""
-        daemons = sorted(d.name for d in self.placed.get(meta or "", []))
-        at = h.lost_at or t_from
-        partial = at >= t_from
-        lacks = f"the sums over hosts (its daemons {', '.join(daemons)}, host CPU, NIC)" if daemons else \
-            "the sums over hosts (host CPU, NIC)"
-        if partial:
-            msg = (f"server host {h.name} lost {_when(at, t_from)} ({h.lost}): its figures are partial, covering "
-                   f"the point up to then; {lacks} lack it from then on; the other hosts' are whole")
-        else:
-            again = f"; not reached again before the point ({h.reconnect_error})" if h.reconnect_error else ""
-            msg = (f"server host {h.name} lost {_when(at, t_from)} ({h.lost}){again}: none of its figures in this "
-                   f"point; {lacks} lack it")
-        return {"kind": "server_lost", "message": msg,
-                "data": {"host": h.name, "hostname": h.hostname, "why": h.lost, "lost_at": h.lost_at,
-                         "into_point_s": round(at - t_from, 3), "partial": partial, "daemons": daemons,
-                         "reconnect_error": h.reconnect_error}}
 
     def close(self) -> None:
         """Stop every sampler; remove the sampler files fathom put there (unless spec.keep_sampler), marking each
@@ -318,7 +175,7 @@ class Coverage:
     """Which source samples which of the cluster's hosts, from the metadata's placement."""
 
     placed: dict[str, list[ClusterDaemon]]
-    servers: Servers | None = None  # the hosts sampled over SSH
+    servers: SampledHosts | None = None  # the hosts sampled over SSH or from a Kubernetes DaemonSet
     prometheus: Any = None  # fathom.promquery.PrometheusSource: host figures of the hosts it scrapes
     here: str | None = None  # the metadata's name of this host, when it holds daemons of the cluster
     here_daemons: set[str] = field(default_factory=set)  # those this host's own sampler covers (not SSH's)
@@ -392,9 +249,10 @@ def _remote(spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], here: inv
 
 
 def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: Any,
-            local: list[Daemon] | None = None, journal: Journal | None = None) -> Coverage:
+            local: list[Daemon] | None = None, journal: Journal | None = None, run: str = "run") -> Coverage:
     """The placement of the cluster's daemons; the server hosts sampling when spec names any other than this
-    one (the samplers fathom uploads written in `journal`, the run's); the Prometheus source for the cluster's
+    one (the samplers fathom uploads written in `journal`, the run's), or the nodes from a DaemonSet named for
+    `run` (the run's data tag) when spec.kubernetes; the Prometheus source for the cluster's
     hosts no server host stands for; this host's processes of the daemons placed here that no other source
     covers, picked among `local` (Coverage.pick_here)."""
     raw, errors = inventory.gather_raw(ceph)
@@ -407,13 +265,18 @@ def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: An
     mine = [h for h, ds in placed.items() if here.claims(h, set().union(*(d.ips() for d in ds)))]
     cov.here = mine[0] if mine else None
     covered: set[str] = set()
-    if spec is not None:
+    if spec is not None and spec.kubernetes is not None:  # the nodes sampled from a DaemonSet, this one too
+        from fathom.k8s.sampler import DaemonSetServers
+
+        cov.servers = DaemonSetServers.open(spec, placed, run, say, journal)
+    elif spec is not None:
         remote, here_too = _remote(spec, placed, here, mine, say)
         if remote or not here_too:  # none at all: Servers says the metadata names none
             cov.servers = Servers.open(spec.model_copy(update={"hosts": remote, "discover": False}), placed, say,
                                         journal)
-            covered = cov.servers.covered()
-            cov.env["servers"] = cov.servers.describe()
+    if cov.servers is not None:
+        covered = cov.servers.covered()
+        cov.env["servers"] = cov.servers.describe()
     cov.here_daemons = {d.name for h in mine if h not in covered for d in placed[h]}
     cov.here_host = "host" if cov.here_daemons else "client_host"
     if local is not None:
@@ -434,7 +297,7 @@ def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: An
 class ServerSource(Companion):
     """The server hosts' records over each point (see Servers.window)."""
 
-    def __init__(self, servers: Servers):
+    def __init__(self, servers: SampledHosts):
         self.servers = servers
         self._t0 = 0.0
 

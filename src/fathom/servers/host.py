@@ -3,21 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
-import time
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 
-from fathom import hostsample
 from fathom.cluster.journal import SAMPLER_KIND, Entry, Journal
 from fathom.engines.ssh import LOOP, HostError, SshHost
 from fathom.hosts import ClientHost, ClientsSpec
 from fathom.servers.spec import SAMPLER
-
-CLOCK_PINGS = 5
+from fathom.servers.stream import SamplerStream, best_offset
 
 
 def _seconds(text: str, host: str) -> float:
@@ -74,72 +70,48 @@ def remove_samplers(journal: Journal, say: Any) -> tuple[list[str], list[str]]:
     return removed, failed
 
 
-class ServerHost:
+class ServerHost(SamplerStream):
     """One cluster host: its SSH connection, its sampler's stream, its clock offset."""
 
+    error = HostError
+
     def __init__(self, spec: ClientHost, opts: ClientsSpec, interval_s: float):
+        super().__init__(spec.name, spec.host, interval_s)
         self.spec, self.opts = spec, opts
         self.ssh = SshHost(spec, opts, role="server host")
-        self.name = spec.name
-        self.address = spec.host
-        self.interval_s = interval_s
-        self.header: dict[str, Any] | None = None
-        self.samples: list[dict[str, Any]] = []  # ts on this host's clock (ts_host: the host's own)
-        self.offset_s = 0.0  # host clock minus this one's
-        self.rtt_s: float | None = None
-        self.lost: str | None = None
-        self.lost_at: float | None = None
-        self.proc: Any = None
-        self.pid: int | None = None
-        self.errors: list[str] = []
-        self.reconnect_error: str | None = None  # why the last try to reach it again failed
-        self.announced = False  # the console was told of its loss
         self.path: str | None = None  # the sampler there
         self.had_file = False  # a file was at that path before fathom looked: never fathom's to remove
         self.current = False  # ... and it was this sampler (same hash): nothing to upload
         self.missing_dirs: list[str] = []  # the path's directories that were not there
         self.placed: Placed | None = None  # the sampler file fathom put there, to remove at the end
-        self._reader: asyncio.Task | None = None
-        self._header = asyncio.Event()
-        self._closing = False
-
-    @property
-    def hostname(self) -> str:
-        return str((self.header or {}).get("host") or self.name)
 
     async def clock(self) -> None:
         """The host's clock offset: CLOCK_PINGS replies, the one with the shortest round trip. One shell reads
         a line and answers its time (bash's $EPOCHREALTIME: no process started between the two, so the round
         trip is the network's and the bound tight); without bash, `date` per reply (a looser bound)."""
-        best: tuple[float, float] | None = None
         proc = await self.ssh.conn.create_process(
             "exec bash -c 'while read -r _; do echo \"${EPOCHREALTIME:-$(date +%s.%N)}\"; done' 2>/dev/null",
             encoding="utf-8", errors="replace")
+
+        async def shell() -> float | None:
+            proc.stdin.write("t\n")
+            line = await asyncio.wait_for(proc.stdout.readline(), self.ssh.opts.connect_timeout_s)
+            return _seconds(line, self.name) if line.strip() else None  # nothing: no bash there
+
+        async def date() -> float:
+            rc, out, _ = await self.ssh.run("date +%s.%N")
+            if rc != 0:
+                raise HostError(f"server host {self.name}: `date` failed there (exit {rc})")
+            return _seconds(out, self.name)
+
         try:
-            for _ in range(CLOCK_PINGS):
-                t0 = time.time()
-                proc.stdin.write("t\n")
-                line = await asyncio.wait_for(proc.stdout.readline(), self.ssh.opts.connect_timeout_s)
-                t1 = time.time()
-                if not line.strip():
-                    break  # no bash there
-                remote = _seconds(line, self.name)
-                if best is None or t1 - t0 < best[1]:
-                    best = (remote - (t0 + t1) / 2, t1 - t0)
+            best = await best_offset(shell)
         except asyncio.TimeoutError:
             raise HostError(f"server host {self.name}: no answer to a clock reading within "
                             f"{self.ssh.opts.connect_timeout_s:g} s") from None
         finally:
             proc.close()
-        for _ in range(0 if best else CLOCK_PINGS):
-            t0 = time.time()
-            rc, out, _ = await self.ssh.run("date +%s.%N")
-            t1 = time.time()
-            if rc != 0:
-                raise HostError(f"server host {self.name}: `date` failed there (exit {rc})")
-            remote = _seconds(out, self.name)
-            if best is None or t1 - t0 < best[1]:
-                best = (remote - (t0 + t1) / 2, t1 - t0)
+        best = best or await best_offset(date)
         assert best is not None
         self.offset_s, self.rtt_s = best
 
@@ -176,91 +148,27 @@ class ServerHost:
         await self.start(self.path, version)
 
     def fresh(self) -> None:
-        """Forget a lost connection and its sampler (on the loop's thread), to reach the host again: the old
-        stream's lines and end are ignored from now on, and its samples go (a new sampler starts its counters
-        anew)."""
-        self.proc = None
-        if self._reader is not None:
-            self._reader.cancel()
-            self._reader = None
+        """Forget a lost connection and its sampler (on the loop's thread), to reach the host again."""
+        self.forget()
         self.ssh.close()
         self.ssh = SshHost(self.spec, self.opts, role="server host")
-        self.samples, self.pid, self._header = [], None, asyncio.Event()
 
     async def start(self, path: str, version: str | None) -> None:
         """Start the sampler there; HostError unless its header is the record format this fathom reads, from
         the version of the sampler fathom would upload (`version`)."""
         cmd = f"exec {shlex.quote(path)} --interval {self.interval_s:g} --threads-of crimson-osd"
-        self.proc = await self.ssh.conn.create_process(cmd, encoding="utf-8", errors="replace")
-        self._reader = asyncio.ensure_future(self._read(self.proc))
+        proc = await self.ssh.conn.create_process(cmd, encoding="utf-8", errors="replace")
+        await self.follow(proc, path, version, hint="it needs a Linux /proc and glibc 2.34 or newer there",
+                          fix="leave out the host's `engine:` setting, so fathom uploads its own sampler")
+
+    async def stderr(self, proc: Any) -> str:
         try:
-            await asyncio.wait_for(self._header.wait(), 10 + 2 * self.interval_s)
-        except asyncio.TimeoutError:
-            err = ""
-            try:
-                err = (await asyncio.wait_for(self.proc.stderr.read(), 1))[-300:]
-            except (asyncio.TimeoutError, OSError):
-                pass
-            raise HostError(f"server host {self.name}: {SAMPLER} sent no header within {10 + 2 * self.interval_s:g} s"
-                            f"{': ' + err.strip() if err.strip() else ''}",
-                            hint="it needs a Linux /proc and glibc 2.34 or newer there") from None
-        try:
-            hostsample.check_header(self.header, version)
-        except hostsample.HostSampleError as exc:
-            raise HostError(f"server host {self.name}: {path}: {exc}",
-                            hint="leave out the host's `engine:` setting, so fathom uploads its own sampler") from None
+            return str(await asyncio.wait_for(proc.stderr.read(), 1))[-300:]
+        except (asyncio.TimeoutError, OSError):
+            return ""
 
-    async def _read(self, proc: Any) -> None:
-        """One sampler's lines, until its stream ends (the host lost, unless fathom closes it); a stream fathom
-        has since replaced (fresh) is no longer read."""
-        try:
-            async for line in proc.stdout:
-                if proc is not self.proc:
-                    return
-                self._line(line)
-        except Exception as exc:  # noqa: BLE001 (a broken channel is a lost host, whatever asyncssh raised)
-            if proc is self.proc:
-                self._lose(f"its sampler's stream broke: {exc or type(exc).__name__}")
-            return
-        if proc is self.proc:
-            self._lose(self.ssh.lost or "its sampler's stream ended")
-
-    def _line(self, line: str) -> None:
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            return  # a line cut by a lost connection
-        kind = rec.get("type")
-        if kind == "sample" and self.header is not None:
-            rec["ts_host"] = rec["ts"]
-            rec["ts"] = rec["ts"] - self.offset_s
-            self.samples.append(rec)
-        elif kind == "sample_start":
-            self.header = rec
-            self.pid = rec.get("pid")
-            self._header.set()
-        elif kind == "error":
-            self.errors.append(str(rec.get("message")))
-
-    def _lose(self, why: str) -> None:
-        if self.lost is None and not self._closing:
-            self.lost = why
-            self.lost_at = self.samples[-1]["ts"] if self.samples else time.time()
-
-    async def wait_past(self, ts: float, timeout: float) -> bool:
-        """Until a sample at or after ts (this host's clock) has arrived; False when lost or late."""
-        deadline = time.monotonic() + timeout
-        while not (self.samples and self.samples[-1]["ts"] >= ts):
-            if self.lost or time.monotonic() > deadline:
-                return False
-            await asyncio.sleep(0.05)
-        return True
-
-    def trim(self, before: float) -> None:
-        """Drop samples older than `before`, keeping one before it (the baseline of the next rate)."""
-        i = next((k for k, s in enumerate(self.samples) if s["ts"] >= before), len(self.samples))
-        if i > 1:
-            del self.samples[: i - 1]
+    def ended(self) -> str:
+        return self.ssh.lost or super().ended()
 
     async def close(self, remove: bool) -> str | None:
         """Stop the sampler; with `remove`, delete the sampler file fathom put there (a lost host is reached
@@ -271,11 +179,7 @@ class ServerHost:
                 await self.ssh.kill(int(self.pid))
             except HostError:
                 pass
-        if self._reader is not None:
-            try:
-                await asyncio.wait_for(self._reader, 3)
-            except (asyncio.TimeoutError, asyncio.CancelledError):
-                self._reader.cancel()
+        await self.stop_reading()
         left = None
         if remove and self.placed is not None:
             left = await self._remove(self.placed)

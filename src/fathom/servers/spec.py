@@ -14,7 +14,24 @@ from fathom.hosts import KEY_FIX, ClientHost, ClientsSpec, check_key_files, key_
 SOURCE = "ssh"
 SAMPLER = "fathom-sampler"
 DISCOVER = "cluster"  # --server-host cluster: every host of the cluster's metadata
+SAMPLER_IN_IMAGE = "/usr/bin/fathom-sampler"
 
+
+class KubernetesServers(BaseModel):
+    """The cluster's nodes sampled by fathom-sampler in a DaemonSet fathom makes for the run (fathom.k8s.sampler):
+    `kubernetes:` of a servers file, --server-k8s IMAGE on the command line."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    image: str | None = None  # holds fathom-sampler (at `sampler`) and a shell (busybox); --server-k8s IMAGE
+    kubeconfig: str | None = None  # default: $KUBECONFIG, then ~/.kube/config
+    context: str | None = None
+    namespace: str = "default"
+    sampler: str = SAMPLER_IN_IMAGE  # its path in the image
+    nodes: list[str] = Field(default_factory=list)  # the nodes to sample (default: those the metadata's hosts are)
+    node_selector: dict[str, str] = Field(default_factory=dict)  # or every node these labels select
+    node_hosts: dict[str, str] = Field(default_factory=dict)  # node name -> the metadata's host name, where they differ
+    tolerations: list[dict[str, Any]] = Field(default_factory=list)  # for tainted storage nodes, as a pod spec has them
+    ready_timeout_s: float = Field(120.0, gt=0, le=3600)
 
 
 class ServersSpec(BaseModel):
@@ -32,6 +49,7 @@ class ServersSpec(BaseModel):
     interval_s: float = Field(1.0, ge=0.1, le=60)
     max_clock_offset_s: float = Field(2.0, gt=0, le=3600)
     keep_sampler: bool = False  # leave the sampler fathom uploaded on each host at the end (--keep-sampler)
+    kubernetes: KubernetesServers | None = None  # sample the nodes from a DaemonSet instead of over SSH
 
     def ssh_opts(self) -> ClientsSpec:
         return ClientsSpec(known_hosts=self.known_hosts, accept_new_host_keys=self.accept_new_host_keys,
@@ -57,6 +75,8 @@ def servers_file(path: str) -> ServersSpec:
     if not isinstance(data, dict):
         raise UsageError(f"--server-hosts-file {path}: expected a mapping of server options or a list of hosts")
     hosts, discover = _hosts(data.get("hosts") or [], f"--server-hosts-file {path}")
+    if data.get("kubernetes") and (hosts or discover):
+        raise UsageError(f"--server-hosts-file {path}: name hosts (SSH) or `kubernetes:` (a DaemonSet), not both")
     check_key_files([*hosts, {"host": "key_file", "key_file": data.get("key_file")}], f"--server-hosts-file {path}")
     return validated(ServersSpec, {**data, "hosts": hosts, "discover": data.get("discover") or discover},
                      f"--server-hosts-file {path}")
@@ -79,13 +99,19 @@ def _hosts(items: list[Any], where: str) -> tuple[list[Any], bool]:
 
 def servers_from_args(hosts: list[str] | None, key_file: str | None = None, known_hosts: str | None = None,
                       accept_new: bool = False, base: ServersSpec | None = None,
-                      keep_sampler: bool = False) -> ServersSpec | None:
-    """--server-host (repeatable; `cluster` discovers) over a servers file's; None when nothing names one."""
+                      keep_sampler: bool = False, k8s_image: str | None = None) -> ServersSpec | None:
+    """--server-host (repeatable; `cluster` discovers) or --server-k8s IMAGE over a servers file's; None when
+    nothing names one."""
     data: dict[str, Any] = base.model_dump() if base is not None else {}
     if hosts:
         data["hosts"], discover = _hosts(hosts, "--server-host")
         data["discover"] = data.get("discover") or discover
-    if not data or not (data.get("hosts") or data.get("discover")):
+    if k8s_image:
+        data["kubernetes"] = {**(data.get("kubernetes") or {}), "image": k8s_image}
+    if data.get("kubernetes") and (data.get("hosts") or data.get("discover")):
+        raise UsageError("servers: the cluster's hosts are sampled over SSH (--server-host) or from a Kubernetes "
+                         "DaemonSet (--server-k8s, `kubernetes:`), not both")
+    if not data or not (data.get("hosts") or data.get("discover") or data.get("kubernetes")):
         return None
     if key_file:
         if why := key_file_problem(key_file):
