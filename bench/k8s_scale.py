@@ -112,9 +112,9 @@ def section(r: dict) -> str:
         "The pods and the orchestrator share 2 cores with the API server, the kubelet and containerd, which "
         "start the pods; the start skew is the spread of the engines' own starts after one start time was sent "
         "(one kernel clock: no clock error in it). The time to the first second from pods includes making the "
-        "pods (owner, pods; no Secret for the null target), waiting until they run, each engine's `--version` "
-        "check through an exec stream and removing the pods is after it; over SSH it includes connecting and "
-        "checking the uploaded engine.", ""])
+        "pods (owner, pods; no Secret for the null target), waiting until they run and each engine's `--version` "
+        "check through an exec stream (the pods are removed after the point); over SSH it includes connecting "
+        "and checking the uploaded engine.", ""])
 
 
 def main() -> int:

@@ -31,7 +31,8 @@ from typing import Any
 
 from fathom.cluster.inventory import UNKNOWN_HOST, ClusterDaemon
 from fathom.cluster.journal import K8S_KIND, Entry, Journal
-from fathom.engines.k8s import IDLE, LABEL_RUN, Api, K8sError, PodHost, _dns
+from fathom.engines.k8s import IDLE, LABEL_RUN, Api, K8sError, PodHost
+from fathom.k8s.objects import dns as _dns
 from fathom.engines.ssh import LOOP, raise_any
 from fathom.errors import UsageError
 from fathom.k8s import journaled
@@ -126,7 +127,7 @@ class PodSampler(SamplerStream):
                  interval_s: float):
         super().__init__(pod, node.addresses[0] if node.addresses else node.name, interval_s)
         self.node, self.meta, self.path = node, meta, path
-        self.pod = PodHost(api, namespace, pod, path)
+        self.pod = PodHost(api, namespace, pod, pod, path)
 
     @property
     def hostname(self) -> str:
@@ -314,7 +315,7 @@ class DaemonSetServers(SampledHosts):
                     if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
             if not live:
                 raise K8sError(f"no running pod of {self.what} on node {h.node.name}")
-            h.name, h.pod = live[0], PodHost(h.pod.api, self.k8s.namespace, live[0], h.path)
+            h.name, h.pod = live[0], PodHost(h.pod.api, self.k8s.namespace, live[0], live[0], h.path)
             await self._ready(h)
 
         async def each() -> list[Any]:
