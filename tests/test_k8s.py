@@ -251,7 +251,8 @@ def test_each_named_error_names_the_problem_and_the_fix(bed, image, tmp_path, cl
         (_k8s(bed, image, "--k8s-namespace", "nowhere"), "namespace nowhere does not exist",
          "kubectl create namespace nowhere"),
         ([*kc, "--k8s-image", "localhost/fathom-absent:1"], "is not on node", "fathom k8s image"),
-        (_k8s(bed, image, "--k8s-node-selector", "fathom-test=none"), "FailedScheduling", "node_selector"),
+        (_k8s(bed, image, "--k8s-node-selector", "fathom-test=none", "--k8s-ready-timeout", "5"), "FailedScheduling",
+         "node_selector"),
     ]
     for opts, problem, fix in cases:
         p = _null(bed, image, tmp_path, *opts)

@@ -254,7 +254,7 @@ def kube_options(args: Any) -> dict[str, Any]:
     out: dict[str, Any] = {field: g(opt) for field, opt in (
         ("pods", "k8s_pods"), ("engines_per_pod", "k8s_engines_per_pod"), ("namespace", "k8s_namespace"),
         ("image", "k8s_image"), ("kubeconfig", "kubeconfig"), ("context", "k8s_context"),
-        ("spread", "k8s_spread")) if g(opt) is not None}
+        ("spread", "k8s_spread"), ("ready_timeout_s", "k8s_ready_timeout")) if g(opt) is not None}
     if g("k8s_node_selector"):
         out["node_selector"] = pairs("--k8s-node-selector", g("k8s_node_selector"))
     for field in ("requests", "limits"):

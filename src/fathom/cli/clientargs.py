@@ -35,6 +35,8 @@ def add_client_args(p: argparse.ArgumentParser, what: str = "the engines") -> No
     k.add_argument("--k8s-spread", choices=("any", "one-per-node"), help="one pod per node, or any placement")
     k.add_argument("--k8s-requests", metavar="cpu=1,memory=512Mi", help="each pod's resource requests")
     k.add_argument("--k8s-limits", metavar="cpu=2,memory=1Gi", help="each pod's resource limits")
+    k.add_argument("--k8s-ready-timeout", type=float, metavar="SECONDS",
+                   help="how long the pods may take to run before fathom says why they do not (default 120)")
     k.add_argument("--rook-namespace", metavar="NS",
                    help="the pods reach Ceph with Rook's own mon endpoints and secret in NS (default: a Secret "
                         "fathom makes from the run's conf and keyring)")
