@@ -151,17 +151,69 @@ def rados_pool(ceph: Ceph) -> str:
     return name
 
 
-@pytest.fixture(scope="session")
-def quick_osd_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One `fathom run osd-classic --quick` with no target options, shared by the session.
+def _wants(request: pytest.FixtureRequest, fixture: str) -> bool:
+    """Does any test collected in this session take `fixture`?"""
+    return any(fixture in getattr(item, "fixturenames", ()) for item in request.session.items)
 
-    It takes the user's path: fathom starts its own disposable cluster, runs all
-    40 points on fathom-engine, stops the cluster. Run and report tests read it.
+
+@pytest.fixture(scope="session")
+def quick_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """`fathom run osd-classic --quick` with no target options, run "oc" in one store, shared by the session; and,
+    when the session holds a test that takes `quick_reef_run`, the same suite with `--ceph reef`, run "oc-reef",
+    into the same store at the same time.
+
+    Each takes the user's path: fathom starts its own disposable cluster, runs all 40 points on fathom-engine,
+    stops the cluster. The two go side by side because their points are time based (a point lasts its ramp and
+    runtime whatever the load), so together they take about as long as one; what the tests assert of them (points
+    done, I/O and CPU above zero, versions, environments, compare's levels) does not depend on how fast the
+    machine is. Returns each run's completed process (None for a run not asked for) and, for Reef, why not.
     """
+    from fathom.cluster import rootfs
+
     tmp = tmp_path_factory.mktemp("quick")
     db = tmp / "quick.db"
-    env = {k: v for k, v in os.environ.items() if k not in ("CEPH_CONF", "CEPH_ARGS")}
-    proc = subprocess.run([FATHOM, "run", "osd-classic", "--quick", "--db", str(db), "--name", "oc"],
-                          capture_output=True, text=True, timeout=3600, env=env, cwd=tmp, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {"db": db, "name": "oc", "stdout": proc.stdout, "stderr": proc.stderr, "cwd": tmp}
+    env = {k: v for k, v in os.environ.items() if k not in ("CEPH_CONF", "CEPH_ARGS")}  # no cluster to attach
+    argv = {"oc": [FATHOM, "run", "osd-classic", "--quick", "--db", str(db), "--name", "oc"]}
+    reef_skip = None
+    if _wants(request, "quick_reef_run"):
+        try:
+            rootfs.build("reef", progress=lambda m: print(m, file=sys.stderr))
+            argv["oc-reef"] = [*argv["oc"][:-1], "oc-reef", "--ceph", "reef"]
+        except rootfs.NetworkUnreachable as exc:
+            reef_skip = f"no cached reef root file system and {exc.message}"
+    procs = {}
+    for name, args in argv.items():
+        cwd = tmp / name
+        cwd.mkdir()
+        procs[name] = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                       cwd=cwd, stdin=subprocess.DEVNULL)
+    done = {}
+    try:
+        for name, proc in procs.items():
+            out, err = proc.communicate(timeout=3600)
+            done[name] = subprocess.CompletedProcess(argv[name], proc.returncode, out, err)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return {"db": db, "cwd": tmp, "oc": done["oc"], "oc-reef": done.get("oc-reef"), "reef_skip": reef_skip}
+
+
+@pytest.fixture(scope="session")
+def quick_osd_run(quick_runs: dict) -> dict:
+    """The session's `fathom run osd-classic --quick` on this host's Ceph, run "oc" (its store may also hold the
+    Reef run "oc-reef": name the run)."""
+    p = quick_runs["oc"]
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return {"db": quick_runs["db"], "name": "oc", "stdout": p.stdout, "stderr": p.stderr, "cwd": quick_runs["cwd"]}
+
+
+@pytest.fixture(scope="session")
+def quick_reef_run(quick_runs: dict) -> dict:
+    """The session's `fathom run osd-classic --quick --ceph reef`, run "oc-reef", in the store of "oc"."""
+    if quick_runs["reef_skip"]:
+        pytest.skip(quick_runs["reef_skip"])
+    p = quick_runs["oc-reef"]
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return {"db": quick_runs["db"], "name": "oc-reef", "stdout": p.stdout, "stderr": p.stderr}
