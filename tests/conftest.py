@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -106,6 +106,32 @@ def rgw_cluster4(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterato
         yield c
     finally:
         c.down()
+
+
+_STOP_AFTER_LAST_USE: dict[str, ExitStack] = {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """A cluster several modules share (a session fixture named in _STOP_AFTER_LAST_USE) stops after the last
+    collected test that takes it, as a module's would, not at the session's end: no idle cluster is left to share
+    the two cores with the tests after it."""
+    if not _STOP_AFTER_LAST_USE:
+        return
+    items = item.session.items
+    later = items[items.index(item) + 1:] if nextitem is not None else []
+    for name in [n for n in _STOP_AFTER_LAST_USE if not any(n in getattr(i, "fixturenames", ()) for i in later)]:
+        _STOP_AFTER_LAST_USE.pop(name).close()
+
+
+@pytest.fixture(scope="session")
+def shared_rgw_cluster4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """rgw_cluster4 shared by test_rgw_prep and test_rgw_suite, stopped after the last test that takes it. Each
+    test removes what it made, and checks that it did (the suite test compares with what it found)."""
+    with ExitStack() as stack:
+        _STOP_AFTER_LAST_USE["shared_rgw_cluster4"] = stack
+        yield stack.enter_context(rgw_cluster4(tmp_path_factory, "ceph-rgw4"))
+        _STOP_AFTER_LAST_USE.pop("shared_rgw_cluster4", None)
 
 
 @pytest.fixture(scope="session")
