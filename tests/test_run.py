@@ -42,7 +42,7 @@ defaults: {engine: fio, runtime: 2s, ramp_time: 1s}
 workloads:
   - {name: rr, rw: randread, bs: 4k}
   - {name: rw, rw: randwrite, bs: 4k}
-sweep: {iodepth: [1, 4, 16]}
+sweep: {iodepth: [1, 4]}
 """
 
 
@@ -177,7 +177,7 @@ def test_resume_after_sigkill(cluster, ceph, tmp_path):
         run = st.run("latest")
         assert run.status == "running"  # killed: nobody could mark it
         first = {pt["key"]: pt["started"] for pt in st.points(run.id) if pt["status"] == "done"}
-    assert 2 <= len(first) < 6
+    assert 2 <= len(first) < 4
     leftovers = our_pools(ceph)
     assert leftovers  # the killed attempt could not clean up
     # PR_SET_PDEATHSIG: the engine died with fathom
@@ -189,7 +189,7 @@ def test_resume_after_sigkill(cluster, ceph, tmp_path):
         run = st.run(run.id)
         assert run.status == "done"
         pts = st.points(run.id)
-        assert len(pts) == 6 and all(pt["status"] == "done" for pt in pts)
+        assert len(pts) == 4 and all(pt["status"] == "done" for pt in pts)
         for pt in pts:  # finished points were kept, not run again
             if pt["key"] in first:
                 assert pt["started"] == first[pt["key"]]
