@@ -16,6 +16,7 @@ import re
 import signal
 import sqlite3
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -327,11 +328,55 @@ def test_a_read_with_nothing_written_fails_naming_the_cause(cluster, rados_pool,
         RadosBenchAdapter().run(params, ctx)
 
 
-def test_resume_adopts_the_cluster_a_killed_attempt_left(tmp_path):
+# the tests that resume a killed attempt's disposable cluster, and the store each one's attempt writes
+KILLED = {"test_resume_adopts_the_cluster_a_killed_attempt_left": "o.db",
+          "test_resume_stops_an_unusable_cluster_a_killed_attempt_left": "u.db"}
+
+
+@pytest.fixture(scope="module")
+def killed_attempts(request, tmp_path_factory) -> dict[str, tuple[Path, BaseException | None]]:
+    """For each test of KILLED the session collected, a `fathom run` of the small rados-bench suite with no target
+    options, SIGKILLed once its first point is stored: its disposable cluster is left running, with the write's
+    data. The attempts go side by side (each is a cluster start and a 3 s point; what the tests assert of them is
+    stores, pids, clusters and data, never speed). Returns each test's directory (its suite, its store, the run's
+    cwd) and what went wrong making its attempt. At the end no cluster of them is left running."""
+    names = [n for n in KILLED if any(it.name == n for it in request.session.items)]
+    dirs = {n: tmp_path_factory.mktemp("killed") for n in names}
+    errors: dict[str, BaseException] = {}
+
+    def attempt(name: str) -> None:
+        d = dirs[name]
+        try:
+            sigkill_after_points([FATHOM, "run", str(rados_bench_suite(d)), "--db", str(d / KILLED[name])],
+                                 d / KILLED[name], 1, 240, env=env_without_ceph(), cwd=d)
+        except BaseException as exc:  # noqa: BLE001 (the test that takes this attempt raises it)
+            errors[name] = exc
+
+    threads = [threading.Thread(target=attempt, args=(n,)) for n in names]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    try:
+        yield {n: (dirs[n], errors.get(n)) for n in names}
+    finally:
+        for n, d in dirs.items():  # never leave daemons behind, whatever failed
+            try:
+                with Store(d / KILLED[n]) as st:
+                    attempts = st.run("latest").state["attempts"]
+            except Exception:  # noqa: BLE001 (no store or no run: no attempt got so far)
+                continue
+            for a in attempts:
+                if a.get("cluster_dir") and LocalCluster(a["cluster_dir"]).exists():
+                    LocalCluster(a["cluster_dir"]).down()
+
+
+def test_resume_adopts_the_cluster_a_killed_attempt_left(killed_attempts):
     """SIGKILL cannot be caught: its disposable cluster still runs, with the write's data; the resume reads it."""
+    tmp_path, err = killed_attempts["test_resume_adopts_the_cluster_a_killed_attempt_left"]
+    if err:
+        raise err
     db = tmp_path / "o.db"
-    sigkill_after_points([FATHOM, "run", str(rados_bench_suite(tmp_path)), "--db", str(db)], db, 1, 240,
-                         env=env_without_ceph(), cwd=tmp_path)
     with Store(db) as st:
         run = st.run("latest")
         cdir, workdir = run.state["attempts"][0]["cluster_dir"], run.state["attempts"][0]["workdir"]
@@ -373,11 +418,12 @@ def test_resume_adopts_the_cluster_a_killed_attempt_left(tmp_path):
         assert run.env["cluster"]["adopted_from_attempt"] == run.state["attempts"][0]["tag"]
 
 
-def test_resume_stops_an_unusable_cluster_a_killed_attempt_left(tmp_path):
+def test_resume_stops_an_unusable_cluster_a_killed_attempt_left(killed_attempts):
     """A left-behind cluster whose mon is dead is stopped; on the new one the write's data is written again."""
+    tmp_path, err = killed_attempts["test_resume_stops_an_unusable_cluster_a_killed_attempt_left"]
+    if err:
+        raise err
     db = tmp_path / "u.db"
-    sigkill_after_points([FATHOM, "run", str(rados_bench_suite(tmp_path)), "--db", str(db)], db, 1, 240,
-                         env=env_without_ceph(), cwd=tmp_path)
     with Store(db) as st:
         run = st.run("latest")
         cdir = run.state["attempts"][0]["cluster_dir"]
