@@ -11,7 +11,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
@@ -145,6 +145,32 @@ def rgw_cluster4(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterato
         c.down()
 
 
+_STOP_AFTER_LAST_USE: dict[str, ExitStack] = {}
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> None:
+    """A cluster several modules share (a session fixture named in _STOP_AFTER_LAST_USE) stops after the last
+    collected test that takes it, as a module's would, not at the session's end: no idle cluster is left to share
+    the two cores with the tests after it."""
+    if not _STOP_AFTER_LAST_USE:
+        return
+    items = item.session.items
+    later = items[items.index(item) + 1:] if nextitem is not None else []
+    for name in [n for n in _STOP_AFTER_LAST_USE if not any(n in getattr(i, "fixturenames", ()) for i in later)]:
+        _STOP_AFTER_LAST_USE.pop(name).close()
+
+
+@pytest.fixture(scope="session")
+def shared_rgw_cluster4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """rgw_cluster4 shared by test_rgw_prep and test_rgw_suite, stopped after the last test that takes it. Each
+    test removes what it made, and checks that it did (the suite test compares with what it found)."""
+    with ExitStack() as stack:
+        _STOP_AFTER_LAST_USE["shared_rgw_cluster4"] = stack
+        yield stack.enter_context(rgw_cluster4(tmp_path_factory, "ceph-rgw4"))
+        _STOP_AFTER_LAST_USE.pop("shared_rgw_cluster4", None)
+
+
 @pytest.fixture(scope="session")
 def engine_ready() -> Path:
     """The fathom-engine binary. `make test` builds it, so a missing one is a failure, never a skip."""
@@ -188,17 +214,69 @@ def rados_pool(ceph: Ceph) -> str:
     return name
 
 
-@pytest.fixture(scope="session")
-def quick_osd_run(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """One `fathom run osd-classic --quick` with no target options, shared by the session.
+def _wants(request: pytest.FixtureRequest, fixture: str) -> bool:
+    """Does any test collected in this session take `fixture`?"""
+    return any(fixture in getattr(item, "fixturenames", ()) for item in request.session.items)
 
-    It takes the user's path: fathom starts its own disposable cluster, runs all
-    40 points on fathom-engine, stops the cluster. Run and report tests read it.
+
+@pytest.fixture(scope="session")
+def quick_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """`fathom run osd-classic --quick` with no target options, run "oc" in one store, shared by the session; and,
+    when the session holds a test that takes `quick_reef_run`, the same suite with `--ceph reef`, run "oc-reef",
+    into the same store at the same time.
+
+    Each takes the user's path: fathom starts its own disposable cluster, runs all 40 points on fathom-engine,
+    stops the cluster. The two go side by side because their points are time based (a point lasts its ramp and
+    runtime whatever the load), so together they take about as long as one; what the tests assert of them (points
+    done, I/O and CPU above zero, versions, environments, compare's levels) does not depend on how fast the
+    machine is. Returns each run's completed process (None for a run not asked for) and, for Reef, why not.
     """
+    from fathom.cluster import rootfs
+
     tmp = tmp_path_factory.mktemp("quick")
     db = tmp / "quick.db"
-    env = {k: v for k, v in os.environ.items() if k not in ("CEPH_CONF", "CEPH_ARGS")}
-    proc = subprocess.run([FATHOM, "run", "osd-classic", "--quick", "--db", str(db), "--name", "oc"],
-                          capture_output=True, text=True, timeout=3600, env=env, cwd=tmp, stdin=subprocess.DEVNULL)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return {"db": db, "name": "oc", "stdout": proc.stdout, "stderr": proc.stderr, "cwd": tmp}
+    env = {k: v for k, v in os.environ.items() if k not in ("CEPH_CONF", "CEPH_ARGS")}  # no cluster to attach
+    argv = {"oc": [FATHOM, "run", "osd-classic", "--quick", "--db", str(db), "--name", "oc"]}
+    reef_skip = None
+    if _wants(request, "quick_reef_run"):
+        try:
+            rootfs.build("reef", progress=lambda m: print(m, file=sys.stderr))
+            argv["oc-reef"] = [*argv["oc"][:-1], "oc-reef", "--ceph", "reef"]
+        except rootfs.NetworkUnreachable as exc:
+            reef_skip = f"no cached reef root file system and {exc.message}"
+    procs = {}
+    for name, args in argv.items():
+        cwd = tmp / name
+        cwd.mkdir()
+        procs[name] = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                       cwd=cwd, stdin=subprocess.DEVNULL)
+    done = {}
+    try:
+        for name, proc in procs.items():
+            out, err = proc.communicate(timeout=3600)
+            done[name] = subprocess.CompletedProcess(argv[name], proc.returncode, out, err)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    return {"db": db, "cwd": tmp, "oc": done["oc"], "oc-reef": done.get("oc-reef"), "reef_skip": reef_skip}
+
+
+@pytest.fixture(scope="session")
+def quick_osd_run(quick_runs: dict) -> dict:
+    """The session's `fathom run osd-classic --quick` on this host's Ceph, run "oc" (its store may also hold the
+    Reef run "oc-reef": name the run)."""
+    p = quick_runs["oc"]
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return {"db": quick_runs["db"], "name": "oc", "stdout": p.stdout, "stderr": p.stderr, "cwd": quick_runs["cwd"]}
+
+
+@pytest.fixture(scope="session")
+def quick_reef_run(quick_runs: dict) -> dict:
+    """The session's `fathom run osd-classic --quick --ceph reef`, run "oc-reef", in the store of "oc"."""
+    if quick_runs["reef_skip"]:
+        pytest.skip(quick_runs["reef_skip"])
+    p = quick_runs["oc-reef"]
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    return {"db": quick_runs["db"], "name": "oc-reef", "stdout": p.stdout, "stderr": p.stderr}

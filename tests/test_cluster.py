@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
 import time
 from pathlib import Path
 
@@ -178,10 +179,46 @@ def test_replicated_pool_images_prefill_and_hygiene(ceph: Ceph) -> None:
     assert "fathom-t-rep" not in {p["pool_name"] for p in ceph.ceph("osd", "pool", "ls", "detail")}
 
 
-def test_ec_pool_backs_an_rbd_image(tmp_path: Path) -> None:
-    """EC 2+1 needs three OSDs (failure domain osd): a cluster of its own."""
-    c = LocalCluster(tmp_path / "ec")
-    c.up(osds=3, osd_size=2 * 1024**3)
+@pytest.fixture(scope="module")
+def ec_cluster(tmp_path_factory: pytest.TempPathFactory):
+    """A 3-OSD cluster of its own (EC 2+1 needs three OSDs, failure domain osd), started in the background: "wait"
+    gives it once up. It starts with the module and beside the tests before its test (they assert nothing of
+    speed, and the lifecycle test already runs beside the session cluster). Its test stops it."""
+    c = LocalCluster(tmp_path_factory.mktemp("ec") / "ec")
+    failed: list[BaseException] = []
+
+    def up() -> None:
+        try:
+            c.up(osds=3, osd_size=2 * 1024**3)
+        except BaseException as exc:  # noqa: BLE001 (raised by "wait", in the test)
+            failed.append(exc)
+
+    starting = threading.Thread(target=up)
+    starting.start()
+
+    def wait() -> LocalCluster:
+        starting.join()
+        if failed:
+            raise failed[0]
+        return c
+
+    try:
+        yield wait
+    finally:
+        starting.join()
+        if c.exists():  # the test stops it; this, if the test did not get so far
+            c.down()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _ec_cluster_starts_with_the_module(request) -> None:
+    if any(it.name == "test_ec_pool_backs_an_rbd_image" for it in request.session.items):
+        request.getfixturevalue("ec_cluster")
+
+
+def test_ec_pool_backs_an_rbd_image(ec_cluster) -> None:
+    """EC 2+1 needs three OSDs (failure domain osd): a cluster of its own (ec_cluster)."""
+    c = ec_cluster()
     try:
         ceph = c.ceph()
         prep = Prep(ceph)

@@ -7,16 +7,19 @@ stored timeline shows the dip), then a point whose cluster is paused for good at
 and the pause is undone at its end). The second point's gate is a fresh wait for
 a clean cluster. The full-pool case and the attached-cluster checks use the
 session cluster. Assertions are on events, pids, orderings and generous bounds,
-never on how fast this machine is.
+never on how fast this machine is: so the faults run starts with the module and goes
+on beside the module's other tests (its test is the last).
 """
 
 from __future__ import annotations
 
 import json
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import run_fathom
+from conftest import FATHOM, run_fathom
 from test_run import attach, env_without_ceph
 
 from fathom.cluster.local import LocalCluster
@@ -41,77 +44,45 @@ workloads:
 """
 
 
+@pytest.fixture(scope="module")
+def faults_run(tmp_path_factory: pytest.TempPathFactory):
+    """`fathom run` of FAULTS on its own disposable cluster (kept: the test looks at it, then stops it), started
+    in the background: "wait" gives its completed process. At the end nothing of it is left running."""
+    tmp = tmp_path_factory.mktemp("faults")
+    suite, db = tmp / "faults.yaml", tmp / "f.db"
+    suite.write_text(FAULTS)
+    with open(tmp / "out", "w") as out, open(tmp / "err", "w") as err:
+        argv = [FATHOM, "run", str(suite), "--db", str(db), "--keep-cluster"]
+        proc = subprocess.Popen(argv, stdout=out, stderr=err, text=True, env=env_without_ceph(), cwd=tmp,
+                                stdin=subprocess.DEVNULL)
+
+    def wait() -> subprocess.CompletedProcess:
+        proc.wait(timeout=900)
+        return subprocess.CompletedProcess(argv, proc.returncode, (tmp / "out").read_text(), (tmp / "err").read_text())
+
+    try:
+        yield {"wait": wait, "db": db}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        m = re.search(r"starting a disposable local cluster in (\S+)", (tmp / "err").read_text())
+        if m and LocalCluster(m.group(1)).exists():  # the test stops it; this, if the test did not get so far
+            LocalCluster(m.group(1)).down()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _faults_run_starts_with_the_module(request):
+    """The faults run starts when the module does and goes on beside the module's other tests (its test comes
+    last): its cluster is its own, its points are time based, and what its test asserts (events, pids,
+    orderings, generous bounds) never depends on how fast the machine is; the others' runs are on the session
+    cluster, asserted the same way."""
+    if any(it.name == "test_kill_restart_and_pause_on_schedule" for it in request.session.items):
+        request.getfixturevalue("faults_run")
+
+
 def fault_events(events: list[dict], point_id: int) -> list[dict]:
     return [e for e in events if e["kind"] == "fault" and e["point_id"] == point_id]
-
-
-def test_kill_restart_and_pause_on_schedule(tmp_path):
-    suite = tmp_path / "faults.yaml"
-    suite.write_text(FAULTS)
-    db = tmp_path / "f.db"
-    p = run_fathom("run", str(suite), "--db", str(db), "--keep-cluster", env=env_without_ceph(), cwd=tmp_path,
-                   timeout=900)
-    store = Store(db)
-    run = store.run("latest")
-    cdir = next(a["cluster_dir"] for a in run.state["attempts"] if a.get("cluster_dir"))
-    lc = LocalCluster(cdir)
-    try:
-        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
-        pts = {q["workload"]: q for q in store.points(run.id)}
-        events = store.events(run.id)
-
-        # ---- kill at 5 s, start at 12 s, by pid, in that order ----
-        kill, start = fault_events(events, pts["kill"]["id"])[:2]
-        assert kill["data"]["action"] == "kill" and kill["data"]["outcome"] == "done"
-        assert kill["data"]["daemon"] == start["data"]["daemon"] == "osd.1"
-        assert start["data"]["action"] == "start" and start["data"]["outcome"] == "done"
-        assert 5.0 <= kill["data"]["t_s"] < start["data"]["t_s"] and start["data"]["t_s"] >= 12.0
-        assert kill["data"]["pid"] == start["data"]["pid_before"] != start["data"]["pid"]
-        osd1 = next(d for d in lc.daemons() if d.name == "osd.1")
-        assert osd1.pid == start["data"]["pid"] and osd1.running  # the started daemon is the one running now
-        assert pts["kill"]["started"] < kill["ts"] < start["ts"] < pts["kill"]["ended"]
-        said = p.stderr + p.stdout  # each fault on the run's progress as it happens
-        assert f"fault t={kill['data']['t_s']:.1f} s: kill osd.1 (pid {kill['data']['pid']}): done" in said, said
-
-        # ---- the stored timeline shows the dip and what came after it ----
-        m = pts["kill"]["metrics"]
-        assert m["faults"] == 2 and m["fault_at_s"] == kill["data"]["t_s"]
-        assert m["prefault_iops"] > 0 and m["fault_min_iops"] < m["prefault_iops"]
-        ivs = store.intervals(pts["kill"]["id"])
-        after = [sum(o["ops"] for o in r["ops"].values()) / r["dt"] for r in ivs if r["t"] > start["data"]["t_s"]]
-        assert after and max(after) > m["fault_min_iops"]
-        assert isinstance(m["fault_recovered"], bool)
-        assert any(e["kind"] == "recovery" and e["point_id"] == pts["kill"]["id"] for e in events)
-
-        # ---- the next point's gate was a wait for a clean cluster, not the state handed over ----
-        gate = pts["pause"]["gate"]
-        assert gate["ok"] and gate["waited_s"] >= 2.0  # a real gate: clean for its 2 s settle time
-        assert pts["pause"]["started"] > pts["kill"]["ended"]
-
-        # ---- pause with no unpause: ops time out, the point ends, the pause is undone ----
-        pause_evs = fault_events(events, pts["pause"]["id"])
-        assert [e["data"]["action"] for e in pause_evs] == ["pause", "unpause"]
-        assert pause_evs[1]["data"].get("undo") and "unpaused" in pause_evs[1]["message"]
-        res = pts["pause"]["result"]
-        assert any(e["kind"] == "ETIMEDOUT" and e["count"] > 0 for e in res["errors"]), res["errors"]
-        # no hang: the engine ends within its op timeout after the runtime (bound kept generous)
-        assert pts["pause"]["ended"] - pts["pause"]["started"] < 14 + 4 + 60
-        flags = lc.ceph().ceph("osd", "dump")["flags"]
-        assert "pauserd" not in flags and "pausewr" not in flags
-        assert lc.ceph().ceph("osd", "stat")["num_up_osds"] == 3
-
-        # ---- reports: timeline with fault markers; the fault is labelled, not an anomaly ----
-        html = tmp_path / "r.html"
-        md = tmp_path / "r.md"
-        run_fathom("report", "latest", "--db", str(db), "-o", str(html), check=True)
-        run_fathom("report", "latest", "--db", str(db), "-o", str(md), check=True)
-        text = html.read_text()
-        assert 'data-chart="timeline' in text and "kill osd.1" in text and "start osd.1" in text
-        mdt = md.read_text()
-        assert "kill osd.1" in mdt and "timeline" in mdt
-    finally:
-        store.close()
-        lc.down()
 
 
 FULL = """\
@@ -190,3 +161,68 @@ def test_fault_schedule_errors_are_reported_at_once(tmp_path):
     p = run_fathom("plan", str(att))
     assert p.returncode == 2 and "Traceback" not in p.stderr
     assert "att.yaml:5" in p.stderr and "attached cluster's daemons are not fathom's" in p.stderr
+
+
+def test_kill_restart_and_pause_on_schedule(faults_run, tmp_path):
+    p, db = faults_run["wait"](), faults_run["db"]
+    store = Store(db)
+    run = store.run("latest")
+    cdir = next(a["cluster_dir"] for a in run.state["attempts"] if a.get("cluster_dir"))
+    lc = LocalCluster(cdir)
+    try:
+        assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+        pts = {q["workload"]: q for q in store.points(run.id)}
+        events = store.events(run.id)
+
+        # ---- kill at 5 s, start at 12 s, by pid, in that order ----
+        kill, start = fault_events(events, pts["kill"]["id"])[:2]
+        assert kill["data"]["action"] == "kill" and kill["data"]["outcome"] == "done"
+        assert kill["data"]["daemon"] == start["data"]["daemon"] == "osd.1"
+        assert start["data"]["action"] == "start" and start["data"]["outcome"] == "done"
+        assert 5.0 <= kill["data"]["t_s"] < start["data"]["t_s"] and start["data"]["t_s"] >= 12.0
+        assert kill["data"]["pid"] == start["data"]["pid_before"] != start["data"]["pid"]
+        osd1 = next(d for d in lc.daemons() if d.name == "osd.1")
+        assert osd1.pid == start["data"]["pid"] and osd1.running  # the started daemon is the one running now
+        assert pts["kill"]["started"] < kill["ts"] < start["ts"] < pts["kill"]["ended"]
+        said = p.stderr + p.stdout  # each fault on the run's progress as it happens
+        assert f"fault t={kill['data']['t_s']:.1f} s: kill osd.1 (pid {kill['data']['pid']}): done" in said, said
+
+        # ---- the stored timeline shows the dip and what came after it ----
+        m = pts["kill"]["metrics"]
+        assert m["faults"] == 2 and m["fault_at_s"] == kill["data"]["t_s"]
+        assert m["prefault_iops"] > 0 and m["fault_min_iops"] < m["prefault_iops"]
+        ivs = store.intervals(pts["kill"]["id"])
+        after = [sum(o["ops"] for o in r["ops"].values()) / r["dt"] for r in ivs if r["t"] > start["data"]["t_s"]]
+        assert after and max(after) > m["fault_min_iops"]
+        assert isinstance(m["fault_recovered"], bool)
+        assert any(e["kind"] == "recovery" and e["point_id"] == pts["kill"]["id"] for e in events)
+
+        # ---- the next point's gate was a wait for a clean cluster, not the state handed over ----
+        gate = pts["pause"]["gate"]
+        assert gate["ok"] and gate["waited_s"] >= 2.0  # a real gate: clean for its 2 s settle time
+        assert pts["pause"]["started"] > pts["kill"]["ended"]
+
+        # ---- pause with no unpause: ops time out, the point ends, the pause is undone ----
+        pause_evs = fault_events(events, pts["pause"]["id"])
+        assert [e["data"]["action"] for e in pause_evs] == ["pause", "unpause"]
+        assert pause_evs[1]["data"].get("undo") and "unpaused" in pause_evs[1]["message"]
+        res = pts["pause"]["result"]
+        assert any(e["kind"] == "ETIMEDOUT" and e["count"] > 0 for e in res["errors"]), res["errors"]
+        # no hang: the engine ends within its op timeout after the runtime (bound kept generous)
+        assert pts["pause"]["ended"] - pts["pause"]["started"] < 14 + 4 + 60
+        flags = lc.ceph().ceph("osd", "dump")["flags"]
+        assert "pauserd" not in flags and "pausewr" not in flags
+        assert lc.ceph().ceph("osd", "stat")["num_up_osds"] == 3
+
+        # ---- reports: timeline with fault markers; the fault is labelled, not an anomaly ----
+        html = tmp_path / "r.html"
+        md = tmp_path / "r.md"
+        run_fathom("report", "latest", "--db", str(db), "-o", str(html), check=True)
+        run_fathom("report", "latest", "--db", str(db), "-o", str(md), check=True)
+        text = html.read_text()
+        assert 'data-chart="timeline' in text and "kill osd.1" in text and "start osd.1" in text
+        mdt = md.read_text()
+        assert "kill osd.1" in mdt and "timeline" in mdt
+    finally:
+        store.close()
+        lc.down()

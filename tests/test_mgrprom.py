@@ -296,8 +296,24 @@ def write_objects(ceph: Ceph, pool: str, names: list[str], path: str) -> None:
     ceph.rados("-p", pool, "get", names[0], "/dev/null", fmt_json=False)
 
 
+@pytest.fixture
+def quick_mgr_stats(ceph: Ceph):
+    """The session cluster's mgr collects every 5 s and its daemons report every 2 s (defaults 15 s and 5 s), for
+    the test: each wait for a fresh collection waits up to one of each, never for a count it would miss. Removed
+    again after it (the test compares the module's options with what it found, these among them)."""
+    opts = (("mgr/prometheus/scrape_interval", "5"), ("mgr_stats_period", "2"))
+    for opt, value in opts:
+        ceph.ceph("config", "set", "mgr", opt, value, fmt_json=False)
+    try:
+        yield
+    finally:
+        for opt, _ in opts:
+            ceph.ceph("config", "rm", "mgr", opt, fmt_json=False)
+
+
 @pytest.mark.cluster
-def test_module_counts_equal_the_admin_sockets_and_the_module_is_put_back(cluster, ceph, rados_pool, tmp_path):
+def test_module_counts_equal_the_admin_sockets_and_the_module_is_put_back(cluster, ceph, rados_pool, quick_mgr_stats,
+                                                                          tmp_path):
     assert "prometheus" not in ceph.ceph("mgr", "module", "ls")["enabled_modules"]  # as found: off
     config_found = prometheus_config(ceph)
     with pytest.raises(ClusterError, match="published no endpoint") as exc:

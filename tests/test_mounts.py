@@ -24,9 +24,26 @@ from fathom.cluster.local import FS_NAME, pid_alive
 from fathom.errors import ClusterError
 
 @pytest.fixture(scope="module")
-def fs_cluster(tmp_path_factory):
+def module_cluster(tmp_path_factory):
+    """The module's cluster, and whether a test stopped and started its MDS again (not yet active after it)."""
     with mds_cluster(tmp_path_factory, "mounts") as cp:
-        yield cp
+        yield cp, {"mds_restarted": False}
+
+
+@pytest.fixture
+def fs_cluster(module_cluster):
+    """The module's cluster with an active MDS: after a test that restarted it, a wait until it is active again
+    (it takes a while: the new MDS waits out the reconnect of the clients the earlier tests had)."""
+    cp, state = module_cluster
+    if state["mds_restarted"]:
+        c = cp[0]
+        ceph = c.ceph()
+        deadline = time.monotonic() + 90
+        while not any(m.get("state") == "active" for m in (ceph.ceph("fs", "status", FS_NAME, timeout=10) or {}).get(
+                "mdsmap", [])) and time.monotonic() < deadline:
+            time.sleep(1)
+        state["mds_restarted"] = False
+    return cp
 
 
 def posix_round_trip(engine: Path, d: Path, direct: bool) -> dict:
@@ -134,7 +151,7 @@ def test_a_fuse_daemon_that_cannot_mount_shows_its_log(fs_cluster):
     assert not mounts.leftovers(c) and "fuse.bad" not in (c.state() or {})["daemons"]
 
 
-def test_no_active_mds_is_named_in_bounded_time(fs_cluster, engine_ready):
+def test_no_active_mds_is_named_in_bounded_time(module_cluster, fs_cluster, engine_ready):
     c, pids = fs_cluster
     assert c.stop_daemons(names=["mds.a"]) == ["mds.a"]
     try:
@@ -150,9 +167,4 @@ def test_no_active_mds_is_named_in_bounded_time(fs_cluster, engine_ready):
         assert took < 2 * 5 + 10 + 5, took  # the mount timeout, bounded by the engine's watchdog
     finally:
         pids.append(c.start_daemon("mds.a"))
-        ceph = c.ceph()
-        deadline = time.monotonic() + 90
-        # any test after this one mounts CephFS again: wait for the MDS to be active
-        while not any(m.get("state") == "active" for m in (ceph.ceph("fs", "status", FS_NAME, timeout=10) or {}).get(
-                "mdsmap", [])) and time.monotonic() < deadline:
-            time.sleep(1)
+        module_cluster[1]["mds_restarted"] = True  # a test after this one waits for it to be active (fs_cluster)

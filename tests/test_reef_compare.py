@@ -1,18 +1,14 @@
 """The OSD study across Ceph releases: the session's `fathom run osd-classic --quick` (Pacific, this host's Ceph 16)
 and the same suite with `--ceph reef` (its disposable cluster's daemons from the cached Debian 13 root file system,
-fathom's client side still 16), compared as the OSD study compared two builds. A module of its own, so that no
-other cluster shares the two cores with the run."""
+fathom's client side still 16), compared as the OSD study compared two builds. The session runs the two side by side
+into one store (conftest's `quick_runs`): their points are time based, and nothing here depends on speed."""
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import sys
 
 import pytest
-from conftest import FATHOM, run_fathom
+from conftest import run_fathom
 
 from fathom.cluster import rootfs
 from fathom.store import Store
@@ -20,18 +16,8 @@ from fathom.store import Store
 pytestmark = pytest.mark.cluster
 
 
-def test_osd_classic_quick_on_reef_compared_with_pacific(quick_osd_run, engine_ready, tmp_path):
-    try:
-        rootfs.build("reef", progress=lambda m: print(m, file=sys.stderr))
-    except rootfs.NetworkUnreachable as exc:
-        pytest.skip(f"no cached reef root file system and {exc.message}")
-    db = tmp_path / "oc.db"
-    shutil.copy(quick_osd_run["db"], db)  # the session's Pacific run, "oc"
-    env = {k: v for k, v in os.environ.items() if k not in ("CEPH_CONF", "CEPH_ARGS")}  # no cluster to attach
-    p = subprocess.run([FATHOM, "run", "osd-classic", "--quick", "--ceph", "reef", "--db", str(db), "--name",
-                        "oc-reef"], capture_output=True, text=True, timeout=1800, env=env, cwd=tmp_path,
-                       stdin=subprocess.DEVNULL)
-    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+def test_osd_classic_quick_on_reef_compared_with_pacific(quick_osd_run, quick_reef_run, engine_ready):
+    db = quick_reef_run["db"]  # the session's store: the Pacific run "oc" and the Reef run "oc-reef"
     root = str(rootfs.root_path("reef"))
     with Store(db) as st:
         runs = {name: st.run(name) for name in ("oc", "oc-reef")}

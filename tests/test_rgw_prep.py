@@ -10,7 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import rgw_cluster4
 
 from fathom.cluster import health, rgw
 from fathom.cluster.prep import Prep
@@ -18,9 +17,9 @@ from fathom.errors import ClusterError
 
 
 @pytest.fixture(scope="module")
-def four_osds(tmp_path_factory: pytest.TempPathFactory):
-    with rgw_cluster4(tmp_path_factory, "ceph-rgw4") as c:
-        yield c
+def four_osds(shared_rgw_cluster4):
+    """conftest's 4-OSD cluster with RGW, shared with test_rgw_suite (this test removes all it makes)."""
+    return shared_rgw_cluster4
 
 
 def engine_put(engine: Path, tmp_path: Path, keys: Path, bucket: str, placement: str) -> dict:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import rgw_cluster4, run_fathom
+from conftest import run_fathom
 from test_report import _check_renders
 
 from fathom import spec
@@ -24,9 +24,9 @@ STUDY_CSV = Path(__file__).resolve().parents[1] / "tests" / "data" / "rgw-replic
 
 
 @pytest.fixture(scope="module")
-def rgw_cluster(tmp_path_factory: pytest.TempPathFactory):
-    with rgw_cluster4(tmp_path_factory, "ceph-rgw-suite") as c:
-        yield c
+def rgw_cluster(shared_rgw_cluster4):
+    """conftest's 4-OSD cluster with RGW, shared with test_rgw_prep (the test compares with what it found)."""
+    return shared_rgw_cluster4
 
 
 def small_suite(tmp_path: Path) -> Path:

@@ -440,7 +440,8 @@ def test_a_killed_runs_samplers_are_removed_by_its_resume(topology, tmp_path, un
     tb, c = topology
     nets = _nets(tb)
     suite = tmp_path / "suite.yaml"
-    suite.write_text(SUITE4.format(conf=c.conf_path, keyring=c.keyring_path))
+    # 2 s points (SUITE4's are 9 s): what is asserted is the samplers' removal, which no point's length changes
+    suite.write_text(SUITE4.format(conf=c.conf_path, keyring=c.keyring_path).replace("runtime: 9s", "runtime: 2s"))
     base = Path(tb.dir) / "srv-resume"
     hosts_file = tmp_path / "servers.yaml"
     hosts_file.write_text(json.dumps({"hosts": [{"host": h.addr, "user": "root", "engine_dir": str(base)}
