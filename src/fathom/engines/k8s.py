@@ -245,7 +245,10 @@ class Pods:
         try:
             await pods._create(image, conn)
         except BaseException:
-            await pods.delete()
+            try:
+                await pods.delete()
+            except Exception:  # noqa: BLE001 - the first error is the one to name; the journal keeps what is left
+                pass
             raise
         return pods
 

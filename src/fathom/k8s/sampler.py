@@ -32,10 +32,10 @@ from typing import Any
 from fathom.cluster.inventory import UNKNOWN_HOST, ClusterDaemon
 from fathom.cluster.journal import K8S_KIND, Entry, Journal
 from fathom.engines.k8s import IDLE, LABEL_RUN, Api, K8sError, PodHost
-from fathom.k8s.objects import dns as _dns
 from fathom.engines.ssh import LOOP, raise_any
 from fathom.errors import UsageError
 from fathom.k8s import journaled
+from fathom.k8s.objects import dns as _dns
 from fathom.servers.attribution import match_host
 from fathom.servers.sampled import SampledHosts
 from fathom.servers.spec import KubernetesServers, ServersSpec, sampler_path
