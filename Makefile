@@ -90,7 +90,8 @@ test: install
 # the Kubernetes test bed's tests (tests/k8sbed.py; not in `make test`): a fresh machine first builds Kubernetes
 # from the Go module proxy into ~/.cache/fathom/k8s (6 to 12 min on 2 cores, niced; Go from bench/go-toolchain.sh)
 test-k8s: install
-	GO=$$(bash bench/go-toolchain.sh) FATHOM_TEST_K8S=1 $(VENV)/bin/pytest -q tests/test_k8sbed.py tests/test_k8s.py
+	GO=$$(bash bench/go-toolchain.sh) FATHOM_TEST_K8S=1 $(VENV)/bin/pytest -q tests/test_k8sbed.py tests/test_k8s.py \
+		tests/test_k8s_sampler.py
 
 bench-engine: install
 	$(VENV)/bin/python bench/engine_vs_peers.py
