@@ -30,6 +30,7 @@ from typing import Any
 from fathom.hosts import ClientsSpec, KubeSpec
 from fathom.k8s import objects
 from fathom.k8s.api import Api, K8sError
+from fathom.k8s.image import ENGINE_IN_IMAGE
 from fathom.k8s.access import MOUNT, CephAccess, from_conn, from_rook, mon_addrs
 
 STDIN, STDOUT, STDERR, STATUS = 0, 1, 2, 3
@@ -50,6 +51,8 @@ class PodProcess:
         self.stderr = bytearray()
         self.exit_code: int | None = None
         self.closed = asyncio.Event()
+        self.broke = False  # the stream ended without an exit status: the pod was deleted, or its node is gone
+        self.gone: Any = None  # a coroutine function: why the pod is gone, or None (PodHost.gone)
         self._out: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._tasks = [asyncio.ensure_future(self._recv()), asyncio.ensure_future(self._send())]
 
@@ -72,13 +75,9 @@ class PodProcess:
             self.closed.set()
             self.broke = self.exit_code is None
 
-    broke = False  # the stream ended without an exit status: the pod was deleted, or its node is gone
-
     async def _send(self) -> None:
         while (data := await self._out.get()) is not None:
             await self.ws.send_bytes(bytes([STDIN]) + data)
-
-    gone: Any = None  # a coroutine function: why the pod is gone, or None (PodHost.gone)
 
     async def readline(self) -> str:
         line = await self.stdout.readline()
@@ -131,7 +130,7 @@ class PodHost:
 
     def __init__(self, api: Api, namespace: str, name: str, pod: str, engine: str, pods: Pods | None = None):
         self.api, self.namespace, self.name, self.pod, self.engine_path = api, namespace, name, pod, engine
-        self.pods = pods  # the run's pods: the last host closed removes them
+        self.pods = pods  # the run's pods: closing any of their hosts removes them all (once)
         self.engine: str | None = None
         self.lost: str | None = None
         self.connection: dict[str, str] = {}  # the engines' Ceph connection fields here (fathom.k8s.access)
@@ -284,15 +283,13 @@ class Pods:
 
         await asyncio.gather(*(one(i) for i in range(s.pods)))
         for i in range(s.pods):
-            h = PodHost(self.api, s.namespace, f"pod-{i}", n.pod(i), self.spec_engine, self)
+            h = PodHost(self.api, s.namespace, f"pod-{i}", n.pod(i), ENGINE_IN_IMAGE, self)
             if self.access is not None:
                 h.connection = self.access.connection()
             self.hosts.append(h)
         await objects.wait_running(core, s, n, image, self.say)
         if self.access is not None:
             await self._reach_mons()
-
-    spec_engine = "/usr/bin/fathom-engine"
 
     def _pod_spec(self, image: str) -> dict[str, Any]:
         s = self.spec

@@ -36,7 +36,7 @@ Entry = Path | bytes | str | int
 Tree = dict[str, Entry]
 
 BUSYBOX = Path("/bin/busybox")
-ENGINE_PATH = "usr/bin/fathom-engine"  # fathom.engines.k8s.PodsSpec.engine, without the leading /
+ENGINE_IN_IMAGE = "/usr/bin/fathom-engine"  # where the engine pods (fathom.engines.k8s) run it
 REPOSITORY = "fathom-engine"
 LOCAL = "localhost"
 # the distribution reference grammar, without digests: [registry[:port]/]component[/component...][:tag]
@@ -137,7 +137,7 @@ def engine_tree(engine: Path, say: Callable[[str], None] = _stderr) -> Tree:
     host's /etc/ld.so.cache, so the loader finds them as it does here), and busybox for the shell that starts
     it. A library the engine opens that this host lacks is said, and left out."""
     tree = busybox_tree()
-    tree[ENGINE_PATH] = engine
+    tree[ENGINE_IN_IMAGE.lstrip("/")] = engine
     if Path("/etc/ld.so.cache").is_file():
         tree["etc/ld.so.cache"] = Path("/etc/ld.so.cache")
     linked = libraries(engine)

@@ -15,10 +15,9 @@ from typing import Any
 
 from fathom.cluster.journal import K8S_KIND, Entry, Journal
 from fathom.k8s.api import Api, K8sError
-from fathom.k8s.objects import LABEL_RUN
+from fathom.k8s.objects import LABEL_RUN, MANAGED_BY
 from fathom.engines.ssh import LOOP
 
-MANAGED_BY = ("app.kubernetes.io/managed-by", "fathom")
 # kind -> (API group class, the snake name of its namespaced calls)
 KINDS = {"DaemonSet": ("AppsV1Api", "daemon_set"), "ConfigMap": ("CoreV1Api", "config_map"),
          "Pod": ("CoreV1Api", "pod"), "Secret": ("CoreV1Api", "secret")}

@@ -22,7 +22,7 @@ from fathom.errors import FathomError
 from fathom.k8s.api import Api, K8sError
 
 LABEL_RUN = "fathom.io/run"
-LABELS = {"app.kubernetes.io/managed-by": "fathom", "app.kubernetes.io/name": "fathom-engine"}
+MANAGED_BY = ("app.kubernetes.io/managed-by", "fathom")  # on every object fathom makes
 KIND = K8S_KIND  # the undo journal's kind for a run's Kubernetes objects
 IMAGE_REASONS = ("ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName")
 # what fathom asks of the API (docs/kubernetes.md gives the Role): (API group, resource, verbs)
@@ -39,8 +39,9 @@ def dns(s: str) -> str:
     return re.sub(r"[^a-z0-9-]", "-", s.lower()).strip("-")[:40].strip("-") or "run"
 
 
-def labels(run: str) -> dict[str, str]:
-    return {**LABELS, LABEL_RUN: dns(run)}
+def labels(run: str, app: str = "fathom-engine") -> dict[str, str]:
+    """The labels of what fathom makes for `run`: the engine pods and their objects, or another `app`'s."""
+    return {MANAGED_BY[0]: MANAGED_BY[1], "app.kubernetes.io/name": app, LABEL_RUN: dns(run)}
 
 
 @dataclass(frozen=True)

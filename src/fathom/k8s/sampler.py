@@ -35,6 +35,7 @@ from fathom.engines.k8s import IDLE, LABEL_RUN, Api, K8sError, PodHost
 from fathom.engines.ssh import LOOP, raise_any
 from fathom.errors import UsageError
 from fathom.k8s import journaled
+from fathom.k8s import objects
 from fathom.k8s.objects import dns as _dns
 from fathom.servers.attribution import match_host
 from fathom.servers.sampled import SampledHosts
@@ -46,7 +47,7 @@ NOBODY = 65534
 # one clock reading per line read: busybox's adjtimex prints the time to the microsecond (its date has no %N)
 CLOCK = ("while read -r _; do t=$(adjtimex 2>/dev/null | sed -n 's/.*tv_sec: *//p;s/.*tv_usec: *//p' | "
          "tr '\\n' ' '); [ -n \"$t\" ] && echo \"$t\" || date +'%s %N'; done")
-POD_PROBLEMS = ("ErrImageNeverPull", "ErrImagePull", "ImagePullBackOff", "InvalidImageName", "CrashLoopBackOff",
+POD_PROBLEMS = (*objects.IMAGE_REASONS, "CrashLoopBackOff",
                 "CreateContainerConfigError", "CreateContainerError", "RunContainerError")
 
 
@@ -57,7 +58,7 @@ class Node:
 
 
 def labels(run: str) -> dict[str, str]:
-    return {journaled.MANAGED_BY[0]: journaled.MANAGED_BY[1], "app.kubernetes.io/name": APP, LABEL_RUN: _dns(run)}
+    return objects.labels(run, APP)
 
 
 def daemonset_name(run: str) -> str:
