@@ -63,11 +63,13 @@ def run(spec: EngineSpec, cs: ClientsSpec, timeout: float,
             emit({"type": "start", "ts": rec["ts"] - float(rec.get("t") or 0.0)})
         emit(rec)
 
-    def on_event(e: dict[str, Any]) -> None:
-        sys.stderr.write(f"fathom: {e['message']}\n")
+    def say(message: str) -> None:  # the group's events and the pods' progress alike
+        sys.stderr.write(f"fathom: {message}\n")
         sys.stderr.flush()
 
-    say = lambda m: (sys.stderr.write(f"fathom: {m}\n"), sys.stderr.flush())  # noqa: E731
+    def on_event(e: dict[str, Any]) -> None:
+        say(e["message"])
+
     clients = Clients.open(cs, OpenContext(f"bench-{os.getpid()}", conn, say=say))
     try:
         t0 = time.time()
