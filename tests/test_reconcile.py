@@ -38,7 +38,8 @@ def test_a_clean_run_with_prefill_multipart_and_retries_matches():
     summary = {"prefill": {"ops": 1000, "seconds": 9.0, "complete": True},
                "s3": {"multipart": {"uploads": 100, "parts": 400, "aborted": 0}, "retries": {"HTTP 503 SlowDown": 7}}}
     extra = reconcile.beyond_ops([summary])
-    assert extra == {"prefill": 1000, "uploads": 100, "parts": 400, "aborted": 0, "retries": 7, "abandoned": 0}
+    assert extra == {"prefill": 1000, "uploads": 100, "parts": 400, "aborted": 0, "retries": 7, "setup_503s": 0,
+                     "abandoned": 0}
     puts = 1000 + 700 + 400  # RGW counts each part as a put
     # every request: gets (the 3 failed ones too), puts, prefill, parts, completes, retries; the control three
     req = 5000 + 800 + 1000 + 400 + 100 + 7 + 3
@@ -72,6 +73,20 @@ def test_failed_requests_are_a_range_up_to_the_clients_errors_and_retries():
     assert reconcile.reconcile(client, _rgw(req=930, get=930, get_b=930 * 4096), max_object=4096)["ok"]
     # but RGW failing more requests than the client saw fail is a mismatch
     assert set(_bad(reconcile.reconcile(client, {**rgw, "failed_req": 200}, max_object=4096))) == {"failed_req"}
+
+
+def test_setup_requests_refused_with_503_are_counted_refused_requests():
+    # 300 puts under a full request throttle; the metadata put at the end was refused 40 times before it went in
+    client = {"write": {"ops": 300, "bytes": 300 * 65536, "errors": 0}}
+    extra = reconcile.beyond_ops([{"s3": {"setup_503s": 40}}])
+    assert extra["setup_503s"] == 40
+    rgw = _rgw(req=300 + 40 + 3, failed_req=40, put=301, put_b=300 * 65536 + 200)
+    got = reconcile.reconcile(client, rgw, max_object=65536, extra=extra)
+    assert got["ok"], _bad(got)
+    row = next(r for r in got["rows"] if r["counter"] == "failed_req")
+    assert (row["low"], row["client"]) == (40, 40)
+    # without them, RGW's 40 refusals and 40 requests more would be a false mismatch
+    assert set(_bad(reconcile.reconcile(client, rgw, max_object=65536))) == {"req", "failed_req"}
 
 
 def test_aborted_uploads_and_abandoned_ops():

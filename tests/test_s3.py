@@ -655,7 +655,7 @@ def test_run_counts_rgw_503s_or_fails_the_point_on_them_by_policy(rgw, rgw_clust
     assert pts["first"]["status"] == "done"
     # on_error continue: the point is done, every refused PUT counted under its status and code
     c = pts["counted"]
-    assert c["status"] == "done", c
+    assert c["status"] == "done", (c["status"], c.get("error"), p.stderr[-3000:])
     slow = [e for e in c["result"]["errors"] if e["kind"] == "HTTP 503 SlowDown"]
     assert slow and slow[0]["count"] > 0 and c["result"]["ops"]["write"]["ops"] > 0, c["result"]["errors"]
     # on_error stop (the default): the first 503 fails the point, well before its 30 s

@@ -552,6 +552,8 @@ pub struct S3 {
     /// headers), "shared" (the one buffer, written), "sendfile" (the one buffer, from its memfd).
     put_body: &'static str,
     meta_timeout: Duration,
+    /// Setup and finishing requests answered 503 and sent again (see `call`).
+    setup_503s: std::cell::Cell<u64>,
     region: String,
     payload: Payload,
     slots: usize,
@@ -626,6 +628,7 @@ impl S3 {
             body: None,
             put_body: "slot",
             meta_timeout: Duration::from_secs_f64(spec.stall_timeout_s),
+            setup_503s: std::cell::Cell::new(0),
             region,
             payload: t.payload,
             slots,
@@ -677,16 +680,31 @@ impl S3 {
         Ok(s)
     }
 
+    /// A setup or finishing request (bucket, metadata). RGW answers 503 while its request throttle is full, and
+    /// for a moment after a point's last op (the server counts a request until it has logged it): such a request
+    /// is sent again, after 20 ms doubling to 1 s, until `meta_timeout`; the last answer stands. Counted
+    /// (`summary.s3.setup_503s`); never an op of the point.
     fn call(&self, method: Method, path: String, query: String, body: Bytes) -> Result<http::Response, Fatal> {
         let what = format!("{method} {path}");
-        self.io.call(http::Req { method, path, query, range: None, body }, self.meta_timeout).map_err(|e| {
-            let hint = if e == ErrKind::Timeout {
-                format!("no answer within {} s: is the S3 endpoint overloaded or the cluster full?", self.meta_timeout.as_secs_f64())
-            } else {
-                e.describe()
-            };
-            Fatal { kind: e.name(), message: format!("{what} at {} failed: {hint}", self.net.ep.url), code: 3 }
-        })
+        let deadline = std::time::Instant::now() + self.meta_timeout;
+        let mut pause = Duration::from_millis(20);
+        loop {
+            let req = http::Req { method: method.clone(), path: path.clone(), query: query.clone(), range: None, body: body.clone() };
+            let r = self.io.call(req, self.meta_timeout).map_err(|e| {
+                let hint = if e == ErrKind::Timeout {
+                    format!("no answer within {} s: is the S3 endpoint overloaded or the cluster full?", self.meta_timeout.as_secs_f64())
+                } else {
+                    e.describe()
+                };
+                Fatal { kind: e.name(), message: format!("{what} at {} failed: {hint}", self.net.ep.url), code: 3 }
+            })?;
+            if r.status != 503 || std::time::Instant::now() + pause > deadline {
+                return Ok(r);
+            }
+            self.setup_503s.set(self.setup_503s.get() + 1);
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_secs(1));
+        }
     }
 
     /// An HTTP error of a setup request, named, with the likely fix.
@@ -1126,6 +1144,7 @@ impl Target for S3 {
             "connections": self.slots, "io_threads": self.io_threads, "put_body": self.put_body,
             "reconnects": self.net.reconnects.load(std::sync::atomic::Ordering::Relaxed),
             "tls": tls, "buckets_created": self.created,
+            "setup_503s": self.setup_503s.get(),
             "retry": self.net.retry, "retries": self.net.retries.lock().unwrap_or_else(|p| p.into_inner()).clone(),
             "multipart": self.multipart.map(|m| json!({"threshold": m.threshold, "part_size": m.part_size,
                 "parts_in_flight": m.parts_in_flight,

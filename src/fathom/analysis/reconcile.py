@@ -16,8 +16,10 @@ that failed (a failure may or may not have reached RGW, or the op):
     get, get_b    reads and heads that succeeded (bytes: the reads' bodies); top: plus their errors and
                   the retries
     req           every op that succeeded, each prefill put, each multipart upload's parts and complete, each
-                  aborted upload's create; top: plus every error, retry and abort
-    failed_req    0 up to the client's errors plus its retries (each retry followed a failure)
+                  aborted upload's create, each setup request RGW refused with a 503 (and that the engine
+                  sent again); top: plus every error, retry and abort
+    failed_req    those setup 503s, up to them plus the client's errors and its retries (each retry followed
+                  a failure)
 
 Slack around each range: TOLERANCE of its top, at least a floor of CONTROL requests, two per bucket (a
 probe, a create) and the ops the engines abandoned in flight at exit (RGW may have counted them, the client
@@ -60,8 +62,8 @@ def deltas(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
 
 def beyond_ops(engines: list[dict[str, Any] | None]) -> dict[str, int]:
     """Requests the engines made beyond their ops, from their summaries' `prefill`, `s3` ({multipart: uploads,
-    parts, aborted; retries}) and `in_flight_abandoned`, summed."""
-    out = {"prefill": 0, "uploads": 0, "parts": 0, "aborted": 0, "retries": 0, "abandoned": 0}
+    parts, aborted; retries; setup_503s}) and `in_flight_abandoned`, summed."""
+    out = {"prefill": 0, "uploads": 0, "parts": 0, "aborted": 0, "retries": 0, "setup_503s": 0, "abandoned": 0}
     for e in engines:
         e = e or {}
         out["prefill"] += int((e.get("prefill") or {}).get("ops") or 0)
@@ -70,6 +72,7 @@ def beyond_ops(engines: list[dict[str, Any] | None]) -> dict[str, int]:
         for k in ("uploads", "parts", "aborted"):
             out[k] += int(mp.get(k) or 0)
         out["retries"] += sum(int(v) for v in (s3.get("retries") or {}).values())
+        out["setup_503s"] += int(s3.get("setup_503s") or 0)  # bucket and metadata requests RGW refused
         out["abandoned"] += int(e.get("in_flight_abandoned") or 0)
     return out
 
@@ -136,12 +139,13 @@ def reconcile(client: dict[str, dict[str, Any]], rgw: dict[str, float], buckets:
     client_errors = sum(int(c.get("errors", 0)) for c in client.values())
     ok_ops = sum(int(c.get("ops", 0)) for c in client.values())
     sure = ok_ops + x["prefill"] + x["parts"] + x["uploads"] + x["aborted"]  # the creates of aborted uploads
-    failed = client_errors + x["retries"]
+    sure += x["setup_503s"]  # answered, so counted by RGW, and refused
+    failed = client_errors + x["retries"] + x["setup_503s"]
     if "req" in rgw:
         top = sure + failed + x["aborted"]  # and their aborts
         rows.append(_row("all", "req", sure, top, rgw["req"], allowed(top)))
     if "failed_req" in rgw:
-        rows.append(_row("failed", "failed_req", 0, failed, rgw["failed_req"], allowed(failed)))
+        rows.append(_row("failed", "failed_req", x["setup_503s"], failed, rgw["failed_req"], allowed(failed)))
     ok = all(r["ok"] for r in rows) and bool(rows)
     return {"ok": ok, "rows": rows, "failed_req": rgw.get("failed_req"), "client_errors": client_errors,
             "note": note if rows else "no RGW counters to compare"}
