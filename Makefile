@@ -41,6 +41,8 @@ deps:
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	else echo "Debian packages: all present"; fi
+	@# a Go >= 1.21 for the Kubernetes test bed's build and bench-s3 (Debian's golang-go fetches one when none is here)
+	@bash bench/go-toolchain.sh >/dev/null
 
 venv: $(VENV)/.installed
 
@@ -87,8 +89,8 @@ demo: install
 test: install
 	CARGO="$(CARGO)" bash scripts/test.sh
 
-# the Kubernetes test bed's tests (tests/k8sbed.py; not in `make test`): a fresh machine first builds Kubernetes
-# from the Go module proxy into ~/.cache/fathom/k8s (6 to 12 min on 2 cores, niced; Go from bench/go-toolchain.sh)
+# the Kubernetes test bed's tests alone (tests/k8sbed.py; `make test` runs them last): a fresh machine first builds
+# Kubernetes from the Go module proxy into ~/.cache/fathom/k8s (6 to 12 min on 2 cores, niced; Go from bench/go-toolchain.sh)
 test-k8s: install
 	GO=$$(bash bench/go-toolchain.sh) FATHOM_TEST_K8S=1 $(VENV)/bin/pytest -q tests/test_k8sbed.py tests/test_k8s.py \
 		tests/test_k8s_sampler.py

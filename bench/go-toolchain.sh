@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Print the path of a Go that builds bench/s3peer, installing what is missing.
+# Print the path of a Go that builds bench/s3peer and the Kubernetes test bed, installing what is missing
+# (`make install` calls it, so that the tests never install a package).
 # bench/s3peer/go.mod needs the Go its newest dependencies need (minio-go v7.4 and aws-sdk-go-v2: see its `go` line).
 #  1. `go` on the PATH or /usr/local/go/bin/go at Go >= 1.21: it switches to the go.mod's toolchain by itself
 #     (GOTOOLCHAIN=auto fetches golang.org/toolchain from the Go module proxy).
@@ -21,15 +22,15 @@ done
 
 old=$(command -v go || ls /usr/lib/go/bin/go 2>/dev/null || true)
 if [ -z "$old" ]; then
-  echo "bench-s3: no Go found; installing Debian's golang-go (to fetch Go $want from the Go module proxy)" >&2
+  echo "go-toolchain: no Go found; installing Debian's golang-go (to fetch Go $want from the Go module proxy)" >&2
   $SUDO apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends golang-go >&2
   old=$(command -v go || echo /usr/lib/go/bin/go)
 fi
 arch=$(dpkg --print-architecture 2>/dev/null || echo amd64)
 mod="golang.org/toolchain@v0.0.1-go$want.linux-$arch"
-echo "bench-s3: $("$old" version) is too old for bench/s3peer; fetching $mod from the Go module proxy" >&2
+echo "go-toolchain: $("$old" version) is too old for bench/s3peer; fetching $mod from the Go module proxy" >&2
 dir=$(cd /tmp && GO111MODULE=on GOFLAGS=-mod=mod "$old" mod download -json "$mod" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
-[ -n "$dir" ] && [ -d "$dir" ] || { echo "bench-s3: could not download $mod" >&2; exit 1; }
+[ -n "$dir" ] && [ -d "$dir" ] || { echo "go-toolchain: could not download $mod" >&2; exit 1; }
 # module zips keep no file modes (go itself marks these executable after its own download)
 chmod -R u+x "$dir/bin" "$dir/pkg/tool" 2>/dev/null || $SUDO chmod -R a+x "$dir/bin" "$dir/pkg/tool"
 echo "$dir/bin/go"

@@ -18,6 +18,16 @@ COMPONENTS="kube-apiserver kube-controller-manager kube-scheduler kubelet kubect
 if [ -f "$BIN/.complete" ] && [ "${1:-}" != --rebuild ]; then
   echo "k8s $K8S_VERSION: cached in $BIN"; exit 0
 fi
+# One build at a time: `make test` starts one in the background, and the bed's first test waits here for it.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/.build.lock"
+if ! flock -n 9; then
+  echo "k8s $K8S_VERSION: another build is running (log: $CACHE/build.log); waiting for it"
+  flock 9
+fi
+if [ -f "$BIN/.complete" ] && [ "${1:-}" != --rebuild ]; then
+  echo "k8s $K8S_VERSION: built meanwhile into $BIN"; exit 0
+fi
 export GOPATH=$WORK/gopath GOCACHE=$WORK/gocache GOTMPDIR=$WORK/tmp GOMAXPROCS=${GOMAXPROCS:-2}
 # a Go >= 1.21 older than the module's `go` line fetches that toolchain from the module proxy (auto)
 export GOFLAGS=-mod=mod CGO_ENABLED=0 GOTOOLCHAIN=${GOTOOLCHAIN:-auto} GOMODCACHE=$WORK/gopath/pkg/mod

@@ -77,7 +77,8 @@ def available() -> str | None:
         return "needs the CNI plugins (Debian: containernetworking-plugins)"
     if not Path("/bin/busybox").exists():
         return "needs /bin/busybox (Debian: busybox-static) for the minimal image"
-    if not (bin_dir() / ".complete").exists() and not Path("/usr/local/go/bin/go").exists() and not shutil.which("go"):
+    go = os.environ.get("GO") or shutil.which("go") or Path("/usr/local/go/bin/go").exists()
+    if not (bin_dir() / ".complete").exists() and not go:
         return "needs Go >= 1.24 to build Kubernetes once (or a complete cache in " + str(bin_dir()) + ")"
     return None
 
