@@ -29,6 +29,7 @@ is stopped the same way by the next start.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import fcntl
 import json
@@ -290,6 +291,19 @@ class K8sBed:
             log.close()
         self._rec.setdefault("pids", {})[name] = [p.pid, _starttime(p.pid)]
         self._save()
+
+    @contextlib.contextmanager
+    def frozen(self, name: str) -> Any:
+        """One of the bed's processes stopped (SIGSTOP) until the block ends: the kubelet frozen is a node gone
+        silent, as when its host hangs or is cut off (its streams stall; nothing resets them)."""
+        pid = self._rec["pids"][name][0]
+        assert self._alive(name), f"the bed's {name} is not running"
+        os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            if self._alive(name):
+                os.kill(pid, signal.SIGCONT)
 
     def _alive(self, name: str) -> bool:
         pid, st = self._rec.get("pids", {}).get(name, (None, None))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
@@ -25,7 +26,7 @@ from fathom.k8s.objects import LABEL_RUN
 from fathom.store import Store
 
 pytestmark = [
-    pytest.mark.skipif(not os.environ.get("FATHOM_TEST_K8S"),
+    pytest.mark.skipif(os.environ.get("FATHOM_TEST_K8S") != "1",
                        reason="Kubernetes test bed: set FATHOM_TEST_K8S=1 (a fresh machine builds Kubernetes once, "
                               "6 to 12 minutes)"),
     pytest.mark.skipif(k8sbed.available() is not None, reason=f"Kubernetes test bed: {k8sbed.available()}"),
@@ -157,20 +158,13 @@ def test_bench_rados_from_pods_reaches_the_cluster_through_a_secret_that_goes_wi
 
 def test_a_pod_deleted_mid_point_is_a_lost_host(bed, image, pod_cluster, tmp_path):
     db = tmp_path / "r.db"
-    proc = subprocess.Popen([FATHOM, "run", str(_rados_suite(tmp_path, pod_cluster, "12s")), "--db", str(db),
-                             *_k8s(bed, image, "--k8s-pods", "2")], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    try:
-        running = lambda: "fathom-" in bed.kubectl("get", "pods", "-l", LABEL_RUN, "-o", "name").stdout  # noqa: E731
-        assert _wait(running, 120)
-        assert _wait(lambda: db.exists() and _point_started(db), 120)
-        time.sleep(3)
+
+    def delete() -> None:
         pod = bed.kubectl("get", "pods", "-l", LABEL_RUN, "-o", "jsonpath={.items[1].metadata.name}").stdout
         bed.kubectl("delete", "pod", pod, "--grace-period=0", "--force", "--wait=false")
-        out, _ = proc.communicate(timeout=240)
-    finally:
-        proc.kill()
-    assert proc.returncode == 0, out
+
+    _mid_point(["run", str(_rados_suite(tmp_path, pod_cluster, "12s")), "--db", str(db),
+                *_k8s(bed, image, "--k8s-pods", "2")], db, delete)
     with Store(db) as st:
         (pt,) = st.points(st.run("latest").id)
         m = pt["metrics"]
@@ -178,6 +172,46 @@ def test_a_pod_deleted_mid_point_is_a_lost_host(bed, image, pod_cluster, tmp_pat
         lost = pt["result"]["extra"]["clients_lost"]
         assert list(lost) == ["pod-1"] and "deleted" in lost["pod-1"], lost
     assert _left(bed) == ""
+
+
+def test_a_node_gone_silent_mid_point_is_a_lost_host(bed, image, pod_cluster, tmp_path):
+    # the node's kubelet frozen: the pod's exec streams stall; this host's engine runs on
+    suite = _rados_suite(tmp_path, pod_cluster, "20s")
+    clients = {"hosts": ["local"], "kubernetes": {"pods": 1, "image": image, "kubeconfig": str(bed.kubeconfig)}}
+    suite.write_text(suite.read_text() + f"clients: {json.dumps(clients)}\n")
+    db = tmp_path / "r.db"
+    cut: list[float] = []
+
+    def freeze() -> None:
+        cut.append(time.time())
+        with bed.frozen("kubelet"):
+            time.sleep(12)  # silent for 5 s is lost; the kubelet back before the point ends
+
+    _mid_point(["run", str(suite), "--db", str(db)], db, freeze)
+    t_cut = cut[0]
+    with Store(db) as st:
+        (pt,) = st.points(st.run("latest").id)
+        assert pt["status"] == "done" and pt["metrics"]["clients_lost"] == 1 and pt["metrics"]["total_ios"] > 0
+        assert list(pt["result"]["extra"]["clients_lost"]) == ["pod-0"], pt["result"]["extra"]["clients_lost"]
+        (lost,) = [e for e in st.events(st.run("latest").id) if e["kind"] == "client_lost"]
+        assert lost["data"]["host"] == "pod-0" and lost["ts"] - t_cut <= 10, lost
+        local = [r for r in st.intervals(pt["id"], host="local") if not r.get("ramp")]
+        assert len(local) >= 18  # this host's engine ran the whole point
+    assert _left(bed) == ""
+
+
+def _mid_point(argv: list[str], db: Path, act) -> str:
+    """`fathom ARGV` run; act() 3 s into its first point; the run's output once it ended, with status 0."""
+    proc = subprocess.Popen([FATHOM, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert _wait(lambda: db.exists() and _point_started(db), 180)
+        time.sleep(3)
+        act()
+        out, _ = proc.communicate(timeout=240)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, out
+    return out
 
 
 def _point_started(db: Path) -> bool:
@@ -253,6 +287,24 @@ def test_each_named_error_names_the_problem_and_the_fix(bed, image, tmp_path, cl
         ([*kc, "--k8s-image", "localhost/fathom-absent:1"], "is not on node", "fathom k8s image"),
         (_k8s(bed, image, "--k8s-node-selector", "fathom-test=none", "--k8s-ready-timeout", "5"), "FailedScheduling",
          "node_selector"),
+    ]
+    # the API refusing the credentials (a token it does not know), and no API at the kubeconfig's address
+    cfg = json.loads(bed.kubeconfig.read_text())
+    cfg["users"][0]["user"] = {"token": "not-a-token-the-api-knows"}
+    refused = tmp_path / "refused.kubeconfig"
+    refused.write_text(json.dumps(cfg))
+    with socket.socket() as sock:  # a port of this host nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    cfg = json.loads(bed.kubeconfig.read_text())
+    cfg["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{port}"
+    nowhere = tmp_path / "nowhere.kubeconfig"
+    nowhere.write_text(json.dumps(cfg))
+    cases += [
+        (["--kubeconfig", str(refused), "--k8s-image", image], "refused the kubeconfig's credentials",
+         "renew the kubeconfig's credentials"),
+        (["--kubeconfig", str(nowhere), "--k8s-image", image], f"API at https://127.0.0.1:{port} is unreachable",
+         "kubectl cluster-info"),
     ]
     for opts, problem, fix in cases:
         p = _null(bed, image, tmp_path, *opts)

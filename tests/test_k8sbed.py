@@ -17,7 +17,7 @@ import pytest
 import k8sbed
 
 pytestmark = [
-    pytest.mark.skipif(not os.environ.get("FATHOM_TEST_K8S"),
+    pytest.mark.skipif(os.environ.get("FATHOM_TEST_K8S") != "1",
                        reason="Kubernetes test bed: set FATHOM_TEST_K8S=1 (a fresh machine builds Kubernetes once, "
                               "6 to 12 minutes)"),
     pytest.mark.skipif(k8sbed.available() is not None, reason=f"Kubernetes test bed: {k8sbed.available()}"),

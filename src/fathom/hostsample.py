@@ -324,11 +324,13 @@ def interval_samples(stream: HostStream) -> list[dict[str, Any]]:
                         "host": host})
         c = host_cpu(a, b)
         if c["cpu_pct"] is not None:
-            net = _net(a, b, dt)
-            out.append({"ts": b["ts"], "source": "host", "kind": "host", "pid": None, "cpu_pct": c["cpu_pct"],
-                        "cores": c["cores"], "ncpu": b.get("ncpu"), "rss_mib": (b["mem_total"] - b["mem_avail"]) / MIB,
-                        "mem_total_mib": b["mem_total"] / MIB, "dt": dt, "host": host,
-                        "net_rx_bytes_s": nic_total(net, "rx_bytes_s"), "net_tx_bytes_s": nic_total(net, "tx_bytes_s")})
+            rec = {"ts": b["ts"], "source": "host", "kind": "host", "pid": None, "cpu_pct": c["cpu_pct"],
+                   "cores": c["cores"], "ncpu": b.get("ncpu"), "rss_mib": (b["mem_total"] - b["mem_avail"]) / MIB,
+                   "mem_total_mib": b["mem_total"] / MIB, "dt": dt, "host": host}
+            if "net" in a and "net" in b:  # none from a source that cannot see the host's NICs: no figure, not 0
+                net = _net(a, b, dt)
+                rec.update(net_rx_bytes_s=nic_total(net, "rx_bytes_s"), net_tx_bytes_s=nic_total(net, "tx_bytes_s"))
+            out.append(rec)
     return out
 
 

@@ -309,19 +309,26 @@ class DaemonSetServers(SampledHosts):
 
         async def again(h: PodSampler) -> None:
             h.forget()
-            pods = await self.api.core().list_namespaced_pod(  # type: ignore[union-attr]
-                self.k8s.namespace, label_selector=f"{LABEL_RUN}={_dns(self.run)}",
-                field_selector=f"spec.nodeName={h.node.name}")
-            live = [p.metadata.name for p in pods.items
-                    if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
-            if not live:
-                raise K8sError(f"no running pod of {self.what} on node {h.node.name}")
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.k8s.ready_timeout_s
+            while True:  # a deleted pod's replacement takes the controller and the kubelet a few seconds
+                pods = await self.api.core().list_namespaced_pod(  # type: ignore[union-attr]
+                    self.k8s.namespace, label_selector=f"{LABEL_RUN}={_dns(self.run)}",
+                    field_selector=f"spec.nodeName={h.node.name}")
+                live = [p.metadata.name for p in pods.items
+                        if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
+                if live:
+                    break
+                if loop.time() > deadline:
+                    raise K8sError(f"no running pod of {self.what} on node {h.node.name} after "
+                                   f"{self.k8s.ready_timeout_s:g} s")
+                await asyncio.sleep(0.25)
             h.name, h.pod = live[0], PodHost(h.pod.api, self.k8s.namespace, live[0], live[0], h.path)
             await self._ready(h)
 
         async def each() -> list[Any]:
-            return await asyncio.gather(*(asyncio.wait_for(again(h), 30 + 2 * self.spec.interval_s) for h in gone),
-                                        return_exceptions=True)
+            limit = self.k8s.ready_timeout_s + 30 + 2 * self.spec.interval_s  # the pod, then the sampler's start
+            return await asyncio.gather(*(asyncio.wait_for(again(h), limit) for h in gone), return_exceptions=True)
 
         for h, r in zip(gone, LOOP.run(each())):
             self.reached_again(h, r if isinstance(r, BaseException) else None,
