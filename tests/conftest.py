@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,6 +176,28 @@ def shared_rgw_cluster4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lo
         _STOP_AFTER_LAST_USE["shared_rgw_cluster4"] = stack
         yield stack.enter_context(rgw_cluster4(tmp_path_factory, "ceph-rgw4"))
         _STOP_AFTER_LAST_USE.pop("shared_rgw_cluster4", None)
+
+
+@pytest.fixture(scope="session")
+def k8s_bed() -> Iterator:
+    """The Kubernetes test bed (tests/k8sbed.py) shared by test_k8s and test_k8s_sampler, stopped after the last
+    test that takes it (test_k8sbed starts and stops beds of its own after it)."""
+    import k8sbed
+
+    k8sbed.ensure_built()
+    with ExitStack() as stack:
+        _STOP_AFTER_LAST_USE["k8s_bed"] = stack
+        yield stack.enter_context(k8sbed.K8sBed())
+        _STOP_AFTER_LAST_USE.pop("k8s_bed", None)
+
+
+@pytest.fixture(scope="session")
+def k8s_cluster(k8s_bed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    """A one-OSD cluster bound to the bed's node address (the pods reach it), shared as the bed is."""
+    with ExitStack() as stack:
+        _STOP_AFTER_LAST_USE["k8s_cluster"] = stack
+        yield stack.enter_context(bound_cluster(tmp_path_factory, "k8s", k8s_bed.node_ip))
+        _STOP_AFTER_LAST_USE.pop("k8s_cluster", None)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import k8sbed
 import pytest
-from conftest import FATHOM, bound_cluster, run_fathom
+from conftest import FATHOM, run_fathom
 
 from fathom import hdr, netns
 from fathom.cluster.local import LocalCluster
@@ -47,10 +47,8 @@ workloads: [{{name: w, rw: write}}]
 
 
 @pytest.fixture(scope="module")
-def bed():
-    k8sbed.ensure_built()
-    with k8sbed.K8sBed() as b:
-        yield b
+def bed(k8s_bed):
+    return k8s_bed
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +59,8 @@ def image(bed) -> str:
 
 
 @pytest.fixture(scope="module")
-def pod_cluster(bed, tmp_path_factory):
-    with bound_cluster(tmp_path_factory, "pods", bed.node_ip) as c:
-        yield c
+def pod_cluster(k8s_cluster):
+    return k8s_cluster
 
 
 def _k8s(bed, image: str, *more: str) -> list[str]:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 
 import k8sbed
@@ -118,23 +117,15 @@ def test_server_k8s_options(tmp_path):
 
 # ---- on the bed ---------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def bed_cluster(tmp_path_factory):
+def bed_cluster(k8s_bed, k8s_cluster, tmp_path_factory):
     """The bed, a one-OSD cluster bound to its node address (the pods reach it), the sampler's image imported."""
-    k8sbed.ensure_built()
     out = tmp_path_factory.mktemp("img")
     tree = k8sbed.busybox_tree()
     tree["usr/bin/fathom-sampler"] = servers.sampler_path()
     image = "localhost/fathom-sampler-test:1"
     k8sbed.write_image(out / "sampler.tar", image, tree, ["/bin/sh"])
-    with k8sbed.K8sBed() as bed:
-        bed.import_image(out / "sampler.tar")
-        c = LocalCluster(tmp_path_factory.mktemp("k8s-sampler") / "cluster",
-                         progress=lambda m: print(m, file=sys.stderr))
-        c.up(osds=1, osd_size=2 * 1024**3, objectstore="memstore", bind=bed.node_ip)
-        try:
-            yield bed, c, image
-        finally:
-            c.down()
+    k8s_bed.import_image(out / "sampler.tar")
+    return k8s_bed, k8s_cluster, image
 
 
 def _left(bed: k8sbed.K8sBed, run: str) -> str:
