@@ -680,10 +680,9 @@ impl S3 {
         Ok(s)
     }
 
-    /// A setup or finishing request (bucket, metadata). RGW answers 503 while its request throttle is full, and
-    /// for a moment after a point's last op (the server counts a request until it has logged it): such a request
-    /// is sent again, after 20 ms doubling to 1 s, until `meta_timeout`; the last answer stands. Counted
-    /// (`summary.s3.setup_503s`); never an op of the point.
+    /// A setup or finishing request (bucket, metadata). RGW answers 503 while its request throttle is full, also
+    /// just after a point's last op, on a loaded host: such a request is sent again, after 20 ms doubling to 1 s,
+    /// until `meta_timeout`; the last answer stands. Counted (`summary.s3.setup_503s`); never an op of the point.
     fn call(&self, method: Method, path: String, query: String, body: Bytes) -> Result<http::Response, Fatal> {
         let what = format!("{method} {path}");
         let deadline = std::time::Instant::now() + self.meta_timeout;

@@ -310,8 +310,11 @@ class DaemonSetServers(SampledHosts):
         async def again(h: PodSampler) -> None:
             h.forget()
             loop = asyncio.get_running_loop()
-            deadline = loop.time() + self.k8s.ready_timeout_s
-            while True:  # a deleted pod's replacement takes the controller and the kubelet a few seconds
+            # a deleted pod's replacement takes the controller and the kubelet a few seconds: waited for; a node
+            # that did not come back before the last point (gone) is asked once, not waited for before each point
+            wait_s = 0.0 if h.reconnect_error else self.k8s.ready_timeout_s
+            deadline = loop.time() + wait_s
+            while True:
                 pods = await self.api.core().list_namespaced_pod(  # type: ignore[union-attr]
                     self.k8s.namespace, label_selector=f"{LABEL_RUN}={_dns(self.run)}",
                     field_selector=f"spec.nodeName={h.node.name}")
@@ -320,8 +323,8 @@ class DaemonSetServers(SampledHosts):
                 if live:
                     break
                 if loop.time() > deadline:
-                    raise K8sError(f"no running pod of {self.what} on node {h.node.name} after "
-                                   f"{self.k8s.ready_timeout_s:g} s")
+                    raise K8sError(f"no running pod of {self.what} on node {h.node.name}"
+                                   + (f" after {wait_s:g} s" if wait_s else ""))
                 await asyncio.sleep(0.25)
             h.name, h.pod = live[0], PodHost(h.pod.api, self.k8s.namespace, live[0], live[0], h.path)
             await self._ready(h)
