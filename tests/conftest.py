@@ -147,6 +147,9 @@ def rgw_cluster4(tmp_path_factory: pytest.TempPathFactory, name: str) -> Iterato
 
 
 _STOP_AFTER_LAST_USE: dict[str, ExitStack] = {}
+# the mgr's prometheus module collecting every 5 s and the daemons reporting every 2 s (defaults 15 s and 5 s), for
+# tests that wait for a fresh collection: each wait is up to one of each, never for a count it would miss
+QUICK_MGR_STATS = (("mgr/prometheus/scrape_interval", "5"), ("mgr_stats_period", "2"))
 # the Kubernetes test bed's modules run last: a fresh machine builds the bed's binaries meanwhile (scripts/test.sh)
 BED_LAST = ("test_k8sbed.py", "test_k8s.py", "test_k8s_sampler.py")
 
@@ -168,14 +171,19 @@ def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None) -> 
         _STOP_AFTER_LAST_USE.pop(name).close()
 
 
+def _until_last_use(fixture: str, cm: Any) -> Iterator[Any]:
+    """A session fixture's body: what `cm` gives, ended after the last test that takes `fixture`."""
+    with ExitStack() as stack:
+        _STOP_AFTER_LAST_USE[fixture] = stack
+        yield stack.enter_context(cm)
+        _STOP_AFTER_LAST_USE.pop(fixture, None)
+
+
 @pytest.fixture(scope="session")
 def shared_rgw_cluster4(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """rgw_cluster4 shared by test_rgw_prep and test_rgw_suite, stopped after the last test that takes it. Each
     test removes what it made, and checks that it did (the suite test compares with what it found)."""
-    with ExitStack() as stack:
-        _STOP_AFTER_LAST_USE["shared_rgw_cluster4"] = stack
-        yield stack.enter_context(rgw_cluster4(tmp_path_factory, "ceph-rgw4"))
-        _STOP_AFTER_LAST_USE.pop("shared_rgw_cluster4", None)
+    yield from _until_last_use("shared_rgw_cluster4", rgw_cluster4(tmp_path_factory, "ceph-rgw4"))
 
 
 @pytest.fixture(scope="session")
@@ -185,19 +193,13 @@ def k8s_bed() -> Iterator:
     import k8sbed
 
     k8sbed.ensure_built()
-    with ExitStack() as stack:
-        _STOP_AFTER_LAST_USE["k8s_bed"] = stack
-        yield stack.enter_context(k8sbed.K8sBed())
-        _STOP_AFTER_LAST_USE.pop("k8s_bed", None)
+    yield from _until_last_use("k8s_bed", k8sbed.K8sBed())
 
 
 @pytest.fixture(scope="session")
 def k8s_cluster(k8s_bed: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """A one-OSD cluster bound to the bed's node address (the pods reach it), shared as the bed is."""
-    with ExitStack() as stack:
-        _STOP_AFTER_LAST_USE["k8s_cluster"] = stack
-        yield stack.enter_context(bound_cluster(tmp_path_factory, "k8s", k8s_bed.node_ip))
-        _STOP_AFTER_LAST_USE.pop("k8s_cluster", None)
+    yield from _until_last_use("k8s_cluster", bound_cluster(tmp_path_factory, "k8s", k8s_bed.node_ip))
 
 
 @pytest.fixture(scope="session")
@@ -243,7 +245,7 @@ def rados_pool(ceph: Ceph) -> str:
     return name
 
 
-def _wants(request: pytest.FixtureRequest, fixture: str) -> bool:
+def session_wants(request: pytest.FixtureRequest, fixture: str) -> bool:
     """Does any test collected in this session take `fixture`?"""
     return any(fixture in getattr(item, "fixturenames", ()) for item in request.session.items)
 
@@ -267,7 +269,7 @@ def quick_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     env = {k: v for k, v in os.environ.items() if k not in ("CEPH_CONF", "CEPH_ARGS")}  # no cluster to attach
     argv = {"oc": [FATHOM, "run", "osd-classic", "--quick", "--db", str(db), "--name", "oc"]}
     reef_skip = None
-    if _wants(request, "quick_reef_run"):
+    if session_wants(request, "quick_reef_run"):
         try:
             rootfs.build("reef", progress=lambda m: print(m, file=sys.stderr))
             argv["oc-reef"] = [*argv["oc"][:-1], "oc-reef", "--ceph", "reef"]

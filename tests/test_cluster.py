@@ -17,7 +17,7 @@ from fathom.cluster.local import LocalCluster, free_port, pid_alive
 from fathom.cluster.prep import Prep
 from fathom.errors import ClusterError, FathomError, UsageError
 
-from conftest import run_fathom
+from conftest import run_fathom, session_wants
 
 
 def _status(d: Path) -> dict:
@@ -215,7 +215,7 @@ def ec_cluster(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(scope="module", autouse=True)
 def _ec_cluster_starts_with_the_module(request) -> None:
-    if any(it.name == "test_ec_pool_backs_an_rbd_image" for it in request.session.items):
+    if session_wants(request, "ec_cluster"):
         request.getfixturevalue("ec_cluster")
 
 

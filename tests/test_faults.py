@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import FATHOM, run_fathom
+from conftest import FATHOM, run_fathom, session_wants
 from test_run import attach, env_without_ceph
 
 from fathom.cluster.local import LocalCluster
@@ -77,7 +77,7 @@ def _faults_run_starts_with_the_module(request):
     last): its cluster is its own, its points are time based, and what its test asserts (events, pids,
     orderings, generous bounds) never depends on how fast the machine is; the others' runs are on the session
     cluster, asserted the same way."""
-    if any(it.name == "test_kill_restart_and_pause_on_schedule" for it in request.session.items):
+    if session_wants(request, "faults_run"):
         request.getfixturevalue("faults_run")
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import QUICK_MGR_STATS
 
 from fathom import mgrprom, telemetry
 from fathom.analysis import reconcile
@@ -301,13 +302,12 @@ def quick_mgr_stats(ceph: Ceph):
     """The session cluster's mgr collects every 5 s and its daemons report every 2 s (defaults 15 s and 5 s), for
     the test: each wait for a fresh collection waits up to one of each, never for a count it would miss. Removed
     again after it (the test compares the module's options with what it found, these among them)."""
-    opts = (("mgr/prometheus/scrape_interval", "5"), ("mgr_stats_period", "2"))
-    for opt, value in opts:
+    for opt, value in QUICK_MGR_STATS:
         ceph.ceph("config", "set", "mgr", opt, value, fmt_json=False)
     try:
         yield
     finally:
-        for opt, _ in opts:
+        for opt, _ in QUICK_MGR_STATS:
             ceph.ceph("config", "rm", "mgr", opt, fmt_json=False)
 
 

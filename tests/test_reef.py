@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import run_fathom
+from conftest import QUICK_MGR_STATS, run_fathom
 
 from fathom import netns
 from fathom.cluster import cephsrc, rootfs
@@ -57,9 +57,8 @@ def reef(request, tmp_path_factory):
              settings={"osd": {"osd_memory_target": "939524096"}})
         pids = [dm.pid for dm in c.daemons() if dm.pid] + [(c.state() or {})["holder"]["pid"]]
         try:
-            # the mgr's prometheus module collects every 5 s and the daemons report every 2 s (defaults 15 s and
-            # 5 s): each of a point's two settled reads waits up to one of each, never for a count it would miss
-            for opt, value in (("mgr/prometheus/scrape_interval", "5"), ("mgr_stats_period", "2")):
+            # each of a point's two settled reads of the module waits up to one collection and one report
+            for opt, value in QUICK_MGR_STATS:
                 c.ceph().ceph("config", "set", "mgr", opt, value, fmt_json=False)
             yield tb, c, rootfs.RELEASES[request.param]
         finally:

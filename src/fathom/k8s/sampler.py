@@ -34,9 +34,7 @@ from fathom.cluster.journal import K8S_KIND, Entry, Journal
 from fathom.engines.k8s import IDLE, LABEL_RUN, Api, K8sError, PodHost
 from fathom.engines.ssh import LOOP, raise_any
 from fathom.errors import UsageError
-from fathom.k8s import journaled
-from fathom.k8s import objects
-from fathom.k8s.objects import dns as _dns
+from fathom.k8s import journaled, objects
 from fathom.servers.attribution import match_host
 from fathom.servers.sampled import SampledHosts
 from fathom.servers.spec import KubernetesServers, ServersSpec, sampler_path
@@ -62,7 +60,7 @@ def labels(run: str) -> dict[str, str]:
 
 
 def daemonset_name(run: str) -> str:
-    return f"{APP}-{_dns(run)}"[:63].rstrip("-")
+    return f"{APP}-{objects.dns(run)}"[:63].rstrip("-")
 
 
 def node_host(node: Node, placed: dict[str, list[ClusterDaemon]], node_hosts: dict[str, str]) -> str | None:
@@ -265,21 +263,26 @@ class DaemonSetServers(SampledHosts):
                                             if a.type in ("InternalIP", "ExternalIP")))
                 for n in got.items]
 
-    async def _running(self, want: int | None) -> list[tuple[str, str]]:
-        """(pod, node) of each of the DaemonSet's pods once all run (as many as `want`, else as many as it
-        schedules); K8sError naming a pod's problem (the image not on the node, ...) or why pods wait."""
+    async def _running(self, want: int | None, node: str | None = None,
+                       wait_s: float | None = None) -> list[tuple[str, str]]:
+        """(pod, node) of each of the DaemonSet's pods (on `node` only, if named) once all run (as many as `want`,
+        else as many as it schedules), waiting up to `wait_s` (default: ready_timeout_s); K8sError naming a pod's
+        problem (the image not on the node, ...) or why pods wait."""
         from kubernetes_asyncio import client
 
         assert self.api is not None
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.k8s.ready_timeout_s
+        wait_s = self.k8s.ready_timeout_s if wait_s is None else wait_s
+        deadline = loop.time() + wait_s
         sel = ",".join(f"{k}={v}" for k, v in labels(self.run).items())
+        on_node = {"field_selector": f"spec.nodeName={node}"} if node is not None else {}
         apps = client.AppsV1Api(self.api.rest)
         while True:
             ds = await apps.read_namespaced_daemon_set(self.name, self.k8s.namespace)
             n = want if want is not None else (ds.status.desired_number_scheduled
                                                if (ds.status.observed_generation or 0) >= 1 else None)
-            pods = (await self.api.core().list_namespaced_pod(self.k8s.namespace, label_selector=sel)).items
+            pods = (await self.api.core().list_namespaced_pod(self.k8s.namespace, label_selector=sel,
+                                                              **on_node)).items
             running = [(p.metadata.name, p.spec.node_name) for p in pods
                        if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
             if n is not None and len(running) >= n > 0:
@@ -295,8 +298,9 @@ class DaemonSetServers(SampledHosts):
             if loop.time() > deadline:
                 why = [f"{p.metadata.name}: {c.reason}: {c.message}" for p in pods
                        for c in p.status.conditions or [] if c.status == "False" and c.message]
-                raise K8sError(f"{self.what}: {len(running)} of {n if n is not None else '?'} pod(s) running after "
-                               f"{self.k8s.ready_timeout_s:g} s" + (f" ({'; '.join(why)[:500]})" if why else ""),
+                raise K8sError(f"{self.what}: {len(running)} of {n if n is not None else '?'} pod(s) running"
+                               + (f" on node {node}" if node is not None else "") + f" after {wait_s:g} s"
+                               + (f" ({'; '.join(why)[:500]})" if why else ""),
                                hint="see `kubectl describe daemonset` in the namespace: taints (tolerations:), "
                                     "node selector, resources")
             await asyncio.sleep(0.25)
@@ -309,24 +313,10 @@ class DaemonSetServers(SampledHosts):
 
         async def again(h: PodSampler) -> None:
             h.forget()
-            loop = asyncio.get_running_loop()
             # a deleted pod's replacement takes the controller and the kubelet a few seconds: waited for; a node
             # that did not come back before the last point (gone) is asked once, not waited for before each point
-            wait_s = 0.0 if h.reconnect_error else self.k8s.ready_timeout_s
-            deadline = loop.time() + wait_s
-            while True:
-                pods = await self.api.core().list_namespaced_pod(  # type: ignore[union-attr]
-                    self.k8s.namespace, label_selector=f"{LABEL_RUN}={_dns(self.run)}",
-                    field_selector=f"spec.nodeName={h.node.name}")
-                live = [p.metadata.name for p in pods.items
-                        if p.status.phase == "Running" and p.metadata.deletion_timestamp is None]
-                if live:
-                    break
-                if loop.time() > deadline:
-                    raise K8sError(f"no running pod of {self.what} on node {h.node.name}"
-                                   + (f" after {wait_s:g} s" if wait_s else ""))
-                await asyncio.sleep(0.25)
-            h.name, h.pod = live[0], PodHost(h.pod.api, self.k8s.namespace, live[0], live[0], h.path)
+            pod = (await self._running(1, node=h.node.name, wait_s=0.0 if h.reconnect_error else None))[0][0]
+            h.name, h.pod = pod, PodHost(h.pod.api, self.k8s.namespace, pod, pod, h.path)
             await self._ready(h)
 
         async def each() -> list[Any]:
