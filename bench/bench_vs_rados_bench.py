@@ -229,7 +229,7 @@ def main() -> int:
         subprocess.run([str(REPO / ".venv" / "bin" / "python"), "-m", "compileall", "-q", str(REPO / "src" / "fathom")],
                        env=env, check=True, capture_output=True)
         db = str(tmp / "results.db")
-        from fathom.engines.fathom_engine import engine_path
+        from fathom.binaries import engine_path
 
         eng = str(engine_path())
         facts = {"engine": subprocess.run([eng, "--version"], capture_output=True, text=True).stdout.strip(),

@@ -40,7 +40,7 @@ from fathom.cluster.local import LocalCluster  # noqa: E402
 from fathom import engine_spec as es  # noqa: E402
 from fathom.interfaces.rados import Rados  # noqa: E402
 from fathom.interfaces.rbd import Rbd  # noqa: E402
-from fathom.engines import fathom_engine as fe  # noqa: E402
+from fathom import binaries  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "engine-vs-peers.json"
 HISTORY = REPO / "bench" / "results" / "engine-vs-peers-history.json"
@@ -86,7 +86,7 @@ class Bench:
         self.env = self.conn.env()
         self.fio_conf = cluster.root / "fio-client.conf"
         self.fio_conf.write_text(Path(self.conn.conf).read_text() + "\n[client]\nrbd_cache = false\n")
-        self.engine = str(fe.engine_path())
+        self.engine = str(binaries.engine_path())
         self.n = 0
 
     def tool(self, *argv: str) -> str:

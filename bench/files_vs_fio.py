@@ -43,7 +43,7 @@ from engine_vs_peers import alternate, case_row, wait4  # noqa: E402
 from fathom import engine_spec as es  # noqa: E402
 from fathom.cluster import mounts  # noqa: E402
 from fathom.cluster.local import LocalCluster  # noqa: E402
-from fathom.engines import fathom_engine as fe  # noqa: E402
+from fathom import binaries  # noqa: E402
 from fathom.interfaces.posix import Posix  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "files-vs-fio.json"
@@ -57,7 +57,7 @@ class Bench:
         self.file = path / "bench.file"
         self.duration = duration
         self.fuse = fuse
-        self.engine = str(fe.engine_path())
+        self.engine = str(binaries.engine_path())
 
     def lay_out(self) -> None:
         """Write the file once (fio's layout), so reads hit written blocks and writes overwrite."""

@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
 from docsection import update_docs  # noqa: E402
 
-from fathom.store import Store  # noqa: E402
+from fathom.results.store import Store  # noqa: E402
 
 FATHOM = str(REPO / ".venv" / "bin" / "fathom")
 WORKLOADS = 10

@@ -6,7 +6,7 @@
                                                [--json bench/results/hosts-scale.json] [--docs docs/benchmarks.md]
 
 Client hosts are network namespaces on a bridge, each with its own sshd
-(fathom.netns; needs root). The engines run the null target (no cluster, no I/O;
+(fathom.hosts.netns; needs root). The engines run the null target (no cluster, no I/O;
 each op completes `delay_us` after it was issued, so 64 engines do not saturate
 the 2 cores the orchestrator is measured on), one point of `--seconds`, started
 together over SSH exactly as `fathom run` starts a many-host point
@@ -18,7 +18,7 @@ Measured:
   connections' crypto, record parsing, the live merge) from the first merged
   interval to the last, as % of one core, and per engine;
 - merge_s: the exact merge of the whole point after it ran, engines x intervals
-  records aligned by index with their histograms added (fathom.merge);
+  records aligned by index with their histograms added (fathom.results.merge);
 - with --server-hosts: that many more namespace hosts sampled over SSH for the whole point as `fathom run
   --server-host` samples a cluster's hosts (fathom.servers: fathom-sampler uploaded, clocks, one stream
   per host read on the orchestrator's loop), with --daemons stand-in `ceph-osd -i N` processes on the
@@ -45,12 +45,14 @@ from docsection import update_docs  # noqa: E402
 
 import subprocess  # noqa: E402
 
-from fathom import merge, netns, servers  # noqa: E402
+from fathom.results import merge
+from fathom.hosts import netns
+from fathom import servers
 from fathom.engine_spec import Control, EngineSpec, Load  # noqa: E402
 from fathom.engines import group as group_mod  # noqa: E402
 from fathom.engines.clients import Clients, _result  # noqa: E402
 from fathom.engines.fathom_engine import check_engine  # noqa: E402
-from fathom.hosts import ClientHost, ClientsSpec  # noqa: E402
+from fathom.hosts.clients import ClientHost, ClientsSpec  # noqa: E402
 from fathom.interfaces.null import Null  # noqa: E402
 
 TITLE = "## Many client hosts: what the orchestrator costs"
@@ -197,7 +199,7 @@ def section(r: dict) -> str:
         "On real client hosts, with a few engines per host on their own cores, the skew is the clock offsets' "
         "error plus one wake-up. "
         "Merge: every interval index of every engine aligned on the common start, its histograms added "
-        "(fathom.hdr decodes each into one scratch array and adds the non-empty range, hdrh's C helpers). The "
+        "(fathom.results.hdr decodes each into one scratch array and adds the non-empty range, hdrh's C helpers). The "
         "live merge during the point does the same work once per second and is inside the CPU figure.", ""])
 
 

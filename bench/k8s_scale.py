@@ -14,7 +14,7 @@ the engine image imported into its containerd:
   the websockets' TLS, record parsing, the live merge) and the start skew across engines;
 - the time from `fathom run` (the process started) to the end of the first measured second (the first
   merged interval's time), for a null suite of `--pods` engines, from pods (`--k8s-pods N`: pods made,
-  engines checked, started) and over SSH (4 network-namespace hosts x N/4 engines, fathom.netns: connect,
+  engines checked, started) and over SSH (4 network-namespace hosts x N/4 engines, fathom.hosts.netns: connect,
   upload, start), run alternately, the order swapped each round.
 The API server, kubelet, containerd and the engines share this machine's cores with fathom.
 """
@@ -39,12 +39,12 @@ import k8sbed  # noqa: E402
 from docsection import update_docs  # noqa: E402
 from hosts_scale import point  # noqa: E402
 
-from fathom import netns  # noqa: E402
+from fathom.hosts import netns  # noqa: E402
 from fathom.engines.clients import Clients  # noqa: E402
 from fathom.engines.fathom_engine import check_engine  # noqa: E402
-from fathom.engines.transport import OpenContext  # noqa: E402
-from fathom.hosts import ClientsSpec  # noqa: E402
-from fathom.store import Store  # noqa: E402
+from fathom.hosts.transport import OpenContext  # noqa: E402
+from fathom.hosts.clients import ClientsSpec  # noqa: E402
+from fathom.results.store import Store  # noqa: E402
 
 TITLE = "## Engines in Kubernetes pods"
 FATHOM = str(REPO / ".venv" / "bin" / "fathom")

@@ -32,9 +32,9 @@ sys.path.insert(0, str(REPO / "src"))
 from docsection import update_docs  # noqa: E402  (bench/ is on sys.path: the script runs from it)
 from fathom.cluster.local import LocalCluster  # noqa: E402
 from fathom.engine_spec import EngineSpec, Load  # noqa: E402
-from fathom.engines import fathom_engine as fe  # noqa: E402
+from fathom import binaries  # noqa: E402
 from fathom.interfaces.s3 import S3, Mix  # noqa: E402
-from fathom.telemetry import proc_sample  # noqa: E402
+from fathom.servers.telemetry import proc_sample  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "s3-memory.json"
 SECTION = "## fathom-engine memory over a long S3 run"
@@ -56,7 +56,7 @@ def run(keys_file: str, slots: int, seconds: int) -> tuple[dict, list[list[float
                 prefix="memory", object_size=OBJECT, objects=OBJECTS)
     spec = EngineSpec(target=target, load=Load(iodepth=slots, duration_s=seconds)).to_json()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        p = subprocess.Popen([str(fe.engine_path())], stdin=subprocess.PIPE, stdout=out, stderr=err)
+        p = subprocess.Popen([str(binaries.engine_path())], stdin=subprocess.PIPE, stdout=out, stderr=err)
         assert p.stdin is not None
         p.stdin.write(json.dumps(spec).encode())
         p.stdin.close()

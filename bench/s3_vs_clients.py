@@ -40,7 +40,7 @@ from docsection import update_docs  # noqa: E402  (bench/ is on sys.path: the sc
 from engine_vs_peers import wait4  # noqa: E402
 from fathom.cluster.local import LocalCluster  # noqa: E402
 from fathom.engine_spec import EngineSpec, Load  # noqa: E402
-from fathom.engines import fathom_engine as fe  # noqa: E402
+from fathom import binaries  # noqa: E402
 from fathom.interfaces.s3 import S3  # noqa: E402
 
 RESULTS = REPO / "bench" / "results" / "s3-vs-clients.json"
@@ -78,7 +78,7 @@ class Bench:
         self.peer = str(peer)
         self.duration = duration
         self.env = dict(os.environ)
-        self.engine = str(fe.engine_path())
+        self.engine = str(binaries.engine_path())
 
     @staticmethod
     def limit(duration: int | None) -> float:

@@ -53,9 +53,9 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from fathom import probes  # noqa: E402
+from fathom.run import probes  # noqa: E402
 from fathom.analysis import slo  # noqa: E402
-from fathom.store import Store  # noqa: E402
+from fathom.results.store import Store  # noqa: E402
 from docsection import update_docs  # noqa: E402  (bench/ is on sys.path: the script runs from it)
 
 FATHOM = str(REPO / ".venv" / "bin" / "fathom")

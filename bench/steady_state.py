@@ -49,8 +49,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from fathom import hdr, spec, steady  # noqa: E402
-from fathom.store import Store  # noqa: E402
+from fathom.results import hdr  # noqa: E402
+from fathom.results import series as rseries  # noqa: E402
+from fathom.suite import spec, steady  # noqa: E402
+from fathom.results.store import Store  # noqa: E402
 from fathom.units import format_size, parse_size  # noqa: E402
 from docsection import update_docs  # noqa: E402  (bench/ is on sys.path: the script runs from it)
 
@@ -136,7 +138,7 @@ def replay(intervals: list[dict[str, Any]], crit: steady.Criteria) -> tuple[floa
     (measured s at the stop, IOPS and mean latency ms up to it), all None when it never settles.
     Against the fixed point's whole figures this is the criteria's own error, free of the drift
     between two runs of the same point."""
-    series = steady.merge_intervals(steady.by_engine(intervals))
+    series = rseries.merged_series(rseries.by_engine(intervals))
     v = steady.first_steady(series, crit)
     if v is None or v.at_s is None:
         return None, None, None
@@ -179,7 +181,7 @@ def replay_grid(db: Path, top: int = 8) -> str:
 
 def window_means(intervals: list[dict[str, Any]], window_s: float) -> tuple[list[float], float]:
     """A point's consecutive whole windows' mean ops/s, and its whole mean."""
-    series = steady.merge_intervals(steady.by_engine(intervals))
+    series = rseries.merged_series(rseries.by_engine(intervals))
     n = max(1, round(window_s))
     means = []
     for i in range(0, len(series) - n + 1, n):  # whole windows only
@@ -313,7 +315,7 @@ def markdown(doc: dict[str, Any], rows: list[dict[str, Any]], args: argparse.Nam
 
 
 def facts() -> dict[str, Any]:
-    from fathom.engines.fathom_engine import engine_path
+    from fathom.binaries import engine_path
 
     def out(argv: list[str]) -> str:
         try:

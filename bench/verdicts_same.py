@@ -27,7 +27,7 @@ from docsection import update_docs  # noqa: E402
 
 from fathom.analysis.compare import compare  # noqa: E402
 from fathom.analysis.data import RunData, load_run  # noqa: E402
-from fathom.store import Store  # noqa: E402
+from fathom.results.store import Store  # noqa: E402
 
 FATHOM = str(REPO / ".venv" / "bin" / "fathom")
 HEADING = "## One-trial verdicts on identical runs (`fathom compare`)"

@@ -41,7 +41,7 @@ def kill_after_first_point(argv: list[str], db: Path, limit_s: float = 300) -> s
     import signal
     import time
 
-    from fathom.store import Store
+    from fathom.results.store import Store
 
     proc = subprocess.Popen([FATHOM, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             stdin=subprocess.DEVNULL)
@@ -205,7 +205,7 @@ def k8s_cluster(k8s_bed: Any, tmp_path_factory: pytest.TempPathFactory) -> Itera
 @pytest.fixture(scope="session")
 def engine_ready() -> Path:
     """The fathom-engine binary. `make test` builds it, so a missing one is a failure, never a skip."""
-    from fathom.engines.fathom_engine import engine_path
+    from fathom.binaries import engine_path
 
     return engine_path()
 

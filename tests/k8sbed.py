@@ -1,7 +1,7 @@
 """A real single-node Kubernetes on this host, for tests: etcd, kube-apiserver, controller-manager, scheduler,
 containerd + runc, kubelet. Nothing is mocked and nothing is pulled: the binaries come from the user's cache
 (scripts/k8s-build.sh builds them once from the Go module proxy), the images are written here as OCI archives
-(fathom.k8s.image).
+(fathom.hosts.k8s.image).
 
     with K8sBed() as bed:               # needs root, the binaries (built when missing) and Debian's containerd
         bed.kubeconfig                   # admin kubeconfig (client certificate)
@@ -41,8 +41,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fathom.k8s import image
-from fathom.k8s.image import busybox_tree, write_image
+from fathom.hosts.k8s import image
+from fathom.hosts.k8s.image import busybox_tree, write_image
 
 K8S_VERSION = "1.34.4"
 COMPONENTS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl", "etcd", "pause")
@@ -101,7 +101,7 @@ def ensure_built(say: Any = print) -> Path:
     return bin_dir()
 
 
-# ---- images: single-layer OCI archives (fathom.k8s.image), no registry ------------------------------
+# ---- images: single-layer OCI archives (fathom.hosts.k8s.image), no registry ------------------------------
 def engine_image(engine: Path, out_dir: Path) -> tuple[Path, str]:
     """fathom's engine image for `engine` (`fathom k8s image`): its archive in out_dir, made once per engine
     build, and its name."""

@@ -15,8 +15,8 @@ import sys
 import time
 from pathlib import Path
 
-from fathom import hdr
-from fathom.store import Store
+from fathom.results import hdr
+from fathom.results.store import Store
 
 HOSTS = ("client-a", "client-b")
 INSTANCES = 2

@@ -9,8 +9,8 @@ import pytest
 
 from fathom.analysis import anomalies as anom
 from fathom.analysis.data import assign_levels, load_run
-from fathom.importers import import_table
-from fathom.store import Store
+from fathom.results.importers import import_table
+from fathom.results.store import Store
 
 DATA = Path(__file__).parent / "data"
 

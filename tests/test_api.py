@@ -23,7 +23,7 @@ from conftest import FATHOM, REPO, export_table, run_fathom
 
 import fathom
 from fathom.errors import FathomError
-from fathom.store import Store
+from fathom.results.store import Store
 
 SUITE = """\
 name: api-null
@@ -166,7 +166,7 @@ def test_compare_and_slo_frames(db):
 
 WRITER = """
 import sys, time
-from fathom.store import Store
+from fathom.results.store import Store
 db, n = sys.argv[1], int(sys.argv[2])
 with Store(db, busy_timeout_s=0.5) as st:  # held up longer than 0.5 s: StoreBusyError, a non-zero exit
     run = st.create_run("w", kind="bench")

@@ -258,7 +258,7 @@ def test_rbd_specs():
 
 
 def test_rados_latency_line_takes_min_from_interval_histograms():
-    from fathom import hdr
+    from fathom.results import hdr
 
     tab = fmt.RadosTable("write")
     out = tab.start()
@@ -332,7 +332,7 @@ def test_s3_endpoint_keys_and_ca_resolution(tmp_path, monkeypatch):
 
 
 def test_rgw_counters_reconcile_every_request():
-    from fathom.analysis import reconcile
+    from fathom.interfaces import reconcile
 
     before = {"rgw": {"req": 10, "failed_req": 0, "get": 5, "get_b": 500, "put": 3, "put_b": 300,
                       "get_initial_lat": {"avgcount": 5, "sum": 0.1}, "qlen": 0}}
@@ -397,7 +397,7 @@ def test_per_host_lines_flag_a_slow_and_a_lost_host():
 
 
 def test_s3_summary_adds_p99_with_errors_and_the_drain_note():
-    from fathom import hdr
+    from fathom.results import hdr
 
     def hist(values):
         h = hdr.new()

@@ -193,7 +193,7 @@ def test_run_ceph_is_checked_before_anything_is_made(tmp_path):
                      "workloads: [{name: w, interface: null, runtime: 1s}]\n")
     p = run_fathom("run", str(suite), "--ceph", "reef", "--db", str(db))
     assert p.returncode == 2 and "--ceph picks the Ceph the disposable local cluster runs" in p.stderr, p.stderr
-    from fathom.store import Store
+    from fathom.results.store import Store
 
     assert not db.exists() or Store(db).runs() == []
 
@@ -201,7 +201,7 @@ def test_run_ceph_is_checked_before_anything_is_made(tmp_path):
 def test_run_ceph_names_the_source_on_the_suites_cluster(tmp_path):
     """An accepted --ceph is set on the loaded suite's (frozen) cluster, so the suite's own cluster starts from it;
     the suite as loaded before is left as it was."""
-    from fathom import spec
+    from fathom.suite import spec
 
     root = tmp_path / "root"
     (root / "usr/bin").mkdir(parents=True)

@@ -7,10 +7,14 @@ import importlib
 
 import pytest
 
-from fathom.cli.main import COMMAND_MODULES, build_parser, main
+from fathom.cli.main import COMMANDS, build_parser, main
+
+GROUPS: dict[str, tuple[str, ...]] = {}
+for _cmd, _mod in COMMANDS.modules.items():
+    GROUPS[_mod] = GROUPS.get(_mod, ()) + (_cmd,)
 
 
-@pytest.mark.parametrize("module, commands", list(COMMAND_MODULES.items()))
+@pytest.mark.parametrize("module, commands", list(GROUPS.items()))
 def test_each_module_registers_exactly_its_commands(module: str, commands: tuple[str, ...]) -> None:
     parser = argparse.ArgumentParser()
     sub = parser.add_subparsers(dest="command")
@@ -22,7 +26,7 @@ def test_one_command_builds_only_its_group_and_help_builds_all() -> None:
     sub = next(a for a in build_parser("bench")._actions if isinstance(a, argparse._SubParsersAction))
     assert set(sub.choices) == {"bench", "cleanup"}
     sub = next(a for a in build_parser(None)._actions if isinstance(a, argparse._SubParsersAction))
-    assert set(sub.choices) == {c for cmds in COMMAND_MODULES.values() for c in cmds}
+    assert set(sub.choices) == set(COMMANDS.names())
 
 
 def test_unknown_command_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:

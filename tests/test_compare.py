@@ -15,7 +15,7 @@ from conftest import run_fathom
 from fathom.analysis.compare import NO_VERDICT, compare, judge
 from fathom.analysis.data import load_run
 from fathom.analysis.stats import LogDiff
-from fathom.store import Store
+from fathom.results.store import Store
 
 DATA = Path(__file__).parent / "data"
 

@@ -22,7 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from fathom import hdr, merge
+from fathom.results import hdr, merge
+from fathom import binaries
 from fathom.engines import fathom_engine as fe
 from fathom.errors import FathomError
 
@@ -31,7 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def engine() -> Path:
-    return fe.engine_path()  # `make test` builds it; a missing binary fails here, it is never skipped
+    return binaries.engine_path()  # `make test` builds it; a missing binary fails here, it is never skipped
 
 
 def conn_spec(cluster, **kw) -> dict:
@@ -104,16 +105,16 @@ def test_invalid_spec_raises_fathom_error(engine):
 def test_engine_path_names_make_install(monkeypatch, tmp_path):
     monkeypatch.setenv("FATHOM_ENGINE", str(tmp_path / "nope"))
     with pytest.raises(FathomError) as ei:
-        fe.engine_path()
+        binaries.engine_path()
     assert "make install" in str(ei.value)
 
 
 def test_the_sampler_goes_with_its_engine(tmp_path):
     """This checkout's engine: the static sampler of its own target dir; an engine elsewhere: the one beside it."""
-    repo_engine = fe.REPO_SAMPLER.parents[2] / "release" / fe.BINARY
-    assert fe.sampler_beside(repo_engine) == fe.REPO_SAMPLER
-    assert fe.REPO_SAMPLER.parent.parent.name.endswith("-unknown-linux-musl")
-    assert fe.sampler_beside(tmp_path / "bin" / fe.BINARY) == tmp_path / "bin" / "fathom-sampler"
+    repo_engine = binaries.REPO_SAMPLER.parents[2] / "release" / binaries.BINARY
+    assert binaries.sampler_beside(repo_engine) == binaries.REPO_SAMPLER
+    assert binaries.REPO_SAMPLER.parent.parent.name.endswith("-unknown-linux-musl")
+    assert binaries.sampler_beside(tmp_path / "bin" / binaries.BINARY) == tmp_path / "bin" / "fathom-sampler"
 
 
 def test_engine_speaks_this_protocol(engine):

@@ -17,9 +17,10 @@ from pathlib import Path
 import pytest
 
 from fathom import engine_spec as es
-from fathom import interfaces, plan, spec
+from fathom import interfaces
+from fathom.suite import plan, spec
 from fathom.cluster.ceph import Connection
-from fathom.engines import PointContext
+from fathom.interfaces.base import PointContext
 from fathom.engines.fathom_engine import point_spec
 from fathom.interfaces.nfs import Nfs
 from fathom.interfaces.null import Null
@@ -111,7 +112,7 @@ def test_python_defaults_are_the_engines(engine_ready, tmp_path):
 
 
 def test_limits_agree_on_iodepth(engine_ready, tmp_path):
-    from fathom.workload import Workload
+    from fathom.suite.workload import Workload
 
     top = Workload.model_fields["iodepth"].metadata
     high = next(m.le for m in top if hasattr(m, "le"))

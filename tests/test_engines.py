@@ -12,8 +12,9 @@ from fathom import engines
 from fathom.cluster.ceph import Connection
 from fathom.engines import fathom_engine
 from fathom.engines import fio, rados_bench
-from fathom.engines.base import PointContext, last_json, run_child
-from fathom.model import base_metrics
+from fathom.interfaces.base import PointContext
+from fathom.engines.base import last_json, run_child
+from fathom.results.model import base_metrics
 
 
 def test_registry_has_the_three_engines():
@@ -98,7 +99,7 @@ def _num(v):
 
 
 def test_rados_bench_unsupported_explains():
-    from fathom import spec
+    from fathom.suite import spec
 
     text = ("name: x\nprep: {pools: [{name: b, application: rados}]}\n"
             "workloads: [{name: w, engine: rados-bench, interface: rados, pool: b, rw: randwrite}]\n")

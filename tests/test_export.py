@@ -8,9 +8,9 @@ import json
 import pyarrow.parquet as pq
 from conftest import run_fathom
 
-from fathom import export, model
-from fathom.model import METRIC_COLUMNS, OpStats, PointResult, base_metrics
-from fathom.store import Store
+from fathom.results import export, model
+from fathom.results.model import METRIC_COLUMNS, OpStats, PointResult, base_metrics
+from fathom.results.store import Store
 
 
 def make_db(path):

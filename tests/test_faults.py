@@ -23,7 +23,7 @@ from conftest import FATHOM, run_fathom, session_wants
 from test_run import attach, env_without_ceph
 
 from fathom.cluster.local import LocalCluster
-from fathom.store import Store
+from fathom.results.store import Store
 
 pytestmark = pytest.mark.cluster
 

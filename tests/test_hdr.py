@@ -1,4 +1,4 @@
-"""fathom.hdr: pure histogram functions (no cluster)."""
+"""fathom.results.hdr: pure histogram functions (no cluster)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fathom import hdr
+from fathom.results import hdr
 
 
 def make(values):

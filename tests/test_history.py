@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from conftest import run_fathom
 
-from fathom import labels
+from fathom.suite import labels
 from fathom.analysis import history
 from fathom.errors import UsageError
-from fathom.store import Store
+from fathom.results.store import Store
 
 SUITE_YAML = "name: nightly\nworkloads: []\n"
 

@@ -1,5 +1,5 @@
 """Client hosts for real: network namespaces on a bridge, each with its own sshd, and one local cluster bound
-to the bridge address (fathom.netns). Nothing is mocked: engines are uploaded over SFTP, run over SSH,
+to the bridge address (fathom.hosts.netns). Nothing is mocked: engines are uploaded over SFTP, run over SSH,
 cut off by taking a link down, stopped by Ctrl-C, refused for a wrong host key or missing Ceph libraries.
 """
 
@@ -16,9 +16,10 @@ import pytest
 import conftest
 from conftest import FATHOM, run_fathom
 
-from fathom import hdr, netns
+from fathom.results import hdr
+from fathom.hosts import netns
 from fathom.cluster.local import LocalCluster
-from fathom.store import Store
+from fathom.results.store import Store
 
 pytestmark = pytest.mark.skipif(netns.available() is not None, reason=f"client hosts: {netns.available()}")
 

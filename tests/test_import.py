@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import run_fathom
-from fathom.store import Store
+from fathom.results.store import Store
 
 DATA = Path(__file__).parent / "data"
 CRIMSON = DATA / "crimson-vs-classic-2025.csv"

@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ValidationError
 
-from fathom import interfaces, spec, workload
+from fathom import interfaces
+from fathom.suite import spec, workload
 from fathom.interfaces.base import Interface, OwnFields
-from fathom.workload import CommonFields, Workload
+from fathom.suite.workload import CommonFields, Workload
 
 OWNERS = {n: interfaces.get(n) for n in interfaces.names() if interfaces.get(n).fields is not None}
 

@@ -1,4 +1,4 @@
-"""Hosts, daemons and sources of a cluster (fathom.cluster.inventory), and `fathom cluster status` showing them.
+"""Hosts, daemons and sources of a cluster (fathom.servers.inventory), and `fathom cluster status` showing them.
 
 The pure tests read excerpts of what a real one-OSD cluster with an MDS and an RGW printed (Ceph 16.2.15,
 host "vm", everything on 127.0.0.1), and a two-host variant made from them; the cluster test reads the
@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from fathom.cluster import inventory as inv
+from fathom.servers import inventory as inv
 from fathom.cluster.local import Daemon, LocalCluster
-from fathom.mgrprom import MODULE
+from fathom.servers.mgrprom import MODULE
 
 from conftest import run_fathom
 

@@ -10,7 +10,7 @@ import pytest
 from fathom.cluster import mounts
 from fathom.cluster.journal import Entry, Journal
 from fathom.cluster.local import LocalCluster
-from fathom.migrate import journal_from_legacy
+from fathom.results.migrate import journal_from_legacy
 
 
 def test_journal_round_trips_with_its_cluster():
@@ -60,9 +60,9 @@ def test_legacy_ledger_and_restore_record_become_one_journal():
 
 
 def test_an_attempt_adopts_the_journal_of_its_own_cluster_only(tmp_path):
-    from fathom.attempt import Attempt
+    from fathom.run.attempt import Attempt
     from fathom.errors import ClusterError
-    from fathom.store import Store
+    from fathom.results.store import Store
 
     setting = {"kind": "setting", "what": "osd flag noscrub", "undo": "ceph osd unset noscrub", "prior": "unset",
                "wanted": "set", "undone": False}

@@ -1,4 +1,4 @@
-"""Kubernetes pods as client hosts (fathom.engines.k8s, fathom.k8s) on the real test bed (tests/k8sbed.py) and a
+"""Kubernetes pods as client hosts (fathom.hosts.pods, fathom.hosts.k8s) on the real test bed (tests/k8sbed.py) and a
 real local Ceph cluster bound to the bed's bridge address, which the pods reach: suites and benches with engines
 in pods, a pod deleted mid-point, Ctrl-C and kill -9 then restore, a Rook-style layout, each named error.
 
@@ -19,11 +19,12 @@ import k8sbed
 import pytest
 from conftest import FATHOM, run_fathom
 
-from fathom import hdr, netns
+from fathom.results import hdr
+from fathom.hosts import netns
 from fathom.cluster.local import LocalCluster
 from fathom.engines.fathom_engine import check_engine
-from fathom.k8s.objects import LABEL_RUN
-from fathom.store import Store
+from fathom.hosts.k8s.objects import LABEL_RUN
+from fathom.results.store import Store
 
 pytestmark = [
     pytest.mark.skipif(os.environ.get("FATHOM_TEST_K8S") != "1",

@@ -1,4 +1,4 @@
-"""`fathom k8s image` (fathom.k8s.image): the engine's OCI image archive, written from this checkout's engine and
+"""`fathom k8s image` (fathom.hosts.k8s.image): the engine's OCI image archive, written from this checkout's engine and
 read back as a runtime reads it (layout, digests, the layer's files). No cluster, no container tool."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from conftest import run_fathom
 from fathom.engines.fathom_engine import check_engine
 from fathom.errors import FathomError, UsageError
-from fathom.k8s import image
+from fathom.hosts.k8s import image
 from fathom.version import __version__
 
 

@@ -1,4 +1,4 @@
-"""Server figures on Kubernetes (fathom.k8s.sampler): fathom-sampler in a DaemonSet (hostPID, read-only, no
+"""Server figures on Kubernetes (fathom.servers.k8s): fathom-sampler in a DaemonSet (hostPID, read-only, no
 capability) on the real test bed (tests/k8sbed.py), whose node is this host, beside a real local Ceph
 cluster bound to the bed's node address. The OSD's CPU read through the DaemonSet's exec streams agrees with
 this host's own sampler; nothing is left after a run, and `fathom cluster restore` removes what a killed run
@@ -19,14 +19,17 @@ import k8sbed
 import pytest
 from conftest import FATHOM, kill_after_first_point, run_fathom
 
-from fathom import servers, telemetry
-from fathom.cluster import inventory
+from fathom import servers
+from fathom.results import samples
+from fathom.servers import telemetry
+from fathom.servers import inventory
 from fathom.cluster.journal import K8S_KIND, Journal
 from fathom.cluster.local import LocalCluster
-from fathom.engines.k8s import K8sError
+from fathom.hosts.pods import K8sError
 from fathom.errors import UsageError
-from fathom.k8s import journaled, sampler
-from fathom.store import Store
+from fathom.hosts.k8s import journaled
+from fathom.servers import k8s as sampler
+from fathom.results.store import Store
 
 
 
@@ -176,8 +179,8 @@ def test_the_daemonset_samplers_osd_cpu_agrees_with_this_hosts_and_nothing_is_le
         records, events = srv.window(t0, t1)
     finally:
         srv.close()
-    ours = telemetry.summarize(mine, t0, t1)["osd_cpu"]
-    theirs = telemetry.summarize(records, t0, t1)["osd_cpu"]
+    ours = samples.summarize(mine, t0, t1)["osd_cpu"]
+    theirs = samples.summarize(records, t0, t1)["osd_cpu"]
     print(f"osd.0 CPU over {t1 - t0:.1f} s: this host's sampler {ours:.1f}%, the DaemonSet's {theirs:.1f}% "
           f"(DaemonSet up and sampling in {opened_s:.1f} s)")
     assert ours > 5, "no load on the OSD"

@@ -13,8 +13,8 @@ import pytest
 
 from fathom.cli.clientargs import add_client_args
 from fathom.errors import UsageError
-from fathom.hosts import ClientChoice, ClientsSpec, clients_from_args
-from fathom.k8s import access, objects
+from fathom.hosts.clients import ClientChoice, ClientsSpec, clients_from_args
+from fathom.hosts.k8s import access, objects
 
 
 def test_the_pods_are_the_hosts_unless_hosts_are_named_and_survive_a_round_trip():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fathom import plan, spec
+from fathom.suite import plan, spec
 from fathom.analysis.data import RunData, StoredPoint, assign_levels, level_axis_name, levels
 
 

@@ -28,13 +28,13 @@ from conftest import FATHOM, run_fathom
 from test_promquery import _stop, free_port
 from test_report import CHROMIUM
 
-from fathom import hdr
+from fathom.results import hdr
 from fathom.errors import FathomError, UsageError
 from fathom.live import buckets
 from fathom.live.server import _bind_error, parse_addr
 from fathom.live.state import second
-from fathom.promquery import PromSource
-from fathom.store import Store
+from fathom.servers.promquery import PromSource
+from fathom.results.store import Store
 
 NULL_SUITE = """\
 name: null-live

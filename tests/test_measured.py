@@ -8,14 +8,14 @@ from types import SimpleNamespace
 
 import pytest
 
-from fathom import hdr, merge
+from fathom.results import hdr, merge
 from fathom.analysis import anomalies as anom
 from fathom.analysis.data import StoredPoint
 from fathom.dropin import multihost
 from fathom.dropin import output as fmt
 from fathom.engines import group as group_mod
 from fathom.engines.fathom_engine import EngineRun, result_from_summary
-from fathom.model import base_metrics
+from fathom.results.model import base_metrics
 
 MS = 1_000_000
 

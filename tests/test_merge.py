@@ -7,9 +7,9 @@ import random
 import pytest
 from hdrh.histogram import HdrHistogram
 
-from fathom import hdr, merge
+from fathom.results import hdr, merge
 from fathom.errors import UsageError
-from fathom.hosts import ClientsSpec, clients_from_args, parse_client
+from fathom.hosts.clients import ClientsSpec, clients_from_args, parse_client
 
 
 def _hist(values: list[int]) -> str:

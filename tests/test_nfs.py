@@ -26,7 +26,7 @@ from fathom.cluster import ganesha, mounts
 from fathom.cluster.local import LocalCluster, pid_alive
 from fathom.errors import ClusterError
 from fathom.report import files_study
-from fathom.store import Store
+from fathom.results.store import Store
 
 @pytest.fixture(scope="module")
 def nfs_cluster(tmp_path_factory):
@@ -45,7 +45,7 @@ def test_ganesha_config_is_nfsv4_only_on_loopback(tmp_path):
 
 def test_nfs_workload_fields():
     from fathom.interfaces.nfs import split_server
-    from fathom.spec import SuiteError, parse
+    from fathom.suite.spec import SuiteError, parse
 
     assert split_server("10.0.0.5") == ("10.0.0.5", 2049) and split_server("h:2050") == ("h", 2050)
     base = "name: t\nworkloads:\n  - {{name: w, interface: {iface}, rw: read, {extra}}}\n"

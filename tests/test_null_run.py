@@ -20,7 +20,7 @@ import pytest
 from conftest import FATHOM, run_fathom
 
 from fathom.companion import Companion, Contribution
-from fathom.store import Store
+from fathom.results.store import Store
 
 SUITE = """\
 name: null-sweep
@@ -163,8 +163,9 @@ class StopAfter(Companion):
 
 
 def test_a_companion_ends_the_point_through_the_control_channel(tmp_path, engine_ready):
-    from fathom import plan, point, spec
-    from fathom.engines import PointContext
+    from fathom.suite import plan, spec
+    from fathom.run import point
+    from fathom.interfaces.base import PointContext
 
     pts = plan.expand(spec.parse(SUITE.replace("runtime: 2s", "runtime: 120s"), "null.yaml"))
     with Store(tmp_path / "r.db") as st:
@@ -197,7 +198,7 @@ def test_compare_repeat_json_keeps_stdout_for_the_json(tmp_path, engine_ready):
 def test_every_planned_point_is_stored_and_a_repeated_point_is_refused(tmp_path, engine_ready):
     """Points are keyed by workload, swept values and repetition, and the store keeps one result per key: a
     run stores as many points as it planned, and a sweep naming one point twice never runs."""
-    from fathom import plan, spec
+    from fathom.suite import plan, spec
 
     text = ("name: keyed\ndefaults: {interface: null, runtime: 0.3s, bs: 4k, rw: randread}\n"
             "workloads:\n  - {name: rr}\nsweep: {mode: zip, ramp_time: [0s, 0.2s, 0s], iodepth: [1, 1, 4]}\n"

@@ -11,12 +11,12 @@ import textwrap
 import pytest
 from conftest import run_fathom
 
-from fathom import plan, spec
+from fathom.suite import plan, spec
 from fathom.engine_spec import EngineSpec, Load
 from fathom.engines.clients import Clients
-from fathom.hosts import ClientsSpec
+from fathom.hosts.clients import ClientsSpec
 from fathom.interfaces.null import Null
-from fathom.store import Store
+from fathom.results.store import Store
 from fathom.units import parse_rate
 
 SUITE = """\
@@ -61,7 +61,7 @@ def test_open_loop_mistakes_are_named(change, expected):
 
 def test_an_slo_suite_takes_arrival_without_a_rate():
     # the search sets the rate: a suite that searches it may say how arrivals come without a dummy rate
-    from fathom import probes
+    from fathom.run import probes
     from fathom.analysis import slo
 
     text = SUITE.replace("sweep: {rate: [400, 1.2k]}", "slo: {p99: 5ms}")

@@ -8,7 +8,8 @@ import pytest
 
 from conftest import run_fathom
 
-from fathom import interfaces, plan, spec
+from fathom import interfaces
+from fathom.suite import plan, spec
 
 BASE = """\
 name: p
@@ -84,7 +85,7 @@ def test_cli_plan_text_and_json(tmp_path):
 
 
 def test_progress_plain_lines_and_eta(capsys):
-    from fathom.progress import Progress
+    from fathom.run.progress import Progress
 
     pts = plan.expand(spec.load("osd-classic", quick=True).suite)
     prog = Progress(len(pts), pts, tty=False)
@@ -108,7 +109,7 @@ def test_progress_plain_lines_and_eta(capsys):
 
 def test_eta_of_points_whose_runtime_is_a_cap_follows_their_real_length():
     """fs-apps points run one pass of their bytes and end in seconds, not at their 10 min cap."""
-    from fathom.progress import Progress
+    from fathom.run.progress import Progress
 
     pts = plan.expand(spec.load("fs-apps", quick=True).suite)
     assert all(p.capped for p in pts)

@@ -226,7 +226,7 @@ def test_a_posix_workload_needs_a_path(tmp_path):
 
 
 def test_fs_apps_suite_plans_the_2014_grid():
-    from fathom import plan, spec
+    from fathom.suite import plan, spec
 
     full = plan.expand(spec.load("fs-apps").suite)
     assert len(full) == 4 * 6 * 5

@@ -20,9 +20,10 @@ from typing import Any
 
 import pytest
 
-from fathom import hostsample, promquery, telemetry
+from fathom.results import samples as sampled
+from fathom.servers import hostsample, promquery
 from fathom.errors import FathomError
-from fathom.promquery import PrometheusError, PromSource
+from fathom.servers.promquery import PrometheusError, PromSource
 
 MIB = 2**20
 INST = "10.0.0.1:9100"
@@ -109,8 +110,8 @@ def test_interval_records_per_host_on_its_own_scrapes() -> None:
     assert [r["ts"] for r in by["node1"]] == STAMPS[3:7] and [r["ts"] for r in by["node2"]] == late[2:6]
     assert all(r["cpu_pct"] == pytest.approx(30.0) and r["net_tx_bytes_s"] == 0.0 for r in recs)  # lo left out
     assert all(r["via"] == "prometheus" and r["kind"] == "host" and r["ncpu"] == 2 for r in recs)
-    # telemetry.summarize sums the hosts: 0.6 busy cores each of 2
-    m = telemetry.summarize(recs, 1002.0, 1006.0)
+    # sampled.summarize sums the hosts: 0.6 busy cores each of 2
+    m = sampled.summarize(recs, 1002.0, 1006.0)
     assert m["host_cpu_pct"] == pytest.approx(30.0) and m["server_hosts"] == 2
 
 
@@ -407,7 +408,7 @@ def test_run_reads_host_figures_from_prometheus(prom: Prom, cluster, rados_pool,
     the report names the source."""
     from conftest import run_fathom
 
-    from fathom.store import Store
+    from fathom.results.store import Store
 
     suite = tmp_path / "s.yaml"
     suite.write_text(f"name: prom\ncluster: {{kind: attached, conf: {cluster.conf_path}, keyring: "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from fathom.analysis import reconcile
+from fathom.interfaces import reconcile
 
 MIB4 = 4 << 20
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fathom import hdr, spec
+from fathom.results import hdr
+from fathom.suite import spec
 from fathom.analysis import anomalies, recovery
 from fathom.analysis.data import RunData, StoredPoint
 from fathom.report import html, timeline

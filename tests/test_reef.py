@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from conftest import QUICK_MGR_STATS, run_fathom
 
-from fathom import netns
+from fathom.hosts import netns
 from fathom.cluster import cephsrc, rootfs
 from fathom.cluster.local import LocalCluster, pid_alive
-from fathom.mgrprom import EXCLUDE
-from fathom.store import Store
+from fathom.servers.mgrprom import EXCLUDE
+from fathom.results.store import Store
 
 pytestmark = pytest.mark.cluster
 needs_bed = pytest.mark.skipif(netns.available() is not None, reason=f"namespace hosts: {netns.available()}")

@@ -11,7 +11,7 @@ import pytest
 from conftest import run_fathom
 
 from fathom.cluster import rootfs
-from fathom.store import Store
+from fathom.results.store import Store
 
 pytestmark = pytest.mark.cluster
 

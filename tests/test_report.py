@@ -16,7 +16,7 @@ import pytest
 from conftest import run_fathom
 from fathom.analysis.data import load_run
 from fathom.report import tables
-from fathom.store import Store
+from fathom.results.store import Store
 
 DATA = Path(__file__).parent / "data"
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -72,7 +72,7 @@ def test_detail_table_is_the_studys_table(doc):
 
 def _server_db(path: Path) -> None:
     """Two measured runs of one workload: "base" sampled OSD and MON; "gw" also RGW and MDS but no MON."""
-    from fathom.model import OpStats, PointResult, base_metrics
+    from fathom.results.model import OpStats, PointResult, base_metrics
 
     with Store(path) as st:
         for name, extra in (("base", {"mon_cpu": 3.0, "mon_mem_mib": 90.0}),

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import FATHOM, run_fathom
 
-from fathom.attempt import Attempt
+from fathom.run.attempt import Attempt
 from fathom.cluster.ceph import Ceph, Connection
 from fathom.cluster.journal import Entry, Journal
 from fathom.cluster.restore import (
@@ -30,7 +30,7 @@ from fathom.cluster.restore import (
     unrestored_message,
 )
 from fathom.errors import ClusterError
-from fathom.store import Store
+from fathom.results.store import Store
 
 # ---- the journal's logic for settings (no cluster) -------------------------------------------
 

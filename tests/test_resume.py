@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from fathom import plan, resume, spec
+from fathom.suite import plan, spec
+from fathom.run import resume
 
 SUITE = """\
 name: r

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from fathom import importers, plan, spec
+from fathom.results import importers
+from fathom.suite import plan, spec
 from fathom.analysis import rgw_gains
 from fathom.analysis.data import RunData, StoredPoint, load_run
 from fathom.report import rgw_study
-from fathom.store import Store
+from fathom.results.store import Store
 from test_rgw_suite import STUDY_CSV
 
 BASE = """
@@ -113,7 +114,7 @@ def test_gains_definitions_and_shape():
 
 
 def test_repetitions_merge_their_histograms_not_their_percentiles():
-    from fathom import hdr
+    from fathom.results import hdr
 
     def hist(values_ms: list[float]) -> str:
         h = hdr.new()

@@ -18,7 +18,7 @@ import yaml
 from conftest import run_fathom
 from test_report import _check_renders
 
-from fathom import spec
+from fathom.suite import spec
 
 STUDY_CSV = Path(__file__).resolve().parents[1] / "tests" / "data" / "rgw-replica3-vs-ec22-2025.csv"
 
@@ -48,7 +48,7 @@ def small_suite(tmp_path: Path) -> Path:
 
 
 def test_quick_plan_fits_ten_minutes():
-    from fathom import plan
+    from fathom.suite import plan
 
     pts = plan.expand(spec.load("rgw", quick=True).suite)
     assert plan.total_estimate_s(pts) < 420  # points only; the cluster start and prep come on top

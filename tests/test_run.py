@@ -26,10 +26,10 @@ from conftest import FATHOM, export_table, perf_rows, run_fathom
 import fathom
 from fathom.cluster.ceph import Connection
 from fathom.cluster.local import LocalCluster
-from fathom.engines.base import PointContext
+from fathom.interfaces.base import PointContext
 from fathom.engines.rados_bench import RadosBenchAdapter
 from fathom.errors import FathomError
-from fathom.store import Store
+from fathom.results.store import Store
 
 pytestmark = pytest.mark.cluster
 

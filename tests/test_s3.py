@@ -409,7 +409,7 @@ def test_retries_are_explicit_and_counted(rgw, engine_ready, tmp_path):
     # The missing object: sent three times, one error; the other two never retried.
     assert s["s3"]["retries"] == {"HTTP 404 NoSuchKey": 2} and s["s3"]["retry"]["max"] == 2, s["s3"]
     assert (s["ops"]["read"]["ops"], s["ops"]["read"]["errors"]) == (2, 1)
-    from fathom import hdr
+    from fathom.results import hdr
 
     # ... and its latency covers every attempt: two backoffs of 20 and 40 ms at least.
     assert s["errors"][0]["kind"] == "HTTP 404 NoSuchKey", s["errors"]
@@ -634,7 +634,7 @@ workloads:
 def test_run_counts_rgw_503s_or_fails_the_point_on_them_by_policy(rgw, rgw_cluster, engine_ready, tmp_path):
     from conftest import run_fathom
 
-    from fathom.store import Store
+    from fathom.results.store import Store
 
     suite = tmp_path / "slow.yaml"
     suite.write_text(SLOW_SUITE)
@@ -693,8 +693,8 @@ def test_full_rgw_pool_is_named_by_run_and_bench_in_bounded_time(rgw, rgw_cluste
     from conftest import run_fathom
 
     from fathom.cluster.local import RGW_NAME
-    from fathom.store import Store
-    from fathom.telemetry import asok_command
+    from fathom.results.store import Store
+    from fathom.servers.telemetry import asok_command
 
     ceph = rgw_cluster.ceph()
     (asok,) = rgw_cluster.run_dir.glob(f"ceph-{RGW_NAME}.*.asok")

@@ -1,4 +1,6 @@
-"""The package's import graph has no circles, function-level imports included (they only hide one)."""
+"""The package's shape: packages by concern in one order, each importing only those below it; no circle
+between files, counting every import (function-level, type-only, and the plugin tables' module names); at
+most 12 modules at the top; no function over 100 lines, no module over 700."""
 
 from __future__ import annotations
 
@@ -18,13 +20,14 @@ def modules() -> dict[str, Path]:
 
 
 def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
-    """fathom modules `name` imports anywhere in its body, except under `if TYPE_CHECKING:`."""
+    """fathom modules `name` imports anywhere in its body (under `if TYPE_CHECKING:` too), and those a plugin
+    table of it names by a string ("fathom.interfaces.s3": loaded by name, used all the same)."""
     out: set[str] = set()
     pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for top in ast.parse(path.read_text()).body:
-        if isinstance(top, ast.If) and "TYPE_CHECKING" in ast.unparse(top.test):
-            continue
         for n in ast.walk(top):
+            if isinstance(n, ast.Constant) and isinstance(n.value, str) and "." in n.value and n.value in known:
+                out.add(n.value)
             if isinstance(n, ast.Import):
                 out.update(a.name for a in n.names)
             elif isinstance(n, ast.ImportFrom):
@@ -78,6 +81,51 @@ def circles(graph: dict[str, set[str]]) -> list[set[str]]:
     return found
 
 
+# Floors, top first: a module imports only modules of its own package or of a floor below its own. Top-level
+# modules are floors of their own; `fathom` (the package: its lazy public face) and `fathom.__main__` stand above all.
+FLOORS: list[tuple[str, ...]] = [
+    ("cli",),
+    ("api",),
+    ("run", "dropin"),
+    ("report",),
+    ("analysis",),
+    ("suite",),
+    ("engines",),
+    ("interfaces",),
+    ("live", "servers"),
+    ("results",),
+    ("hosts",),
+    ("cluster",),
+    ("companion", "engine_spec", "fields", "plugins", "binaries"),
+    ("units",),
+    ("errors", "version"),
+]
+TOP_LEVEL_MAX = 12
+
+
+def floor(module: str) -> tuple[int, str]:
+    """(floor, package) of a module: its package is the first name below `fathom`."""
+    part = module.split(".")[1] if "." in module else ""
+    for i, names in enumerate(FLOORS):
+        if part in names:
+            return i, part
+    if module in ("fathom", "fathom.__main__"):
+        return -1, module
+    raise AssertionError(f"{module}: its package {part!r} has no floor in FLOORS")
+
+
+def upward(graph: dict[str, set[str]]) -> list[str]:
+    """Every import that reaches a floor above the importer's, or another package on the importer's floor."""
+    out = []
+    for m, imps in graph.items():
+        fm, pm = floor(m)
+        for i in imps:
+            fi, pi = floor(i)
+            if fi < fm or (fi == fm and pi != pm):
+                out.append(f"{m} -> {i}")
+    return sorted(out)
+
+
 def test_circles_are_found() -> None:
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
     assert circles({"a": {"b"}, "b": set()}) == []
@@ -86,9 +134,28 @@ def test_circles_are_found() -> None:
 def test_the_package_has_no_import_circles() -> None:
     known = modules()
     graph = {m: imports(m, p, known) for m, p in known.items()}
-    assert graph["fathom.point"] >= {"fathom.companion", "fathom.faults"}  # the walk sees imports
-    assert "fathom.analysis.reconcile" in graph["fathom.interfaces.s3"]  # function-level ones too
+    assert graph["fathom.run.point"] >= {"fathom.companion", "fathom.run.faults"}  # the walk sees imports
+    assert "fathom.interfaces.reconcile" in graph["fathom.interfaces.s3"]  # function-level ones too
+    assert "fathom.interfaces.s3" in graph["fathom.interfaces"]  # and the plugin tables' modules
     assert [c for c in circles(graph) if c not in KNOWN] == []
+
+
+def test_packages_import_only_what_stands_below_them() -> None:
+    known = modules()
+    assert upward({m: imports(m, p, known) for m, p in known.items()}) == []
+
+
+def test_the_order_check_finds_an_import_that_runs_up() -> None:
+    assert upward({"fathom.results.store": {"fathom.run.point"}, "fathom.run.point": set()}) == \
+        ["fathom.results.store -> fathom.run.point"]
+    assert upward({"fathom.live.state": {"fathom.servers.group"}, "fathom.servers.group": set()}) == \
+        ["fathom.live.state -> fathom.servers.group"]
+    assert upward({"fathom.run.point": {"fathom.results.store", "fathom.run.faults"}}) == []
+
+
+def test_few_modules_at_the_top() -> None:
+    top = sorted(p.name for p in (SRC / "fathom").glob("*.py"))
+    assert len(top) <= TOP_LEVEL_MAX, top
 
 
 def test_nothing_below_the_command_line_imports_it() -> None:

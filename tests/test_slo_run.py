@@ -9,7 +9,7 @@ import pytest
 from conftest import run_fathom
 from test_run import attach
 
-from fathom.store import Store
+from fathom.results.store import Store
 
 RADOS = """\
 name: slo-rados

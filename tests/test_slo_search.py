@@ -145,7 +145,8 @@ def test_answers_compare_only_beyond_their_brackets():
 def test_the_suite_field_and_the_command_line_over_it():
     import textwrap
 
-    from fathom import probes, spec
+    from fathom.run import probes
+    from fathom.suite import spec
 
     text = textwrap.dedent("""\
         name: s
@@ -174,7 +175,7 @@ def test_rates_are_probed_at_four_significant_digits_and_the_bound_ends_the_brac
 
 def records(seconds: list[list[float]]) -> tuple[str, list[dict]]:
     """Per-second latencies in ms as a point's merged histogram and its engine interval records."""
-    from fathom import hdr
+    from fathom.results import hdr
 
     hists = []
     for lat in seconds:
@@ -189,7 +190,7 @@ def records(seconds: list[list[float]]) -> tuple[str, list[dict]]:
 
 def sampled(seconds: list[list[float]], load: float = 1000.0) -> dict:
     """A probe as Probes merges it, from per-second latencies in ms."""
-    from fathom import probes
+    from fathom.run import probes
 
     hist, recs = records(seconds)
     return {"ops": sum(map(len, seconds)), "errors": 0, "hist": hist, "ivals": probes.interval_hists(recs),
@@ -207,7 +208,7 @@ def seconds_of(rng: random.Random, p99_ms: float, n: int = 10, per_s: int = 1000
 
 def observe(got: dict, targets: slo.Targets = P99_5MS, batches: bool = True, load: float = 1000.0) \
         -> slo.Observation:
-    from fathom import probes
+    from fathom.run import probes
 
     return probes.observation(load, got if batches else {**got, "ivals": None}, targets)
 
@@ -279,7 +280,8 @@ def test_batch_intervals_never_go_under_the_order_statistics_and_need_enough_int
 
 
 def test_interval_records_to_batches():
-    from fathom import hdr, probes
+    from fathom.results import hdr
+    from fathom.run import probes
 
     h = hdr.new()
     h.record_value(1_000_000)
@@ -304,8 +306,8 @@ def test_batch_figures_serialise_and_old_observations_still_judge():
 def test_the_run_side_merges_a_repeated_probes_intervals():
     from types import SimpleNamespace
 
-    from fathom import probes
-    from fathom.plan import Point
+    from fathom.run import probes
+    from fathom.suite.plan import Point
 
     rng = random.Random(3)
     base = Point(0, "w/1", "w", "fathom-engine", 1, {"iodepth": 64, "runtime": 10.0, "ramp_time": 2.0}, {})
@@ -402,7 +404,7 @@ def test_the_floor_rule_judges_only_the_failing_percentiles_and_kept_schedules()
 
 
 def test_the_reports_method_note_names_both_intervals():
-    from fathom import probes
+    from fathom.run import probes
     from fathom.analysis.data import RunData
     from fathom.report import slo as report_slo
 

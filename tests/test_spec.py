@@ -7,8 +7,8 @@ import textwrap
 
 import pytest
 
-from fathom import spec
-from fathom.spec import SuiteError
+from fathom.suite import spec
+from fathom.suite.spec import SuiteError
 
 GOOD = """\
 name: t

@@ -7,11 +7,14 @@ import textwrap
 
 import pytest
 
-from fathom import hdr, plan, spec, steady
+from fathom.results import hdr
+from fathom.suite import plan, spec, steady
 from fathom.companion import Live
-from fathom.spec import SuiteError
-from fathom.series import Sample
-from fathom.steady import Criteria, SteadyStateCompanion, check, first_steady, merge_intervals
+from fathom.suite.spec import SuiteError
+from fathom.results.series import Sample
+from fathom.results import series as rseries
+from fathom.run.steady import SteadyStateCompanion
+from fathom.suite.steady import Criteria, check, first_steady
 
 
 def series(values: list[float | None], metric: str = "iops") -> list[Sample]:
@@ -116,14 +119,15 @@ def test_engines_are_merged_by_interval_index_without_their_ramps():
     b = [interval({"write": (50, 204800, [2_000_000] * 50)}, dt=1.002),  # this engine had a shorter ramp
          interval({"write": (60, 245760, [2_000_000] * 60)}),
          interval({"write": (70, 286720, [2_000_000] * 70)})]  # no partner yet in engine a
-    s = merge_intervals([a, b])
+    s = rseries.merged_series([a, b])
     assert [(x.ops, x.bytes) for x in s] == [(150, 614400), (170, 696320)]
     assert s[0].dt == 1.002 and s[0].t == pytest.approx(1.002) and s[1].t == pytest.approx(2.002)
     assert s[0].value("iops") == pytest.approx(150 / 1.002)
     # stored records of two engines, interleaved by time, come apart by (host, instance)
     stored = [{**r, "t": float(i), "host": h} for i, (x, y) in enumerate(zip(a, b)) for r, h in ((x, "h1"), (y, "h2"))]
-    assert [len(e) for e in steady.by_engine(stored)] == [3, 3]
-    assert [(x.ops, x.bytes) for x in merge_intervals(steady.by_engine(stored))] == [(150, 614400), (170, 696320)]
+    assert [len(e) for e in rseries.by_engine(stored)] == [3, 3]
+    assert [(x.ops, x.bytes) for x in rseries.merged_series(rseries.by_engine(stored))] == \
+        [(150, 614400), (170, 696320)]
     assert s[0].value("bw") == pytest.approx(614400 / 1.002 / 2**20)
     # p99 of the histograms merged over op kinds and engines: 150 values, rank ceil(0.99 x 150) = 149 is 2 ms
     merged = hdr.merge([hist([1_000_000] * 99 + [9_000_000]), hist([2_000_000] * 50)])
@@ -136,7 +140,7 @@ def test_a_skipped_tick_merges_the_same_seconds_not_the_same_index():
 
     a = [at(1, 9, ramp=True), at(2, 100), at(3, 100), at(4, 100), at(5, 100)]
     b = [at(1, 9, ramp=True), at(2, 10), at(4, 20, ticks=2), at(5, 10)]  # late past tick 3: one record for 3-4
-    s = merge_intervals([a, b])
+    s = rseries.merged_series([a, b])
     # by index b's 3-4 record would pair with a's second, and b's tick-5 one with a's tick 4
     assert [(x.ops, x.dt) for x in s] == [(110, 1.0), (220, 2.0), (110, 1.0)]
     assert [x.t for x in s] == [1.0, 3.0, 4.0]

@@ -10,10 +10,11 @@ from __future__ import annotations
 import pytest
 from conftest import run_fathom
 
-from fathom import steady
+from fathom.results import series
+from fathom.suite import steady
 from fathom.analysis import anomalies
 from fathom.analysis.data import load_run
-from fathom.store import Store
+from fathom.results.store import Store
 
 NULL_SUITE = """\
 name: steady-null
@@ -75,7 +76,7 @@ def test_null_points_stop_when_steady_or_run_to_their_maximum(tmp_path, engine_r
         check_matches_intervals(pt, ivs)
         # the stored intervals reproduce the decision: the same first steady window
         crit = steady.Criteria.of(pt["params"])
-        got = steady.first_steady(steady.merge_intervals(steady.by_engine(ivs)), crit)
+        got = steady.first_steady(series.merged_series(series.by_engine(ivs)), crit)
         assert got is not None and got.at_s == pytest.approx(m["steady_s"], abs=1e-3)
         ev = steady_event(st, run.id, pt["id"])
         assert ev["message"].startswith(f"steady state reached at {m['steady_s']:.0f} s")
@@ -89,7 +90,7 @@ def test_null_points_stop_when_steady_or_run_to_their_maximum(tmp_path, engine_r
         assert m["steady_state"] == "not reached" and m["steady_s"] is None
         assert res["stopped_early"] is False and res["extra"]["stop"] == "duration" and pt["params"]["runtime"] == 4
         check_matches_intervals(pt, ivs)
-        samples = steady.merge_intervals(steady.by_engine(ivs))
+        samples = series.merged_series(series.by_engine(ivs))
         crit = steady.Criteria.of(pt["params"])
         assert steady.first_steady(samples, crit) is None
         ev = steady_event(st, run.id, pt["id"])
@@ -148,5 +149,5 @@ def test_rbd_point_stops_at_steady_state_on_a_real_cluster(cluster, tmp_path, en
         assert pt["status"] == "done" and m["steady_state"] == "reached", steady_event(st, run.id, pt["id"])
         assert res["extra"]["stop"] == "control" and m["steady_s"] <= m["runtime_s"] < 90.0
         check_matches_intervals(pt, ivs)
-        got = steady.first_steady(steady.merge_intervals(steady.by_engine(ivs)), steady.Criteria.of(pt["params"]))
+        got = steady.first_steady(series.merged_series(series.by_engine(ivs)), steady.Criteria.of(pt["params"]))
         assert got is not None and got.at_s == pytest.approx(m["steady_s"], abs=1e-3)

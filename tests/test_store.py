@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 import fathom
-from fathom import hdr
+from fathom.results import hdr
 from fathom.errors import FathomError
-from fathom.store import (
+from fathom.results.store import (
     LOCAL_HOST,
     MERGED_HOST,
     MERGED_INSTANCE,
@@ -157,7 +157,7 @@ def test_schema_1_store_is_upgraded_with_its_data(tmp_path):
             {"ts": 5.0, "host": "b", "instance": 1}]
     # readers above the store take it as they did
     from fathom.analysis.data import load_run
-    from fathom.export import rows
+    from fathom.results.export import rows
 
     with Store(path) as st:
         assert len(load_run(st, "v1-suite").points) == 3

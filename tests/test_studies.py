@@ -11,12 +11,15 @@ from typing import Any
 import pytest
 from conftest import run_fathom
 
-from fathom import importers, spec
+from fathom.results import importers
+from fathom.suite import spec
 from fathom.analysis.data import RunData, StoredPoint, load_run
-from fathom.faults import Executor, Fault, FaultCompanion
+from fathom.run.faults import Executor, FaultCompanion
+from fathom.suite.faults import Fault
 from fathom.report import studies
+from fathom.results import studies as names
 from fathom.report.tables import build
-from fathom.store import SCHEMA, SCHEMA_VERSION, Store, _statements
+from fathom.results.store import SCHEMA, SCHEMA_VERSION, Store, _statements
 
 DATA = Path(__file__).with_name("data")
 SUITE = "name: s\nworkloads: [{name: w, interface: null, rw: randread, runtime: 1s}]\n"
@@ -38,7 +41,11 @@ def test_an_unknown_study_is_an_error_naming_the_known_ones():
     assert "s.yaml:3" in msg and "unknown study 'file-study'" in msg and "did you mean 'files-study'?" in msg
     assert "files-study, rgw-study" in msg
     with pytest.raises(ValueError, match="unknown study 'x'; studies: files-study, rgw-study"):
-        studies.check(["x"])
+        names.check(["x"])
+
+
+def test_every_study_name_has_its_sections_in_order():
+    assert tuple(studies.STUDIES) == names.NAMES
 
 
 def fs_point(run_id: int, wl: str, kib_s: float) -> StoredPoint:

@@ -1,4 +1,4 @@
-"""The transport seam (fathom.engines.transport): the engine group serves any class that fills `Transport`.
+"""The transport seam (fathom.hosts.transport): the engine group serves any class that fills `Transport`.
 
 A transport defined here, a remote-looking host whose engines are this host's fathom-engine under another
 name, runs in one group with `local`: barrier, clock offsets, merge and per-host rows come out as for SSH;
@@ -18,7 +18,7 @@ from fathom.engine_spec import Control, EngineSpec, Load
 from fathom.engines import group as group_mod
 from fathom.engines.clients import _result
 from fathom.engines.fathom_engine import check_engine
-from fathom.engines.transport import MODULES, EngineProcess, Local, Transport, local_alive
+from fathom.hosts.transport import TABLE, EngineProcess, Local, Transport, local_alive
 from fathom.interfaces.null import Null
 
 
@@ -61,10 +61,10 @@ def engine() -> str:
 
 
 def test_the_builtin_transports_fill_the_protocol(engine):
-    from fathom.engines.ssh import SshHost
-    from fathom.hosts import ClientHost, ClientsSpec
+    from fathom.hosts.ssh import SshHost
+    from fathom.hosts.clients import ClientHost, ClientsSpec
 
-    assert MODULES == ("fathom.engines.ssh", "fathom.engines.k8s")
+    assert TABLE.modules == {"ssh": "fathom.hosts.ssh", "k8s": "fathom.hosts.pods"}
     assert isinstance(Local(engine), Transport)
     assert isinstance(SshHost(ClientHost(host="h"), ClientsSpec(hosts=[ClientHost(host="h")])), Transport)
 

@@ -7,7 +7,7 @@
 
 Versioned (API_VERSION, docs/api.md): names, arguments and the columns of every frame are the 1.0 surface;
 a new column or method is a minor version, anything removed or redefined a major one. Every table comes
-from fathom.export's rows and its typed Arrow schema (export.arrow_table), so a frame here and a Parquet
+from fathom.results.export's rows and its typed Arrow schema (export.arrow_table), so a frame here and a Parquet
 file of `fathom export` hold the same columns, types and values: the definitions are written once.
 """
 
@@ -20,9 +20,9 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fathom import export, hdr
+from fathom.results import export, hdr
 from fathom.errors import FathomError
-from fathom.store import DEFAULT_DB, Store
+from fathom.results.store import DEFAULT_DB, Store
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -5,18 +5,25 @@ record and stops with it, handing over a Contribution; it may ask the point to s
 `Live.request_stop`, which reaches the engine's control channel. The base class has no-op hooks, as
 criterion's `Report` trait has, so a companion writes only the ones it uses.
 
-This module imports nothing of fathom's at run time: the companions' own modules (faults, steady) and the
-point that runs them all import it, and none of them another for the protocol's sake.
+This module imports nothing of fathom's, not even for types: the companions' own modules (faults, steady,
+telemetry, the server sources) and the point that runs them all import it. What a companion may know of its
+point is the PointView protocol, which fathom.suite.plan.Point fills.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable, Protocol
 
-if TYPE_CHECKING:
-    from fathom.plan import Point
+
+class PointView(Protocol):
+    """The running point as a companion may read it (fathom.suite.plan.Point fills it)."""
+
+    key: str
+    workload: str
+    engine: str
+    params: dict[str, Any]
 
 
 @dataclass
@@ -32,7 +39,7 @@ class Contribution:
 class Live:
     """The running point as companions see it."""
 
-    def __init__(self, point: Point):
+    def __init__(self, point: PointView):
         self.point = point
         self.started = time.time()
         self.stop_reason: str | None = None

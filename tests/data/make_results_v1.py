@@ -1,6 +1,6 @@
 """How tests/data/results-v1.db was made: the results store code at schema 1, run once.
 
-    git show 0d9d53f:src/fathom/store.py > /tmp/store_v1.py
+    git show 0d9d53f:src/fathom/results/store.py > /tmp/store_v1.py
     PYTHONPATH=src python tests/data/make_results_v1.py /tmp/store_v1.py tests/data/results-v1.db
 
 tests/test_store.py checks that this file opens with the current code, upgraded, with every value below intact.
@@ -13,7 +13,7 @@ import sqlite3
 import sys
 from pathlib import Path
 
-from fathom import hdr
+from fathom.results import hdr
 
 
 def hist(values_ns: list[int]) -> str:

@@ -46,7 +46,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from fathom.analysis.data import RunData, StoredPoint, Throughput, throughput_for
-from fathom.steady import reached
+from fathom.suite.steady import reached
 from fathom.analysis.recovery import expected_checks
 
 COLLAPSE_FACTOR = 3.0
@@ -159,7 +159,7 @@ def _host_cpus(env: Any) -> float | None:
     if isinstance(env, dict):
         host = env.get("host")
         if isinstance(host, dict) and isinstance(host.get("cores"), (int, float)) and host["cores"] > 0:
-            return float(host["cores"])  # fathom.envinfo.host_facts
+            return float(host["cores"])  # fathom.run.envinfo.host_facts
         for k in ("cpus", "nproc", "cpu_count", "ncpu", "host_cpus", "logical_cpus"):
             v = env.get(k)
             if isinstance(v, (int, float)) and v > 0:
@@ -313,7 +313,7 @@ def grouped(found: list[Anomaly]) -> list[tuple[str, str, str, list[str], str]]:
     return out
 
 
-# ---- what a point's own measurement qualifies (open-loop schedule, drain; fathom.model's columns) ----
+# ---- what a point's own measurement qualifies (open-loop schedule, drain; fathom.results.model's columns) ----
 DRAIN_FRACTION = 0.05  # of the measured time
 
 

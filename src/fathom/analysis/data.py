@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fathom import interfaces
-from fathom.store import Store
+from fathom.results.store import Store
 
 # Parameters that may vary over a curve: every field a suite may sweep (workload.SWEEPABLE) and the imported tables'
 # axes. The ones that vary within a run's workload make the level, so points of different configurations are
@@ -28,7 +28,7 @@ LARGE_BLOCK = 64 * 1024  # from this size up, throughput is reported in MiB/s (a
 
 @dataclass
 class StoredPoint:
-    """A point of the results store as analysis sees it (the planned one is fathom.plan.Point)."""
+    """A point of the results store as analysis sees it (the planned one is fathom.suite.plan.Point)."""
 
     run: str
     run_id: int
@@ -49,7 +49,7 @@ class StoredPoint:
     intervals: list[dict[str, Any]] = field(default_factory=list)  # engine records, loaded for points with faults
     # a point on several engines: per-host rows, host clocks, start skew (fathom.engines.clients)
     clients: dict[str, Any] = field(default_factory=dict)
-    servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # host -> its figures (telemetry.per_host)
+    servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # host -> its figures (samples.per_host)
     level: tuple[Any, ...] = ()
     label: str = ""
 
@@ -172,7 +172,7 @@ def level_keys(pts: list[StoredPoint]) -> list[str]:
 
     # a key with one value over all the points varies within no run: one pass rules it out (histories of
     # a thousand runs would otherwise look at every run for every key)
-    # points that share one params dict (fathom.store.done_points) are one point to this question
+    # points that share one params dict (fathom.results.store.done_points) are one point to this question
     distinct = list({id(p.params): p for p in pts}.values())
     return [k for k in SWEEP_KEYS if varies(k, distinct) and any(varies(k, group) for group in by_run.values())]
 
@@ -246,7 +246,7 @@ class Level:
         """Mean and stdev of completion latency over all samples, pooled (weighted by I/O count)."""
         if len(self.points) == 1:
             return self.points[0].m("clat_ms"), self.points[0].m("clat_stdev_ms")
-        from fathom.model import pooled_mean_stdev
+        from fathom.results.model import pooled_mean_stdev
         parts = [(int(p.m("total_ios") or 0), p.m("clat_ms"), p.m("clat_stdev_ms") or 0.0) for p in self.points]
         if any(n == 0 for n, m, _ in parts if m is not None):
             return self.mean("clat_ms"), None  # without counts no honest pooled stdev
@@ -261,9 +261,9 @@ class Level:
 
 
 def merged_percentile_ms(points: list[StoredPoint], key: str) -> float | None:
-    from fathom.model import PERCENTILES
+    from fathom.results.model import PERCENTILES
     try:
-        from fathom import hdr
+        from fathom.results import hdr
     except ImportError:  # histogram support not installed in this tree
         return None
     hs = []

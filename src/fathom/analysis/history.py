@@ -34,12 +34,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fathom import labels as lab
+from fathom.suite import labels as lab
 from fathom.analysis import changes
 from fathom.analysis.data import RunData, StoredPoint, assign_workload_levels, axis_name, throughput_for
 from fathom.analysis.stats import LogDiff, ratio_interval, t_cdf
 from fathom.errors import FathomError, UsageError
-from fathom.store import Run, Store
+from fathom.results.store import Run, Store
 
 GATE_ALPHA = 0.05  # the family's: divided by the series judged
 # positions the newest is judged against, at least: a spread from two or three runs is too unsure a yardstick

@@ -30,7 +30,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from fathom.series import Sample, samples
+from fathom.results.series import Sample, samples
 
 RECOVERY_BAND = 0.10  # back: at most 10% below the pre-fault median
 RECOVERY_RUN = 3  # consecutive intervals in the band

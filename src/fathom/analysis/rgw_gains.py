@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fathom.analysis.data import RunData, StoredPoint, merged_percentile_ms
-from fathom.model import PERCENTILES
+from fathom.results.model import PERCENTILES
 from fathom.units import format_size
 
 STUDY_WORKLOAD = "rep3-vs-ec22"

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from fathom.cli.clientargs import add_client_args
 from fathom.cli.live import metrics_arg
 
-DEFAULT_DB = "fathom-results.db"  # fathom.store.DEFAULT_DB, without importing sqlite3 for every command
+DEFAULT_DB = "fathom-results.db"  # fathom.results.store.DEFAULT_DB, without importing sqlite3 for every command
 
 
 def _connection_args(p: argparse.ArgumentParser) -> None:

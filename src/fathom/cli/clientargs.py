@@ -1,4 +1,4 @@
-"""The client-host options `fathom run` and `fathom bench` share, turned into a fathom.hosts.ClientChoice."""
+"""The client-host options `fathom run` and `fathom bench` share, turned into a fathom.hosts.clients.ClientChoice."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fathom.hosts import ClientChoice
+    from fathom.hosts.clients import ClientChoice
 
 
 def add_client_args(p: argparse.ArgumentParser, what: str = "the engines") -> None:
@@ -87,6 +87,6 @@ def server_spec(args: argparse.Namespace) -> Any:
 
 def client_choice(args: argparse.Namespace) -> ClientChoice:
     """What the options say of client hosts."""
-    from fathom.hosts import ClientChoice  # fathom.hosts loads pydantic: only for the commands that run
+    from fathom.hosts.clients import ClientChoice  # fathom.hosts.clients loads pydantic: only for the commands that run
 
     return ClientChoice.of(args)

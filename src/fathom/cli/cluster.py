@@ -17,7 +17,7 @@ from fathom.units import parse_size, positive_int
 if TYPE_CHECKING:
     from fathom.cluster.ceph import Ceph
     from fathom.cluster.journal import Journal
-    from fathom.store import Store
+    from fathom.results.store import Store
 
 SECTIONS = ("global", "mon", "mgr", "osd", "mds", "client")
 
@@ -191,7 +191,7 @@ def parse_settings(items: list[str]) -> dict[str, dict[str, str]]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from fathom.cluster import inventory
+    from fathom.servers import inventory
 
     attached = attach_from_args(args)
     if attached and not attached.local:
@@ -234,7 +234,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
     fathom-sampler on server hosts, the Kubernetes objects fathom made) removed."""
     from fathom.cluster import restore
     from fathom.cluster.journal import K8S_KIND, OBJECT_KINDS, RGW_KINDS, SAMPLER_KIND, SETTING, Journal
-    from fathom.store import Store
+    from fathom.results.store import Store
 
     if not Path(args.db).is_file():
         raise UsageError(f"no results store {args.db}", hint="pass --db with the file the run wrote its results to")
@@ -362,8 +362,8 @@ def _remove_k8s(journal: Journal) -> tuple[list[str], list[str]]:
 
     if not journal.pending(K8S_KIND):
         return [], []
-    from fathom.engines.ssh import LOOP
-    from fathom.k8s import journaled, objects
+    from fathom.hosts.ssh import LOOP
+    from fathom.hosts.k8s import journaled, objects
 
     say = lambda m: print(f"  {m}")  # noqa: E731
     pods, bad = LOOP.run(objects.remove_left(journal, say), timeout=600)  # a run's pods, owner and Secret
@@ -384,8 +384,8 @@ def cmd_env(args: argparse.Namespace) -> int:
 
 def attached_status(attached: Attachment) -> dict:
     """Status of a cluster fathom did not start: what the mons say, the processes seen on this host, and the
-    hosts, daemons and sources by the cluster's metadata (fathom.cluster.inventory)."""
-    from fathom.cluster import inventory
+    hosts, daemons and sources by the cluster's metadata (fathom.servers.inventory)."""
+    from fathom.servers import inventory
 
     ceph = attached.ceph(timeout=30)
     s = ceph.probe(timeout=30)

@@ -7,9 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from fathom import labels
+from fathom.suite import labels
 from fathom.errors import FathomError, UsageError
-from fathom.store import DEFAULT_DB, Store
+from fathom.results.store import DEFAULT_DB, Store
 
 EXIT_CHANGE = 5  # --fail-on-change fired (the same code as compare's --fail-on-regression)
 

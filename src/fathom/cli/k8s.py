@@ -24,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_image(args: argparse.Namespace) -> int:
     from fathom.engines.fathom_engine import check_engine
-    from fathom.k8s.image import LOCAL, engine_image
+    from fathom.hosts.k8s.image import LOCAL, engine_image
 
     path, name, digest = engine_image(check_engine(), args.output, args.tag)
     f = shlex.quote(str(path))

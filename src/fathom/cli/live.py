@@ -6,7 +6,7 @@ import argparse
 import sys
 import threading
 
-DEFAULT_DB = "fathom-results.db"  # fathom.store.DEFAULT_DB, without importing sqlite3 for every command
+DEFAULT_DB = "fathom-results.db"  # fathom.results.store.DEFAULT_DB, without importing sqlite3 for every command
 DEFAULT_LISTEN = "127.0.0.1:9465"
 
 

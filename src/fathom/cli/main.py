@@ -1,29 +1,32 @@
 """Entry point: builds the parser from the command modules and turns errors into messages.
 
-Adding a command group means adding a module to COMMAND_MODULES that defines
-`register(subparsers)`; each subcommand sets `func(args) -> int | None`.
+Adding a command group means adding a module that defines `register(subparsers)` and one line per command
+in COMMANDS (a fathom.plugins table: command -> module); each subcommand sets `func(args) -> int | None`.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
 import signal
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from fathom.version import __version__
 from fathom.errors import FathomError
+from fathom.plugins import Table
 
-COMMAND_MODULES = {
-    "fathom.cli.cluster": ("cluster",),
-    "fathom.cli.run": ("suites", "plan", "run", "slo", "ls", "show", "export"),
-    "fathom.cli.report": ("report", "compare", "import"),
-    "fathom.cli.bench": ("bench", "cleanup"),
-    "fathom.cli.history": ("history", "label"),
-    "fathom.cli.live": ("watch",),
-    "fathom.cli.k8s": ("k8s",),
-}
+# command -> the module whose `register(subparsers)` adds it (and the other commands of its group)
+COMMANDS: Table[Callable[[Any], None]] = Table("command", {
+    "cluster": "fathom.cli.cluster",
+    **dict.fromkeys(("suites", "plan", "run", "slo", "ls", "show", "export"), "fathom.cli.run"),
+    **dict.fromkeys(("report", "compare", "import"), "fathom.cli.report"),
+    **dict.fromkeys(("bench", "cleanup"), "fathom.cli.bench"),
+    **dict.fromkeys(("history", "label"), "fathom.cli.history"),
+    "watch": "fathom.cli.live",
+    "k8s": "fathom.cli.k8s",
+}, "register")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
@@ -38,9 +41,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"fathom {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    owners = [m for m, cmds in COMMAND_MODULES.items() if command in cmds] or list(COMMAND_MODULES)
-    for name in owners:
-        importlib.import_module(name).register(sub)
+    wanted = [command] if command in COMMANDS.modules else COMMANDS.names()
+    for register in dict.fromkeys(COMMANDS.get(c) for c in wanted):  # a group's module registers all of its own
+        register(sub)
     return parser
 
 

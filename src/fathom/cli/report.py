@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fathom.errors import FathomError, UsageError
-from fathom.store import DEFAULT_DB, Store
+from fathom.results.store import DEFAULT_DB, Store
 
 from fathom.analysis.compare import EXIT_REGRESSION  # 5: a workload regressed beyond --fail-on-regression
 
@@ -109,7 +109,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def runnable(ref: str) -> bool:
     """A built-in suite's name or a suite file: something `fathom run` can run again."""
-    from fathom import spec
+    from fathom.suite import spec
 
     return ref in spec.builtin_names() or (ref.endswith((".yaml", ".yml")) and Path(ref).is_file())
 
@@ -126,8 +126,10 @@ def run_trials(args: argparse.Namespace, refs: list[str]) -> list[str]:
                          hint="name suites (`fathom suites`) or YAML files to compare with --repeat; a stored run "
                               "cannot be run again: run its suite with `fathom run SUITE --name NAME` several "
                               "times and compare the groups as 'a,b,c'")
-    from fathom.cli.main import build_parser
+    from fathom.cli import run as run_cli
 
+    parser = argparse.ArgumentParser(prog="fathom")
+    run_cli.register(parser.add_subparsers(dest="command"))  # `fathom run` alone (the table would import us)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     names: dict[str, list[str]] = {r: [] for r in refs}
     for trial in range(1, args.repeat + 1):
@@ -135,7 +137,7 @@ def run_trials(args: argparse.Namespace, refs: list[str]) -> list[str]:
             name = f"{Path(ref).stem}-{'ABCDEFGHIJ'[side] if side < 10 else side}{trial}-{stamp}"
             argv = ["run", ref, "--db", args.db, "--name", name] + (["--quick"] if args.quick else [])
             print(f"fathom compare --repeat: trial {trial}/{args.repeat} of {ref} as run {name}", file=sys.stderr)
-            ns = build_parser("run").parse_args(argv)
+            ns = parser.parse_args(argv)
             with contextlib.redirect_stdout(sys.stderr):  # stdout is the comparison's alone (--format json parses)
                 rc = ns.func(ns)
             if rc:
@@ -226,7 +228,7 @@ def _compare_gains(args: argparse.Namespace, base: object, news: list) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from fathom import importers
+    from fathom.results import importers
 
     with _store(args, must_exist=False) as store:
         if args.source == "fio":

@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fathom import labels
+from fathom.suite import labels
 from fathom.errors import FathomError, UsageError
-from fathom.store import DEFAULT_DB, Store
+from fathom.results.store import DEFAULT_DB, Store
 from fathom.cluster.attach import add_attach_args, attach_from_args
 from fathom.cli.live import metrics_arg
 from fathom.cli.clientargs import add_client_args, add_server_args, client_choice, server_spec
@@ -148,7 +148,7 @@ def _open_existing(path: str) -> Store:
 # ---- suites and plan --------------------------------------------------------------
 
 def cmd_suites(args: argparse.Namespace) -> int:
-    from fathom import spec
+    from fathom.suite import spec
 
     if args.action == "show":
         if not args.suite:
@@ -157,14 +157,14 @@ def cmd_suites(args: argparse.Namespace) -> int:
         return 0
     for name in spec.builtin_names():
         s = spec.parse(spec.builtin_text(name), name)
-        from fathom.plan import expand
+        from fathom.suite.plan import expand
 
         print(f"{name:<14} {len(expand(s)):>4} points  {s.description}")
     return 0
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from fathom import plan, spec
+    from fathom.suite import plan, spec
 
     loaded = spec.load(args.suite, quick=args.quick, engine=args.engine)
     points = plan.expand(loaded.suite)
@@ -202,7 +202,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _companions(q: dict) -> list[str]:
     """What watches or acts on a point besides its load: its steady-state stop and its fault schedule."""
-    from fathom import faults, steady
+    from fathom.suite import faults, steady
 
     out = []
     crit = steady.Criteria.of(q)
@@ -230,13 +230,13 @@ def _dur(s: float) -> str:
 # ---- run ------------------------------------------------------------------------
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from fathom import runner
+    from fathom.run import work
     from fathom.units import parse_duration
 
     if not args.suite and not args.resume:
         raise UsageError("run: name a suite (built-in name or YAML file), or --resume RUN",
                          hint="see `fathom suites`")
-    opts = runner.RunOptions(
+    opts = work.RunOptions(
         suite_ref=args.suite, quick=args.quick, engine=args.engine, db=Path(args.db), name=args.name,
         resume=args.resume,
         keep_cluster=args.keep_cluster, gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"),
@@ -248,14 +248,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_slo(args: argparse.Namespace) -> int:
-    from fathom import runner
+    from fathom.run import work
     from fathom.units import parse_duration
 
     given = {k: getattr(args, k) for k in ("workload", "p50", "p90", "p99", "p999", "by", "start", "min", "max",
                                            "resolution", "probe")}
     given.update(error_rate=args.error_rate, max_probe=args.max_probe)
     name = args.name or f"{Path(args.suite).stem}-slo-{time.strftime('%Y%m%d-%H%M%S')}"
-    opts = runner.RunOptions(suite_ref=args.suite, quick=args.quick, db=Path(args.db), name=name,
+    opts = work.RunOptions(suite_ref=args.suite, quick=args.quick, db=Path(args.db), name=name,
                              keep_cluster=args.keep_cluster,
                              gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"), bind=args.bind,
                              ceph=args.ceph,
@@ -268,7 +268,8 @@ def cmd_slo(args: argparse.Namespace) -> int:
 def _run_live(opts: Any, metrics: str | None) -> int:
     """runner.run, with --metrics: the live server bound first (a busy port fails before anything is made),
     closed whatever happens."""
-    from fathom import live, runner
+    from fathom import live
+    from fathom.run import runner
 
     sess = live.session(metrics)
     if sess is None:
@@ -358,7 +359,7 @@ def _status(status: str, m: dict) -> str:
 
 def _host_rows(st: Store, run: Any, pts: list[dict]) -> list[dict[str, Any]]:
     """Per point and host: its daemons and figures (export.host_figures); daemons' figures summed on the host."""
-    from fathom import export
+    from fathom.results import export
 
     out = []
     for p in pts:
@@ -473,7 +474,7 @@ def _f(v: float | None, nd: int) -> str:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from fathom import export
+    from fathom.results import export
 
     fmt = args.format
     if not fmt:

@@ -10,8 +10,8 @@ Kinds, and the module that writes and undoes them:
     rgw_user, rgw_placement      fathom.cluster.rgw
     fuse, loop, mount, daemon    fathom.cluster.mounts and .ganesha (on fathom's local cluster)
     sampler                      fathom.servers (the fathom-sampler uploaded to a server host over SSH)
-    k8s                          fathom.k8s.objects (a run's pods, their owner and Secret: data names the
-                                 owner) and fathom.k8s.journaled (one object, the sampler's DaemonSet: its kind)
+    k8s                          fathom.hosts.k8s.objects (a run's pods, their owner and Secret: data names the
+                                 owner) and fathom.hosts.k8s.journaled (one object, the sampler's DaemonSet: its kind)
 
 One type, two homes. A run's journal lives in its state record in the results store
 (`journal`): it is valid on one cluster (`fsid`), and `--resume` and `fathom cluster restore`

@@ -166,7 +166,7 @@ class LocalCluster:
         client hosts reach, for engines on other hosts.
         places: daemons started elsewhere than this host, by name: {"osd.1": {"prefix": [argv that enters the
         other host, e.g. nsenter into a network namespace], "addr": its address there}} (a multi-host
-        topology on one machine, as tests build with fathom.netns).
+        topology on one machine, as tests build with fathom.hosts.netns).
         ceph: where the daemons come from: a Ceph build directory, a root file system, or a release built with
         `fathom cluster rootfs` (fathom.cluster.cephsrc); default this host's Ceph.
         """

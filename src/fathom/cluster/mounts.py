@@ -28,14 +28,29 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Callable, Protocol
 
 from fathom.cluster.ceph import require_binaries
 from fathom.cluster.journal import MOUNT_KINDS, Journal, file_journal
 from fathom.errors import ClusterError
 
-if TYPE_CHECKING:
-    from fathom.cluster.local import LocalCluster
+
+
+class LocalCluster(Protocol):
+    """What mounting needs of fathom's local cluster (fathom.cluster.local.LocalCluster fills it; that module
+    tears the mounts down when it stops its daemons, so this one does not import it)."""
+
+    root: Path
+    log_dir: Path
+    progress: Callable[[str], None]
+
+    def state(self) -> dict[str, Any] | None: ...
+    def spawn(self, name: str, argv: list[str]) -> int: ...
+    def log_tail(self, name: str) -> str: ...
+    def ceph(self) -> Any: ...
+    def daemons(self) -> list[Any]: ...
+    def owns(self, d: Any) -> bool: ...
+    def forget(self, name: str, *keys: str) -> None: ...
 
 JOURNAL = "journal.json"
 LEGACY = "mounts.json"  # the record of fathom 0.x before the journal: read once, then replaced

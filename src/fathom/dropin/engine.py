@@ -27,7 +27,8 @@ LIVE: Any = None
 def run_engine(spec: EngineSpec, conn: Connection | None, timeout: float,
                on_record: Callable[[dict[str, Any]], None] | None = None, clients: Any = None) -> EngineRun:
     """Run one point to its end through the shared launcher; every record goes to on_record as it arrives.
-    With clients (a fathom.hosts.ClientsSpec): on every engine of those hosts, merged (fathom.dropin.multihost)."""
+    With clients (a fathom.hosts.clients.ClientsSpec): on every engine of those hosts, merged
+    (fathom.dropin.multihost)."""
     if LIVE is not None and on_record is not None:
         on_record = _with_live(on_record, LIVE)
     if clients is not None:

@@ -1,6 +1,6 @@
 """`fathom bench ... --client USER@HOST[:PORT]`: one bench on many client hosts, merged exactly.
 
-The hosts are parsed, connected and checked as for `fathom run` (fathom.hosts,
+The hosts are parsed, connected and checked as for `fathom run` (fathom.hosts.clients,
 fathom.engines.clients); every engine gets the bench's spec with its own object
 prefix (`<prefix>.<host>.<n>`), they start together and their records are merged
 as they arrive (histograms added, counts summed). What the bench commands get
@@ -18,10 +18,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fathom import hdr, merge
+from fathom.results import hdr, merge
 from fathom.engine_spec import EngineSpec
 from fathom.engines.fathom_engine import EngineRun
-from fathom.hosts import ClientChoice, ClientsSpec
+from fathom.hosts.clients import ClientChoice, ClientsSpec
 
 # summary keys that are per-engine facts, not amounts: the first engine's value stands for all (not `schedule`:
 # each engine runs its own, so the point's is their sum, merge.merge_schedules)
@@ -52,7 +52,7 @@ def run(spec: EngineSpec, cs: ClientsSpec, timeout: float,
     intervals (with `slowest`: the slowest host) as they complete. conn: the cluster's connection, which pods
     get as a Secret."""
     from fathom.engines.clients import Clients
-    from fathom.engines.transport import OpenContext
+    from fathom.hosts.transport import OpenContext
 
     emit = on_record or (lambda rec: None)
     started = [False]

@@ -196,7 +196,7 @@ class RadosTable:
         """Smallest latency so far, from the interval histograms (0 when none could be read)."""
         if not self.hists:
             return 0.0
-        from fathom import hdr
+        from fathom.results import hdr
 
         try:
             m = hdr.merge(h for h in self.hists if h)
@@ -314,7 +314,7 @@ def measured_facts(summary: dict[str, Any]) -> dict[str, Any]:
     """What fathom adds to a bench's summary from the engine's record, when there: the open-loop schedule
     (offered and achieved rate, unissued ops, kept or not), the window and drain the rates divide by, and
     the p99 latency including failed and timed-out ops (s)."""
-    from fathom.model import p99_with_errors_ms
+    from fathom.results.model import p99_with_errors_ms
 
     out: dict[str, Any] = {}
     sch = summary.get("schedule")

@@ -397,7 +397,7 @@ def _partial_summary(outcome: "EngineRun", kind: str) -> dict[str, Any]:
 
 def _check_db(db: str) -> None:
     """Fail before the load starts when the results store cannot be opened."""
-    from fathom.store import Store
+    from fathom.results.store import Store
 
     Store(db).close()
 

@@ -8,9 +8,9 @@ import time
 import zlib
 from typing import TYPE_CHECKING, Any
 
-from fathom import hdr
+from fathom.results import hdr
 from fathom.cluster.ceph import Connection
-from fathom.store import Store
+from fathom.results.store import Store
 
 if TYPE_CHECKING:
     from fathom.engines.fathom_engine import EngineRun
@@ -41,7 +41,7 @@ def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: 
                extra_env: dict[str, Any] | None = None, result_extra: dict[str, Any] | None = None) -> int:
     """Store one bench as a run with one point, through the same atomic path as suite points; returns the run id."""
     from fathom.engines.fathom_engine import result_from_summary
-    from fathom.model import base_metrics
+    from fathom.results.model import base_metrics
 
     metrics = result = None
     hists: dict[Any, str] = {}

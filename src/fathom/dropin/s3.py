@@ -183,7 +183,7 @@ def stop_error(r: S3Args, fatal: dict[str, Any]) -> S3BenchError:
 
 
 def rgw_dump(asok: Path | None) -> dict[str, Any] | None:
-    from fathom.telemetry import asok_command
+    from fathom.servers.telemetry import asok_command
 
     if asok is None:
         return None
@@ -196,8 +196,8 @@ def rgw_dump(asok: Path | None) -> dict[str, Any] | None:
 def check_counters(r: S3Args, before: dict[str, Any] | None, after: dict[str, Any] | None,
                    summary: dict[str, Any], intervals: list[dict[str, Any]] | None = None) -> dict[str, Any] | None:
     """Every request of the run (its intervals' ops, ramp included; the prefill, multipart parts and retries
-    from the summary) against RGW's counters over the same span (fathom.analysis.reconcile)."""
-    from fathom.analysis import reconcile
+    from the summary) against RGW's counters over the same span (fathom.interfaces.reconcile)."""
+    from fathom.interfaces import reconcile
 
     if not before or not after:
         return None
@@ -526,7 +526,7 @@ def _sum_cleanups(infos: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run_cleanup(a: Any) -> int:
-    from fathom.hosts import clients_from_args
+    from fathom.hosts.clients import clients_from_args
 
     run_name = check_run_name(a.run_name or DEFAULT_RUN)
     prefix = object_prefix(run_name)

@@ -1,35 +1,25 @@
-"""Load engines behind one interface (see base.py). Importing this package registers the built-in adapters."""
+"""Load engines behind one interface (see base.py): TABLE names each adapter's module (fathom.plugins)."""
 
 from __future__ import annotations
 
-from fathom.engines.base import EngineAdapter, PointContext, register, registry
-from fathom.errors import FathomError
+from fathom.engines.base import EngineAdapter
+from fathom.interfaces.base import PointContext
+from fathom.plugins import Table
 
-_LOADED = False
-BUILTIN = ("fathom.engines.fathom_engine", "fathom.engines.fio", "fathom.engines.rados_bench")
-
-
-def _load() -> None:
-    global _LOADED
-    if not _LOADED:
-        import importlib
-
-        for mod in BUILTIN:
-            importlib.import_module(mod)
-        _LOADED = True
+# engine name -> the module whose ADAPTER runs it
+TABLE: Table[EngineAdapter] = Table("engine", {
+    "fathom-engine": "fathom.engines.fathom_engine",
+    "fio": "fathom.engines.fio",
+    "rados-bench": "fathom.engines.rados_bench",
+}, "ADAPTER")
 
 
 def names() -> list[str]:
-    _load()
-    return list(registry())
+    return TABLE.names()
 
 
 def get(name: str) -> EngineAdapter:
-    _load()
-    try:
-        return registry()[name]
-    except KeyError:
-        raise FathomError(f"unknown engine {name!r}; engines: {', '.join(registry())}") from None
+    return TABLE.get(name)
 
 
-__all__ = ["EngineAdapter", "PointContext", "get", "names", "register", "registry"]
+__all__ = ["TABLE", "EngineAdapter", "PointContext", "get", "names"]

@@ -2,8 +2,8 @@
 
 An adapter turns one planned point (a dict of fio-named parameters) into a run
 of its engine and returns a PointResult. Adding an engine means one module in
-this package that defines an adapter and calls `register()`; nothing else
-changes. Adapters run their engine as a child process through engines.launch, in its own session
+this package that defines its adapter as `ADAPTER` and its line in the package's
+TABLE; nothing else changes. Adapters run their engine as a child process through engines.launch, in its own session
 (Ctrl-C reaches fathom only, which stops the child and marks the point), with
 PR_SET_PDEATHSIG so a SIGKILLed fathom does not leave load running, and
 measure the child's CPU with os.wait4.
@@ -12,46 +12,14 @@ measure the child's CPU with os.wait4.
 from __future__ import annotations
 
 import signal
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Protocol
 
 from fathom.cluster.ceph import Connection
+from fathom.interfaces.base import PointContext
 from fathom.engines import launch
 from fathom.engines.launch import ChildRun
-from fathom.model import PointResult
-
-
-@dataclass
-class PointContext:
-    """What an adapter needs besides the point's own parameters. No secrets: the keyring is a path."""
-
-    conn: Connection | None  # None: no cluster (an interface that needs none, such as null)
-    pool: str | None  # the pool as prepared (may carry a run prefix)
-    images: list[str]  # RBD images as prepared
-    # the run's data tag, for object names / rados bench --run-name: unique per run, the same in every
-    # attempt of it, so a resumed read finds what an earlier attempt wrote
-    run_tag: str
-    workdir: Path  # scratch files (job files, outputs) for this run
-    timeout: float  # hard limit on the child's wall time, s
-    image_size: int | None = None  # bytes per RBD image, as prepared
-    on_interval: Callable[[dict[str, Any]], None] = lambda rec: None  # live records, engine clock
-    on_child: Callable[[int | None], None] = lambda pid: None  # child pid for telemetry (None when it ends)
-    # the running engine's control handle (has .stop(reason)), for companions that end a point early
-    on_control: Callable[[Any], None] = lambda handle: None
-    # client hosts (fathom.engines.clients.Clients): the point runs on every engine of every host
-    clients: Any = None
-    on_event: Callable[[dict[str, Any]], None] = lambda event: None  # point events (a client host lost)
-    # per-engine records of a many-engine point: {"intervals": [...], "histograms": {(op, host, n): b64}}
-    on_engines: Callable[[dict[str, Any]], None] = lambda records: None
-    # a many-engine point: the engines' records of each span, just before its merged record (the live view's hosts)
-    on_span: Callable[[list[dict[str, Any]]], None] = lambda records: None
-    # s3 with prep.rgw (fathom.cluster.rgw.prepare): keys file path, placements -> LocationConstraint,
-    # endpoints, CA file; paths and names only
-    s3: dict[str, Any] | None = None
-    # what the interface's prepare step made for the point (fathom.interfaces.prepare): a mount's path, a server
-    prepared: dict[str, Any] = field(default_factory=dict)
-    prep: Any = None  # the run's fathom.cluster.prep.Prep (what fathom made on the cluster), for prepare steps
+from fathom.results.model import PointResult
 
 
 class EngineAdapter(Protocol):
@@ -71,18 +39,6 @@ class EngineAdapter(Protocol):
         """Remove what this engine left in the cluster for the run (e.g. rados bench objects).
 
         True when it removed objects the run's read points read (a resume must write them again)."""
-
-
-_REGISTRY: dict[str, EngineAdapter] = {}
-
-
-def register(adapter: EngineAdapter) -> EngineAdapter:
-    _REGISTRY[adapter.name] = adapter
-    return adapter
-
-
-def registry() -> dict[str, EngineAdapter]:
-    return _REGISTRY
 
 
 # ---- running a child engine ------------------------------------------------------

@@ -1,7 +1,7 @@
 """A run's client hosts, connected once, and a point run on all of them (fathom.engines.group).
 
 `Clients.open(spec)` connects to every remote host at once, uploads and checks the
-engine there (each by its transport: fathom.engines.transport), and measures nothing yet; `run_point(params,
+engine there (each by its transport: fathom.hosts.transport), and measures nothing yet; `run_point(params,
 ctx)` builds one engine spec per engine instance (each writes under its own
 object-name prefix, `<run tag>.<host>.<n>`, so writers never collide and a later
 read on the same clients finds its own objects), runs them as one group and
@@ -17,16 +17,16 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fathom import merge
+from fathom.results import merge
 from fathom.engine_spec import Control, EngineSpec
 from fathom.engines import group as group_mod
-from fathom.engines.base import PointContext
+from fathom.interfaces.base import PointContext
 from fathom.engines.fathom_engine import PROTOCOL, check_engine, point_spec
-from fathom.engines.ssh import LOOP
-from fathom.engines.transport import OpenContext, Transport, open_all
+from fathom.hosts.ssh import LOOP
+from fathom.hosts.transport import OpenContext, Transport, open_all
 from fathom.errors import FathomError
-from fathom.hosts import ClientsSpec
-from fathom.model import PointResult
+from fathom.hosts.clients import ClientsSpec
+from fathom.results.model import PointResult
 
 
 @dataclass

@@ -48,9 +48,7 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import re
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -61,47 +59,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fathom import engine_spec, interfaces, merge
+from fathom import engine_spec, interfaces
+from fathom.results import merge
 from fathom.engine_spec import Control, EngineSpec, Load
 from fathom.engines import launch
-from fathom.engines.base import PointContext, register
+from fathom.interfaces.base import PointContext
+from fathom.binaries import BINARY, INSTALL_HINT, engine_path
 from fathom.errors import FathomError
-from fathom.model import PERCENTILES, OpStats, PointResult
+from fathom.results.model import PERCENTILES, OpStats, PointResult
 
 PROTOCOL = engine_spec.PROTOCOL
-BINARY = "fathom-engine"
-INSTALL_HINT = ("build it with `make install` (needs cargo; the binary is engine/target/release/fathom-engine), "
-                "or set FATHOM_ENGINE to its path")
-_REPO_BINARY = Path(__file__).resolve().parents[3] / "engine" / "target" / "release" / BINARY
-# the host sampler alone, linked statically against musl by make (a target of its own) so that it runs on any
-# Linux host of this architecture, whatever its C library
-SAMPLER = "fathom-sampler"
-REPO_SAMPLER = _REPO_BINARY.parents[1] / f"{platform.machine()}-unknown-linux-musl" / "release" / SAMPLER
-
-
-def engine_path() -> Path:
-    """The fathom-engine binary to run: $FATHOM_ENGINE, this checkout's release build, or PATH."""
-    env = os.environ.get("FATHOM_ENGINE")
-    if env:
-        p = Path(env)
-        if p.is_file() and os.access(p, os.X_OK):
-            return p
-        raise FathomError(f"FATHOM_ENGINE={env!r} is not an executable file", hint=INSTALL_HINT, exit_code=4)
-    if _REPO_BINARY.is_file() and os.access(_REPO_BINARY, os.X_OK):
-        return _REPO_BINARY
-    found = shutil.which(BINARY)
-    if found:
-        return Path(found)
-    raise FathomError(f"{BINARY} not found (looked at $FATHOM_ENGINE, {_REPO_BINARY}, PATH)",
-                      hint=INSTALL_HINT, exit_code=4)
-
-
-def sampler_beside(engine: Path) -> Path:
-    """The fathom-sampler of the same build as `engine` (the same version): this checkout's static one for this
-    checkout's engine, else the one installed beside it."""
-    return REPO_SAMPLER if engine.resolve() == _REPO_BINARY.resolve() else engine.with_name(SAMPLER)
-
-
 def engine_protocol(path: Path) -> int:
     """The protocol `path` speaks, from its `--version` line "fathom-engine X (protocol N)"."""
     try:
@@ -427,4 +394,4 @@ class FathomEngineAdapter:
         return None  # rados objects written by the engine go with the run's pool
 
 
-register(FathomEngineAdapter())
+ADAPTER = FathomEngineAdapter()

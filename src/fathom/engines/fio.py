@@ -18,9 +18,10 @@ import time
 from typing import Any
 
 from fathom import interfaces
-from fathom.engines.base import PointContext, ceph_env, register, run_child
+from fathom.interfaces.base import PointContext
+from fathom.engines.base import ceph_env, run_child
 from fathom.errors import FathomError
-from fathom.model import PERCENTILES, OpStats, PointResult, pooled_mean_stdev
+from fathom.results.model import PERCENTILES, OpStats, PointResult, pooled_mean_stdev
 
 _ETA_IOPS = re.compile(r"\]\[([rw])=([\d.]+)([kM]?) IOPS(?:,([rw])=([\d.]+)([kM]?) IOPS)?\]")
 _SCALE = {"": 1.0, "k": 1e3, "M": 1e6}
@@ -207,4 +208,4 @@ def _fio_json(text: str) -> dict[str, Any] | None:
         return d if isinstance(d, dict) else None
 
 
-register(FioAdapter())
+ADAPTER = FioAdapter()

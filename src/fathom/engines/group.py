@@ -7,7 +7,7 @@ The sequence, for every engine of the point at once:
     go        one start time T0 (a little ahead), sent to each engine on its own host's clock
     stream    records flow back live; each grid span (`tick`) is merged as soon as every engine has sent its
               records over it (the merged record is what progress, steady-state and fault companions see)
-    end       every engine's summary; the point is the exact merge (fathom.merge)
+    end       every engine's summary; the point is the exact merge (fathom.results.merge)
 
 Liveness both ways: heartbeats go to every engine each second and an engine stops itself when they
 stop (control.heartbeat_timeout_s); a host whose transport says it is gone (SSH keepalives failed), or a
@@ -16,7 +16,7 @@ the other hosts running (the point is flagged "client lost" and the lost host's 
 line are kept); `fail` stops them and fails the point. Ctrl-C: `stop` on every control channel, the
 final summaries read, then `kill` by pid on a new channel for any engine still there, and a last check
 by pid that none is left.
-The group talks to each host only through its transport (fathom.engines.transport).
+The group talks to each host only through its transport (fathom.hosts.transport).
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fathom import merge
+from fathom.results import merge
 from fathom.engines.fathom_engine import EngineRun, _dispatch, _error
-from fathom.engines.ssh import LOOP, HostError
-from fathom.engines.transport import EngineProcess, Local, Transport
+from fathom.hosts.ssh import LOOP, HostError
+from fathom.hosts.transport import EngineProcess, Local, Transport
 from fathom.errors import FathomError
 
 HEARTBEAT_S = 1.0

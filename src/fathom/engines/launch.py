@@ -2,7 +2,7 @@
 
 An executor starts a process somewhere: `Local` on this host (hyperfine's
 Executor trait is the model). fathom-engine on client hosts is started by a
-transport instead (fathom.engines.transport), which the engine group drives.
+transport instead (fathom.hosts.transport), which the engine group drives.
 The launcher streams the child's stdout as lines to the caller, keeps an
 optional stdin pipe for a control channel, enforces a wall-clock limit, and
 stops the child (SIGTERM, then SIGKILL) on timeout or interruption. Its record

@@ -17,9 +17,10 @@ import shutil
 import time
 from typing import Any
 
-from fathom.engines.base import PointContext, last_json, register, run_child
+from fathom.interfaces.base import PointContext
+from fathom.engines.base import last_json, run_child
 from fathom.errors import FathomError
-from fathom.model import OpStats, PointResult
+from fathom.results.model import OpStats, PointResult
 
 MODES = {"write": "write", "read": "seq", "randread": "rand"}
 NO_DATA = "Must write data before running a read benchmark"  # rados bench seq/rand without the write's metadata
@@ -119,4 +120,4 @@ def _drop_caches() -> None:
         pass
 
 
-register(RadosBenchAdapter())
+ADAPTER = RadosBenchAdapter()

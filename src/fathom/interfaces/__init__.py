@@ -6,33 +6,35 @@ modes it runs, what a point needs made before it runs (prepare: a mount, a
 server), and how a planned point becomes the fathom-engine target section
 (engine_spec; pure, so `fathom plan` and tests build every point's), and the
 workload fields it alone takes (`fields`: a base.OwnFields model, which
-fields_model() merges into workload.Workload). Modules are found by listing the
-package, so adding an interface is one new file here (plus its Rust target
-module in engine/src/targets/).
+fields_model() merges into workload.Workload). TABLE names each interface's
+module (fathom.plugins), so adding an interface is one new file here and its
+line in TABLE (plus its Rust target module in engine/src/targets/).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
 from typing import Any
 
 from pydantic import create_model
 
 from fathom.errors import FathomError
 from fathom.interfaces.base import Interface, OwnFields
+from fathom.plugins import Table
 
-_REGISTRY: dict[str, Interface] = {}
+TABLE: Table[Interface] = Table("interface", {
+    "cephfs": "fathom.interfaces.cephfs",
+    "nfs": "fathom.interfaces.nfs",
+    "null": "fathom.interfaces.null",
+    "posix": "fathom.interfaces.posix",
+    "rados": "fathom.interfaces.rados",
+    "rbd": "fathom.interfaces.rbd",
+    "s3": "fathom.interfaces.s3",
+}, "INTERFACE")
 
 
 def _load() -> dict[str, Interface]:
-    if not _REGISTRY:
-        for m in pkgutil.iter_modules(__path__):
-            if m.name != "base":
-                iface = importlib.import_module(f"{__name__}.{m.name}").INTERFACE
-                _REGISTRY[iface.name] = iface
-    return _REGISTRY
+    return TABLE.all()
 
 
 def names() -> list[str]:

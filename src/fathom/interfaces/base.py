@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from fathom.suite_fields import StrictModel
+from fathom.cluster.ceph import Connection
+from fathom.fields import StrictModel
 
 if TYPE_CHECKING:
     from fathom import engine_spec
-    from fathom.engines.base import PointContext
 
 
 class OwnFields(StrictModel):
@@ -85,3 +86,35 @@ class Interface:
 def engine_rw(rw: str) -> str:
     """fio's `readwrite` is the engine's `rw` (a sequential mix)."""
     return "rw" if rw == "readwrite" else rw
+
+
+@dataclass
+class PointContext:
+    """What an adapter needs besides the point's own parameters. No secrets: the keyring is a path."""
+
+    conn: Connection | None  # None: no cluster (an interface that needs none, such as null)
+    pool: str | None  # the pool as prepared (may carry a run prefix)
+    images: list[str]  # RBD images as prepared
+    # the run's data tag, for object names / rados bench --run-name: unique per run, the same in every
+    # attempt of it, so a resumed read finds what an earlier attempt wrote
+    run_tag: str
+    workdir: Path  # scratch files (job files, outputs) for this run
+    timeout: float  # hard limit on the child's wall time, s
+    image_size: int | None = None  # bytes per RBD image, as prepared
+    on_interval: Callable[[dict[str, Any]], None] = lambda rec: None  # live records, engine clock
+    on_child: Callable[[int | None], None] = lambda pid: None  # child pid for telemetry (None when it ends)
+    # the running engine's control handle (has .stop(reason)), for companions that end a point early
+    on_control: Callable[[Any], None] = lambda handle: None
+    # client hosts (fathom.engines.clients.Clients): the point runs on every engine of every host
+    clients: Any = None
+    on_event: Callable[[dict[str, Any]], None] = lambda event: None  # point events (a client host lost)
+    # per-engine records of a many-engine point: {"intervals": [...], "histograms": {(op, host, n): b64}}
+    on_engines: Callable[[dict[str, Any]], None] = lambda records: None
+    # a many-engine point: the engines' records of each span, just before its merged record (the live view's hosts)
+    on_span: Callable[[list[dict[str, Any]]], None] = lambda records: None
+    # s3 with prep.rgw (fathom.cluster.rgw.prepare): keys file path, placements -> LocationConstraint,
+    # endpoints, CA file; paths and names only
+    s3: dict[str, Any] | None = None
+    # what the interface's prepare step made for the point (fathom.interfaces.prepare): a mount's path, a server
+    prepared: dict[str, Any] = field(default_factory=dict)
+    prep: Any = None  # the run's fathom.cluster.prep.Prep (what fathom made on the cluster), for prepare steps

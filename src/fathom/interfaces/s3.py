@@ -17,7 +17,7 @@ from pydantic import field_validator
 
 from fathom.errors import FathomError
 from fathom.interfaces.base import SWEEP, Interface, OwnFields
-from fathom.suite_fields import size_value
+from fathom.fields import size_value
 
 # fio rw name -> (engine op, pattern)
 MODES = {"write": ("put", "seq"), "read": ("get", "seq"), "randread": ("get", "rand")}
@@ -183,7 +183,7 @@ def metrics(m: dict[str, Any], r: Any, params: dict[str, Any], intervals: list[d
             perf: dict[str, dict[str, Any]], events: list[dict[str, Any]]) -> None:
     """A point's s3 figures (m, its metrics; r, its PointResult): GET time to first byte (the engine's ttfb
     phase) and the check against RGW's own counters."""
-    from fathom.analysis import reconcile
+    from fathom.interfaces import reconcile
 
     ttfb = ((r.extra.get("phases") or {}).get("read") or {}).get("ttfb") or {}
     lat = ttfb.get("lat_ns") or {}

@@ -2,7 +2,7 @@
 
 buckets.py     fixed log latency buckets from the engines' HDR histograms
 state.py       the run's live state (progress, the running point's seconds, finished points, flags, counters)
-observer.py    feeds the state from the run's lifecycle (fathom.progress observers; a bench's engine records)
+observer.py    feeds the state from the run's lifecycle (fathom.run.progress observers; a bench's engine records)
 exposition.py  the state as Prometheus metrics (prometheus_client collector)
 server.py      one HTTP server: /metrics, the page, /state; binds before the run, closes at its end
 page.py        the self-contained page

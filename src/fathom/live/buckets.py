@@ -14,7 +14,7 @@ import math
 
 from hdrh.histogram import HdrHistogram
 
-from fathom import hdr
+from fathom.results import hdr
 
 PER_DECADE = 5
 BOUNDS_S: tuple[float, ...] = tuple(float(f"{10 ** (k / PER_DECADE - 5):.6g}") for k in range(0, 7 * PER_DECADE + 1))

@@ -20,7 +20,7 @@ class Observer:
         self.store: Any = None
         self.run_id: int | None = None
 
-    # ---- a suite run (fathom.progress.Progress observers) -------------------------
+    # ---- a suite run (fathom.run.progress.Progress observers) -------------------------
     def attach(self, prog: Any, store: Any, run_id: int, work: Any) -> None:
         """The runner's progress is created: the run is known (its id, name, suite, planned points)."""
         self.store, self.run_id = store, run_id
@@ -84,7 +84,7 @@ def _summary_metrics(summary: dict[str, Any]) -> dict[str, Any]:
     ops = summary.get("ops") or {}
     out: dict[str, Any] = {"iops": sum(float(o.get("iops") or 0) for o in ops.values()),
                            "bw_mib_s": sum(float(o.get("bw_bytes_s") or 0) for o in ops.values()) / 2**20}
-    from fathom import hdr
+    from fathom.results import hdr
 
     hists = [o["hist"] for o in ops.values() if o.get("hist")]
     if hists:

@@ -51,7 +51,7 @@ class Writer:
         self.q.put(("clear", None))  # a killed attempt's rows (the run resumed)
         self._thread.start()
 
-    # ---- fathom.progress.Progress hooks: queue only --------------------------------
+    # ---- fathom.run.progress.Progress hooks: queue only --------------------------------
     def point_start(self, point: Any, n: int, total: int | None) -> None:  # noqa: ARG002
         self.q.put(("point", {"n": n, "key": point.key, "workload": point.workload, "label": point.label(),
                               "est_s": point.est_s, "offered_rate": point.params.get("rate"), "started": time.time()}))

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from fathom import hdr, series
+from fathom.results import hdr, series
 from fathom.live import buckets
 
 SERIES_KEEP = 900  # seconds of the running point's series the page gets (a long point: its last 15 minutes)

@@ -19,7 +19,7 @@ from typing import Any
 from fathom.errors import FathomError
 from fathom.live import seconds
 from fathom.live.state import SERIES_KEEP, flag_of, point_row, second
-from fathom.store import Store, StoreBusyError
+from fathom.results.store import Store, StoreBusyError
 
 CACHE_S = 0.5  # one store read serves every watcher's request within this long
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 
 from fathom.analysis.data import RunData, throughput_for
-from fathom.model import daemon_kind_order, daemon_label
+from fathom.results.model import daemon_kind_order, daemon_label
 from fathom.report.doc import Table, fmt, fmt_tp
 
 

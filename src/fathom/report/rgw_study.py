@@ -15,7 +15,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from fathom import labels
+from fathom.suite import labels
 from fathom.analysis import rgw_gains
 from fathom.analysis.data import RunData, StoredPoint
 from fathom.report import svg

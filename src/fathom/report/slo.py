@@ -7,7 +7,7 @@ from typing import Any
 
 from fathom.analysis import slo
 from fathom.analysis.data import RunData
-from fathom.merge import KEPT_TOLERANCE
+from fathom.results.merge import KEPT_TOLERANCE
 from fathom.report import svg
 from fathom.report.doc import ChartOut, Section, Table
 from fathom.units import format_rate

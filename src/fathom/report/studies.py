@@ -3,7 +3,7 @@
 A run records the studies it belongs to in its environment record, under ENV_KEY: a suite run from its suite's
 `report:` when it is created, an imported published table from `fathom import table` (the 2014 table, the RGW
 gains table), a run stored before store schema 5 by the workload-name rule that found study runs then
-(fathom.migrate._studies_5). A study's module gets the runs that name it, measured and published alike, and
+(fathom.results.migrate._studies_5). A study's module gets the runs that name it, measured and published alike, and
 picks its own points among theirs. The SLO search's section is not a study of a suite: the run's `slo` keys it.
 
 Why the env and not a field of its own: the env is what a run records once about itself for its readers (the
@@ -13,32 +13,18 @@ show`), and a key needs no new column in the store.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from fathom.analysis.data import RunData
 from fathom.report import files_study, rgw_study
 from fathom.report.doc import Section
-from fathom.suite_fields import suggest
+from fathom.results.studies import ENV_KEY, FILES_STUDY, RGW_STUDY
 
-ENV_KEY = "report"  # the run's env key listing its study names (fathom.migrate._studies_5 writes the same)
-FILES_STUDY = "files-study"
-RGW_STUDY = "rgw-study"
-# name -> the study's sections, in report order
+# name -> the study's sections, in report order (fathom.results.studies.NAMES: the names a suite may give)
 STUDIES: dict[str, Callable[[list[RunData]], list[Section]]] = {
     FILES_STUDY: files_study.sections,
     RGW_STUDY: rgw_study.sections,
 }
-
-
-def check(names: Iterable[str]) -> list[str]:
-    """A suite's `report:` names, each once; ValueError (for the suite's validator) naming the known ones."""
-    out: list[str] = []
-    for n in names:
-        if n not in STUDIES:
-            raise ValueError(f"unknown study {n!r}" + suggest(str(n), STUDIES, "studies", STUDIES))
-        if n not in out:
-            out.append(n)
-    return out
 
 
 def named(run: RunData) -> list[str]:

@@ -15,10 +15,10 @@ from fathom.analysis import anomalies as anom
 from fathom.analysis.data import (Level, RunData, StoredPoint, Throughput, assign_levels, level_axis_name, levels,
                                   throughput_for)
 from fathom.analysis.stats import KNEE_DEFINITION, knee_index, saturation_index
-from fathom.model import DAEMON_KINDS, FIGURE_WINDOWS, daemon_columns, daemon_kinds_in, daemon_label
+from fathom.results.model import DAEMON_KINDS, FIGURE_WINDOWS, daemon_columns, daemon_kinds_in, daemon_label
 from fathom.report import perhost, slo, sources, studies, svg, timeline
 from fathom.report.doc import INTENDED, NA, ChartOut, ReportDoc, Section, Table, fmt, fmt_tp
-from fathom.steady import Criteria, outcome_text
+from fathom.suite.steady import Criteria, outcome_text
 
 RING_EXEMPT = {"host_busy"}  # a property of the whole box, listed in tables but not ringed on every point
 

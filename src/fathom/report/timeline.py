@@ -15,7 +15,7 @@ from typing import Any
 from fathom.analysis.anomalies import fault_data
 from fathom.analysis.data import RunData, StoredPoint, Throughput, throughput_for
 from fathom.analysis.recovery import DEFINITION, MIN_DT_S, acted, point_metrics
-from fathom.series import Sample, samples
+from fathom.results.series import Sample, samples
 from fathom.report import svg
 from fathom.report.doc import ChartOut, Table
 

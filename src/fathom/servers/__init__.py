@@ -27,15 +27,16 @@ pid (or, fathom gone, until its next write finds nobody reading). Host keys foll
   `server_lost`) and its samples up to the loss are kept; the other hosts go on.
 
 The companion (ServerSource) hands each point its hosts' per-interval records (hostsample.interval_samples:
-telemetry.summarize reads them, per host, then summed) tagged `via: ssh`, and an event saying what it
+samples.summarize reads them, per host, then summed) tagged `via: ssh`, and an event saying what it
 covered and what was missing.
 """
 
-from fathom.hosts import ClientHost
+from fathom.hosts.clients import ClientHost
 from fathom.servers.attribution import Attribution, attribute, match_host, not_counted, this_host_identities
 from fathom.servers.group import Coverage, Servers, ServerSource, _remote, connect
 from fathom.servers.host import ServerHost, remove_samplers
-from fathom.servers.spec import DISCOVER, SAMPLER, SOURCE, ServersSpec, discovered, sampler_path, servers_file, \
+from fathom.binaries import SAMPLER, sampler_path
+from fathom.servers.named import DISCOVER, SOURCE, ServersSpec, discovered, servers_file, \
     servers_from_args
 
 __all__ = ["DISCOVER", "SAMPLER", "SOURCE", "Attribution", "ClientHost", "Coverage", "ServerHost", "ServerSource",

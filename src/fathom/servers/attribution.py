@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 
-from fathom.cluster.inventory import UNKNOWN_HOST, ClusterDaemon
+from fathom.servers.inventory import UNKNOWN_HOST, ClusterDaemon
 
 # daemon kinds the cluster's metadata places; others the sampler finds (ganesha, FUSE) count where they run
 PLACED_KINDS = ("osd", "mon", "mgr", "mds", "rgw")

@@ -11,19 +11,20 @@ from pathlib import Path
 from typing import Any
 
 
-from fathom.cluster import inventory
-from fathom.cluster.inventory import ClusterDaemon
+from fathom.servers import inventory
+from fathom.servers.inventory import ClusterDaemon
 from fathom.cluster.local import Daemon
 from fathom.cluster.journal import SAMPLER_KIND, Entry, Journal
 from fathom.companion import Companion, Contribution, Live
-from fathom.engines.ssh import LOOP, key_error, raise_any, sha256_file
+from fathom.hosts.ssh import LOOP, key_error, raise_any, sha256_file
 from fathom.errors import FathomError, UsageError
-from fathom.hosts import ClientHost
+from fathom.hosts.clients import ClientHost
 
 from fathom.servers.attribution import this_host_identities
 from fathom.servers.host import Placed, ServerHost, remove_command
 from fathom.servers.sampled import SampledHosts
-from fathom.servers.spec import SAMPLER, SOURCE, ServersSpec, discovered, sampler_path
+from fathom.binaries import SAMPLER, sampler_path
+from fathom.servers.named import SOURCE, ServersSpec, discovered
 
 
 class Servers(SampledHosts):
@@ -176,7 +177,7 @@ class Coverage:
 
     placed: dict[str, list[ClusterDaemon]]
     servers: SampledHosts | None = None  # the hosts sampled over SSH or from a Kubernetes DaemonSet
-    prometheus: Any = None  # fathom.promquery.PrometheusSource: host figures of the hosts it scrapes
+    prometheus: Any = None  # fathom.servers.promquery.PrometheusSource: host figures of the hosts it scrapes
     here: str | None = None  # the metadata's name of this host, when it holds daemons of the cluster
     here_daemons: set[str] = field(default_factory=set)  # those this host's own sampler covers (not SSH's)
     here_host: str = "host"  # this host's host sample: a cluster host's ("host") or a client's ("client_host")
@@ -266,7 +267,7 @@ def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: An
     cov.here = mine[0] if mine else None
     covered: set[str] = set()
     if spec is not None and spec.kubernetes is not None:  # the nodes sampled from a DaemonSet, this one too
-        from fathom.k8s.sampler import DaemonSetServers
+        from fathom.servers.k8s import DaemonSetServers
 
         cov.servers = DaemonSetServers.open(spec, placed, run, say, journal)
     elif spec is not None:
@@ -282,7 +283,7 @@ def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: An
     if local is not None:
         cov.pick_here(local)
     if prometheus:
-        from fathom import promquery
+        from fathom.servers import promquery
 
         try:
             cov.prometheus, cov.env["prometheus"] = promquery.connect(prometheus, sorted(placed), covered)

@@ -10,9 +10,9 @@ from typing import Any
 
 
 from fathom.cluster.journal import SAMPLER_KIND, Entry, Journal
-from fathom.engines.ssh import LOOP, HostError, SshHost
-from fathom.hosts import ClientHost, ClientsSpec
-from fathom.servers.spec import SAMPLER
+from fathom.hosts.ssh import LOOP, HostError, SshHost
+from fathom.hosts.clients import ClientHost, ClientsSpec
+from fathom.binaries import SAMPLER
 from fathom.servers.stream import SamplerStream, best_offset
 
 

@@ -8,11 +8,11 @@ import time
 from datetime import datetime
 from typing import Any
 
-from fathom import hostsample
-from fathom.cluster.inventory import ClusterDaemon
-from fathom.engines.ssh import LOOP
+from fathom.servers import hostsample
+from fathom.servers.inventory import ClusterDaemon
+from fathom.hosts.ssh import LOOP
 from fathom.servers.attribution import Identities, attribute, identities, not_counted
-from fathom.servers.spec import ServersSpec
+from fathom.servers.named import ServersSpec
 from fathom.servers.stream import SamplerStream
 
 THREADS_SHOWN = 8  # per daemon sampled thread by thread

@@ -9,11 +9,11 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
-from fathom import hostsample
-from fathom.cluster.inventory import ClusterDaemon
+from fathom.servers import hostsample
+from fathom.servers.inventory import ClusterDaemon
 from fathom.errors import FathomError
 from fathom.servers.attribution import match_host
-from fathom.servers.spec import SAMPLER
+from fathom.binaries import SAMPLER
 
 CLOCK_PINGS = 5
 

@@ -1,0 +1,199 @@
+"""How an engine process on a client host is started and talked to: the transport seam.
+
+A point's engines run as one group (fathom.engines.group: ready barrier, clock
+offsets, one start time, heartbeats, live merge, lost hosts, Ctrl-C) and the
+group asks only this of a host:
+
+    provide_engine   the engine binary there, checked to run and speak the protocol
+    start            the engine started with its spec; its records on stdout, control lines on stdin
+    kill, alive      a signal to, and a check of, an engine by the pid its `start` record names
+    lost             set once the transport knows the host is gone (the group then flags it)
+    close, aclose    drop the host's connection (its engines' streams end)
+
+`Local` is this host (a child process in its own session). `fathom.hosts.ssh`
+fills it over OpenSSH, `fathom.hosts.pods` with pods and the API's exec
+streams. A new transport is one module with a class that has these members and
+an `open_transports(spec, engine, protocol, ctx)` coroutine that connects (or makes)
+the spec's hosts it serves; its name and module go in `TABLE` (fathom.plugins). A host may also carry
+`connection`: the Ceph connection fields its engines use there (a pod's mounted conf).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol, runtime_checkable
+
+from fathom.hosts.clients import LOCAL, ClientsSpec
+from fathom.plugins import Table
+
+STREAM_LIMIT = 64 << 20  # longest record line of a local engine (a summary with many histograms)
+# transport name -> the module whose `open_transports` connects the run's remote client hosts it serves
+TABLE: Table[Any] = Table("transport", {"ssh": "fathom.hosts.ssh", "k8s": "fathom.hosts.pods"}, "open_transports")
+
+
+@runtime_checkable
+class EngineProcess(Protocol):
+    """One running engine as the group sees it: lines in, lines out, an exit code."""
+
+    pid: int | None  # known at once on this host; elsewhere from the engine's `start` record
+
+    async def readline(self) -> str:
+        """The next stdout line ('' at the end); raises when the stream breaks (the host is then lost)."""
+        ...
+
+    async def read_stderr(self) -> str: ...
+
+    def write(self, data: str) -> None:
+        """Send control lines on its stdin; raises (OSError, RuntimeError...) when that is gone."""
+        ...
+
+    async def wait(self) -> int | None:
+        """Its exit code once it has ended (None when the transport cannot tell)."""
+        ...
+
+    def release(self) -> None:
+        """Remove what starting it made (a spec file); called once the group has ended."""
+        ...
+
+
+@runtime_checkable
+class Transport(Protocol):
+    """One client host as the engine group uses it."""
+
+    name: str  # the host's name in records, tables and messages
+    remote: bool  # silence means lost (LOST_AFTER_S), and a lost host's exit status is not awaited
+    lost: str | None  # why the host is gone, once the transport knows
+    engine: str | None  # the engine's path (or name) there, once provided
+    facts: dict[str, Any]  # what describe() records of the host (engine version...)
+    start_hint: str  # said after a failed start: a limit of the transport that may be the cause
+
+    async def provide_engine(self, local: Path, sha: str, protocol: int) -> str: ...
+
+    async def start(self, spec_json: str) -> EngineProcess: ...
+
+    async def kill(self, pid: int, sig: str = "TERM") -> None: ...
+
+    async def alive(self, pid: int) -> bool: ...
+
+    def close(self) -> None: ...
+
+    async def aclose(self) -> None: ...
+
+
+@dataclass
+class OpenContext:
+    """What a transport that makes its hosts for a run needs of it."""
+
+    run: str  # the run's tag: names what the transport makes
+    conn: Any = None  # the cluster's fathom.cluster.ceph.Connection the engines use (paths; None: no cluster)
+    journal: Any = None  # the run's undo journal (None: removed at the end only, as for a bench)
+    say: Callable[[str], None] = print
+
+
+async def open_all(spec: ClientsSpec, engine: Path, protocol: int, ctx: OpenContext | None = None) \
+        -> list[Transport]:
+    """Every remote host of spec connected by the transport that serves it, the engine provided there; what
+    one transport opened is closed again when a later one fails."""
+    out: list[Transport] = []
+    try:
+        for open_transports in TABLE.all().values():
+            out += await open_transports(spec, engine, protocol, ctx)
+    except BaseException:
+        await asyncio.gather(*(h.aclose() for h in out), return_exceptions=True)
+        raise
+    return out
+
+
+class LocalProcess:
+    """An engine child of this process (asyncio subprocess)."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, specfile: str):
+        self.proc, self.specfile, self.pid = proc, specfile, proc.pid
+
+    async def readline(self) -> str:
+        assert self.proc.stdout is not None
+        return (await self.proc.stdout.readline()).decode(errors="replace")
+
+    async def read_stderr(self) -> str:
+        assert self.proc.stderr is not None
+        return (await self.proc.stderr.read()).decode(errors="replace")
+
+    def write(self, data: str) -> None:
+        self.proc.stdin.write(data.encode())  # type: ignore[union-attr]
+
+    async def wait(self) -> int | None:
+        return await self.proc.wait()
+
+    def release(self) -> None:
+        try:
+            os.unlink(self.specfile)
+        except OSError:
+            pass
+
+
+class Local:
+    """This host: the engine is a child in its own session (a Ctrl-C reaches fathom only), with its spec in a
+    temporary file and CEPH_ARGS unset (the spec names every connection setting)."""
+
+    remote = False
+    lost: str | None = None
+    start_hint = ""
+
+    def __init__(self, engine: str | None = None):
+        self.name = LOCAL
+        self.engine = engine
+        self.facts: dict[str, Any] = {}
+
+    async def provide_engine(self, local: Path, sha: str, protocol: int) -> str:
+        self.engine = str(local)
+        return self.engine
+
+    async def start(self, spec_json: str) -> LocalProcess:
+        assert self.engine is not None
+        with tempfile.NamedTemporaryFile("w", prefix="fathom-spec-", suffix=".json", delete=False) as f:
+            f.write(spec_json)
+        env = dict(os.environ)
+        env.pop("CEPH_ARGS", None)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                self.engine, f.name, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True, limit=STREAM_LIMIT)
+        except BaseException:
+            os.unlink(f.name)
+            raise
+        return LocalProcess(proc, f.name)
+
+    async def kill(self, pid: int, sig: str = "TERM") -> None:
+        try:
+            os.kill(pid, getattr(signal, f"SIG{sig}"))
+        except ProcessLookupError:
+            pass
+
+    async def alive(self, pid: int) -> bool:
+        return local_alive(pid)
+
+    def close(self) -> None:
+        pass
+
+    async def aclose(self) -> None:
+        pass
+
+
+def local_alive(pid: int) -> bool:
+    """Is pid a running process on this host (a zombie is not)?"""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False

@@ -1,0 +1,152 @@
+"""A point's telemetry samples summed up over its window: per daemon kind and per host (CPU, memory, context
+switches, NICs), and perf counter deltas. Pure: the samples come from any source (fathom.servers: this host's
+/proc, fathom-sampler on SSH hosts or in a DaemonSet, Prometheus), stored or live."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+NCPU = os.cpu_count() or 1  # a host sample stored without its `ncpu` (this host's /proc sampler adds it)
+NOT_DAEMONS = ("host", "engine", "client_host")  # sample kinds that are not Ceph (or gateway) daemons
+MIB = 2**20
+
+
+def in_window(samples: list[dict[str, Any]], t_from: float, t_to: float) -> list[dict[str, Any]]:
+    """The samples whose span's middle is in [t_from, t_to] (the last one up to 0.5 s past it); all of them when
+    none is (a very short window: what there is)."""
+    win = [s for s in samples if t_from <= s["ts"] - s.get("dt", 1.0) / 2 and s["ts"] <= t_to + 0.5]
+    return win or samples
+
+
+def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict[str, Any]:
+    """Server-side metrics over [t_from, t_to]: per host, means over its sample times of per-kind sums; then
+    summed over the hosts (each host samples at its own instants, so times are never matched across hosts).
+
+    For every daemon kind in the samples (osd, mon, mgr, rgw, mds, or any other Daemon.kind):
+    `{kind}_cpu` (% of one core), `{kind}_cores`, `{kind}_mem_mib` (RSS) and `{kind}_ctx_switches_s`
+    (voluntary + involuntary), each summed over that kind's daemons at a host's sample time, averaged over
+    that host's sample times where the kind was seen, and summed over hosts. A kind with no samples gets no
+    keys at all. Plus host_cpu_pct (busy cores of the sampled hosts over all their cores), server_hosts (hosts
+    with a host sample: the cluster's hosts, since a server source's host holding none of the cluster's daemons
+    is `client_host`, as this host is when it is a client; given whenever a server source sampled),
+    net_rx_mib_s / net_tx_mib_s (each host's interfaces that count, hostsample.nics, summed),
+    net_busiest_host_mib_s (the host whose received or sent MiB/s was highest), engine_cpu_pct (% of one core)
+    and telemetry_samples (the fewest sample times of a host). A sample's `host` (default: this host) names
+    its host; kind `client_host` is a host that is not one of the cluster's (left out of host_cpu_pct).
+    """
+    win = in_window(samples, t_from, t_to)
+    hosts: dict[str, dict[float, dict[str, list[dict[str, Any]]]]] = {}
+    for s in win:
+        hosts.setdefault(s.get("host") or "local", {}).setdefault(s["ts"], {}).setdefault(s["kind"], []).append(s)
+
+    def mean_of(by_ts: dict[float, dict[str, list[dict[str, Any]]]], kind: str, value: Any) -> float | None:
+        """Mean over one host's sample times of value(sample) summed over the kind's sources at that time."""
+        sums = [sum(value(x) for x in group[kind]) for group in by_ts.values() if kind in group]
+        return sum(sums) / len(sums) if sums else None
+
+    def total(kind: str, value: Any) -> float | None:
+        means = [m for by_ts in hosts.values() if (m := mean_of(by_ts, kind, value)) is not None]
+        return sum(means) if means else None
+
+    out: dict[str, Any] = {}
+    kinds = {s["kind"] for s in win} - set(NOT_DAEMONS)
+    for kind in sorted(kinds):
+        cpu = total(kind, lambda x: x["cpu_pct"])
+        out[f"{kind}_cpu"] = cpu
+        out[f"{kind}_cores"] = cpu / 100.0 if cpu is not None else None
+        out[f"{kind}_mem_mib"] = total(kind, lambda x: x["rss_mib"])
+        out[f"{kind}_ctx_switches_s"] = total(kind, lambda x: (x.get("vctx_s") or 0.0) + (x.get("nvctx_s") or 0.0))
+    busy = ncpu = 0.0
+    rx = tx = None
+    busiest: float | None = None
+    for by_ts in hosts.values():
+        cores = mean_of(by_ts, "host", lambda x: x.get("cores", x["cpu_pct"] / 100.0 * (x.get("ncpu") or NCPU)))
+        if cores is None:
+            continue
+        recs = [g["host"][0] for g in by_ts.values() if "host" in g]
+        busy += cores
+        ncpu += recs[-1].get("ncpu") or NCPU
+        if any("net_rx_bytes_s" in r for r in recs):
+            r_ = (mean_of(by_ts, "host", lambda x: x.get("net_rx_bytes_s") or 0.0) or 0.0) / MIB
+            t_ = (mean_of(by_ts, "host", lambda x: x.get("net_tx_bytes_s") or 0.0) or 0.0) / MIB
+            rx, tx = (rx or 0.0) + r_, (tx or 0.0) + t_
+            busiest = max(busiest or 0.0, r_, t_)
+    server_hosts = sum(1 for by_ts in hosts.values() if any("host" in g for g in by_ts.values()))
+    out["host_cpu_pct"] = 100.0 * busy / ncpu if ncpu else None
+    if server_hosts > 1 or rx is not None or any(s.get("via") for s in win):  # a server source sampled
+        out["server_hosts"] = server_hosts
+    if rx is not None:
+        out["net_rx_mib_s"], out["net_tx_mib_s"], out["net_busiest_host_mib_s"] = rx, tx, busiest
+    engine = [m for by_ts in hosts.values() if (m := mean_of(by_ts, "engine", lambda x: x["cpu_pct"])) is not None]
+    out["engine_cpu_pct"] = sum(engine) if engine else None
+    out["telemetry_samples"] = min((len(by_ts) for by_ts in hosts.values()), default=0)
+    return out
+
+
+def per_host(samples: list[dict[str, Any]], t_from: float, t_to: float,
+             lost: dict[str, str] | None = None) -> dict[str, dict[str, Any]]:
+    """summarize() per host (the cluster's hosts and this one), for tables per node: each host's CPU busy %
+    of its cores, NIC MiB/s, and per daemon kind its CPU and RSS; `via` names the source of its samples.
+
+    `coverage` says how much of the window a host's figures cover: `whole`, or for a host in `lost` (hostname ->
+    why it was lost during or before the point) `partial` (covered_s of window_s: its samples stop at the loss)
+    or `missing` (no sample in the window: no figures at all, where summarize would take any it has)."""
+    hosts: dict[str, list[dict[str, Any]]] = {}
+    for s in samples:
+        hosts.setdefault(s.get("host") or "local", []).append(s)
+    lost = lost or {}
+    window_s = round(t_to - t_from, 1)
+    out: dict[str, dict[str, Any]] = {}
+    for host, mine in sorted(hosts.items()):
+        inside = [s for s in mine if t_from <= s["ts"] - s.get("dt", 1.0) / 2 and s["ts"] <= t_to + 0.5]
+        if host in lost and not inside:
+            continue
+        m = summarize(mine, t_from, t_to)
+        keep = {k: v for k, v in m.items() if v is not None and (k in ("host_cpu_pct", "net_rx_mib_s", "net_tx_mib_s")
+                                                                  or k.endswith(("_cpu", "_mem_mib")))}
+        if keep:  # a client host (this one, when it holds no daemon) has none
+            out[host] = {**keep, "via": ", ".join(sorted({str(s.get("via") or "local") for s in mine})),
+                         "coverage": "whole"}
+            if host in lost:
+                first = max(t_from, min(s["ts"] - s.get("dt", 1.0) for s in inside))
+                last = min(t_to, max(s["ts"] for s in inside))
+                out[host].update(coverage="partial", covered_s=round(max(0.0, last - first), 1), window_s=window_s,
+                                 lost=lost[host])
+    for host, why in sorted(lost.items()):
+        if host not in out:
+            out[host] = {"via": "ssh", "coverage": "missing", "covered_s": 0.0, "window_s": window_s, "lost": why}
+    return out
+
+
+# ---- admin socket perf counters ----------------------------------------------------
+
+
+def perf_deltas(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Counter deltas per daemon ('section.counter'); averages as {count, sum, avg} with avg = Δsum/Δcount.
+
+    Zero deltas are left out; gauges (values that can fall) keep their after-value under 'gauge'.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for name, a in after.items():
+        b = before.get(name) or {}
+        d: dict[str, Any] = {}
+        for sec, counters in a.items():
+            if not isinstance(counters, dict):
+                continue
+            bsec = b.get(sec) or {}
+            for key, v in counters.items():
+                bv = bsec.get(key)
+                full = f"{sec}.{key}"
+                if isinstance(v, dict) and "avgcount" in v:
+                    bc = (bv or {}).get("avgcount", 0)
+                    bs = (bv or {}).get("sum", 0.0)
+                    dc = v["avgcount"] - bc
+                    ds = v.get("sum", 0.0) - bs
+                    if dc:
+                        d[full] = {"count": dc, "sum": ds, "avg": ds / dc}
+                elif isinstance(v, (int, float)) and isinstance(bv, (int, float)):
+                    if v != bv:
+                        d[full] = v - bv
+        out[name] = d
+    return out

@@ -1,0 +1,326 @@
+"""One point's lifecycle: health gate, the engine with its companions, health after, metrics, one atomic store.
+
+Phases, in order (each a named step, as hyperfine names the phases around a
+measurement):
+    gate       hold until the cluster is clean (skipped without a cluster)
+    start      companions start: telemetry (with perf counters before), live progress, ...
+    engine     the adapter runs the point; every interval record goes to each companion
+    stop       companions stop and hand over what they saw (samples, counters, events)
+    health     the cluster's state right after (it serves as the next point's gate when clean)
+    record     metrics computed, the point stored whole or not at all
+
+Companions (companion.py: telemetry, progress, the fault schedule, the steady-state
+watch) start with the point, see each interval record and stop with it.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from fathom import engines, interfaces
+from fathom.run import faults
+from fathom.servers import telemetry
+from fathom.companion import Companion, Contribution, Live
+from fathom.cluster import full, health
+from fathom.cluster.local import Daemon
+from fathom.errors import FathomError
+from fathom.results.hdr import with_merged
+from fathom.results.model import METRIC_COLUMNS, PointResult, base_metrics
+from fathom.suite.plan import Point
+from fathom.run.progress import Progress
+from fathom.results.store import Store
+
+
+class TelemetryCompanion(Companion):
+    """Per-daemon CPU, memory and context switches on the engine's clock, and perf counter deltas over the point."""
+
+    def __init__(self, sampler: telemetry.Sampler, daemons: list[Daemon], run_dir: Path | None,
+                 refresh: Callable[[], list[Daemon]] | None = None):
+        self.sampler, self.daemons, self.run_dir = sampler, daemons, run_dir
+        # the daemons running now: a point's engine spec may start some (a FUSE mount, nfs-ganesha)
+        self.refresh = refresh
+        self.asok_cpu_s = 0.0  # admin-socket reads run on this thread: their cost is counted apart
+        self._before: dict[str, dict[str, Any]] = {}
+
+    def start(self, live: Live) -> None:
+        c0 = time.thread_time()
+        self._before = telemetry.perf_dump(self.daemons, self.run_dir)
+        self.asok_cpu_s += time.thread_time() - c0
+        self.sampler.start()
+
+    def on_child(self, pid: int | None) -> None:
+        if pid is not None and self.refresh is not None:
+            self.sampler.set_daemons(self.refresh())
+        self.sampler.set_engine_pid(pid)
+
+    def stop(self) -> Contribution:
+        samples = self.sampler.stop()
+        c0 = time.thread_time()
+        deltas = samples.perf_deltas(self._before, telemetry.perf_dump(self.daemons, self.run_dir))
+        self.asok_cpu_s += time.thread_time() - c0
+        return Contribution(samples=samples, perf_counters=deltas)
+
+
+class ProgressCompanion(Companion):
+    """Live IOPS and latency on the terminal (or one line per event in logs)."""
+
+    def __init__(self, prog: Progress):
+        self.prog = prog
+
+    def on_interval(self, rec: dict[str, Any]) -> None:
+        self.prog.interval(rec)
+
+    def on_span(self, recs: list[dict[str, Any]]) -> None:
+        self.prog.span(recs)
+
+    def on_notice(self, event: dict[str, Any]) -> None:
+        self.prog.event(event)
+
+
+@dataclass
+class PointOutcome:
+    status: str  # done | failed | interrupted
+    metrics: dict[str, Any] | None
+    error: str | None
+    next_gate: health.GateVerdict | None  # the clean state seen right after, for the next point
+    faulted: bool = False  # faults ran: the next point's gate must wait for a clean cluster itself
+    full: dict[str, str] | None = None  # the cluster's full states when the point failed on them
+    hist: str | None = None  # every op kind's latency histogram merged (HDR, base64), as stored
+    intervals: list[dict[str, Any]] | None = None  # the engine's interval records (an SLO probe's batches)
+
+
+def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext, companions: list[Companion],
+              ceph: Any | None, gate_timeout: float, gate: health.GateVerdict | None = None) -> PointOutcome:
+    """Run one point through its phases and store it; KeyboardInterrupt is stored as an interrupted point."""
+    params = point.params
+    adapter = engines.get(point.engine)
+    live = Live(point)
+    intervals: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    got = Contribution()
+    started = time.time()
+    result: PointResult | None = None
+    status, error = "done", None
+    full_now: dict[str, str] = {}
+
+    def on_interval(rec: dict[str, Any]) -> None:
+        intervals.append(rec)
+        for c in companions:
+            c.on_interval(rec)
+
+    live.notify = notify = _each(companions, "on_notice")
+    ctx.on_interval, ctx.on_control = on_interval, live.attach
+    ctx.on_child, ctx.on_span = _each(companions, "on_child"), _each(companions, "on_span")
+    engine_rows: dict[str, Any] = {}  # a many-engine point's records per engine (and merged, host '')
+
+    def on_event(e: dict[str, Any]) -> None:  # from the engines' side during the point (a client host lost)
+        events.append(e)
+        notify(e)
+        print(f"  {e['message']}", file=sys.stderr, flush=True)
+
+    ctx.on_event, ctx.on_engines = on_event, engine_rows.update
+    started_companions: list[Companion] = []
+    try:
+        # ---- prepare: what the interface needs made (a mount, a server, empty buckets), before the gate ----
+        error = _prepare(params, ctx, on_event)
+        if error is not None:  # nothing was made to measure on: no gate, no companions, no engine
+            status = "failed"
+        else:
+            # ---- gate ----
+            if ceph is not None:
+                gate = _gate(ceph, interfaces.get(params["interface"]).rgw, gate, gate_timeout, events, notify)
+            # ---- start ----
+            for c in companions:
+                c.start(live)
+                started_companions.append(c)
+            # ---- engine ----
+            started = time.time()
+            try:
+                result = adapter.run(params, ctx)
+            except FathomError as exc:
+                status, error = "failed", exc.message
+                full_now = full.full_state(ceph) if ceph is not None else {}
+                if full_now:
+                    error = f"the cluster is full ({full.describe(full_now)}): {error}"
+    except KeyboardInterrupt as exc:
+        # the point in progress is kept, marked interrupted, with what was measured so far
+        _record_interrupted(store, run_id, point, started_companions, gate, started, intervals, events, engine_rows,
+                            getattr(exc, "result", None))
+        raise
+    # ---- stop ----
+    ended = time.time()
+    got = _stop_all(started_companions)
+    events += got.events
+    if live.stop_reason:
+        events.append({"kind": "stop", "message": f"stopped early: {live.stop_reason}"})
+    # ---- health ----
+    next_gate = None
+    faulted = faults.faulted(events)
+    if ceph is not None:
+        next_gate = _health_after(ceph, gate, events)
+        if faulted:
+            next_gate = None  # clean now or not, a cluster that was just faulted is checked again before use
+    # ---- record ----
+    metrics, hists = None, {}
+    if result is not None:
+        metrics, hists = _metrics(result, params, got.samples, started, ended, intervals, events)
+        metrics.update({k: v for k, v in got.metrics.items() if k in METRIC_COLUMNS})
+        more = interfaces.get(params["interface"]).metrics
+        if more is not None:  # the interface's own figures (s3: TTFB, the check against RGW's counters)
+            more(metrics, result, params, intervals, got.perf_counters, events)
+        if metrics.get("total_ios", 0) == 0:
+            status, error = "failed", "the engine completed no I/O in the measured window"
+    if error:
+        events.append({"kind": "error", "message": error})
+    point_hist = hists.get("all") or (next(iter(hists.values())) if len(hists) == 1 else None)
+    hists = {**hists, **engine_rows.get("histograms", {})}  # and each engine's own
+    store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, status,
+                       metrics=metrics, result=result.to_dict() if result else None,
+                       gate=gate.to_dict() if gate else None, error=error, started=started, ended=ended,
+                       intervals=engine_rows.get("intervals", intervals), histograms=hists, telemetry=got.samples,
+                       perf_counters=got.perf_counters, events=events)
+    return PointOutcome(status, metrics, error, next_gate, faulted,
+                        full_now if status == "failed" and ceph is not None and full_now else None,
+                        point_hist, intervals)
+
+
+def _each(companions: list[Companion], hook: str) -> Callable[[Any], None]:
+    """One argument handed to every companion's `hook`, in order."""
+    def call(arg: Any) -> None:
+        for c in companions:
+            getattr(c, hook)(arg)
+
+    return call
+
+
+def _prepare(params: dict[str, Any], ctx: engines.PointContext, on_event: Callable[[dict[str, Any]], None]) \
+        -> str | None:
+    """Make what the point's interface needs (interfaces.prepare); the error that stops the point, or None."""
+    try:
+        said = interfaces.prepare(params, ctx)
+    except FathomError as exc:
+        return exc.message
+    if said:
+        on_event({"kind": "prepare", "message": said})
+    return None
+
+
+def _gate(ceph: Any, rgw: bool, gate: health.GateVerdict | None, timeout: float, events: list[dict[str, Any]],
+          notify: Callable[[Any], None] = lambda e: None) -> health.GateVerdict:
+    """The cluster clean before the point (the last point's clean verdict stands; with rgw, RGW's reshard queue
+    and GC must be empty too); a gate not passed in time is an event, and the point is measured anyway."""
+    if gate is not None and rgw and not health.rgw_idle(ceph)[0]:
+        gate = None
+    gate = gate or health.gate(ceph, timeout=timeout, rgw=rgw)
+    if not gate.ok:
+        events.append({"kind": "gate", "message": f"health gate not passed after {gate.waited_s:.0f} s: "
+                                                  f"{gate.reason}; measured anyway", "data": gate.to_dict()})
+        notify(events[-1])  # the live view flags it as the point starts
+    return gate
+
+
+def _record_interrupted(store: Store, run_id: int, point: Point, started_companions: list[Companion],
+                        gate: health.GateVerdict | None, started: float, intervals: list[dict[str, Any]],
+                        events: list[dict[str, Any]], engine_rows: dict[str, Any], partial: PointResult | None) -> None:
+    """Stop the companions and store the point in progress as interrupted, with what was measured so far
+    (`partial`: the engine's result up to the interrupt, if it had one)."""
+    params = point.params
+    got = _stop_all(started_companions)
+    metrics, hists = _metrics(partial, params, got.samples, started, time.time(), intervals, got.events) \
+        if partial else (None, {})
+    store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, "interrupted",
+                       metrics=metrics, result=partial.to_dict() if partial else None,
+                       gate=gate.to_dict() if gate else None, error="interrupted (Ctrl-C or SIGTERM)",
+                       started=started, ended=time.time(), intervals=engine_rows.get("intervals", intervals),
+                       histograms={**hists, **engine_rows.get("histograms", {})},
+                       telemetry=got.samples, perf_counters=got.perf_counters,
+                       events=[*events, *got.events,
+                               {"kind": "interrupt", "message": f"point {point.key} interrupted"}])
+
+
+def _stop_all(companions: list[Companion]) -> Contribution:
+    out = Contribution()
+    for c in reversed(companions):
+        got = c.stop()
+        out.events += got.events
+        out.samples += got.samples
+        out.perf_counters.update(got.perf_counters)
+        out.metrics.update(got.metrics)
+    return out
+
+
+def _health_after(ceph: Any, gate: health.GateVerdict | None, events: list[dict[str, Any]]) \
+        -> health.GateVerdict | None:
+    try:
+        st = ceph.ceph("status", timeout=30)
+    except FathomError as exc:
+        events.append({"kind": "health", "message": f"after point: cluster did not answer: {exc.message}"})
+        return None
+    ok, reason, pgs, checks = health.assess(st)
+    after_status = st.get("health", {}).get("status")
+    events.append({"kind": "health", "message": f"after point: {after_status}",
+                   "data": {"before": gate.health if gate else None, "after": after_status, "checks": checks,
+                            "clean": ok, "reason": reason}})
+    return health.GateVerdict(True, 0.0, reason, after_status, pgs, checks) if ok else None
+
+
+def telemetry_window(intervals: list[dict[str, Any]], started: float, ended: float,
+                     ramp_s: float) -> dict[str, Any]:
+    """The span server samples are averaged over: {from, to (epoch s), source}.
+
+    From the engine's own records (source "engine phase"): the phase start on the wall clock is any record's
+    `ts - t`, the ramp ends at the last ramp record's `t` (a grid point falls on it) or at ramp_s, and the
+    window ends with the last record (the last measured completion). Connect, prefill, a many-host start's
+    SSH and go delay, and teardown stay out. Without exact records (fio's are estimates from its progress
+    line): the spawn time plus the ramp to the engine's exit (source "spawn to exit")."""
+    exact = [r for r in intervals if r.get("t") is not None and r.get("ts") is not None and not r.get("approx")]
+    if not exact:
+        return {"from": started + ramp_s, "to": ended, "source": "spawn to exit"}
+    last = max(exact, key=lambda r: float(r["t"]))
+    phase0 = float(last["ts"]) - float(last["t"])
+    ramps = [float(r["t"]) for r in exact if r.get("ramp")]
+    ramp_end = max(ramps) if ramps else ramp_s
+    return {"from": phase0 + ramp_end, "to": float(last["ts"]), "source": "engine phase"}
+
+
+def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any]], started: float,
+             ended: float, intervals: list[dict[str, Any]] | None = None,
+             events: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    hists, merged_pct = with_merged({k: o.hist for k, o in r.ops.items() if o.hist and o.ops})
+    m = base_metrics(r, merged_pct)
+    # fio reports client CPU itself (% of runtime per job; summed over jobs as fio-parse-jsons does)
+    if "fio_usr_cpu" in r.extra:
+        m["usr_cpu"] = r.extra["fio_usr_cpu"]
+        m["sys_cpu"] = r.extra["fio_sys_cpu"]
+    if r.extra.get("engines"):  # a point on several engines (client hosts)
+        m["client_hosts"] = len(r.extra.get("hosts") or [])
+        m["engines"] = len(r.extra["engines"])
+        m["start_skew_ms"] = r.extra.get("start_skew_ms")
+        m["clients_lost"] = len(r.extra.get("clients_lost") or {})
+    win = telemetry_window(intervals or [], started, ended, float(params.get("ramp_time") or 0.0))
+    r.extra["telemetry_window"] = win
+    srv = samples.summarize(samples, win["from"], win["to"])
+    m.update({k: v for k, v in srv.items() if k in METRIC_COLUMNS})
+    # server hosts lost during the point (or before it, not reached again): their figures partial or missing
+    lost = {e["data"]["hostname"]: e["data"].get("why") or e["message"] for e in events or []
+            if e["kind"] in ("server_lost", "server_late") and (e.get("data") or {}).get("hostname")}
+    if srv.get("server_hosts") or lost:  # the cluster's hosts measured one by one, for per-node tables
+        r.extra["server_hosts"] = samples.per_host(samples, win["from"], win["to"], lost)
+    return m, hists
+
+
+def record_cost(store: Store, run_id: int, sampler: telemetry.Sampler, asok_cpu_s: float) -> float | None:
+    """What telemetry cost: the sampler thread's CPU plus admin-socket reads, % of one core while sampling."""
+    wall = sampler.wall_s
+    cost = 100.0 * (sampler.cpu_s + asok_cpu_s) / wall if wall > 0 else None
+    info = {"sampler_cpu_s": round(sampler.cpu_s, 4), "asok_cpu_s": round(asok_cpu_s, 4), "sampled_s": round(wall, 2),
+            "cost_pct_of_one_core": round(cost, 3) if cost is not None else None, "interval_s": sampler.interval,
+            "daemons": [d.name for d in sampler.daemons]}
+    store.merge_env(run_id, telemetry_cost=info)
+    store.add_event(run_id, "telemetry", f"telemetry cost {cost:.2f}% of one core over {wall:.0f} s sampled"
+                    if cost is not None else "no telemetry sampled", data=info)
+    return cost
