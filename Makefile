@@ -25,12 +25,13 @@ SAMPLER_TARGET := $(shell uname -m)-unknown-linux-musl
 SAMPLER := engine/target/$(SAMPLER_TARGET)/release/fathom-sampler
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
-.PHONY: help install deps venv engine demo test test-unit test-k8s bench-engine bench-rados bench-null bench-steady \
+.PHONY: help install deps venv engine demo test check test-k8s bench-engine bench-rados bench-null bench-steady \
 	bench-hosts bench-s3 bench-s3-memory bench-files bench-slo bench-history bench-verdicts bench-live bench-k8s clean
 
 help:
 	@echo "make demo   install if needed, run the main job on a disposable local cluster, leave a report"
 	@echo "make test   install if needed, run the test suite (starts its own local clusters)"
+	@echo "make check  lint, the package's shape and the tests that start no cluster, bed or browser (< 3 min)"
 
 install: deps venv engine
 
@@ -88,6 +89,10 @@ demo: install
 
 test: install
 	CARGO="$(CARGO)" bash scripts/test.sh
+
+# everyday work: lint, the shape tests and every test that starts no Ceph daemon, test bed or browser
+check: install
+	CARGO="$(CARGO)" bash scripts/check.sh
 
 # the Kubernetes test bed's tests alone (tests/k8sbed.py; `make test` runs them last): a fresh machine first builds
 # Kubernetes from the Go module proxy into ~/.cache/fathom/k8s (6 to 12 min on 2 cores, niced; Go from bench/go-toolchain.sh)

@@ -21,10 +21,7 @@ if [ "$FATHOM_TEST_K8S" = 1 ] && [ "$(id -u)" = 0 ]; then
     trap 'if jobs -rp | grep -qx "$build"; then kill -- "-$build"; fi' EXIT
   fi
 fi
-echo "lint: ruff, cargo fmt --check, cargo clippy -D warnings"
-.venv/bin/ruff check -q src tests bench
-(cd engine && "$CARGO" fmt --check && "$CARGO" clippy --release --quiet -- -D warnings &&
-  "$CARGO" clippy --release --quiet --no-default-features --lib --bin fathom-sampler -- -D warnings)
+CARGO="$CARGO" bash scripts/lint.sh
 echo "engine unit tests: cargo test"
 (cd engine && "$CARGO" test --release --quiet)
 .venv/bin/python -m pytest -q -p no:cacheprovider --timeout=900 --durations=25 "$@"

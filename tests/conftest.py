@@ -154,7 +154,47 @@ QUICK_MGR_STATS = (("mgr/prometheus/scrape_interval", "5"), ("mgr_stats_period",
 BED_LAST = ("test_k8sbed.py", "test_k8s.py", "test_k8s_sampler.py")
 
 
+# `make check` (FATHOM_CHECK=1): the tests that start no Ceph daemon, test bed or browser, for everyday work in
+# minutes. A test is left out when it takes one of these fixtures (each starts such a component) or lives in a
+# module whose tests start them themselves; `make test` runs everything.
+REAL_FIXTURES = frozenset({
+    "cluster", "ceph", "rbd_pool", "rados_pool", "quick_runs", "quick_osd_run", "quick_reef_run",
+    "shared_rgw_cluster4", "k8s_bed", "k8s_cluster", "bed", "bed_cluster", "bound_cluster", "ec_cluster",
+    "faults_run", "four_osds", "fs_cluster", "image", "killed_attempts", "module_cluster", "nfs_cluster",
+    "other_cluster", "paused_osds", "pod_cluster", "prom", "prom_scraping", "quick_run", "reef", "rgw",
+    "rgw_cluster", "topology", "quick_mgr_stats", "_ec_cluster_starts_with_the_module",
+    "_faults_run_starts_with_the_module",
+})
+REAL_MODULES = frozenset({
+    "test_bench_rados.py", "test_bench_rbd.py", "test_cephsrc.py", "test_cleanup.py", "test_cluster.py",
+    "test_faults.py", "test_hosts.py", "test_k8s.py", "test_k8s_sampler.py", "test_k8sbed.py", "test_live.py",
+    "test_mounts.py", "test_nfs.py", "test_null_run.py", "test_posix.py", "test_reef.py", "test_reef_compare.py",
+    "test_restore.py", "test_resume.py", "test_rgw_prep.py", "test_rgw_suite.py", "test_run.py", "test_s3.py",
+    "test_servers.py", "test_slo_run.py", "test_steady_run.py",
+})
+
+
+# single tests of otherwise quick modules that start a cluster, a browser or many runs of fathom themselves
+REAL_TESTS = frozenset({
+    "test_sampler_sees_rgw_and_mds_of_a_real_cluster", "test_real_runs_a_raised_delay_is_found_at_the_sixth_run_and_"
+    "fires_the_gate", "test_html_renders_in_chromium", "test_frames_equal_fathom_export",
+    "test_the_example_notebook_prints_the_stores_figures", "test_a_rate_sweep_runs_on_two_engines",
+})
+MODULE_FIXTURES = {"test_api.py": "db"}  # a module's own fixture that runs a suite with fathom
+
+
+def check_only(item: pytest.Item) -> bool:
+    """Whether `make check` runs this test: it starts no real component."""
+    names = set(getattr(item, "fixturenames", ()))
+    return item.path.name not in REAL_MODULES and getattr(item, "originalname", item.name) not in REAL_TESTS \
+        and not REAL_FIXTURES & names and MODULE_FIXTURES.get(item.path.name) not in names
+
+
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get("FATHOM_CHECK") == "1":
+        left = [i for i in items if not check_only(i)]
+        items[:] = [i for i in items if check_only(i)]
+        config.hook.pytest_deselected(items=left)
     items.sort(key=lambda i: i.path.name in BED_LAST)  # stable: the order within each part is kept
 
 

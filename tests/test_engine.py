@@ -95,7 +95,7 @@ def test_protocol_1_spec_is_named(engine):
 
 def test_invalid_spec_raises_fathom_error(engine):
     with pytest.raises(fe.EngineError) as ei:
-        fe.run_point({"protocol": 2, "target": {"kind": "rbd", "pool": "p", "rw": "randwrite", "images": []},
+        fe.run_spec({"protocol": 2, "target": {"kind": "rbd", "pool": "p", "rw": "randwrite", "images": []},
                       "load": {"duration_s": 1}})
     assert ei.value.kind == "invalid_spec"
     assert ei.value.exit_code == 2
@@ -128,7 +128,7 @@ def test_engine_of_another_protocol_is_refused(monkeypatch, tmp_path):
     fake.chmod(0o755)
     monkeypatch.setenv("FATHOM_ENGINE", str(fake))
     assert fe.engine_protocol(fake) == 1
-    for call in (fe.check_engine, lambda: fe.run_point(null_spec({"ops": 1}))):
+    for call in (fe.check_engine, lambda: fe.run_spec(null_spec({"ops": 1}))):
         with pytest.raises(FathomError) as ei:
             call()
         msg = str(ei.value)
@@ -169,7 +169,7 @@ def test_check_validates_without_connecting(engine, tmp_path):
 
 
 def test_null_closed_loop(engine):
-    r = fe.run_point(null_spec({"duration_s": 1, "iodepth": 4}), timeout=30)
+    r = fe.run_spec(null_spec({"duration_s": 1, "iodepth": 4}), timeout=30)
     s = r.summary
     assert r.start["target"] == "null" and r.start["protocol"] == 2 and r.start["slots"] == 4
     assert r.start["spec"]["target"] == {"kind": "null", "rw": "randread", "rwmixread": 50, "bs": 4096,
@@ -186,13 +186,13 @@ def test_max_rss_is_the_engines_own(engine):
     # Linux carries ru_maxrss over from the parent across fork and exec: an engine
     # started by a large process would report that process's size as its own.
     ballast = b"x" * (512 << 20)  # written, so resident in this (the parent) process
-    r = fe.run_point(null_spec({"duration_s": 0.5, "iodepth": 4}), timeout=30)
+    r = fe.run_spec(null_spec({"duration_s": 0.5, "iodepth": 4}), timeout=30)
     assert len(ballast) == 512 << 20
     assert 0 < r.summary["max_rss_kib"] < 256 * 1024
 
 
 def test_null_open_loop(engine):
-    r = fe.run_point(null_spec({"duration_s": 1.5, "rate": 200, "iodepth": 4}, target={"rw": "randrw"}),
+    r = fe.run_spec(null_spec({"duration_s": 1.5, "rate": 200, "iodepth": 4}, target={"rw": "randrw"}),
                      timeout=30)
     s = r.summary
     n = s["ops"]["read"]["ops"] + s["ops"]["write"]["ops"]
@@ -210,7 +210,7 @@ def _measured_rate(intervals: list[dict]) -> float:
 def test_open_loop_in_overload_counts_the_window_and_says_the_schedule_was_not_kept(engine):
     # 4 slots x 10 ms: at most 400 ops/s against 800 asked. Ops are measured by issue time, so the window's
     # completions (the ramp's backlog included) are the summary's; intended by time, they were mostly left out.
-    r = fe.run_point(null_spec({"duration_s": 5, "ramp_s": 2, "rate": 800, "arrival": "poisson", "iodepth": 4},
+    r = fe.run_spec(null_spec({"duration_s": 5, "ramp_s": 2, "rate": 800, "arrival": "poisson", "iodepth": 4},
                                target={"delay_us": 10_000}), timeout=30)
     s, sch = r.summary, r.summary["schedule"]
     read = s["ops"]["read"]
@@ -229,7 +229,7 @@ def test_a_backlog_at_the_window_end_is_issued_and_measured(engine):
     # would still drain within the 1 s the drain may take. Whether the schedule was kept is the achieved rate's
     # to say (the window and its drain completed under 40 ops/s of the 42 that arrived: at the 5% the rule
     # allows, so either way; a clear overload is the next test's).
-    r = fe.run_point(null_spec({"duration_s": 4, "ramp_s": 1, "rate": 42, "iodepth": 2},
+    r = fe.run_spec(null_spec({"duration_s": 4, "ramp_s": 1, "rate": 42, "iodepth": 2},
                                target={"delay_us": 50_000}), timeout=30)
     s, sch = r.summary, r.summary["schedule"]
     stop = 1 + s["window_s"]  # seconds from the phase's start; interval records end on whole seconds
@@ -247,7 +247,7 @@ def test_an_overload_the_drain_absorbs_is_not_a_kept_schedule(engine):
     # drains within the 1 s the drain may take (on an idle host: none left unissued, and the unissued count
     # alone called it kept). What shows the overload is the achieved rate, the capacity, about 10% under the
     # arrivals' rate: beyond the 5% a kept schedule allows.
-    r = fe.run_point(null_spec({"duration_s": 4, "ramp_s": 1, "rate": 440, "iodepth": 4},
+    r = fe.run_spec(null_spec({"duration_s": 4, "ramp_s": 1, "rate": 440, "iodepth": 4},
                                target={"delay_us": 10_000}), timeout=30)
     sch = r.summary["schedule"]
     assert sch["achieved_rate"] <= 400 and sch["intended_rate"] == pytest.approx(440, rel=0.01)
@@ -255,7 +255,7 @@ def test_an_overload_the_drain_absorbs_is_not_a_kept_schedule(engine):
 
 
 def test_open_loop_below_capacity_keeps_its_schedule(engine):
-    r = fe.run_point(null_spec({"duration_s": 3, "ramp_s": 1, "rate": 300, "iodepth": 8}), timeout=30)
+    r = fe.run_spec(null_spec({"duration_s": 3, "ramp_s": 1, "rate": 300, "iodepth": 8}), timeout=30)
     sch = r.summary["schedule"]
     assert sch["schedule_kept"] is True and sch["unissued_ops"] <= 1
     assert sch["intended_ops"] == pytest.approx(600, abs=2) and sch["issued_ops"] == pytest.approx(600, abs=2)
@@ -263,7 +263,7 @@ def test_open_loop_below_capacity_keeps_its_schedule(engine):
 
 
 def test_a_fractional_ramp_ends_on_an_interval_boundary(engine):
-    r = fe.run_point(null_spec({"duration_s": 3.5, "ramp_s": 1.5, "iodepth": 4}, target={"delay_us": 1000}),
+    r = fe.run_spec(null_spec({"duration_s": 3.5, "ramp_s": 1.5, "iodepth": 4}, target={"delay_us": 1000}),
                      timeout=30)
     s, iv = r.summary, r.intervals
     assert [i["tick"] for i in iv] == list(range(1, len(iv) + 1)) and all(i["ticks"] == 1 for i in iv)
@@ -276,7 +276,7 @@ def test_a_fractional_ramp_ends_on_an_interval_boundary(engine):
 
 
 def test_measured_cpu_leaves_the_ramp_out(engine):
-    r = fe.run_point(null_spec({"duration_s": 3, "ramp_s": 2, "iodepth": 16}, target={"delay_us": 500}),
+    r = fe.run_spec(null_spec({"duration_s": 3, "ramp_s": 2, "iodepth": 16}, target={"delay_us": 500}),
                      timeout=30)
     cpu = r.summary["cpu"]
     m = cpu["measured"]
@@ -294,7 +294,7 @@ def test_measured_cpu_leaves_the_ramp_out(engine):
 
 
 def test_null_delay_is_the_latency(engine):
-    r = fe.run_point(null_spec({"ops": 40, "iodepth": 4}, target={"delay_us": 2000, "rw": "write"}),
+    r = fe.run_spec(null_spec({"ops": 40, "iodepth": 4}, target={"delay_us": 2000, "rw": "write"}),
                      timeout=30)
     w = r.summary["ops"]["write"]
     assert w["ops"] == 40 and r.summary["stop"] == "ops"
@@ -302,22 +302,22 @@ def test_null_delay_is_the_latency(engine):
 
 
 def test_null_bounds_apply_per_job(engine):
-    r = fe.run_point(null_spec({"ops": 100, "iodepth": 4}, target={"numjobs": 3}), timeout=30)
+    r = fe.run_spec(null_spec({"ops": 100, "iodepth": 4}, target={"numjobs": 3}), timeout=30)
     assert r.start["slots"] == 12
     assert r.summary["ops"]["read"]["ops"] == 300 and r.summary["stop"] == "ops"
-    r = fe.run_point(null_spec({"bytes": 10 * 4096, "iodepth": 2}, target={"numjobs": 2, "rw": "write"}),
+    r = fe.run_spec(null_spec({"bytes": 10 * 4096, "iodepth": 2}, target={"numjobs": 2, "rw": "write"}),
                      timeout=30)
     assert r.summary["ops"]["write"]["ops"] == 20 and r.summary["stop"] == "bytes"
 
 
 def test_null_verify_checks_every_read_block(engine):
-    r = fe.run_point(null_spec({"ops": 50}, target={"rw": "randrw", "bs": 4096}, verify=True), timeout=30)
+    r = fe.run_spec(null_spec({"ops": 50}, target={"rw": "randrw", "bs": 4096}, verify=True), timeout=30)
     v, reads = r.summary["verify"], r.summary["ops"]["read"]["ops"]
     assert reads > 0 and v["mismatches"] == 0 and v["checked"] == reads * 8
 
 
 def test_interval_cpu_adds_up_to_the_summary(engine):
-    r = fe.run_point(null_spec({"duration_s": 2.5, "iodepth": 16}, target={"delay_us": 1000}), timeout=30)
+    r = fe.run_spec(null_spec({"duration_s": 2.5, "iodepth": 16}, target={"delay_us": 1000}), timeout=30)
     assert len(r.intervals) >= 2
     assert all(i["cpu"]["user_s"] >= 0 and i["cpu"]["sys_s"] >= 0 for i in r.intervals)
     total = r.summary["cpu"]["user_s"] + r.summary["cpu"]["sys_s"]
@@ -350,7 +350,7 @@ def test_a_late_record_covers_exactly_its_grid_span_and_merges_so(engine):
                 time.sleep(1.5)  # past the grid point at 2 s, to ~2.8 s: its record is written 0.8 s late
                 os.kill(box["proc"].pid, signal.SIGCONT)
 
-        return fe.run_point(null_spec({"duration_s": 5, "iodepth": 4}, target={"delay_us": 1000},
+        return fe.run_spec(null_spec({"duration_s": 5, "iodepth": 4}, target={"delay_us": 1000},
                                       control={"wait": True}),
                             on_record=on_record, on_proc=lambda p: box.update(proc=p), timeout=60)
 
@@ -380,11 +380,11 @@ def test_a_late_record_covers_exactly_its_grid_span_and_merges_so(engine):
     assert sum(n(x) for x in merged) == sum(r.summary["finished"] for r in runs)
 
 
-def _on(kind: str, act: Callable[[fe.EngineProcess, dict], None]):
+def _on(kind: str, act: Callable[[fe.EngineControl, dict], None]):
     """on_record/on_proc pair that calls act(proc, record) at the first record of this type."""
     box: dict = {}
 
-    def on_proc(p: fe.EngineProcess) -> None:
+    def on_proc(p: fe.EngineControl) -> None:
         box["proc"] = p
 
     def on_record(rec: dict) -> None:
@@ -397,7 +397,7 @@ def _on(kind: str, act: Callable[[fe.EngineProcess, dict], None]):
 
 def test_control_stop_is_a_clean_end(engine):
     on_record, on_proc, box = _on("interval", lambda p, _: p.stop("steady state"))
-    r = fe.run_point(null_spec({"duration_s": 30}, target={"delay_us": 200}, control={}),
+    r = fe.run_spec(null_spec({"duration_s": 30}, target={"delay_us": 200}, control={}),
                      on_record=on_record, on_proc=on_proc, timeout=30)
     s = r.summary
     assert r.exit_code == 0 and s["measured_s"] < 10
@@ -409,7 +409,7 @@ def test_control_stop_is_a_clean_end(engine):
 def test_wait_then_go_starts_at_the_given_time(engine):
     at: dict = {}
 
-    def go(p: fe.EngineProcess, _: dict) -> None:
+    def go(p: fe.EngineControl, _: dict) -> None:
         at["t"] = time.time() + 1.0
         assert p.go(at["t"])
 
@@ -420,7 +420,7 @@ def test_wait_then_go_starts_at_the_given_time(engine):
         records.append(rec)
         on_record(rec)
 
-    r = fe.run_point(null_spec({"duration_s": 1.2}, control={"wait": True}), on_record=both, on_proc=on_proc,
+    r = fe.run_spec(null_spec({"duration_s": 1.2}, control={"wait": True}), on_record=both, on_proc=on_proc,
                      timeout=30)
     assert [x["type"] for x in records][:3] == ["start", "ready", "interval"]
     assert r.intervals[0]["ts"] >= at["t"]
@@ -429,7 +429,7 @@ def test_wait_then_go_starts_at_the_given_time(engine):
 
 def test_stop_while_waiting_is_a_summary_of_zero_ops(engine):
     on_record, on_proc, _ = _on("ready", lambda p, _: p.stop("not needed"))
-    r = fe.run_point(null_spec({"duration_s": 5}, control={"wait": True}), on_record=on_record, on_proc=on_proc,
+    r = fe.run_spec(null_spec({"duration_s": 5}, control={"wait": True}), on_record=on_record, on_proc=on_proc,
                      timeout=30)
     s = r.summary
     assert r.exit_code == 0 and r.intervals == []
@@ -438,7 +438,7 @@ def test_stop_while_waiting_is_a_summary_of_zero_ops(engine):
 
 
 def test_heartbeats_keep_the_run_alive(engine):
-    r = fe.run_point(null_spec({"duration_s": 2.5}, target={"delay_us": 500},
+    r = fe.run_spec(null_spec({"duration_s": 2.5}, target={"delay_us": 500},
                                control={"heartbeat_timeout_s": 1.0}), timeout=30)
     assert r.exit_code == 0 and r.summary["stop"] == "duration"
 
@@ -527,7 +527,7 @@ pytestmark_cluster = pytest.mark.cluster
 def test_rados_write_read_remove_round_trip(engine, cluster, rados_pool):
     px = prefix()
     records = []
-    w = fe.run_point(rados_spec(cluster, rados_pool, px, rados={"object_size": 16384, "op_size": 4096,
+    w = fe.run_spec(rados_spec(cluster, rados_pool, px, rados={"object_size": 16384, "op_size": 4096,
                                                                 "objects": 16},
                                 verify=True), on_record=records.append, timeout=60)
     assert records[0]["type"] == "start" and records[-1]["type"] == "summary"
@@ -545,18 +545,18 @@ def test_rados_write_read_remove_round_trip(engine, cluster, rados_pool):
     assert sorted(o for o in ls if o.startswith(px + ".")) == sorted([f"{px}.{i}" for i in range(16)] + [f"{px}.meta"])
 
     # Seq read of the whole set once (no bound: one pass), whole objects, verified.
-    r = fe.run_point(rados_spec(cluster, rados_pool, px, op="read", verify=True), timeout=60)
+    r = fe.run_spec(rados_spec(cluster, rados_pool, px, op="read", verify=True), timeout=60)
     ro = r.summary["ops"]["read"]
     assert ro["ops"] == 16 and ro["bytes"] == 16 * 16384
     assert r.summary["verify"]["mismatches"] == 0
     assert r.summary["verify"]["checked"] == 16 * 16384 // 512
 
     # Rand partial reads, time bounded.
-    r = fe.run_point(rados_spec(cluster, rados_pool, px, op="read", rados={"pattern": "rand", "op_size": 4096},
+    r = fe.run_spec(rados_spec(cluster, rados_pool, px, op="read", rados={"pattern": "rand", "op_size": 4096},
                                 load={"duration_s": 1.5}, verify=True), timeout=60)
     assert r.summary["ops"]["read"]["ops"] > 0 and r.summary["verify"]["mismatches"] == 0
 
-    rm = fe.run_point(rados_spec(cluster, rados_pool, px, op="remove"), timeout=60)
+    rm = fe.run_spec(rados_spec(cluster, rados_pool, px, op="remove"), timeout=60)
     assert rm.summary["ops"]["remove"]["ops"] == 16
     assert rm.summary["objects"]["removed"] == 16
     ls = tool(cluster, "rados", "-p", rados_pool, "ls").stdout.split()
@@ -564,7 +564,7 @@ def test_rados_write_read_remove_round_trip(engine, cluster, rados_pool):
 
     # Nothing left to read: a clear error record, exit 3.
     with pytest.raises(fe.EngineError) as ei:
-        fe.run_point(rados_spec(cluster, rados_pool, px, op="read", load={"duration_s": 1}), timeout=60)
+        fe.run_spec(rados_spec(cluster, rados_pool, px, op="read", load={"duration_s": 1}), timeout=60)
     assert ei.value.kind == "ENOENT" and ei.value.run.exit_code == 3
     assert f"nothing to read for prefix {px} in pool {rados_pool}" in str(ei.value)
 
@@ -572,7 +572,7 @@ def test_rados_write_read_remove_round_trip(engine, cluster, rados_pool):
 @pytest.mark.cluster
 def test_intervals_add_up_and_hdr_interop(engine, cluster, rados_pool):
     px = prefix()
-    r = fe.run_point(rados_spec(cluster, rados_pool, px, rados={"object_size": 4096},
+    r = fe.run_spec(rados_spec(cluster, rados_pool, px, rados={"object_size": 4096},
                                 load={"duration_s": 3, "ramp_s": 1, "iodepth": 16}), timeout=60)
     s = r.summary
     assert len(r.intervals) >= 3
@@ -601,13 +601,13 @@ def test_intervals_add_up_and_hdr_interop(engine, cluster, rados_pool):
     # The read stage of the same prefix uses the metadata object.
     meta = tool(cluster, "rados", "-p", rados_pool, "get", f"{px}.meta", "-").stdout
     assert json.loads(meta)["objects"] == s["objects"]["count"]
-    fe.run_point(rados_spec(cluster, rados_pool, px, op="remove"), timeout=60)
+    fe.run_spec(rados_spec(cluster, rados_pool, px, op="remove"), timeout=60)
 
 
 @pytest.mark.cluster
 def test_open_loop_rate_and_schedule(engine, cluster, rados_pool):
     px = prefix()
-    r = fe.run_point(rados_spec(cluster, rados_pool, px, rados={"object_size": 4096},
+    r = fe.run_spec(rados_spec(cluster, rados_pool, px, rados={"object_size": 4096},
                                 load={"duration_s": 3, "rate": 100, "arrival": "poisson", "iodepth": 32}),
                      timeout=60)
     s = r.summary
@@ -615,26 +615,26 @@ def test_open_loop_rate_and_schedule(engine, cluster, rados_pool):
     sch = s["schedule"]
     assert sch["rate"] == 100 and sch["ops"] == s["started"]
     assert sch["max_lag_ns"] >= sch["mean_lag_ns"] >= 0
-    fe.run_point(rados_spec(cluster, rados_pool, px, op="remove"), timeout=60)
+    fe.run_spec(rados_spec(cluster, rados_pool, px, op="remove"), timeout=60)
 
 
 @pytest.mark.cluster
 def test_verify_catches_a_corrupted_object(engine, cluster, rados_pool, tmp_path):
     px = prefix()
-    fe.run_point(rados_spec(cluster, rados_pool, px, rados={"object_size": 8192, "objects": 8}, verify=True),
+    fe.run_spec(rados_spec(cluster, rados_pool, px, rados={"object_size": 8192, "objects": 8}, verify=True),
                  timeout=60)
     junk = tmp_path / "junk"
     junk.write_bytes(os.urandom(8192))
     tool(cluster, "rados", "-p", rados_pool, "put", f"{px}.3", str(junk))
-    r = fe.run_point(rados_spec(cluster, rados_pool, px, op="read", verify=True), timeout=60, check=False)
+    r = fe.run_spec(rados_spec(cluster, rados_pool, px, op="read", verify=True), timeout=60, check=False)
     assert r.exit_code == 5
     v = r.summary["verify"]
     assert v["mismatches"] == 1
     assert v["first_mismatch"]["object"] == f"{px}.3" and v["first_mismatch"]["offset"] == 0
     assert r.errors and r.errors[-1]["kind"] == "verify"
     with pytest.raises(fe.EngineError, match="verify mismatch"):
-        fe.run_point(rados_spec(cluster, rados_pool, px, op="read", verify=True), timeout=60)
-    fe.run_point(rados_spec(cluster, rados_pool, px, op="remove"), timeout=60)
+        fe.run_spec(rados_spec(cluster, rados_pool, px, op="read", verify=True), timeout=60)
+    fe.run_spec(rados_spec(cluster, rados_pool, px, op="remove"), timeout=60)
 
 
 @pytest.mark.cluster
@@ -648,17 +648,17 @@ def test_rbd_round_trip_with_verify(engine, cluster, rbd_pool):
             return {**s, "verify": True}
 
         # One sequential stream writes the first 1 MiB exactly once (256 ops of 4 KiB).
-        w = fe.run_point(spec({"iodepth": 8, "ops": 256}, rw="write"), timeout=60)
+        w = fe.run_spec(spec({"iodepth": 8, "ops": 256}, rw="write"), timeout=60)
         assert w.summary["ops"]["write"]["ops"] == 256 and w.summary["stop"] == "ops"
         assert w.start["target"] == "rbd"
         # Two jobs x 4 slots, each job in its own half of the region, 32 ops each (load.ops is per job).
-        w2 = fe.run_point(spec({"iodepth": 4, "ops": 32}, rw="write", numjobs=2), timeout=60)
+        w2 = fe.run_spec(spec({"iodepth": 4, "ops": 32}, rw="write", numjobs=2), timeout=60)
         assert w2.start["slots"] == 8 and w2.summary["ops"]["write"]["ops"] == 64
-        r = fe.run_point(spec({"iodepth": 8, "duration_s": 1.5}, rw="randread"), timeout=60)
+        r = fe.run_spec(spec({"iodepth": 8, "duration_s": 1.5}, rw="randread"), timeout=60)
         rs = r.summary
         assert rs["ops"]["read"]["ops"] > 0 and rs["verify"]["mismatches"] == 0
         assert rs["verify"]["checked"] == rs["ops"]["read"]["ops"] * 8  # 4 KiB reads, 512 B blocks, all written
-        m = fe.run_point(spec({"iodepth": 8, "duration_s": 1.5}, rw="randrw", rwmixread=70), timeout=60)
+        m = fe.run_spec(spec({"iodepth": 8, "duration_s": 1.5}, rw="randrw", rwmixread=70), timeout=60)
         ops = m.summary["ops"]
         assert set(ops) == {"read", "write"}
         frac = ops["read"]["ops"] / (ops["read"]["ops"] + ops["write"]["ops"])
@@ -672,11 +672,11 @@ def test_rbd_round_trip_with_verify(engine, cluster, rbd_pool):
 def test_missing_pool_and_image_are_named(engine, cluster, rbd_pool):
     t = time.monotonic()
     with pytest.raises(fe.EngineError) as ei:
-        fe.run_point(rados_spec(cluster, "no-such-pool", prefix(), load={"duration_s": 1}), timeout=60)
+        fe.run_spec(rados_spec(cluster, "no-such-pool", prefix(), load={"duration_s": 1}), timeout=60)
     assert ei.value.kind == "ENOENT" and ei.value.run.exit_code == 3
     assert "pool \"no-such-pool\" does not exist" in str(ei.value)
     with pytest.raises(fe.EngineError, match="does not exist") as ei:
-        fe.run_point(rbd_spec(cluster, rbd_pool, {"duration_s": 1}, rw="randread", images=["no-such-image"]),
+        fe.run_spec(rbd_spec(cluster, rbd_pool, {"duration_s": 1}, rw="randread", images=["no-such-image"]),
                      timeout=60)
     assert ei.value.kind == "ENOENT"
     assert time.monotonic() - t < 20
@@ -695,7 +695,7 @@ def test_unreachable_mon_fails_in_bounded_time(engine, cluster, rados_pool):
     spec["target"]["connection"]["timeout_s"] = 3
     t = time.monotonic()
     with pytest.raises(fe.EngineError) as ei:
-        fe.run_point(spec, timeout=60)
+        fe.run_spec(spec, timeout=60)
     assert time.monotonic() - t < 15
     assert ei.value.kind in ("ECONNREFUSED", "ETIMEDOUT")
     assert "monitor" in str(ei.value) and ei.value.run.exit_code == 3
@@ -711,7 +711,7 @@ def test_bad_key_is_permission_denied(engine, cluster, rados_pool, tmp_path):
     spec["target"]["connection"]["timeout_s"] = 5
     t = time.monotonic()
     with pytest.raises(fe.EngineError) as ei:
-        fe.run_point(spec, timeout=60)
+        fe.run_spec(spec, timeout=60)
     assert time.monotonic() - t < 20
     assert ei.value.run.exit_code == 3
     assert ei.value.kind == "EACCES" and "permission denied" in str(ei.value)
@@ -732,7 +732,7 @@ def test_in_flight_ops_time_out_and_are_abandoned_safely(engine, cluster, rados_
     """Ops stuck in librados: op timeouts fire, the run ends at its time, the in-flight ops are
     cancelled (abandoned with their buffers leaked, never freed) and the engine exits cleanly."""
     t = time.monotonic()
-    r = fe.run_point(rados_spec(cluster, rados_pool, prefix(), rados={"object_size": 4096},
+    r = fe.run_spec(rados_spec(cluster, rados_pool, prefix(), rados={"object_size": 4096},
                                 load={"iodepth": 8, "duration_s": 2}, op_timeout_s=0.5, on_error="continue"),
                      timeout=60)
     assert time.monotonic() - t < 10
@@ -747,14 +747,14 @@ def test_in_flight_ops_time_out_and_are_abandoned_safely(engine, cluster, rados_
 
     # Stop on error (the default): the first timeout stops the run, exit 3.
     with pytest.raises(fe.EngineError) as ei:
-        fe.run_point(rados_spec(cluster, rados_pool, prefix(), rados={"object_size": 4096},
+        fe.run_spec(rados_spec(cluster, rados_pool, prefix(), rados={"object_size": 4096},
                                 load={"iodepth": 4, "duration_s": 3}, op_timeout_s=0.5), timeout=60)
     assert ei.value.kind == "ETIMEDOUT" and ei.value.run.summary["stopped_early"] is True
 
     # No op timeout: the stall detector ends the run, naming the ops in flight.
     t = time.monotonic()
     with pytest.raises(fe.EngineError) as ei:
-        fe.run_point(rados_spec(cluster, rados_pool, prefix(), rados={"object_size": 4096},
+        fe.run_spec(rados_spec(cluster, rados_pool, prefix(), rados={"object_size": 4096},
                                 load={"iodepth": 6, "duration_s": 30}, op_timeout_s=None, stall_timeout_s=1.5),
                      timeout=60)
     assert time.monotonic() - t < 10
@@ -767,12 +767,12 @@ def test_metadata_op_on_a_paused_cluster_is_bounded(engine, cluster, rados_pool)
     """The .meta read (and write) goes through aio with a deadline: on a paused (or full) cluster
     the engine names the cause and exits 3 instead of blocking forever."""
     pfx = prefix()
-    fe.run_point(rados_spec(cluster, rados_pool, pfx, rados={"object_size": 4096}, load={"ops": 8}), timeout=60)
+    fe.run_spec(rados_spec(cluster, rados_pool, pfx, rados={"object_size": 4096}, load={"ops": 8}), timeout=60)
     tool(cluster, "ceph", "osd", "pause")
     try:
         t = time.monotonic()
         with pytest.raises(fe.EngineError) as ei:
-            fe.run_point(rados_spec(cluster, rados_pool, pfx, op="read", load={"duration_s": 2},
+            fe.run_spec(rados_spec(cluster, rados_pool, pfx, op="read", load={"duration_s": 2},
                                     stall_timeout_s=2), timeout=60)
         assert time.monotonic() - t < 20
     finally:
@@ -878,9 +878,9 @@ def _rados_bench(cluster, pool: str, secs: int, qd: int) -> tuple[float, float]:
 def test_agrees_with_rados_bench(engine, cluster, rados_pool):
     rb_iops, rb_lat = _rados_bench(cluster, rados_pool, 4, QD)
     px = prefix()
-    r = fe.run_point(rados_spec(cluster, rados_pool, px, rados={"object_size": 4096},
+    r = fe.run_spec(rados_spec(cluster, rados_pool, px, rados={"object_size": 4096},
                                 load={"iodepth": QD, "duration_s": 4}), timeout=60)
-    fe.run_point(rados_spec(cluster, rados_pool, px, op="remove", load={"iodepth": 64}), timeout=120)
+    fe.run_spec(rados_spec(cluster, rados_pool, px, op="remove", load={"iodepth": 64}), timeout=120)
     w = r.summary["ops"]["write"]
     ours, peer = _in_flight(w["iops"], w["lat_ns"]["mean"]), _in_flight(rb_iops, rb_lat)
     assert 0.85 * QD <= ours <= 1.02 * QD, (ours, w)
@@ -903,7 +903,7 @@ def test_agrees_with_fio_rbd(engine, cluster, rbd_pool, tmp_path):
                            check=False, capture_output=True, text=True, timeout=120, env=env)
         assert p.returncode == 0, p.stderr
         job = json.loads(p.stdout[p.stdout.index("{"):])["jobs"][0]["write"]
-        r = fe.run_point(rbd_spec(cluster, rbd_pool, {"iodepth": QD, "duration_s": 4}, rw="randwrite",
+        r = fe.run_spec(rbd_spec(cluster, rbd_pool, {"iodepth": QD, "duration_s": 4}, rw="randwrite",
                                   images=[img]), timeout=60)
         w = r.summary["ops"]["write"]
         ours, peer = _in_flight(w["iops"], w["lat_ns"]["mean"]), _in_flight(job["iops"], job["lat_ns"]["mean"])

@@ -73,7 +73,7 @@ def test_large_values_up_to_an_hour():
 def test_merge_with_an_empty_engine_histogram():
     # an op kind with no ops sends a histogram without counts; hdrh's C decoder wrote outside its array on it
     # (the process died at exit in free()), so the merge runs in a child: a crash fails this test, not the suite
-    code = ("from fathom import hdr\n"
+    code = ("from fathom.results import hdr\n"
             "import base64, zlib\n"
             "e = hdr.encode(hdr.new())\n"
             "raw = base64.b64decode(e)\n"

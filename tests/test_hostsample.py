@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from fathom.results import samples
+from fathom.results import usage
 from fathom.servers import hostsample, telemetry
 from fathom.hosts import netns
 from fathom import servers
@@ -153,7 +153,7 @@ def test_sampler_finds_stand_in_daemons_and_agrees_with_proc_sample(tmp_path: Pa
     m = hostsample.summarize([w])
     assert m["osd_cpu"] == pytest.approx(d["cpu_pct"] + w["daemons"]["osd.3"]["cpu_pct"])
     assert m["osd_mem_mib"] > 0 and m["hosts"] == 1
-    t = samples.summarize(hostsample.interval_samples(mine), first["ts"], last["ts"])
+    t = usage.summarize(hostsample.interval_samples(mine), first["ts"], last["ts"])
     assert t["osd_cpu"] > 0 and t["host_cpu_pct"] is not None
 
 

@@ -121,7 +121,9 @@ def test_the_merge_refuses_a_field_two_interfaces_declare_or_one_not_defaulting_
 
     interfaces.names()  # the registry loaded
     for model, said in ((Twice, "interfaces s3 and zz both declare 'tls'"), (Given, "'depth' must default to None")):
-        monkeypatch.setitem(interfaces._REGISTRY, "zz", Interface(name="zz", needs_cluster=False, rw_modes=("read",),
-                                                                  target=lambda p, c: None, fields=model))
+        monkeypatch.setitem(interfaces.TABLE.modules, "zz", "fathom.interfaces.null")  # its line in the table
+        monkeypatch.setitem(interfaces.TABLE._loaded, "zz", Interface(name="zz", needs_cluster=False,
+                                                                      rw_modes=("read",), section=lambda p, c: None,
+                                                                      fields=model))
         with pytest.raises(TypeError, match=said):
             interfaces.fields_model()

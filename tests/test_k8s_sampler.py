@@ -20,7 +20,7 @@ import pytest
 from conftest import FATHOM, kill_after_first_point, run_fathom
 
 from fathom import servers
-from fathom.results import samples
+from fathom.results import usage
 from fathom.servers import telemetry
 from fathom.servers import inventory
 from fathom.cluster.journal import K8S_KIND, Journal
@@ -179,8 +179,8 @@ def test_the_daemonset_samplers_osd_cpu_agrees_with_this_hosts_and_nothing_is_le
         records, events = srv.window(t0, t1)
     finally:
         srv.close()
-    ours = samples.summarize(mine, t0, t1)["osd_cpu"]
-    theirs = samples.summarize(records, t0, t1)["osd_cpu"]
+    ours = usage.summarize(mine, t0, t1)["osd_cpu"]
+    theirs = usage.summarize(records, t0, t1)["osd_cpu"]
     print(f"osd.0 CPU over {t1 - t0:.1f} s: this host's sampler {ours:.1f}%, the DaemonSet's {theirs:.1f}% "
           f"(DaemonSet up and sampling in {opened_s:.1f} s)")
     assert ours > 5, "no load on the OSD"

@@ -9,7 +9,7 @@ import time
 import pytest
 from conftest import QUICK_MGR_STATS
 
-from fathom.results import samples
+from fathom.results import usage
 from fathom.servers import mgrprom, telemetry
 from fathom.interfaces import reconcile
 from fathom.cluster.ceph import Ceph, Connection
@@ -350,7 +350,7 @@ def test_module_counts_equal_the_admin_sockets_and_the_module_is_put_back(cluste
         for n in names:
             ceph.rados("-p", rados_pool, "rm", n, fmt_json=False, check=False)
     # the deltas of the same window, one from the module and one from the socket, agree counter by counter
-    by_module, by_socket = mgrprom.deltas(read0, read1)["osd.0"], samples.perf_deltas(sock0, sock1)["osd.0"]
+    by_module, by_socket = mgrprom.deltas(read0, read1)["osd.0"], usage.perf_deltas(sock0, sock1)["osd.0"]
     for k in OSD_OPS:
         assert by_module.get(f"osd.{k}") == pytest.approx(by_socket.get(f"osd.{k}")), k
     assert by_socket["osd.op_w"] >= len(names) and by_socket["osd.op_w_in_bytes"] >= len(names) * blob.stat().st_size

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from fathom.results import samples as sampled
+from fathom.results import usage
 from fathom.servers import hostsample, promquery
 from fathom.errors import FathomError
 from fathom.servers.promquery import PrometheusError, PromSource
@@ -110,8 +110,8 @@ def test_interval_records_per_host_on_its_own_scrapes() -> None:
     assert [r["ts"] for r in by["node1"]] == STAMPS[3:7] and [r["ts"] for r in by["node2"]] == late[2:6]
     assert all(r["cpu_pct"] == pytest.approx(30.0) and r["net_tx_bytes_s"] == 0.0 for r in recs)  # lo left out
     assert all(r["via"] == "prometheus" and r["kind"] == "host" and r["ncpu"] == 2 for r in recs)
-    # sampled.summarize sums the hosts: 0.6 busy cores each of 2
-    m = sampled.summarize(recs, 1002.0, 1006.0)
+    # usage.summarize sums the hosts: 0.6 busy cores each of 2
+    m = usage.summarize(recs, 1002.0, 1006.0)
     assert m["host_cpu_pct"] == pytest.approx(30.0) and m["server_hosts"] == 2
 
 

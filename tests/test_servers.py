@@ -22,7 +22,7 @@ from conftest import FATHOM, export_table, kill_after_first_point, perf_rows, ru
 
 from fathom.hosts import netns
 from fathom import servers
-from fathom.results import samples
+from fathom.results import usage
 from fathom.servers import telemetry
 from fathom.servers import inventory
 from fathom.cluster.local import LocalCluster
@@ -108,7 +108,7 @@ def test_a_lost_hosts_figures_are_marked_partial_or_missing():
     whole = [rec("a", t0 + i) for i in range(1, 11)]
     partial = [rec("b", t0 + i) for i in range(1, 5)]
     gone = [rec("c", t0 - 5 + i) for i in range(1, 4)]  # samples only before the window
-    out = samples.per_host(whole + partial + gone, t0, t0 + 10, {"b": "connection lost", "c": "connection lost"})
+    out = usage.per_host(whole + partial + gone, t0, t0 + 10, {"b": "connection lost", "c": "connection lost"})
     assert out["a"]["coverage"] == "whole" and out["a"]["osd_cpu"] == 50.0
     assert out["b"] == {**out["b"], "coverage": "partial", "covered_s": 4.0, "window_s": 10.0, "osd_cpu": 50.0}
     assert out["c"] == {"via": "ssh", "coverage": "missing", "covered_s": 0.0, "window_s": 10.0,
@@ -669,13 +669,13 @@ def test_crimson_threads_and_a_foreign_daemon_over_ssh(tmp_path):
                 # the interfaces whose bytes count there, named: the host's end of its link (lo left out)
                 assert src["nics"] == {"counted": [f"{h.veth}p"], "left_out": {"lo": "loopback"}}
                 # a host holding none of the cluster's daemons is not one of the cluster's hosts
-                assert samples.summarize(recs, 0.0, float("inf"))["server_hosts"] == 0
+                assert usage.summarize(recs, 0.0, float("inf"))["server_hosts"] == 0
                 assert any("not counted as one of the cluster's hosts" in e["message"] for e in events)
                 # the metadata places osd.7 on it: one of the cluster's hosts, its daemon counted
                 srv.placed = inventory.placement({"osd": [{"id": 7, "hostname": h.name}]})
                 recs, _ = srv.window(time.time() - 2, time.time())
                 assert {r["source"] for r in recs if r["pid"] == crimson.pid} == {"osd.7"}
-                m = samples.summarize(recs, 0.0, float("inf"))
+                m = usage.summarize(recs, 0.0, float("inf"))
                 assert m["server_hosts"] == 1 and m["host_cpu_pct"] is not None
             finally:
                 srv.close()

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from fathom.results import model
-from fathom.results import samples as window
+from fathom.results import usage
 from fathom.servers import telemetry
 from fathom.cluster.local import Daemon, LocalCluster
 
@@ -48,7 +48,7 @@ def test_perf_deltas_averages_and_counters():
     after = {"osd.0": {"osd": {"op_r": 110, "op_r_latency": {"avgcount": 110, "sum": 0.21, "avgtime": 0.0019},
                                "numpg": 8},
                        "bluestore": {"commit_lat": {"avgcount": 5, "sum": 0.5}}}}
-    d = window.perf_deltas(before, after)["osd.0"]
+    d = usage.perf_deltas(before, after)["osd.0"]
     assert d["osd.op_r"] == 100
     assert d["osd.op_r_latency"]["count"] == 100 and d["osd.op_r_latency"]["avg"] == pytest.approx(0.002)
     assert "osd.numpg" not in d and "bluestore.commit_lat" not in d  # unchanged
@@ -63,7 +63,7 @@ def test_summarize_window():
         s.append({"ts": t0 + i, "dt": 1.0, "kind": "osd", "source": "osd.1", "cpu_pct": 10.0, "rss_mib": 50.0,
                   "vctx_s": 1.0, "nvctx_s": 1.0})
         s.append({"ts": t0 + i, "dt": 1.0, "kind": "host", "source": "host", "cpu_pct": 50.0, "rss_mib": 1.0})
-    m = window.summarize(s, t0 + 2, t0 + 6)  # ramp of 2 s excluded: samples covering (2,3] .. (5,6]
+    m = usage.summarize(s, t0 + 2, t0 + 6)  # ramp of 2 s excluded: samples covering (2,3] .. (5,6]
     assert m["osd_cpu"] == pytest.approx((30 + 40 + 50 + 60) / 4 + 10)  # summed over OSDs, mean over time
     assert m["osd_mem_mib"] == 150 and m["osd_ctx_switches_s"] == 8 and m["host_cpu_pct"] == 50
 
@@ -87,7 +87,7 @@ def test_summarize_every_daemon_kind():
               {"ts": ts, "dt": 1.0, "kind": "host", "source": "host", "cpu_pct": 40.0 + i, "rss_mib": 3000.0}]
         if i != 2:  # the MDS was missing from one sample: the mean is over the times it was seen
             s.append(_proc(ts, "mds", "mds.a", 6.0 * i, 25.0, 2.0, 0.0))
-    m = window.summarize(s, t0, t0 + 3)
+    m = usage.summarize(s, t0, t0 + 3)
     assert m["osd_cpu"] == pytest.approx((150 + 250 + 350) / 3)  # (100i + 50) summed over OSDs, mean over time
     assert m["osd_cores"] == pytest.approx(2.5) and m["osd_mem_mib"] == 700 and m["osd_ctx_switches_s"] == 16
     assert m["rgw_cpu"] == pytest.approx(40) and m["rgw_cores"] == pytest.approx(0.4)
@@ -106,7 +106,7 @@ def test_summarize_any_kind_string_and_window():
     s = [_proc(10.0, "ganesha", "ganesha.a", 999.0, 1.0),  # before the window (covers 9.5 .. 10.0)
          _proc(12.0, "ganesha", "ganesha.a", 30.0, 40.0, 5.0, 5.0),
          _proc(12.0, "newd", "newd.0", 12.0, 8.0)]
-    m = window.summarize(s, 11.0, 12.0)
+    m = usage.summarize(s, 11.0, 12.0)
     assert (m["ganesha_cpu"], m["ganesha_mem_mib"], m["ganesha_ctx_switches_s"]) == (30.0, 40.0, 10.0)
     assert (m["newd_cpu"], m["newd_cores"], m["newd_mem_mib"]) == (12.0, 0.12, 8.0)
     assert m["host_cpu_pct"] is None and m["engine_cpu_pct"] is None and "osd_cpu" not in m
@@ -132,7 +132,7 @@ def test_admin_socket_perf_dump_of_a_real_osd(cluster, ceph, rados_pool):
     ceph.rados("-p", rados_pool, "bench", "2", "write", "-t", "4", "-b", "4096", "--run-name", "telemetry-test",
                fmt_json=False, timeout=60)
     ceph.rados("-p", rados_pool, "cleanup", "--run-name", "telemetry-test", fmt_json=False, timeout=60)
-    d = window.perf_deltas(before, telemetry.perf_dump(osds, cluster.run_dir))["osd.0"]
+    d = usage.perf_deltas(before, telemetry.perf_dump(osds, cluster.run_dir))["osd.0"]
     assert d["osd.op_w"] > 0 and d["osd.op_w_latency"]["count"] > 0 and d["osd.op_w_latency"]["avg"] > 0
     assert any(k.startswith("bluestore.") for k in d)
     s = telemetry.Sampler(cluster.daemons())
@@ -162,7 +162,7 @@ def test_sampler_sees_rgw_and_mds_of_a_real_cluster(tmp_path):
             rows = [x for x in samples if x["kind"] == kind]
             assert len(rows) >= 3, (kind, rows)
             assert all(x["cpu_pct"] >= 0 and x["rss_mib"] > 5 and x["threads"] > 1 for x in rows), rows
-        m = window.summarize(samples, t0, t1)
+        m = usage.summarize(samples, t0, t1)
         assert m["rgw_mem_mib"] > 0 and m["mds_mem_mib"] > 0 and m["mon_mem_mib"] > 0 and m["mgr_mem_mib"] > 0
         assert m["rgw_cpu"] is not None and m["rgw_cores"] == pytest.approx(m["rgw_cpu"] / 100)
         assert m["mds_ctx_switches_s"] > 0  # an idle MDS still ticks (beacons, log flushes)
@@ -186,13 +186,13 @@ def test_summarize_hosts_each_on_its_own_sample_times():
                       "net_rx_bytes_s": rx, "net_tx_bytes_s": rx / 2})
         s.append({"ts": t0 + i + 0.2, "dt": 1.0, "kind": "client_host", "source": "host", "cpu_pct": 99.0,
                   "cores": 1.98, "ncpu": 2, "rss_mib": 1.0})
-    m = window.summarize(s, t0 + 1, t0 + 5)
+    m = usage.summarize(s, t0 + 1, t0 + 5)
     assert m["osd_cpu"] == pytest.approx(120.0)  # 80 + 40: summed over hosts (matching by time would average)
     assert m["osd_mem_mib"] == 2000.0
     assert m["host_cpu_pct"] == pytest.approx(100.0 * (1 + 3) / (4 + 8))  # busy cores over all cores
     assert m["server_hosts"] == 2
     assert m["net_rx_mib_s"] == pytest.approx(400.0) and m["net_tx_mib_s"] == pytest.approx(200.0)
     assert m["net_busiest_host_mib_s"] == pytest.approx(300.0)
-    per = window.per_host(s, t0 + 1, t0 + 5)
+    per = usage.per_host(s, t0 + 1, t0 + 5)
     assert per["a"]["osd_cpu"] == pytest.approx(80.0) and per["b"]["host_cpu_pct"] == pytest.approx(37.5)
     assert per["a"]["via"] == "ssh" and set(per) == {"a", "b"}  # the client host has no cluster figures

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from fathom.run.point import telemetry_window
+from fathom.results import usage
+from fathom.results.usage import telemetry_window
 
 
 def _iv(t: float, ramp: bool, phase0: float = 1000.0) -> dict:
@@ -19,8 +20,8 @@ def test_the_window_is_the_engines_measured_phase():
     # daemon CPU averaged over it: the idle seconds of connect and teardown do not dilute it
     samples = [{"ts": float(ts), "source": "osd.0", "kind": "osd", "cpu_pct": 100.0 if 1003 <= ts <= 1006 else 0.0,
                 "rss_mib": 10.0} for ts in range(990, 1010)]
-    assert samples.summarize(samples, w["from"], w["to"])["osd_cpu"] == pytest.approx(100.0)
-    assert samples.summarize(samples, 990.0 + 2.5, 1009.0)["osd_cpu"] < 30.0  # the old window's figure
+    assert usage.summarize(samples, w["from"], w["to"])["osd_cpu"] == pytest.approx(100.0)
+    assert usage.summarize(samples, 990.0 + 2.5, 1009.0)["osd_cpu"] < 30.0  # the old window's figure
 
 
 def test_no_ramp_records_and_estimates_fall_back():

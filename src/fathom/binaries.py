@@ -13,7 +13,7 @@ from fathom.errors import FathomError
 BINARY = "fathom-engine"
 INSTALL_HINT = ("build it with `make install` (needs cargo; the binary is engine/target/release/fathom-engine), "
                 "or set FATHOM_ENGINE to its path")
-_REPO_BINARY = Path(__file__).resolve().parents[3] / "engine" / "target" / "release" / BINARY
+_REPO_BINARY = Path(__file__).resolve().parents[2] / "engine" / "target" / "release" / BINARY
 # the host sampler alone, linked statically against musl by make (a target of its own) so that it runs on any
 # Linux host of this architecture, whatever its C library
 SAMPLER = "fathom-sampler"

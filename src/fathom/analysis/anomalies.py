@@ -1,42 +1,7 @@
 """Points that should not be read at face value, with the rule that caught each one.
 
-Rules (thresholds are deliberately loose: a clean sweep must pass untouched):
-- collapse: a point's throughput is below 1/3 of what its neighbours (the points that differ from it in
-  concurrency only: same rw, block and object size, placement, TLS) say it should reach.
-  In a closed loop more outstanding ops never legitimately cut throughput by 3x, and fewer
-  ops cut it at most in proportion (Little's law: X = N / R, R does not fall as N grows).
-  So the bound for a point at concurrency N is the largest of: throughput of any point at
-  concurrency <= N, and throughput x N/M of any point at concurrency M > N.
-  Without a numeric concurrency, the bound is the median of the other points. Open-loop points
-  (rate set) are not judged so: their offered rate sets their throughput (see schedule_not_kept).
-- short_window: total_ios / throughput (or runtime_s) implies a measured window under 1/3 of
-  the run's median window: the figures of that row do not describe the same interval.
-- osd_cpu_dropout: OSD CPU under 1/3 of the curve's median while throughput held: the CPU
-  sample is likely missing or misaligned with the point.
-- errors / failed / stopped_early: the engine counted errors, the point failed, or it ended
-  before its planned time. A point its steady-state watch stopped ended as intended: it is
-  neither stopped_early nor a short_window (its window is as long as its numbers needed).
-- health: the cluster's health changed while the point ran (status after != before, or the
-  set of health checks differs from the one the health gate saw before the point). A warning
-  that was already there (e.g. OSDMAP_FLAGS for the noscrub hygiene flags) is not a change.
-- client_bound: the load generator was the bottleneck: its CPU reached 90% of what it could use.
-  fathom-engine: its busiest thread over the measured phase at 90% of one core or more
-  (client_thread_max_pct: one submitter or callback thread at a full core limits the load however
-  many cores the host has); without it, the engine process tree's CPU (engine_cpu_pct) against all
-  host cores, or fio's usr+sys (% of one core, summed over jobs) against 100% per job.
-- host_busy: the host was over 95% busy during the point: client and cluster competed for cores,
-  so neither side's figures are a clean limit.
-- schedule_not_kept: an open-loop point whose engines left arrivals unissued or achieved over 5% under
-  their arrivals' rate (schedule_kept false): its rates are what the cluster took under a backlog, not its
-  behaviour at the offered rate.
-- long_drain: the wait from the stop to the slowest measured op's return (in open loop, also the
-  window's backlog, issued after the stop) is over 5% of the measured time the point's rates divide by.
-- server_lost / server_late: a server host sampled over SSH was lost during the point (its figures partial:
-  the sums over hosts lack it from the loss on) or before it and not reached again (none of its figures: the
-  sums lack it), or sent no sample after the point's end (its figures stop early).
-- A point with intended faults (a `faults:` schedule) is labelled as such, not flagged: its dip
-  (collapse), its errors and the health checks its faults raise are what it measures. A health
-  check its faults do not explain (analysis.recovery.EXPECTED_CHECKS) is still flagged.
+The rules are RULES (the report's definitions quote them); their thresholds are deliberately loose: a clean
+sweep must pass untouched.
 """
 
 from __future__ import annotations
@@ -56,6 +21,46 @@ CLIENT_CPU_FRACTION = 0.9
 HOST_BUSY_PCT = 95.0
 HEALTH_EVENT_KINDS = {"health", "warning"}
 SERVER_LOSS_KINDS = ("server_lost", "server_late")  # fathom.servers: a host's figures partial or missing
+
+# One entry per rule, its name first, then the faults' exemption: the text the report's definitions quote (kept
+# out of the docstring, which `python -OO` strips).
+RULES: tuple[str, ...] = (
+    "collapse: a point's throughput is below 1/3 of what its neighbours (the points that differ from it in "
+    "concurrency only: same rw, block and object size, placement, TLS) say it should reach. In a closed loop more "
+    "outstanding ops never legitimately cut throughput by 3x, and fewer ops cut it at most in proportion "
+    "(Little's law: X = N / R, R does not fall as N grows). So the bound for a point at concurrency N is the "
+    "largest of: throughput of any point at concurrency <= N, and throughput x N/M of any point at concurrency M "
+    "> N. Without a numeric concurrency, the bound is the median of the other points. Open-loop points (rate set) "
+    "are not judged so: their offered rate sets their throughput (see schedule_not_kept).",
+    "short_window: total_ios / throughput (or runtime_s) implies a measured window under 1/3 of the run's median "
+    "window: the figures of that row do not describe the same interval.",
+    "osd_cpu_dropout: OSD CPU under 1/3 of the curve's median while throughput held: the CPU sample is likely "
+    "missing or misaligned with the point.",
+    "errors / failed / stopped_early: the engine counted errors, the point failed, or it ended before its planned "
+    "time. A point its steady-state watch stopped ended as intended: it is neither stopped_early nor a "
+    "short_window (its window is as long as its numbers needed).",
+    "health: the cluster's health changed while the point ran (status after != before, or the set of health "
+    "checks differs from the one the health gate saw before the point). A warning that was already there (e.g. "
+    "OSDMAP_FLAGS for the noscrub hygiene flags) is not a change.",
+    "client_bound: the load generator was the bottleneck: its CPU reached 90% of what it could use. "
+    "fathom-engine: its busiest thread over the measured phase at 90% of one core or more (client_thread_max_pct: "
+    "one submitter or callback thread at a full core limits the load however many cores the host has); without "
+    "it, the engine process tree's CPU (engine_cpu_pct) against all host cores, or fio's usr+sys (% of one core, "
+    "summed over jobs) against 100% per job.",
+    "host_busy: the host was over 95% busy during the point: client and cluster competed for cores, so neither "
+    "side's figures are a clean limit.",
+    "schedule_not_kept: an open-loop point whose engines left arrivals unissued or achieved over 5% under their "
+    "arrivals' rate (schedule_kept false): its rates are what the cluster took under a backlog, not its behaviour "
+    "at the offered rate.",
+    "long_drain: the wait from the stop to the slowest measured op's return (in open loop, also the window's "
+    "backlog, issued after the stop) is over 5% of the measured time the point's rates divide by.",
+    "server_lost / server_late: a server host sampled over SSH was lost during the point (its figures partial: "
+    "the sums over hosts lack it from the loss on) or before it and not reached again (none of its figures: the "
+    "sums lack it), or sent no sample after the point's end (its figures stop early).",
+    "A point with intended faults (a `faults:` schedule) is labelled as such, not flagged: its dip (collapse), "
+    "its errors and the health checks its faults raise are what it measures. A health check its faults do not "
+    "explain (analysis.recovery.EXPECTED_CHECKS) is still flagged.",
+)
 
 
 @dataclass
@@ -326,7 +331,7 @@ def long_drain(p: StoredPoint) -> tuple[float, float] | None:
 
 
 def measurement_flags(p: StoredPoint) -> list[tuple[str, str]]:
-    """(kind, message) of schedule_not_kept and long_drain (see Rules) for one point."""
+    """(kind, message) of schedule_not_kept and long_drain (see RULES) for one point."""
     out = []
     if p.metrics.get("schedule_kept") is False:
         offered, achieved, left = p.m("offered_rate_ops_s"), p.m("achieved_rate_ops_s"), p.m("unissued_ops")

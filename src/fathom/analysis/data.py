@@ -49,7 +49,7 @@ class StoredPoint:
     intervals: list[dict[str, Any]] = field(default_factory=list)  # engine records, loaded for points with faults
     # a point on several engines: per-host rows, host clocks, start skew (fathom.engines.clients)
     clients: dict[str, Any] = field(default_factory=dict)
-    servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # host -> its figures (samples.per_host)
+    servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # host -> its figures (usage.per_host)
     level: tuple[Any, ...] = ()
     label: str = ""
 

@@ -1,6 +1,6 @@
 """Running one fathom-engine point for the bench commands, and naming what went wrong.
 
-The shared launcher (fathom.engines.fathom_engine.run_point, on engines.launch)
+The shared launcher (fathom.engines.fathom_engine.run_spec, on engines.launch)
 runs the engine as a child in its own session: records reach `on_record` as
 they arrive, Ctrl-C stops the child, and the child's CPU comes from os.wait4.
 What ran is an EngineRun, the same record a suite's point gets.
@@ -35,9 +35,9 @@ def run_engine(spec: EngineSpec, conn: Connection | None, timeout: float,
         from fathom.dropin import multihost
 
         return multihost.run(spec, clients, timeout, on_record, conn=conn)
-    from fathom.engines.fathom_engine import run_point
+    from fathom.engines.fathom_engine import run_spec
 
-    return run_point(spec.to_json(), on_record=on_record, timeout=timeout, check=False)
+    return run_spec(spec.to_json(), on_record=on_record, timeout=timeout, check=False)
 
 
 def connect_failure(err: dict[str, Any], conn: Connection, timeout_s: float) -> FathomError | None:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from fathom.dropin import output as fmt
 from fathom import engine_spec as es
 from fathom.interfaces.rados import Rados
+from fathom.dropin.record import check_db
 from fathom.dropin.engine import connect_failure, run_engine
 from fathom.engine_spec import EngineSpec, Load
 
@@ -242,7 +243,7 @@ def run_bench(a: Any) -> int:
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
     prefix = object_prefix(r.run_name)
     out = Out(json_mode=r.format != "plain")
-    _check_db(r.db)
+    check_db(r.db)
     cs = multihost.from_args(a)
     spec = build_spec(r, conn, prefix)
     kind = "write" if r.mode == "write" else "read"
@@ -393,13 +394,6 @@ def _partial_summary(outcome: "EngineRun", kind: str) -> dict[str, Any]:
     nbytes = sum(int(((i.get("ops") or {}).get(kind) or {}).get("bytes", 0)) for i in outcome.intervals)
     t = sum(float(i.get("dt") or 0) for i in outcome.intervals)
     return {"measured_s": t, "ops": {kind: {"ops": ops, "bytes": nbytes, "lat_ns": {}}}}
-
-
-def _check_db(db: str) -> None:
-    """Fail before the load starts when the results store cannot be opened."""
-    from fathom.results.store import Store
-
-    Store(db).close()
 
 
 # ---- cleanup -----------------------------------------------------------------------------

@@ -16,12 +16,13 @@ from typing import TYPE_CHECKING, Any
 from fathom.dropin import output as fmt
 from fathom import engine_spec as es
 from fathom.interfaces.rbd import Rbd
+from fathom.dropin.record import check_db
 from fathom.dropin.engine import connect_failure, run_engine
 from fathom.engine_spec import EngineSpec, Load
 
 if TYPE_CHECKING:
     from fathom.engines.fathom_engine import EngineRun
-from fathom.dropin.rados import Out, _check_db, dump_json, pool_missing, stall_error
+from fathom.dropin.rados import Out, dump_json, pool_missing, stall_error
 from fathom.cluster.ceph import Connection
 from fathom.errors import FathomError, UsageError
 from fathom.units import parse_size, positive_int
@@ -93,7 +94,7 @@ def run_bench(a: Any) -> int:
         raise UsageError(f"--format: {a.format!r}: use plain, json or json-pretty")
     pool, image = parse_image(a.image, a.pool)
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
-    _check_db(a.db)
+    check_db(a.db)
     out = Out(json_mode=out_fmt != "plain")
     from fathom.dropin import multihost
 
@@ -120,7 +121,7 @@ def run_bench(a: Any) -> int:
 def finish(outcome: "EngineRun", conn: Connection, out: Out, table: fmt.RbdTable, spec: EngineSpec, a: Any,
            pool: str, image: str, io_type: str, pattern: str, io_size: int, threads: int, total: int, mix: int,
            out_fmt: str) -> int:
-    from fathom.dropin.record import _merged_pct, save_bench
+    from fathom.dropin.record import merged_pct, save_bench
 
     fatal = outcome.fatal
     if outcome.start is None:
@@ -146,7 +147,7 @@ def finish(outcome: "EngineRun", conn: Connection, out: Out, table: fmt.RbdTable
         error = FathomError(f"fathom-engine ended with exit code {outcome.exit_code} and no summary", exit_code=3)
     summary_rec = outcome.summary or {"measured_s": sum(float(i.get("dt") or 0) for i in outcome.intervals),
                                       "ops": {}}
-    summary = fmt.rbd_summary(summary_rec, _merged_pct(summary_rec))
+    summary = fmt.rbd_summary(summary_rec, merged_pct(summary_rec))
     out.result(fmt.format_rbd_summary(summary, io_type))
     clients = getattr(outcome, "clients", None)
     if clients:

@@ -41,10 +41,15 @@ def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: 
                extra_env: dict[str, Any] | None = None, result_extra: dict[str, Any] | None = None) -> int:
     """Store one bench as a run with one point, through the same atomic path as suite points; returns the run id."""
     from fathom.engines.fathom_engine import result_from_summary
-    from fathom.results.model import base_metrics
+    from fathom.results import usage
 
     metrics = result = None
     hists: dict[Any, str] = {}
+    started = outcome.started if outcome and outcome.started else time.time()
+    rows = getattr(outcome, "rows", None) or {}  # several engines: per-engine records beside the merged ones
+    intervals = rows.get("intervals") or ([r for r in outcome.intervals if "ts" in r] if outcome else [])
+    events = [{"kind": "error", "message": e.get("message", ""), "data": e, "ts": e.get("ts")}
+              for e in (outcome.errors if outcome else [])]
     if outcome and outcome.summary:
         res = result_from_summary(outcome.summary, outcome.wall_s, outcome.user_s, outcome.sys_s)
         res.stopped_early = bool(outcome.summary.get("stopped_early")) or status != "done"
@@ -53,27 +58,25 @@ def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: 
         clients = getattr(outcome, "clients", None)
         if clients:  # per-host rows, clocks, start skew: what reports' client-host tables read
             res.extra.update({k: v for k, v in clients.items() if k != "setup"})
-        hists, merged_pct = hdr.with_merged(
-            {k: o["hist"] for k, o in (outcome.summary.get("ops") or {}).items() if o.get("hist") and o.get("ops")})
-        metrics = base_metrics(res, merged_pct or None)
+        # the metrics a suite's point gets from the same result (no server samples: a bench has no companions)
+        metrics, hists = usage.point_metrics(res, params, [], started, time.time(), intervals, events)
         result = res.to_dict()
-    started = outcome.started if outcome and outcome.started else time.time()
-    rows = getattr(outcome, "rows", None) or {}  # several engines: per-engine records beside the merged ones
     hists.update(rows.get("histograms") or {})
-    events = [{"kind": "error", "message": e.get("message", ""), "data": e, "ts": e.get("ts")}
-              for e in (outcome.errors if outcome else [])]
     with Store(db) as store:
         run_id = store.create_run(name, kind="bench", env=bench_env(conn, outcome, extra_env or {}))
         store.record_point(run_id, 0, workload, workload, "fathom-engine", params, status, metrics=metrics,
                            result=result, error=error, started=started, ended=time.time(),
-                           intervals=rows.get("intervals") or ([r for r in outcome.intervals if "ts" in r]
-                                                               if outcome else []),
-                           histograms=hists, events=events)
+                           intervals=intervals, histograms=hists, events=events)
         store.finish_run(run_id, status)
     return run_id
 
 
-def _merged_pct(summary: dict[str, Any]) -> dict[str, float] | None:
+def check_db(db: str) -> None:
+    """Fail before the load starts when the results store cannot be opened."""
+    Store(db).close()
+
+
+def merged_pct(summary: dict[str, Any]) -> dict[str, float] | None:
     """Percentiles over every op kind of a summary, from the merged histograms (None for a single kind)."""
     ops = [o for o in (summary.get("ops") or {}).values() if o.get("ops")]
     if len(ops) < 2:

@@ -26,8 +26,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fathom.dropin import output as fmt
+from fathom.dropin.record import check_db
 from fathom.dropin.engine import run_engine
-from fathom.dropin.rados import DEFAULT_RUN, Out, _check_db, check_run_name, dump_json, object_prefix
+from fathom.dropin.rados import DEFAULT_RUN, Out, check_run_name, dump_json, object_prefix
 from fathom.engine_spec import EngineSpec, Load
 from fathom.errors import FathomError, UsageError
 from fathom.interfaces.s3 import KEYS_FILE, S3, Mix
@@ -324,7 +325,7 @@ def run_bench(a: Any) -> int:
     from fathom.dropin import multihost
 
     r = parse_args(a)
-    _check_db(r.db)
+    check_db(r.db)
     out = Out(json_mode=r.format != "plain")
     cs = multihost.from_args(a)
     r.clients_args = _clients_args(a) if cs is not None else ""

@@ -1,7 +1,7 @@
 """A run's client hosts, connected once, and a point run on all of them (fathom.engines.group).
 
 `Clients.open(spec)` connects to every remote host at once, uploads and checks the
-engine there (each by its transport: fathom.hosts.transport), and measures nothing yet; `run_point(params,
+engine there (each by its transport: fathom.hosts.transport), and measures nothing yet; `run(params,
 ctx)` builds one engine spec per engine instance (each writes under its own
 object-name prefix, `<run tag>.<host>.<n>`, so writers never collide and a later
 read on the same clients finds its own objects), runs them as one group and
@@ -59,7 +59,7 @@ class Clients:
                 h.update(t.facts)
         return d
 
-    def run_point(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
+    def run(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
         g, res, _ = self.run_specs(lambda: point_spec(params, ctx), ctx.timeout, ctx.on_interval, ctx.on_event,
                                    ctx.on_control, on_engines=ctx.on_engines, on_end=lambda: ctx.on_child(None),
                                    on_span=ctx.on_span)

@@ -25,11 +25,11 @@ Public API (stable):
         versions and `make install` otherwise (cached per binary and mtime).
     connection_spec(conn, timeout_s=None) -> dict
         A Ceph target's "connection" section (paths only, no secrets).
-    run_point(spec: dict, on_record=None, timeout=None, check=True, on_start=None,
+    run_spec(spec: dict, on_record=None, timeout=None, check=True, on_start=None,
               on_proc=None, drain_s=30.0) -> EngineRun
         Run one point. on_record gets every record as it arrives; on_start the
         child's pid once it runs and None when it ends; on_proc the
-        EngineProcess handle (its send/stop/go reach the engine only when
+        EngineControl handle (its send/stop/go reach the engine only when
         spec["control"] is set; heartbeats go every third of
         control.heartbeat_timeout_s). timeout: hard wall-clock limit (then
         SIGTERM, SIGKILL and FathomError). Ctrl-C: the engine is told to stop
@@ -137,7 +137,7 @@ class EngineRun:
         return self.exit_code == 0 and self.summary is not None
 
 
-class EngineProcess:
+class EngineControl:
     """A running engine: its pid and, with a control channel, a way to talk to it.
 
     send/stop/go are thread-safe and never raise: they return False when the
@@ -161,7 +161,7 @@ class EngineProcess:
         return self.send({"type": "go", "at": float(at)})
 
 
-def _heartbeats(proc: EngineProcess, every_s: float, done: threading.Event) -> None:
+def _heartbeats(proc: EngineControl, every_s: float, done: threading.Event) -> None:
     while not done.wait(every_s):
         if not proc.send({"type": "heartbeat"}):
             return
@@ -202,10 +202,10 @@ def _dispatch(run: EngineRun, line: str, on_record: Callable[[dict], None] | Non
         on_record(rec)
 
 
-def run_point(spec: dict[str, Any], on_record: Callable[[dict[str, Any]], None] | None = None,
+def run_spec(spec: dict[str, Any], on_record: Callable[[dict[str, Any]], None] | None = None,
               timeout: float | None = None, check: bool = True,
               on_start: Callable[[int | None], None] | None = None,
-              on_proc: Callable[[EngineProcess], None] | None = None, drain_s: float = 30.0) -> EngineRun:
+              on_proc: Callable[[EngineControl], None] | None = None, drain_s: float = 30.0) -> EngineRun:
     """Run one point spec to completion; see the module docstring."""
     binary = check_engine()
     control = spec.get("control")
@@ -213,10 +213,10 @@ def run_point(spec: dict[str, Any], on_record: Callable[[dict[str, Any]], None] 
     env = dict(os.environ)
     env.pop("CEPH_ARGS", None)  # the spec says where to connect; a user's CEPH_ARGS must not redirect it
     beat_done = threading.Event()
-    handle: list[EngineProcess] = []
+    handle: list[EngineControl] = []
 
     def started(child: launch.Child) -> None:
-        proc = EngineProcess(child, control is not None)
+        proc = EngineControl(child, control is not None)
         handle.append(proc)
         if on_start:
             on_start(child.pid)
@@ -295,7 +295,7 @@ def point_spec(p: dict[str, Any], ctx: PointContext) -> EngineSpec:
     op_timeout = p.get("op_timeout", 30.0)
     iface = interfaces.get(p["interface"])
     per_job = interfaces.per_job_bytes(p)
-    return EngineSpec(target=iface.target(p, ctx),
+    return EngineSpec(target=iface.section(p, ctx),
                       load=Load(iodepth=int(p["iodepth"]), duration_s=float(p["runtime"]) + float(p["ramp_time"]),
                                 ramp_s=float(p["ramp_time"]), bytes=per_job, rate=p.get("rate"),
                                 arrival=p.get("arrival") or "uniform"),
@@ -361,7 +361,7 @@ class FathomEngineAdapter:
 
     def run(self, params: dict[str, Any], ctx: PointContext) -> PointResult:
         if ctx.clients is not None:
-            return ctx.clients.run_point(params, ctx)
+            return ctx.clients.run(params, ctx)
         spec = point_spec(params, ctx)
         spec.control = Control(heartbeat_timeout_s=HEARTBEAT_TIMEOUT_S)
         doc = spec.to_json()
@@ -371,7 +371,7 @@ class FathomEngineAdapter:
                 ctx.on_interval(rec)
 
         try:
-            er = run_point(doc, on_record=on_record, timeout=ctx.timeout, check=False, on_start=ctx.on_child,
+            er = run_spec(doc, on_record=on_record, timeout=ctx.timeout, check=False, on_start=ctx.on_child,
                            on_proc=ctx.on_control)
         except KeyboardInterrupt as exc:
             er = getattr(exc, "engine_run", None)

@@ -1,6 +1,6 @@
 """One launcher for every child fathom runs (fathom-engine, fio, rados bench), behind an executor seam.
 
-An executor starts a process somewhere: `Local` on this host (hyperfine's
+An executor starts a process somewhere: `LocalExecutor` on this host (hyperfine's
 Executor trait is the model). fathom-engine on client hosts is started by a
 transport instead (fathom.hosts.transport), which the engine group drives.
 The launcher streams the child's stdout as lines to the caller, keeps an
@@ -121,7 +121,7 @@ class Executor(Protocol):
               preexec: Callable[[], None] | None) -> subprocess.Popen: ...
 
 
-class Local:
+class LocalExecutor:
     host = "local"
 
     def spawn(self, argv: list[str], env: dict[str, str] | None, cwd: Path | None, stdin: bool, stderr: Any,
@@ -131,7 +131,7 @@ class Local:
                                 start_new_session=True, preexec_fn=preexec)
 
 
-LOCAL = Local()
+LOCAL = LocalExecutor()
 
 
 def run(argv: list[str], *, timeout: float | None = None, env: dict[str, str] | None = None,

@@ -34,10 +34,11 @@ class Interface:
     name: str
     needs_cluster: bool  # False: runs with no Ceph cluster at all (the runner starts none)
     rw_modes: tuple[str, ...]  # fio rw names fathom-engine runs on it
-    # planned point (fio-named params) + context -> the engine's target section; pure (no mount, no server)
-    target: Callable[[dict[str, Any], "PointContext"], "engine_spec.Target"]
+    # planned point (fio-named params) + context -> its section of the engine spec (the engine calls it its
+    # target: engine_spec.Target); pure (no mount, no server)
+    section: Callable[[dict[str, Any], "PointContext"], "engine_spec.Target"]
     # what a point needs made before it runs (a mount, a server, empty buckets): called before its health gate;
-    # keeps what target() needs of it in ctx.prepared; returns what it did worth telling, or None
+    # keeps what section() needs of it in ctx.prepared; returns what it did worth telling, or None
     prepare: Callable[[dict[str, Any], "PointContext"], str | None] | None = None
     needs_images: bool = False  # prep.images must define RBD images
     files: bool = False  # a file interface: workload.FILE_FIELDS apply

@@ -54,7 +54,7 @@ class Cephfs:
         return self.numjobs
 
 
-def target(p: dict[str, Any], ctx: Any) -> Cephfs:
+def section(p: dict[str, Any], ctx: Any) -> Cephfs:
     if ctx.conn is None:
         raise FathomError("cephfs needs a cluster with a file system: set `mds: true` under the suite's cluster")
     nrfiles = int(p.get("nrfiles") or 1)
@@ -66,4 +66,4 @@ def target(p: dict[str, Any], ctx: Any) -> Cephfs:
                   numjobs=int(p["numjobs"]), nrfiles=nrfiles, **opt)
 
 
-INTERFACE = Interface(name="cephfs", needs_cluster=True, rw_modes=RW, target=target, files=True)
+INTERFACE = Interface(name="cephfs", needs_cluster=True, rw_modes=RW, section=section, files=True)

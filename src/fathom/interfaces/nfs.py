@@ -122,7 +122,7 @@ def endpoint(p: dict[str, Any], ctx: Any, start: bool = False) -> tuple[str, int
     return srv.host, srv.port, srv.export(export)
 
 
-def target(p: dict[str, Any], ctx: Any) -> Nfs:
+def section(p: dict[str, Any], ctx: Any) -> Nfs:
     host, port, export = endpoint(p, ctx)
     nrfiles = int(p.get("nrfiles") or 1)
     filesize = p.get("filesize") or (int(p["size"]) // nrfiles if p.get("size") else DEFAULT_FILESIZE)
@@ -133,6 +133,6 @@ def target(p: dict[str, Any], ctx: Any) -> Nfs:
                numjobs=int(p["numjobs"]), nrfiles=nrfiles, **opt)
 
 
-INTERFACE = Interface(name="nfs", needs_cluster=True, rw_modes=RW, target=target, prepare=prepare, files=True,
+INTERFACE = Interface(name="nfs", needs_cluster=True, rw_modes=RW, section=section, prepare=prepare, files=True,
                       fields=Fields, check=check,
                       cluster_free=lambda p: bool(p.get("server")))

@@ -50,10 +50,10 @@ class Null:
         return self.numjobs
 
 
-def target(p: dict[str, Any], ctx: Any) -> Null:
+def section(p: dict[str, Any], ctx: Any) -> Null:
     return Null(rw=engine_rw(p["rw"]), bs=int(p["bs"]), rwmixread=int(p["rwmixread"]),  # type: ignore[arg-type]
                 numjobs=int(p["numjobs"]), size=int(p["size"]) if p.get("size") else None,
                 delay_us=int(p.get("delay_us") or 0))
 
 
-INTERFACE = Interface(name="null", needs_cluster=False, rw_modes=RW, target=target, fields=Fields)
+INTERFACE = Interface(name="null", needs_cluster=False, rw_modes=RW, section=section, fields=Fields)

@@ -93,7 +93,7 @@ def mounted_path(p: dict[str, Any], ctx: Any) -> str:
 
 def prepare(p: dict[str, Any], ctx: Any) -> str | None:
     """The point's path made ready before it runs: the mount fathom makes, and the run's directory under a
-    directory; kept in ctx.prepared for target()."""
+    directory; kept in ctx.prepared for section()."""
     path = mounted_path(p, ctx)
     if not os.path.exists(path):
         raise FathomError(f"path {path} does not exist",
@@ -126,7 +126,7 @@ def planned_path(p: dict[str, Any], ctx: Any) -> tuple[str, bool]:
     return str(p["path"]), False
 
 
-def target(p: dict[str, Any], ctx: Any) -> Posix:
+def section(p: dict[str, Any], ctx: Any) -> Posix:
     path, is_dir = planned_path(p, ctx)
     nrfiles = int(p.get("nrfiles") or 1)
     filesize = p.get("filesize")
@@ -141,5 +141,5 @@ def target(p: dict[str, Any], ctx: Any) -> Posix:
                  filesize=int(filesize) if filesize is not None else None, **opt)
 
 
-INTERFACE = Interface(name="posix", needs_cluster=False, rw_modes=RW, target=target, prepare=prepare, files=True,
+INTERFACE = Interface(name="posix", needs_cluster=False, rw_modes=RW, section=section, prepare=prepare, files=True,
                       needs_path=True)

@@ -45,7 +45,7 @@ class Rados:
         return 1
 
 
-def target(p: dict[str, Any], ctx: Any) -> Rados:
+def section(p: dict[str, Any], ctx: Any) -> Rados:
     op, pattern = MODES[p["rw"]]
     t = Rados(connection=engine_spec.Connection.of(ctx.conn), pool=ctx.pool, op=op,  # type: ignore[arg-type]
                           pattern=pattern, prefix=ctx.run_tag, op_size=int(p["bs"]))  # type: ignore[arg-type]
@@ -54,4 +54,4 @@ def target(p: dict[str, Any], ctx: Any) -> Rados:
     return t
 
 
-INTERFACE = Interface(name="rados", needs_cluster=True, rw_modes=tuple(MODES), target=target, run_data=True)
+INTERFACE = Interface(name="rados", needs_cluster=True, rw_modes=tuple(MODES), section=section, run_data=True)

@@ -39,7 +39,7 @@ class Rbd:
         return self.numjobs * len(self.images)
 
 
-def target(p: dict[str, Any], ctx: Any) -> Rbd:
+def section(p: dict[str, Any], ctx: Any) -> Rbd:
     if not ctx.images:
         raise FathomError("fathom-engine on rbd needs images, and prep made none")
     return Rbd(connection=engine_spec.Connection.of(ctx.conn), pool=ctx.pool, rw=engine_rw(p["rw"]),
@@ -47,4 +47,4 @@ def target(p: dict[str, Any], ctx: Any) -> Rbd:
                            numjobs=int(p["numjobs"]), size=int(p["size"]) if p.get("size") else None)
 
 
-INTERFACE = Interface(name="rbd", needs_cluster=True, rw_modes=RW, target=target, needs_images=True)
+INTERFACE = Interface(name="rbd", needs_cluster=True, rw_modes=RW, section=section, needs_images=True)

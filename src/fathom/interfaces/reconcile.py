@@ -152,7 +152,7 @@ def reconcile(client: dict[str, dict[str, Any]], rgw: dict[str, float], buckets:
 
 
 def from_perf_deltas(perf: dict[str, dict[str, Any]]) -> dict[str, float] | None:
-    """RGW's counters over a point from the stored per-daemon deltas (fathom.results.samples.perf_deltas), summed over
+    """RGW's counters over a point from the stored per-daemon deltas (fathom.results.usage.perf_deltas), summed over
     RGW daemons; None when no RGW was read. Zero deltas are stored as absent: they count as 0."""
     rgws = [d for name, d in perf.items() if name.startswith("client.rgw") or name.startswith("rgw")]
     if not rgws:

@@ -127,7 +127,7 @@ def set_prefix(tag: str, p: dict[str, Any]) -> str:
     return f"{tag}/{p.get('placement') or 'default'}/{size}/j{int(p.get('numjobs') or 1)}/tls{int(bool(p.get('tls')))}"
 
 
-def target(p: dict[str, Any], ctx: Any) -> S3:
+def section(p: dict[str, Any], ctx: Any) -> S3:
     if ctx.conn is None or not getattr(ctx.conn, "conf", None):
         raise FathomError("s3 needs an S3 endpoint: run on a local cluster with RGW (cluster rgw: true), "
                           "whose keys file is s3.json beside its ceph.conf")
@@ -211,6 +211,6 @@ def metrics(m: dict[str, Any], r: Any, params: dict[str, Any], intervals: list[d
                        "data": check})
 
 
-INTERFACE = Interface(name="s3", needs_cluster=True, rw_modes=tuple(MODES), target=target, prepare=prepare,
+INTERFACE = Interface(name="s3", needs_cluster=True, rw_modes=tuple(MODES), section=section, prepare=prepare,
                       fields=Fields, rgw=True,
                       metrics=metrics, op_size_key="object_size")

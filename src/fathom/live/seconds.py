@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from fathom.live.state import second
+from fathom.results import store
 
-INSERT = "INSERT INTO live_seconds (run_id, key, kind, t, data_json) VALUES (?,?,?,?,?)"
 MARKS = ("fault", "steady", "client_lost", "recovery")
 BUSY_MS = 10_000  # a write of ours waits this long for the run's own (a point's commit): then that batch is dropped
 
@@ -90,27 +90,27 @@ class Writer:
                 except queue.Empty:
                     break
             c0 = time.thread_time()
-            stmts: list[tuple[str, tuple[Any, ...]]] = []
+            stmts: list[store.Statement] = []  # the SQL is the store's (it owns the table)
             for op, arg in batch:
                 if op == "point":
                     key, last_t = arg["key"], None
-                    stmts.append((INSERT, (self.run_id, key, "point", None, _dumps(arg))))
+                    stmts.append(store.live_insert(self.run_id, key, "point", None, _dumps(arg)))
                 elif op == "second" and key is not None:
                     sec = second(arg)
                     last_t = sec["t"]
                     self.seconds += 1
-                    stmts.append((INSERT, (self.run_id, key, "second", sec["t"], _dumps(sec))))
+                    stmts.append(store.live_insert(self.run_id, key, "second", sec["t"], _dumps(sec)))
                 elif op == "mark" and key is not None:
                     data = arg.get("data") or {}
                     t = data.get("t_s", last_t) if arg["kind"] == "fault" else \
                         data.get("at_s", last_t) if arg["kind"] == "steady" else last_t
-                    stmts.append((INSERT, (self.run_id, key, "mark", t, _dumps(
-                        {"t": t, "kind": arg["kind"], "message": arg.get("message") or ""}))))
+                    stmts.append(store.live_insert(self.run_id, key, "mark", t, _dumps(
+                        {"t": t, "kind": arg["kind"], "message": arg.get("message") or ""})))
                 elif op == "end":
-                    stmts.append(("DELETE FROM live_seconds WHERE run_id = ? AND key = ?", (self.run_id, arg)))
+                    stmts.append(store.live_delete_point(self.run_id, arg))
                     key = None
                 elif op in ("clear", "close"):
-                    stmts.append(("DELETE FROM live_seconds WHERE run_id = ?", (self.run_id,)))
+                    stmts.append(store.live_delete_run(self.run_id))
                     done = done or op == "close"
             if stmts and not self._failed:
                 try:
@@ -135,8 +135,7 @@ class Writer:
 def rows(db: sqlite3.Connection, run_id: int, stored: set[str], keep: int) -> dict[str, Any] | None:
     """The running point as the page's state has it (LiveState.snapshot's `point`) from the live rows of a run,
     or None: no running point, or its rows are of a point already stored (deleted a moment later)."""
-    got = db.execute("SELECT key, kind, data_json FROM live_seconds WHERE run_id = ? ORDER BY rowid",
-                     (run_id,)).fetchall()
+    got = store.live_rows(db, run_id)
     head = next((json.loads(r[2]) for r in reversed(got) if r[1] == "point" and r[0] not in stored), None)
     if head is None:
         return None

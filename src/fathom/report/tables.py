@@ -54,7 +54,7 @@ DEFINITIONS = [
     "second, unissued the arrivals never issued once the window's backlog had its drain; the schedule was kept "
     "when at most 1% (or one op) were left and the achieved rate was at least 95% of the rate the window's "
     "arrivals came at (one op spared). A point that did not keep it measured the cluster under a backlog.",
-    "Anomaly rules: " + " ".join(line.strip() for line in anom.__doc__.split("Rules", 1)[1].splitlines()[1:]),
+    "Anomaly rules: " + " ".join(f"- {rule}" for rule in anom.RULES),
     *(f"Window of {_names(cols)}: {window}; source: {source}." for cols, window, source in FIGURE_WINDOWS),
 ]
 
@@ -67,7 +67,8 @@ def _level_stats(lv: Level, tp: Throughput) -> dict[str, float | None]:
             "cpu": cpu, "eff": x / (cpu / 100.0) if x is not None and cpu else None}
 
 
-def summary_rows(run: RunData, wl: str, axis: str) -> list[str] | None:
+def summary_rows(run: RunData, wl: str, axis: str, found: list[anom.Anomaly] | None = None) -> list[str] | None:
+    """found: anomalies.find(run, wl) when the caller has it (build() runs the rules once for every place)."""
     curve = run.curve(wl)
     if not curve:
         return None
@@ -80,7 +81,7 @@ def summary_rows(run: RunData, wl: str, axis: str) -> list[str] | None:
     peak_i = max((i for i, t in enumerate(tps) if t is not None), key=lambda i: tps[i])  # type: ignore[arg-type,return-value]
     ki = knee_index(tps, [s["lat"] for s in st])
     si = saturation_index(tps)
-    flags = anom.find(run, wl)
+    flags = anom.find(run, wl) if found is None else found
     return [wl, run.name, fmt_tp(tps[peak_i], tp), lv[peak_i].label,
             lv[ki].label if ki is not None else NA, lv[si].label if si is not None else NA,
             fmt(st[peak_i]["lat"]), fmt(st[peak_i]["cpu"]),
@@ -103,14 +104,16 @@ def server_kinds(points: list[StoredPoint]) -> list[str]:
     return ["osd"] + [k for k in found if k != "osd"]
 
 
-def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = None) -> Table:
+def detail_table(run: RunData, wl: str, axis: str, kinds: list[str] | None = None,
+                 found: list[anom.Anomaly] | None = None) -> Table:
     """One row per point. kinds: the daemon kinds given a CPU/memory column pair (build() passes the kinds of
-    the whole section so every run's table has the same columns); by default the kinds of this run's points."""
+    the whole section so every run's table has the same columns); by default the kinds of this run's points.
+    found: anomalies.find(run, wl) when the caller has it."""
     curve = run.curve(wl)
     tp = throughput_for(curve)
     kinds = kinds if kinds is not None else server_kinds(curve)
     flags: dict[int | None, list[str]] = {}
-    for a in anom.find(run, wl):
+    for a in anom.find(run, wl) if found is None else found:
         flags.setdefault(id_of(a), []).append(a.kind)
     has_pub_mem = any("osd_mem" in p.published for p in curve)
     extra = optional_columns(curve)
@@ -192,7 +195,10 @@ def id_of(a: anom.Anomaly) -> int | None:
     return a.point_id
 
 
-def charts(runs: list[RunData], wl: str, axis: str) -> list[ChartOut]:
+def charts(runs: list[RunData], wl: str, axis: str, found: list[list[anom.Anomaly]] | None = None) -> list[ChartOut]:
+    """found: anomalies.find(r, wl) of each of runs, in order, when the caller has them."""
+    found = found if found is not None else [anom.find(r, wl) for r in runs]
+    flags_of = {id(r): f for r, f in zip(runs, found)}
     curves = [(r, r.curve(wl)) for r in runs]
     curves = [(r, c) for r, c in curves if c]
     tp = throughput_for([p for _, c in curves for p in c])
@@ -206,7 +212,7 @@ def charts(runs: list[RunData], wl: str, axis: str) -> list[ChartOut]:
     has_p99 = False
     for i, (r, c) in enumerate(curves):
         color = svg.PALETTE[i % len(svg.PALETTE)]
-        flagged = {a.level for a in anom.find(r, wl) if a.kind not in RING_EXEMPT}
+        flagged = {a.level for a in flags_of[id(r)] if a.kind not in RING_EXEMPT}
         lp, cp, ep = [], [], []
         for level in levels([p for p in c if p.status == "done"]):
             s = _level_stats(level, tp)
@@ -302,16 +308,17 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
     srows, sections, all_flags = [], [], []
     for wl in wls:
         axis = level_axis_name(runs, wl)
-        for r in runs:
-            row = summary_rows(r, wl, axis)
+        found = [anom.find(r, wl) for r in runs]  # once: the summary, charts, tables and anomaly list share it
+        for r, f in zip(runs, found):
+            row = summary_rows(r, wl, axis, f)
             if row:
                 srows.append(row)
-        wl_flags = [a for r in runs for a in anom.find(r, wl)]
+        wl_flags = [a for f in found for a in f]
         all_flags.extend(wl_flags)
         tp = throughput_for([p for r in runs for p in r.curve(wl)])
         kinds = server_kinds([p for r in runs for p in r.curve(wl)])
-        sections.append(Section(wl, tp.unit, charts(runs, wl, axis) + timeline.charts(runs, wl),
-                                [detail_table(r, wl, axis, kinds) for r in runs if r.curve(wl)]
+        sections.append(Section(wl, tp.unit, charts(runs, wl, axis, found) + timeline.charts(runs, wl),
+                                [detail_table(r, wl, axis, kinds, f) for r, f in zip(runs, found) if r.curve(wl)]
                                 + timeline.tables(runs, wl) + perhost.tables(runs, wl)
                                 + perhost.server_tables(runs, wl), wl_flags))
     sections = slo.sections(runs) + studies.sections(runs) + sections + sources.sections(runs)  # studies first

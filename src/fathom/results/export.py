@@ -40,7 +40,7 @@ import re
 import sys
 from typing import Any
 
-from fathom.results import samples
+from fathom.results import usage
 from fathom.results.model import METRIC_COLUMNS, figure_window, open_loop_metrics
 from fathom.results.store import LOCAL_HOST, Store
 
@@ -275,7 +275,7 @@ def _cut_short(store: Store, run: Any, point_id: int) -> set[str]:
 
 def host_figures(store: Store, run: Any, p: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """One point's figures per host: {host: {source, partial, host: {figure: value}, daemons: {name: {kind,
-    figure: value}}}} over its telemetry window, from the samples stored with it (samples.summarize, as the
+    figure: value}}}} over its telemetry window, from the samples stored with it (usage.summarize, as the
     point's own metrics and the report's per-host tables are made). Hosts with neither a daemon nor a host
     figure (a client host) are left out."""
     win = _window(p)
@@ -288,18 +288,18 @@ def host_figures(store: Store, run: Any, p: dict[str, Any]) -> dict[str, dict[st
     for host, mine in sorted(by_host.items()):
         assert win is not None
         daemons: dict[str, dict[str, Any]] = {}
-        for name in sorted({s["source"] for s in mine if s.get("kind") not in samples.NOT_DAEMONS}):
+        for name in sorted({s["source"] for s in mine if s.get("kind") not in usage.NOT_DAEMONS}):
             one = [s for s in mine if s["source"] == name]
             kind = one[0]["kind"]
-            m = samples.summarize(one, *win)
+            m = usage.summarize(one, *win)
             vals = {"cpu_pct": m.get(f"{kind}_cpu"), "cores": m.get(f"{kind}_cores"),
                     "rss_mib": m.get(f"{kind}_mem_mib"), "ctx_switches_s": m.get(f"{kind}_ctx_switches_s")}
             daemons[name] = {"kind": kind, **{k: v for k, v in vals.items() if v is not None}}
         hs = [s for s in mine if s.get("kind") == "host"]
         whole: dict[str, Any] = {}
         if hs:
-            m = samples.summarize(hs, *win)
-            used = [s["rss_mib"] for s in samples.in_window(hs, *win) if s.get("rss_mib") is not None]
+            m = usage.summarize(hs, *win)
+            used = [s["rss_mib"] for s in usage.in_window(hs, *win) if s.get("rss_mib") is not None]
             vals = {"host_cpu_pct": m.get("host_cpu_pct"), "mem_used_mib": sum(used) / len(used) if used else None,
                     "net_rx_mib_s": m.get("net_rx_mib_s"), "net_tx_mib_s": m.get("net_tx_mib_s")}
             whole = {k: v for k, v in vals.items() if v is not None}
@@ -350,7 +350,7 @@ def counter_rows(store: Store, run_id: int) -> list[dict[str, Any]]:
             continue
         ids = _ids(run, p)
         placed = {s["source"]: (s.get("host") or "local", s["kind"]) for s in store.telemetry(p["id"])
-                  if s.get("kind") not in samples.NOT_DAEMONS}
+                  if s.get("kind") not in usage.NOT_DAEMONS}
         for daemon in sorted(perf):
             host, kind = placed.get(daemon) or ("", daemon.split(".", 1)[0])
             base = {**ids, "host": host, "daemon": daemon, "kind": kind,

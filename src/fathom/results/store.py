@@ -241,6 +241,34 @@ _INSERT_PERF = "INSERT OR REPLACE INTO perf_counters (point_id, daemon, deltas_j
 _INSERT_EVENT = "INSERT INTO events (run_id, point_id, ts, kind, message, data_json) VALUES (?,?,?,?,?,?)"
 
 
+# ---- live_seconds: the running point's seconds (fathom.live.seconds) ----
+# Its writer runs them on a connection of its own, in its own thread and transactions (batches of one second):
+# these give it the statements, (sql, args), so the table's SQL stays with its schema.
+Statement = tuple[str, tuple[Any, ...]]
+
+
+def live_insert(run_id: int, key: str, kind: str, t: float | None, data_json: str) -> Statement:
+    """A row of the running point `key`: kind point (its header, t None), second or mark."""
+    return "INSERT INTO live_seconds (run_id, key, kind, t, data_json) VALUES (?,?,?,?,?)", (
+        run_id, key, kind, t, data_json)
+
+
+def live_delete_point(run_id: int, key: str) -> Statement:
+    """The rows of one point: it is stored, or it ended."""
+    return "DELETE FROM live_seconds WHERE run_id = ? AND key = ?", (run_id, key)
+
+
+def live_delete_run(run_id: int) -> Statement:
+    """Every row of a run: it ended, or a new attempt of it starts."""
+    return "DELETE FROM live_seconds WHERE run_id = ?", (run_id,)
+
+
+def live_rows(db: sqlite3.Connection, run_id: int) -> list[tuple[str, str, str]]:
+    """(key, kind, data_json) of a run's live rows in the order they were written."""
+    return [(r[0], r[1], r[2]) for r in db.execute(
+        "SELECT key, kind, data_json FROM live_seconds WHERE run_id = ? ORDER BY rowid", (run_id,))]
+
+
 class Store:
     def __init__(self, path: Path | str = DEFAULT_DB, busy_timeout_s: float = BUSY_TIMEOUT_S, read_only: bool = False):
         """read_only: SQLite's mode=ro, for readers beside a running writer (fathom.api, a notebook): it never
@@ -418,7 +446,7 @@ class Store:
     def finish_run(self, run_id: int, status: str) -> None:
         with self._write() as db:  # the running point's live seconds go with the run's end (fathom.live.seconds)
             db.execute("UPDATE runs SET status = ?, finished = ? WHERE id = ?", (status, time.time(), run_id))
-            db.execute("DELETE FROM live_seconds WHERE run_id = ?", (run_id,))
+            db.execute(*live_delete_run(run_id))
 
     def runs(self) -> list[Run]:
         return [self._run(r) for r in self._rows("SELECT * FROM runs ORDER BY id")]
@@ -510,7 +538,7 @@ class Store:
                        _dumps(e["data"]) if e.get("data") else None) for e in events]
         with self._write() as db:
             db.execute("DELETE FROM points WHERE run_id = ? AND key = ?", (run_id, key))
-            db.execute("DELETE FROM live_seconds WHERE run_id = ? AND key = ?", (run_id, key))  # stored now
+            db.execute(*live_delete_point(run_id, key))  # stored now
             cur = db.execute(
                 "INSERT INTO points (run_id, idx, key, workload, engine, params_json, status, started, ended, "
                 "metrics_json, result_json, gate_json, error) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",

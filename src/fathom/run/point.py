@@ -23,13 +23,13 @@ from typing import Any, Callable
 
 from fathom import engines, interfaces
 from fathom.run import faults
+from fathom.results import usage
 from fathom.servers import telemetry
 from fathom.companion import Companion, Contribution, Live
 from fathom.cluster import full, health
 from fathom.cluster.local import Daemon
 from fathom.errors import FathomError
-from fathom.results.hdr import with_merged
-from fathom.results.model import METRIC_COLUMNS, PointResult, base_metrics
+from fathom.results.model import METRIC_COLUMNS, PointResult
 from fathom.suite.plan import Point
 from fathom.run.progress import Progress
 from fathom.results.store import Store
@@ -60,7 +60,7 @@ class TelemetryCompanion(Companion):
     def stop(self) -> Contribution:
         samples = self.sampler.stop()
         c0 = time.thread_time()
-        deltas = samples.perf_deltas(self._before, telemetry.perf_dump(self.daemons, self.run_dir))
+        deltas = usage.perf_deltas(self._before, telemetry.perf_dump(self.daemons, self.run_dir))
         self.asok_cpu_s += time.thread_time() - c0
         return Contribution(samples=samples, perf_counters=deltas)
 
@@ -167,7 +167,7 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     # ---- record ----
     metrics, hists = None, {}
     if result is not None:
-        metrics, hists = _metrics(result, params, got.samples, started, ended, intervals, events)
+        metrics, hists = usage.point_metrics(result, params, got.samples, started, ended, intervals, events)
         metrics.update({k: v for k, v in got.metrics.items() if k in METRIC_COLUMNS})
         more = interfaces.get(params["interface"]).metrics
         if more is not None:  # the interface's own figures (s3: TTFB, the check against RGW's counters)
@@ -230,7 +230,8 @@ def _record_interrupted(store: Store, run_id: int, point: Point, started_compani
     (`partial`: the engine's result up to the interrupt, if it had one)."""
     params = point.params
     got = _stop_all(started_companions)
-    metrics, hists = _metrics(partial, params, got.samples, started, time.time(), intervals, got.events) \
+    metrics, hists = usage.point_metrics(partial, params, got.samples, started, time.time(), intervals,
+                                         got.events) \
         if partial else (None, {})
     store.record_point(run_id, point.idx, point.key, point.workload, point.engine, params, "interrupted",
                        metrics=metrics, result=partial.to_dict() if partial else None,
@@ -266,51 +267,6 @@ def _health_after(ceph: Any, gate: health.GateVerdict | None, events: list[dict[
                    "data": {"before": gate.health if gate else None, "after": after_status, "checks": checks,
                             "clean": ok, "reason": reason}})
     return health.GateVerdict(True, 0.0, reason, after_status, pgs, checks) if ok else None
-
-
-def telemetry_window(intervals: list[dict[str, Any]], started: float, ended: float,
-                     ramp_s: float) -> dict[str, Any]:
-    """The span server samples are averaged over: {from, to (epoch s), source}.
-
-    From the engine's own records (source "engine phase"): the phase start on the wall clock is any record's
-    `ts - t`, the ramp ends at the last ramp record's `t` (a grid point falls on it) or at ramp_s, and the
-    window ends with the last record (the last measured completion). Connect, prefill, a many-host start's
-    SSH and go delay, and teardown stay out. Without exact records (fio's are estimates from its progress
-    line): the spawn time plus the ramp to the engine's exit (source "spawn to exit")."""
-    exact = [r for r in intervals if r.get("t") is not None and r.get("ts") is not None and not r.get("approx")]
-    if not exact:
-        return {"from": started + ramp_s, "to": ended, "source": "spawn to exit"}
-    last = max(exact, key=lambda r: float(r["t"]))
-    phase0 = float(last["ts"]) - float(last["t"])
-    ramps = [float(r["t"]) for r in exact if r.get("ramp")]
-    ramp_end = max(ramps) if ramps else ramp_s
-    return {"from": phase0 + ramp_end, "to": float(last["ts"]), "source": "engine phase"}
-
-
-def _metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any]], started: float,
-             ended: float, intervals: list[dict[str, Any]] | None = None,
-             events: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
-    hists, merged_pct = with_merged({k: o.hist for k, o in r.ops.items() if o.hist and o.ops})
-    m = base_metrics(r, merged_pct)
-    # fio reports client CPU itself (% of runtime per job; summed over jobs as fio-parse-jsons does)
-    if "fio_usr_cpu" in r.extra:
-        m["usr_cpu"] = r.extra["fio_usr_cpu"]
-        m["sys_cpu"] = r.extra["fio_sys_cpu"]
-    if r.extra.get("engines"):  # a point on several engines (client hosts)
-        m["client_hosts"] = len(r.extra.get("hosts") or [])
-        m["engines"] = len(r.extra["engines"])
-        m["start_skew_ms"] = r.extra.get("start_skew_ms")
-        m["clients_lost"] = len(r.extra.get("clients_lost") or {})
-    win = telemetry_window(intervals or [], started, ended, float(params.get("ramp_time") or 0.0))
-    r.extra["telemetry_window"] = win
-    srv = samples.summarize(samples, win["from"], win["to"])
-    m.update({k: v for k, v in srv.items() if k in METRIC_COLUMNS})
-    # server hosts lost during the point (or before it, not reached again): their figures partial or missing
-    lost = {e["data"]["hostname"]: e["data"].get("why") or e["message"] for e in events or []
-            if e["kind"] in ("server_lost", "server_late") and (e.get("data") or {}).get("hostname")}
-    if srv.get("server_hosts") or lost:  # the cluster's hosts measured one by one, for per-node tables
-        r.extra["server_hosts"] = samples.per_host(samples, win["from"], win["to"], lost)
-    return m, hists
 
 
 def record_cost(store: Store, run_id: int, sampler: telemetry.Sampler, asok_cpu_s: float) -> float | None:

@@ -27,7 +27,7 @@ pid (or, fathom gone, until its next write finds nobody reading). Host keys foll
   `server_lost`) and its samples up to the loss are kept; the other hosts go on.
 
 The companion (ServerSource) hands each point its hosts' per-interval records (hostsample.interval_samples:
-samples.summarize reads them, per host, then summed) tagged `via: ssh`, and an event saying what it
+usage.summarize reads them, per host, then summed) tagged `via: ssh`, and an event saying what it
 covered and what was missing.
 """
 

@@ -10,8 +10,8 @@ one by one), and `sample_end`. This module turns them into rates, pure Python (n
   ends, in telemetry.py's units: CPU as % of one core for a daemon (`cpu_pct`, `cores`), % of all cores
   for the host; `rss_mib`; `vctx_s`/`nvctx_s`; NIC bytes/s per interface; disk bytes/s per device.
 - `interval_samples(stream)`: one record per daemon and per host per interval, shaped as
-  `telemetry.Sampler.samples` (so `samples.summarize` reads them), tagged with `host`.
-- `summarize(windows)`: several hosts' windows as `samples.summarize`'s keys (`{kind}_cpu`, `_cores`,
+  `telemetry.Sampler.samples` (so `usage.summarize` reads them), tagged with `host`.
+- `summarize(windows)`: several hosts' windows as `usage.summarize`'s keys (`{kind}_cpu`, `_cores`,
   `_mem_mib`, `_ctx_switches_s`, `host_cpu_pct`), summed over the cluster's hosts.
 
 Cumulative counters make a missed line harmless: a rate spans whichever two samples bound it. A counter
@@ -206,7 +206,7 @@ def _daemons(win: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     each process of the daemon used between its first and its last sample in the window, over the window's
     time (a daemon down for part of it used nothing then; one restarted counts both processes; two at once
     under one name, as two clusters on a host, add up), RSS summed over its processes at each sample and
-    averaged over the samples it was seen in (as samples.summarize). seen_s: the time its processes were
+    averaged over the samples it was seen in (as usage.summarize). seen_s: the time its processes were
     seen, summed; tasks: its last process's threads over that process's time."""
     dt_win = win[-1]["mono"] - win[0]["mono"]
     obs: dict[str, dict[int, list[tuple[dict[str, Any], dict[str, Any]]]]] = {}
@@ -303,7 +303,7 @@ def interval_samples(stream: HostStream) -> list[dict[str, Any]]:
     telemetry.Sampler's samples ({ts, source, kind, pid, cpu_pct, cores, rss_mib, vctx_s, nvctx_s, threads,
     dt}; host: cpu_pct of all cores, rss_mib = memory in use, mem_total_mib), each with `host`.
 
-    samples.summarize groups them by `host`, then by `ts` (hosts sample at different instants), and sums
+    usage.summarize groups them by `host`, then by `ts` (hosts sample at different instants), and sums
     the hosts, as `summarize(windows)` does over whole windows.
     """
     out: list[dict[str, Any]] = []
@@ -335,7 +335,7 @@ def interval_samples(stream: HostStream) -> list[dict[str, Any]]:
 
 
 def summarize(windows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Several hosts' `window()`s as samples.summarize's keys, over the whole cluster.
+    """Several hosts' `window()`s as usage.summarize's keys, over the whole cluster.
 
     Per daemon kind: `{kind}_cpu` (% of one core) and `{kind}_cores`, `{kind}_mem_mib`, `{kind}_ctx_switches_s`,
     each summed over that kind's daemons on all hosts (a kind with no daemon gets no keys). host_cpu_pct:

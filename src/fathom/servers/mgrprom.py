@@ -5,7 +5,7 @@ active mgr already holds every daemon's counters (each daemon reports them every
 default) and its `prometheus` module serves them over HTTP. This module finds that endpoint (`ceph mgr
 services`), enables the module when it is off (a recorded change, undone with the run's other settings:
 fathom.cluster.restore), reads `/metrics` with prometheus_client's text parser and turns each read into a
-`perf dump`'s shape ({daemon: {section: {counter: value}}}), so fathom.results.samples.perf_deltas makes the point's
+`perf dump`'s shape ({daemon: {section: {counter: value}}}), so fathom.results.usage.perf_deltas makes the point's
 deltas and the store and the RGW reconciliation take them unchanged.
 
 What the module exports, against a `perf dump` (checked on Ceph 16):
@@ -45,7 +45,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from fathom.results import samples
+from fathom.results import usage
 from fathom.cluster.ceph import Ceph
 from fathom.cluster.restore import Restorer, module_entry
 from fathom.companion import Companion, Contribution, Live
@@ -158,8 +158,8 @@ def _number(v: float) -> float | int:
 
 
 def deltas(before: Scrape, after: Scrape) -> dict[str, dict[str, Any]]:
-    """Per daemon, the counters' changes between two reads, as fathom.results.samples.perf_deltas gives them."""
-    return samples.perf_deltas(before.dumps, after.dumps)
+    """Per daemon, the counters' changes between two reads, as fathom.results.usage.perf_deltas gives them."""
+    return usage.perf_deltas(before.dumps, after.dumps)
 
 
 # ---- finding and enabling the module ---------------------------------------------------------

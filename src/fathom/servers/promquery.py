@@ -289,7 +289,7 @@ def interval_records(all_series: list[Series], t_from: float, t_to: float, insta
     """Per host and per scrape interval within [t_from, t_to], one record in telemetry.Sampler's host-sample
     shape ({ts, dt, kind "host", source "host", host, cpu_pct, cores, ncpu, rss_mib (memory in use),
     mem_total_mib, net_rx_bytes_s, net_tx_bytes_s (interfaces but loopback: node-exporter does not say how
-    they stack)}, via "prometheus"), on Prometheus's clock: samples.summarize averages them over the point's
+    they stack)}, via "prometheus"), on Prometheus's clock: usage.summarize averages them over the point's
     window like the other sources'."""
     from fathom.servers.hostsample import nic_total
 
@@ -424,7 +424,7 @@ class PromSource:
         Ask once a scrape after t_to has happened (a scrape interval later), or the window ends at the last
         scrape before it. Two queries (and one of the targets, once): the hosts, then every counter's raw
         samples over the window plus 1.5 scrape intervals each side, in one range selector. per_scrape: one
-        record per host and scrape interval instead (interval_records), for samples.summarize.
+        record per host and scrape interval instead (interval_records), for usage.summarize.
         """
         if t_to <= t_from:
             raise PrometheusError(f"empty window {t_from:.3f}..{t_to:.3f}", "t_to must be after t_from")

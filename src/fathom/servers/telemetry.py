@@ -5,10 +5,10 @@
   RSS MiB; voluntary/involuntary context switches summed over its threads),
   the host (CPU busy % of all cores, memory) and the engine process. It
   measures its own cost with time.thread_time().
-- `perf_dump()` / `perf_deltas()`: Ceph perf counters read straight from the
-  admin socket (no `ceph` CLI process, which would cost more CPU than the
-  sampling itself), turned into deltas per point; averages become
-  Δsum/Δavgcount.
+- `perf_dump()`: Ceph perf counters read straight from the admin socket (no
+  `ceph` CLI process, which would cost more CPU than the sampling itself);
+  fathom.results.usage.perf_deltas turns two dumps into a point's deltas
+  (averages become Δsum/Δavgcount), and .summarize the samples into figures.
 """
 
 from __future__ import annotations

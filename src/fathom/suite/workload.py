@@ -1,6 +1,6 @@
 """A suite's workload: the fields it may set and sweep (fio's names for fio's concepts, whatever engine runs
 them), its sweep and steady-state models, and each field's validation, also against its engine and interface.
-A workload's checks against the rest of its suite, reported at file:line, are in suite_checks.py and spec.py."""
+A workload's checks against the rest of its suite, reported at file:line, are in checks.py and spec.py."""
 
 from __future__ import annotations
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from fathom.results.hdr import with_merged
+from fathom.results.model import METRIC_COLUMNS, PointResult, base_metrics
+
 NCPU = os.cpu_count() or 1  # a host sample stored without its `ncpu` (this host's /proc sampler adds it)
 NOT_DAEMONS = ("host", "engine", "client_host")  # sample kinds that are not Ceph (or gateway) daemons
 MIB = 2**20
@@ -150,3 +153,53 @@ def perf_deltas(before: dict[str, dict[str, Any]], after: dict[str, dict[str, An
                         d[full] = v - bv
         out[name] = d
     return out
+
+
+# ---- a point's metrics, over its window ----------------------------------------------------------------
+
+def telemetry_window(intervals: list[dict[str, Any]], started: float, ended: float,
+                     ramp_s: float) -> dict[str, Any]:
+    """The span server samples are averaged over: {from, to (epoch s), source}.
+
+    From the engine's own records (source "engine phase"): the phase start on the wall clock is any record's
+    `ts - t`, the ramp ends at the last ramp record's `t` (a grid point falls on it) or at ramp_s, and the
+    window ends with the last record (the last measured completion). Connect, prefill, a many-host start's
+    SSH and go delay, and teardown stay out. Without exact records (fio's are estimates from its progress
+    line): the spawn time plus the ramp to the engine's exit (source "spawn to exit")."""
+    exact = [r for r in intervals if r.get("t") is not None and r.get("ts") is not None and not r.get("approx")]
+    if not exact:
+        return {"from": started + ramp_s, "to": ended, "source": "spawn to exit"}
+    last = max(exact, key=lambda r: float(r["t"]))
+    phase0 = float(last["ts"]) - float(last["t"])
+    ramps = [float(r["t"]) for r in exact if r.get("ramp")]
+    ramp_end = max(ramps) if ramps else ramp_s
+    return {"from": phase0 + ramp_end, "to": float(last["ts"]), "source": "engine phase"}
+
+
+def point_metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str, Any]], started: float,
+             ended: float, intervals: list[dict[str, Any]] | None = None,
+             events: list[dict[str, Any]] | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+    """A point's metrics (METRIC_COLUMNS) from its result, its server samples over its telemetry window and the
+    events that flag lost server hosts; and its histograms with the merged one (`all`). Suite points and the
+    drop-ins' benches both store what this gives."""
+    hists, merged_pct = with_merged({k: o.hist for k, o in r.ops.items() if o.hist and o.ops})
+    m = base_metrics(r, merged_pct)
+    # fio reports client CPU itself (% of runtime per job; summed over jobs as fio-parse-jsons does)
+    if "fio_usr_cpu" in r.extra:
+        m["usr_cpu"] = r.extra["fio_usr_cpu"]
+        m["sys_cpu"] = r.extra["fio_sys_cpu"]
+    if r.extra.get("engines"):  # a point on several engines (client hosts)
+        m["client_hosts"] = len(r.extra.get("hosts") or [])
+        m["engines"] = len(r.extra["engines"])
+        m["start_skew_ms"] = r.extra.get("start_skew_ms")
+        m["clients_lost"] = len(r.extra.get("clients_lost") or {})
+    win = telemetry_window(intervals or [], started, ended, float(params.get("ramp_time") or 0.0))
+    r.extra["telemetry_window"] = win
+    srv = summarize(samples, win["from"], win["to"])
+    m.update({k: v for k, v in srv.items() if k in METRIC_COLUMNS})
+    # server hosts lost during the point (or before it, not reached again): their figures partial or missing
+    lost = {e["data"]["hostname"]: e["data"].get("why") or e["message"] for e in events or []
+            if e["kind"] in ("server_lost", "server_late") and (e.get("data") or {}).get("hostname")}
+    if srv.get("server_hosts") or lost:  # the cluster's hosts measured one by one, for per-node tables
+        r.extra["server_hosts"] = per_host(samples, win["from"], win["to"], lost)
+    return m, hists
