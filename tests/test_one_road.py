@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from fathom.analysis import anomalies as anom
+from fathom.analysis import compare
 from fathom.analysis.data import RunData, StoredPoint
 from fathom.report import tables
 
@@ -65,6 +66,20 @@ def test_a_report_build_finds_each_runs_anomalies_once_per_workload(monkeypatch:
     detail = next(t for s in doc.sections if s.workload == "rr" for t in s.tables if t.title == "rr: a")
     assert [row[-1] for row in detail.rows] == ["", "", "host_busy", "collapse"]
     assert doc.anomalies is not None and len(doc.anomalies.rows) == 8
+
+
+def test_a_comparison_finds_each_runs_anomalies_once_per_workload(monkeypatch: pytest.MonkeyPatch):
+    calls: Counter[tuple[str, str]] = Counter()
+    real = anom.find
+
+    def counting(run: RunData, workload: str, *args: Any, **kw: Any) -> list[anom.Anomaly]:
+        calls[(run.name, workload)] += 1
+        return real(run, workload, *args, **kw)
+
+    monkeypatch.setattr(anom, "find", counting)
+    c = compare.compare(_run("a", 1), [_run("b", 2), _run("c", 3)])
+    assert calls == {(r, w): 1 for r in ("a", "b", "c") for w in ("rr", "rw")}  # the base was found twice per new
+    assert {a.kind for a in c.anomalies} == {"collapse", "host_busy"} and len(c.anomalies) == 12
 
 
 # a statement on the table: what SQL says before a table's name (upper case, as every statement of fathom's is)

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from fathom.analysis import anomalies as anom
 from fathom.analysis.data import (Level, RunData, StoredPoint, Throughput, assign_levels, level_axis_name, levels,
@@ -186,8 +186,10 @@ def overall(figures: list[Judgment]) -> str:
 
 
 def compare_workload(base: RunData, new: RunData, workload: str, tolerance: float,
-                     fail_on_regression: float | None = None) -> WorkloadCmp | None:
-    """Call assign_levels([base, new, ...]) first, so that levels match across runs."""
+                     fail_on_regression: float | None = None,
+                     find: Callable[[RunData, str], list[anom.Anomaly]] = anom.find) -> WorkloadCmp | None:
+    """Call assign_levels([base, new, ...]) first, so that levels match across runs. find: a run's anomalies in
+    one workload (compare() hands one that finds each run's once)."""
     bc, nc = _usable(base.curve(workload)), _usable(new.curve(workload))
     if not bc or not nc:
         return None
@@ -201,7 +203,7 @@ def compare_workload(base: RunData, new: RunData, workload: str, tolerance: floa
 
     flags: dict[tuple[str, str], list[str]] = {}
     for run in (base, new):
-        for a in anom.find(run, workload):
+        for a in find(run, workload):
             flags.setdefault((run.name, a.level), []).append(a.kind)
     nmap = {lv.level: lv for lv in nlv}
     pairs = [(b, nmap[b.level]) for b in blv if b.level in nmap]
@@ -335,6 +337,14 @@ class Comparison:
 def compare(base: RunData, news: list[RunData], tolerance: float = 0.10,
             fail_on_regression: float | None = None) -> Comparison:
     assign_levels([base, *news])
+    memo: dict[tuple[tuple[int, ...], str], list[anom.Anomaly]] = {}
+
+    def find(run: RunData, wl: str) -> list[anom.Anomaly]:  # each run's anomalies once per workload
+        key = (tuple(run.ids), wl)
+        if key not in memo:
+            memo[key] = anom.find(run, wl)
+        return memo[key]
+
     results: list[WorkloadCmp] = []
     unmatched: list[dict[str, str]] = []
     for new in news:
@@ -343,7 +353,7 @@ def compare(base: RunData, news: list[RunData], tolerance: float = 0.10,
             if wl not in nw:
                 unmatched.append({"workload": wl, "only_in": base.name, "other": new.name})
                 continue
-            c = compare_workload(base, new, wl, tolerance, fail_on_regression)
+            c = compare_workload(base, new, wl, tolerance, fail_on_regression, find)
             if c is None:
                 unmatched.append({"workload": wl, "only_in": "", "other": new.name,
                                   "why": "no completed points with throughput in one of the runs"})
@@ -357,7 +367,7 @@ def compare(base: RunData, news: list[RunData], tolerance: float = 0.10,
     for run in [base, *news]:
         if tuple(run.ids) not in seen:  # comparing a run with itself lists its flags once
             seen.add(tuple(run.ids))
-            found.extend(anom.find_all(run))
+            found.extend(a for wl in run.workloads() for a in find(run, wl))
     return Comparison(base, news, tolerance, fail_on_regression, results, unmatched, found,
                       env_differences([base, *news]))
 
