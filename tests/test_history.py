@@ -83,6 +83,28 @@ def test_the_gate_fires_once_on_the_run_that_begins_a_change(tmp_path):
         assert not history.build(st, ["nightly"], tolerance=0.10).fired
 
 
+def test_a_series_the_newest_run_lacks_is_not_judged_on_an_older_run_and_is_named(tmp_path):
+    """The gate judges the newest run only: a series it has no point for is named, not judged on the run before."""
+    db = tmp_path / "h.db"
+    names = _store(db, [(1.0, {})] * 6 + [(0.6, {})])  # the 7th run begins a step: the gate fires on it
+    with Store(db) as st:  # the 8th has no iodepth=8 point (a failed or left-out point), iodepth=1 stays low
+        rid = st.create_run("nightly-8", suite="nightly.yaml", suite_yaml=SUITE_YAML)
+        st.save_point(rid, 0, "w/iodepth=1/rep=0", "w", "fathom-engine",
+                      {"rw": "randread", "bs": 4096, "iodepth": 1, "rep": 0}, "done",
+                      metrics={"iops": 600.0, "p99_ms": 5.0})
+        st.finish_run(rid, "done")
+        h = history.build(st, ["nightly"], tolerance=0.10)
+    assert not h.fired, [f.text() for f in h.fired]  # never run 7 again
+    assert sorted(s.name for s in h.lacking) == ["w iodepth=8 iops", "w iodepth=8 p99_ms"]
+    assert h.judged == 2
+    p = run_fathom("history", "nightly", "--db", str(db), "--fail-on-change", "10", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    assert "change beyond" not in p.stderr and f"w iodepth=8 iops: none in nightly-8 (last in {names[6]})" in p.stderr
+    gate = json.loads(p.stdout)["gate"]
+    assert gate["fired"] == [] and {x["series"] for x in gate["lacking"]} == {"w iodepth=8 iops", "w iodepth=8 p99_ms"}
+    assert {x["newest"] for x in gate["lacking"]} == {"nightly-8"} and gate["judged"] == 2
+
+
 def test_by_a_numeric_label_draws_against_it_with_runs_as_samples(tmp_path):
     db = tmp_path / "h.db"
     vals = [(1.0, {"nodes": "12"}), (0.5, {"nodes": "4"}), (0.75, {"nodes": "8"}), (0.5, {"nodes": "4"}),

@@ -18,9 +18,11 @@ more draw from that segment? At 0.05 / m for the m series judged (Bonferroni, so
 fire five times a night on noise). It fires when that test is significant, the move is in the bad
 direction and beyond T, and the position before the newest did not already show it (a step fires once,
 on the run that shows it first). The segment must hold at least GATE_BASELINE (5) positions: a
-spread from fewer is too unsure a yardstick. A new step at the newest run is one run long, shorter than change
-detection's shortest segment, which is why the gate tests it on its own; a single noisy newest run looks
-the same, and the next runs tell them apart.
+spread from fewer is too unsure a yardstick. Only the newest position of the series' suite is judged: a series
+that position has no point for (a failed or left-out point) is named as lacking it, not judged on an older
+position (which would fire again on a step already reported). A new step at the newest run is one run long,
+shorter than change detection's shortest segment, which is why the gate tests it on its own; a single noisy
+newest run looks the same, and the next runs tell them apart.
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ class Series:
     changes: list[Change]
     segments: list[tuple[int, int, float]]  # [start, end) over positions, mean
     note: str = ""  # why no change point could be looked for
+    newest: str = ""  # the key of its suite's newest position, which the series may lack (the gate judges only it)
 
     @property
     def name(self) -> str:
@@ -149,6 +152,8 @@ class History:
     tolerance: float | None = None
     fired: list[Fired] = field(default_factory=list)
     gate_alpha: float | None = None  # the per-series level the gate used
+    judged: int = 0  # the series the gate judged
+    lacking: list[Series] = field(default_factory=list)  # series with a direction their suite's newest position lacks
 
     @property
     def suites(self) -> list[str]:
@@ -167,7 +172,10 @@ class History:
                         "positions": [{"key": p.key, "x": p.x, "runs": p.runs, "samples": p.samples}
                                       for p in s.positions]} for s in self.series],
             "gate": None if self.tolerance is None else {
-                "tolerance_pct": self.tolerance * 100, "alpha_per_series": self.gate_alpha,
+                "tolerance_pct": self.tolerance * 100, "alpha_per_series": self.gate_alpha, "judged": self.judged,
+                "lacking": [{"suite": s.suite, "series": s.name, "figure": s.figure, "workload": s.workload,
+                             "level": s.level, "newest": s.newest, "last_seen": s.positions[-1].key}
+                            for s in self.lacking],
                 "fired": [{"suite": f.series.suite, "series": f.series.name, "figure": f.series.figure,
                            "workload": f.series.workload, "level": f.series.level, "newest": f.newest,
                            "value": f.value, "before": f.before, "ratio": f.ratio, "ci": f.ci,
@@ -262,7 +270,9 @@ def build(store: Store, refs: Sequence[str] = (), by: str = TIME, workloads: Seq
                           + (f" with {', '.join(figures)}" if figures else ""))
     h = History(by, hruns, series, left, tolerance)
     if tolerance is not None:
-        judged = [s for s in series if s.direction and len(s.positions) >= 2]
+        h.lacking = [s for s in series if s.direction and s.positions[-1].key != s.newest]
+        judged = [s for s in series if s.direction and len(s.positions) >= 2 and s.positions[-1].key == s.newest]
+        h.judged = len(judged)
         h.gate_alpha = GATE_ALPHA / max(len(judged), 1)
         h.fired = [f for s in judged if (f := gate(s, tolerance, h.gate_alpha)) is not None]
     return h
@@ -300,7 +310,8 @@ def _suite_series(suite: str, group: list[HistRun], rows: list[dict[str, Any]], 
                     if vals:
                         positions.append(Position(key, x, [h.name for h in members], vals))
                 if positions:
-                    out.append(_detect(Series(suite, wl, label, axis, fig, direction(fig), positions, [], [])))
+                    out.append(_detect(Series(suite, wl, label, axis, fig, direction(fig), positions, [], [],
+                                              newest=order[-1][0])))
     return out
 
 
@@ -337,7 +348,9 @@ def _detect(s: Series) -> Series:
 
 def gate(s: Series, tolerance: float, alpha: float) -> Fired | None:
     """Does the newest position begin a change beyond the tolerance in the bad direction? (The module's
-    docstring says how it is tested.)"""
+    docstring says how it is tested.) A series its suite's newest position lacks is not judged."""
+    if s.newest and s.positions[-1].key != s.newest:
+        return None
     fired = _newest(s, len(s.positions), tolerance, alpha)
     if fired is None or _newest(s, len(s.positions) - 1, tolerance, alpha) is not None:
         return None

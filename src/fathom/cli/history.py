@@ -76,6 +76,9 @@ def cmd_history(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(h.to_dict(), default=str) + "\n")
     else:
         sys.stdout.write(page.text(h))
+    if h.lacking:  # the gate judges the newest run only: say what it could not judge
+        print("\n".join(f"fathom: {x}" if i == 0 else x for i, x in enumerate(page.lacking_lines(h))),
+              file=sys.stderr)
     if h.fired:
         print(f"fathom: change beyond {tol * 100:g}% at the newest run: "  # type: ignore[operator]
               + "; ".join(f.text() for f in h.fired), file=sys.stderr)

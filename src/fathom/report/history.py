@@ -54,12 +54,19 @@ CHANGE_HEADERS = ["suite", "workload", "level", "figure", "first after", "last b
 def gate_lines(h: History) -> list[str]:
     if h.tolerance is None:
         return []
-    judged = sum(1 for s in h.series if s.direction and len(s.positions) >= 2)
-    head = (f"Gate (--fail-on-change {h.tolerance * 100:g}%): the newest position of each of {judged} series "
+    head = (f"Gate (--fail-on-change {h.tolerance * 100:g}%): the newest position of each of {h.judged} series "
             f"against the segment before it, a t prediction test on the logs at {h.gate_alpha:.2g} per series")
-    if not h.fired:
-        return [head + ": passed"]
-    return [head + ": FIRED"] + [f"  {f.text()}" for f in h.fired]
+    out = [head + (": FIRED" if h.fired else ": passed")] + [f"  {f.text()}" for f in h.fired]
+    return out + lacking_lines(h)
+
+
+def lacking_lines(h: History) -> list[str]:
+    """The series the gate did not judge because the newest position has no point for them, one line each."""
+    if not h.lacking:
+        return []
+    newest = "run" if h.by == TIME else "position"
+    return ([f"not judged: {len(h.lacking)} series the newest {newest} has no point for"]
+            + [f"  {s.suite}: {s.name}: none in {s.newest} (last in {s.positions[-1].key})" for s in h.lacking])
 
 
 def text(h: History) -> str:
