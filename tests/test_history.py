@@ -52,6 +52,35 @@ def test_label_parsing_and_order():
     assert history.direction("total_ios") == 0
 
 
+def test_label_values_order_as_versions_and_numbers():
+    """3.10 after 3.9 (a version, not the number 3.1), b10 after b9, a pre-release before its release; numbers as
+    numbers, and drawn against only when they are numbers."""
+    order, xs = labels.ordered(["3.10", "3.11", "3.12", "3.13", "3.8", "3.9"])
+    assert order == ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"] and xs is None
+    assert labels.ordered(["b10", "b9", "b1"])[0] == ["b1", "b9", "b10"]
+    pre = ["19.2.1", "19.2.0", "19.2.0-rc1", "19.2.0-rc2", "19.2.0-beta2", "19.2.0-alpha1", "19.2.0-dev",
+           "19.2.0-pre1", "19.1.1", "19.2.0-rc10"]
+    assert labels.ordered(pre)[0] == ["19.1.1", "19.2.0-dev", "19.2.0-alpha1", "19.2.0-beta2", "19.2.0-pre1",
+                                      "19.2.0-rc1", "19.2.0-rc2", "19.2.0-rc10", "19.2.0", "19.2.1"]
+    assert labels.ordered(["19.2.0-1", "19.2.0", "19.2.0.1"])[0] == ["19.2.0", "19.2.0-1", "19.2.0.1"]
+    assert labels.ordered(["12", "4", "8"]) == (["4", "8", "12"], {"4": 4.0, "8": 8.0, "12": 12.0})
+    for nums in (["0.25", "0.5", "1"], ["2.5", "10", "25"], ["-1", "0", "1.5"], ["3.8", "3.9"]):
+        order, xs = labels.ordered(list(reversed(nums)))
+        assert order == nums and xs == {v: float(v) for v in nums}, (nums, order)
+    assert labels.numeric("nan") is None and labels.numeric("inf") is None
+
+
+def test_by_a_version_label_orders_positions_as_versions(tmp_path):
+    db = tmp_path / "h.db"
+    pys = ["3.12", "3.8", "3.10", "3.9", "3.13", "3.11"]
+    _store(db, [(1.0, {"python": v}) for v in pys])
+    with Store(db) as st:
+        h = history.build(st, ["nightly"], by="python")
+    s = h.series[0]
+    assert [p.key for p in s.positions] == [f"python={v}" for v in ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13")]
+    assert all(p.x is None for p in s.positions)  # versions are categories on the chart, not 3.1 left of 3.8
+
+
 def test_a_step_is_found_where_it_is_and_named(tmp_path):
     db = tmp_path / "h.db"
     names = _store(db, [(1.0, {})] * 8 + [(0.8, {})] * 6)

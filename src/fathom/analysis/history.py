@@ -326,12 +326,8 @@ def _positions(group: list[HistRun], by: str) -> list[tuple[str, float | None, l
     values: dict[str, list[HistRun]] = {}
     for h in group:
         values.setdefault(h.labels[by], []).append(h)
-    nums = {v: lab.numeric(v) for v in values}
-    if all(n is not None for n in nums.values()):
-        keys = sorted(values, key=lambda v: nums[v])  # type: ignore[arg-type, return-value]
-    else:
-        keys = sorted(values, key=lab.version_key)
-    return [(f"{by}={v}", nums[v], values[v]) for v in keys]
+    keys, nums = lab.ordered(values)  # numbers as numbers, versions as versions (3.9 before 3.10)
+    return [(f"{by}={v}", nums[v] if nums else None, values[v]) for v in keys]
 
 
 def _detect(s: Series) -> Series:
