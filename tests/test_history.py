@@ -14,7 +14,7 @@ from conftest import run_fathom
 
 from fathom.suite import labels
 from fathom.analysis import history
-from fathom.errors import UsageError
+from fathom.errors import FathomError, UsageError
 from fathom.results.store import Store
 
 SUITE_YAML = "name: nightly\nworkloads: []\n"
@@ -227,3 +227,31 @@ def test_the_overview_is_every_suite_on_one_self_contained_page(tmp_path):
     page = (tmp_path / "all.html").read_text()
     assert "<h2>osd-classic</h2>" in page and "<h2>rgw</h2>" in page and page.count("<svg") == 4
     assert 'src="http' not in page and "<link" not in page  # nothing fetched
+
+
+def test_imported_runs_are_chosen_by_their_name_and_in_the_overview(tmp_path):
+    """`fathom import table` stores runs of suite table:FILE: history finds them by it, and the overview lists
+    them; an imported rados bench is no run of the rados-bench suite."""
+    db, csv = tmp_path / "h.db", tmp_path / "pub.csv"
+    _store(db, [(1.0, {})] * 3, name="osd-classic")
+    csv.write_text("backend,workload,iodepth,iops,clat_ms\n" + "".join(
+        f"{b},randread4k,{qd},{iops},{ms}\n" for b, qd, iops, ms in
+        (("classic", 1, 1000, 1.0), ("classic", 8, 5000, 1.6), ("crimson", 1, 1100, 0.9), ("crimson", 8, 5200, 1.5))))
+    assert run_fathom("import", "table", str(csv), "--db", str(db)).returncode == 0
+    for ref in ("table:pub.csv", "table:pub"):
+        p = run_fathom("history", ref, "--db", str(db), "--format", "json")
+        assert p.returncode == 0, p.stderr
+        got = json.loads(p.stdout)
+        assert [r["name"] for r in got["runs"]] == ["classic", "crimson"] and {r["suite"] for r in got["runs"]} == {
+            "table:pub.csv"}
+        assert {s["figure"] for s in got["series"]} == {"iops", "clat_ms"}
+    p = run_fathom("history", "--db", str(db))
+    assert p.returncode == 0 and "5 runs of osd-classic, table:pub.csv" in p.stdout, p.stdout + p.stderr
+    p = run_fathom("history", "nope", "--db", str(db))
+    assert "suites there: osd-classic, table:pub.csv" in p.stderr, p.stderr
+    with Store(db) as st:  # the stored suite field of an imported rados bench is not the rados-bench suite's name
+        st.create_run("rb", kind="import", suite="rados-bench", status="done")
+        assert [r.name for r in history.select(st, ["import:rados-bench"])[0]] == ["rb"]
+        with pytest.raises(FathomError, match="no suite or run named 'rados-bench'"):
+            history.select(st, ["rados-bench"])
+

@@ -51,6 +51,8 @@ METHOD = (f"E-Divisive means on the logs of each position's value, splits kept b
           f"{changes.ALPHA:g} (Bonferroni over the places a split could take), segments of at least "
           f"{changes.MIN_SIZE} positions; ratio intervals are 95% Welch t")
 TIME = "time"
+KINDS = ("suite", "bench", "import")  # the runs a history may line up (named), by the store's kind
+OVERVIEW_KINDS = ("suite", "import")  # those `fathom history` with no SUITE or RUN lines up: every suite and table
 _HIGHER = ("iops", "bw_mib_s", "achieved_rate_ops_s", "prefault_iops", "fault_min_iops", "fault_min_mib_s")
 _LOWER_SUFFIX = ("_ms", "_us_per_op", "_ctx_per_op", "_cpu", "_cores", "_mem_mib", "_pct", "_s")
 _NEUTRAL = ("total_ios", "runtime_s", "offered_rate_ops_s", "server_hosts", "client_hosts", "engines",
@@ -188,12 +190,25 @@ def _num(v: float) -> str:
 
 
 def suite_name(r: Run) -> str:
-    """The suite's own name (a moved or renamed file still matches), else what the run recorded."""
+    """The suite's own name (a moved or renamed file still matches), else what the run recorded. An import's is
+    table:FILE as stored, or import:SOURCE (import:fio): an imported rados bench is no run of the rados-bench
+    suite, and is not lined up with its runs."""
+    if r.kind == "import":
+        return r.suite if (r.suite or "").startswith("table:") else f"import:{r.suite or r.name}"
     if r.suite_yaml:
         m = _NAME.search(r.suite_yaml)
         if m:
             return m.group(1).strip()
     return Path(r.suite).stem if r.suite and r.suite.endswith((".yaml", ".yml")) else (r.suite or r.name)
+
+
+def _names(r: Run) -> set[str]:
+    """What a SUITE argument may call a run's suite: its name; a suite run's file as recorded; an imported table
+    without its extension (table:crimson-vs-classic-2025)."""
+    name = suite_name(r)
+    if r.kind == "import":
+        return {name, f"table:{Path(name[6:]).stem}"} if name.startswith("table:") else {name}
+    return {name, r.suite} if r.suite else {name}
 
 
 def parse_since(text: str, now: float | None = None) -> float:
@@ -213,20 +228,20 @@ def parse_since(text: str, now: float | None = None) -> float:
 def select(store: Store, refs: Sequence[str], since: float | None = None) -> tuple[list[Run], list[str]]:
     """The runs to line up: every run of each named suite, or the named runs; none named: every suite run.
     Returns them and the runs left out with why (an SLO search's probes are not a sweep's points)."""
-    every = store.runs()
+    every = [r for r in store.runs() if r.kind in KINDS]
     chosen: dict[int, Run] = {}
     for ref in refs:
-        found = [r for r in every if r.kind in ("suite", "bench") and ref in (suite_name(r), r.suite)]
+        found = [r for r in every if ref in _names(r)]
         if not found:
             try:
                 found = [store.run(x) for x in ref.split(",") if x]
             except FathomError:
-                suites = sorted({suite_name(r) for r in every if r.kind in ("suite", "bench")})
+                suites = sorted({suite_name(r) for r in every})
                 raise FathomError(f"no suite or run named {ref!r} in {store.path}",
                                   hint=f"suites there: {', '.join(suites) or 'none'}; runs: `fathom ls`") from None
         chosen.update((r.id, r) for r in found)
     if not refs:
-        chosen = {r.id: r for r in every if r.kind == "suite"}
+        chosen = {r.id: r for r in every if r.kind in OVERVIEW_KINDS}
     left: list[str] = []
     out = []
     for r in sorted(chosen.values(), key=lambda r: (r.created, r.id)):

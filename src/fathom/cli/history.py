@@ -18,10 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("history", help="line up many runs of a suite, find where figures changed, gate on it",
                        description="For each workload, level and figure, the matching points of many runs in "
                                    "order (the rule compare uses), change points by E-Divisive means with a "
-                                   "significance test, and trend charts. No SUITE or RUN: every suite's runs, "
-                                   "one overview page.")
+                                   "significance test, and trend charts. No SUITE or RUN: every suite's runs "
+                                   "and every imported table's, one overview page.")
     p.add_argument("refs", nargs="*", metavar="SUITE|RUN",
-                   help="suite names (every stored run of each) or runs (id, name, or a,b,c)")
+                   help="suite names (every stored run of each; imports: table:FILE, import:fio, "
+                        "import:rados-bench) or runs (id, name, or a,b,c)")
     p.add_argument("--by", default="time", metavar="time|LABEL",
                    help="order by when runs were made (default), or by a label's value (numbers as numbers: "
                         "nodes=4, 8, 12 draw each figure against nodes); ceph and fathom are the recorded versions")
