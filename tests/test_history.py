@@ -255,3 +255,45 @@ def test_imported_runs_are_chosen_by_their_name_and_in_the_overview(tmp_path):
         with pytest.raises(FathomError, match="no suite or run named 'rados-bench'"):
             history.select(st, ["rados-bench"])
 
+
+def _flat(db: Path, runs: list[float], levels: int = 1) -> list[str]:
+    """One run per value, no noise: IOPS as given and p99 = 1e3 / IOPS, at `levels` iodepths."""
+    with Store(db) as st:
+        for i, iops in enumerate(runs):
+            rid = st.create_run(f"flat-{i + 1}", suite="nightly.yaml", suite_yaml=SUITE_YAML)
+            for j in range(levels):
+                st.save_point(rid, j, f"w/iodepth={j + 1}", "w", "fathom-engine",
+                              {"rw": "randread", "bs": 4096, "iodepth": j + 1}, "done",
+                              metrics={"iops": iops, "p99_ms": 1e3 / iops})
+            st.finish_run(rid, "done")
+    return [f"flat-{i + 1}" for i in range(len(runs))]
+
+
+def test_history_numbers_read_plainly_and_each_fired_series_is_a_line(tmp_path):
+    """999.8 IOPS is not '1e+03 IOPS'; a p-value of 0 (a flat baseline) reads 'p < 0.001'; each fired series
+    is a line of its own on stderr."""
+    db = tmp_path / "h.db"
+    _flat(db, [999.8] * 6 + [500.0], levels=3)
+    p = run_fathom("history", "nightly", "--db", str(db), "--fail-on-change", "10", "--figure", "iops,p99_ms")
+    assert p.returncode == 5, p.stderr
+    assert "e+0" not in p.stdout + p.stderr and "999.8 IOPS" in p.stdout, p.stdout
+    assert "p = 0" not in p.stdout + p.stderr and "p < 0.001" in p.stderr, p.stderr
+    lines = p.stderr.splitlines()
+    assert lines[0] == "fathom: change beyond 10% at the newest run in 6 series:", lines[0]
+    assert len(lines) == 1 + 6 and all(x.startswith("  nightly: w iodepth=") for x in lines[1:]), p.stderr
+    assert "flat-7 at 500.0 IOPS is 0.500x" in p.stderr and "of 999.8 IOPS" in p.stderr, p.stderr  # report.doc.fmt
+    assert history.direction("iops") == 1 and "(p < 0.001)" in history.build(
+        Store(db), ["nightly"], tolerance=0.1).fired[0].text()
+
+
+@pytest.mark.parametrize("figure", ["", ",", " "])
+def test_an_empty_figure_is_a_usage_error_naming_the_figures(tmp_path, figure):
+    db = tmp_path / "h.db"
+    _flat(db, [1000.0] * 3)
+    p = run_fathom("history", "nightly", "--db", str(db), "--figure", figure)
+    assert p.returncode == 2 and "--figure" in p.stderr and "iops" in p.stderr and "p99_ms" in p.stderr, p.stderr
+    p = run_fathom("history", "nightly", "--db", str(db), "--figure", "iops,p99ms")
+    assert p.returncode == 2 and "did you mean 'p99_ms'" in p.stderr, p.stderr
+    p = run_fathom("history", "nightly", "--db", str(db), "--figure", "osd_cpu,crimson_cores")  # any daemon kind
+    assert "--figure" not in p.stderr, p.stderr
+

@@ -39,9 +39,12 @@ from typing import Any
 from fathom.suite import labels as lab
 from fathom.analysis import changes
 from fathom.analysis.data import RunData, StoredPoint, assign_workload_levels, axis_name, throughput_for
-from fathom.analysis.stats import LogDiff, ratio_interval, t_cdf
+from fathom.analysis.stats import LogDiff, p_text, ratio_interval, t_cdf
 from fathom.errors import FathomError, UsageError
+from fathom.fields import suggest
+from fathom.results.model import DAEMON_KINDS, METRIC_COLUMNS
 from fathom.results.store import Run, Store
+from fathom.units import format_number
 
 GATE_ALPHA = 0.05  # the family's: divided by the series judged
 # positions the newest is judged against, at least: a spread from two or three runs is too unsure a yardstick
@@ -140,9 +143,10 @@ class Fired:
 
     def text(self) -> str:
         ci = f" [{self.ci[0]:.3f}, {self.ci[1]:.3f}]" if self.ci else ""
-        return (f"{self.series.suite}: {self.series.name}: {self.newest} at {_num(self.value)} is "
-                f"{self.ratio:.3f}x{ci} of {_num(self.before)}, the mean from {self.before_from} on"
-                f" (p = {self.p_value:.2g})")
+        fig = self.series.figure
+        return (f"{self.series.suite}: {self.series.name}: {self.newest} at {value_text(self.value, fig)} is "
+                f"{self.ratio:.3f}x{ci} of {value_text(self.before, fig)}, the mean from {self.before_from} on"
+                f" ({p_text(self.p_value)})")
 
 
 @dataclass
@@ -185,8 +189,46 @@ class History:
         }
 
 
-def _num(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+UNITS = {"iops": "IOPS", "bw_mib_s": "MiB/s", "errors": "ops", "total_ios": "ops"}
+
+
+def unit(figure: str) -> str:
+    if figure in UNITS:
+        return UNITS[figure]
+    for suffix, u in (("_ms", "ms"), ("_mib_s", "MiB/s"), ("_iops", "IOPS"), ("_ops_s", "ops/s"), ("_s", "s"),
+                      ("_us_per_op", "µs/op"), ("_mib", "MiB"), ("_pct", "%"), ("_cpu", "% of a core")):
+        if figure.endswith(suffix):
+            return u
+    return ""
+
+
+def value_text(v: float, figure: str) -> str:
+    """'999.8 IOPS', '1,690 IOPS', '0.0123 ms': the reports' plain numbers (report.doc.fmt), with the unit."""
+    return f"{format_number(v)} {unit(figure)}".rstrip()
+
+
+# figures a series can be drawn of: the numeric metric columns, and any daemon kind's (a kind fathom does not
+# know by name still has them); text and true/false columns have no series
+DAEMON_SUFFIXES = ("_cpu", "_cores", "_mem_mib", "_ctx_switches_s")
+FIGURES = [c for c in METRIC_COLUMNS if c not in ("steady_state", "schedule_kept", "fault_recovered", "rgw_reconciled")
+           and not any(c == f"{k}{s}" for k in DAEMON_KINDS for s in DAEMON_SUFFIXES)]
+
+
+def figures_of(text: str | None) -> list[str]:
+    """--figure F,F as a list (None: the defaults); an empty list or an unknown name is a usage error naming the
+    figures there are."""
+    if text is None:
+        return []
+    figs = [f.strip() for f in text.split(",") if f.strip()]
+    listed = (f"{', '.join(FIGURES)}; per daemon kind KIND{', KIND'.join(DAEMON_SUFFIXES)} "
+              f"(KIND: {', '.join(DAEMON_KINDS)} or another)")
+    if not figs:
+        raise UsageError(f"--figure {text!r}: name one or more figures, comma-separated",
+                         hint=f"figures: {listed}; leave --figure out for throughput and p99")
+    for f in figs:
+        if f not in FIGURES and not re.fullmatch(r"[a-z][a-z0-9_]*(" + "|".join(DAEMON_SUFFIXES) + ")", f):
+            raise UsageError(f"--figure {f!r}: no such figure" + suggest(f, FIGURES, "figures", [listed]))
+    return figs
 
 
 def suite_name(r: Run) -> str:

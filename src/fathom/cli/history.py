@@ -62,7 +62,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     from fathom.cli.report import parse_pct
 
     tol = parse_pct(args.fail_on_change, "--fail-on-change") if args.fail_on_change is not None else None
-    figures = [f.strip() for f in (args.figure or "").split(",") if f.strip()]
+    figures = history.figures_of(args.figure)
     since = history.parse_since(args.since) if args.since else None
     with _existing(args.db) as store:
         h = history.build(store, args.refs, by=args.by, workloads=args.workload, figures=figures, since=since,
@@ -80,9 +80,9 @@ def cmd_history(args: argparse.Namespace) -> int:
     if h.lacking:  # the gate judges the newest run only: say what it could not judge
         print("\n".join(f"fathom: {x}" if i == 0 else x for i, x in enumerate(page.lacking_lines(h))),
               file=sys.stderr)
-    if h.fired:
-        print(f"fathom: change beyond {tol * 100:g}% at the newest run: "  # type: ignore[operator]
-              + "; ".join(f.text() for f in h.fired), file=sys.stderr)
+    if h.fired:  # one line per fired series: a night that moves a hundred figures must stay readable
+        print(f"fathom: change beyond {tol * 100:g}% at the newest run in {len(h.fired)} series:",  # type: ignore[operator]
+              *(f"  {f.text()}" for f in h.fired), sep="\n", file=sys.stderr)
         return EXIT_CHANGE
     return 0
 

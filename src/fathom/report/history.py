@@ -7,30 +7,15 @@ import time
 from html import escape
 from pathlib import Path
 
-from fathom.analysis.history import METHOD, TIME, History, Series
+from fathom.analysis.history import METHOD, TIME, History, Series, unit, value_text
+from fathom.analysis.stats import p_cell
 from fathom.errors import FathomError
 from fathom.report import svg
 from fathom.report.doc import Table
 from fathom.report.html import CSS, table_html
 from fathom.report.markdown import slug, table_md
 
-UNITS = {"iops": "IOPS", "bw_mib_s": "MiB/s", "errors": "ops", "total_ios": "ops"}
-
-
-def unit(figure: str) -> str:
-    if figure in UNITS:
-        return UNITS[figure]
-    for suffix, u in (("_ms", "ms"), ("_mib_s", "MiB/s"), ("_iops", "IOPS"), ("_ops_s", "ops/s"), ("_s", "s"),
-                      ("_us_per_op", "µs/op"), ("_mib", "MiB"), ("_pct", "%"), ("_cpu", "% of a core")):
-        if figure.endswith(suffix):
-            return u
-    return ""
-
-
-def _v(x: float, figure: str) -> str:
-    u = unit(figure)
-    n = f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
-    return f"{n} {u}".rstrip()
+_v = value_text
 
 
 def _when(t: float) -> str:
@@ -44,7 +29,7 @@ def _by(h: History) -> str:
 def change_rows(h: History) -> list[list[str]]:
     return [[s.suite, s.workload, s.level, s.figure, c.first, c.last_before, _v(c.before, s.figure),
              _v(c.after, s.figure), f"{c.ratio:.3f}x" + (f" [{c.ci[0]:.3f}, {c.ci[1]:.3f}]" if c.ci else ""),
-             f"{c.p_value:.2g}", c.verdict] for s in h.series for c in s.changes]
+             p_cell(c.p_value), c.verdict] for s in h.series for c in s.changes]
 
 
 CHANGE_HEADERS = ["suite", "workload", "level", "figure", "first after", "last before", "mean before", "mean after",
