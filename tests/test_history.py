@@ -297,3 +297,23 @@ def test_an_empty_figure_is_a_usage_error_naming_the_figures(tmp_path, figure):
     p = run_fathom("history", "nightly", "--db", str(db), "--figure", "osd_cpu,crimson_cores")  # any daemon kind
     assert "--figure" not in p.stderr, p.stderr
 
+
+def test_directions_of_the_fault_loss_and_schedule_figures(tmp_path):
+    """A later first error after a fault is better; failed RGW requests, lost client and server hosts and
+    unissued open-loop ops are worse the more there are; when the first fault came is a setting."""
+    assert history.direction("fault_first_error_s") == 1
+    for fig in ("rgw_failed_req", "clients_lost", "server_hosts_lost", "unissued_ops"):
+        assert history.direction(fig) == -1, fig
+    assert history.direction("fault_at_s") == 0
+    db = tmp_path / "h.db"
+    with Store(db) as st:  # six quiet runs, then one with more failed requests and an error sooner after its fault
+        for i in range(7):
+            rid = st.create_run(f"f-{i + 1}", suite="nightly.yaml", suite_yaml=SUITE_YAML)
+            st.save_point(rid, 0, "w", "w", "fathom-engine", {"rw": "randread", "iodepth": 1}, "done",
+                          metrics={"fault_first_error_s": 8.0 + i % 2 * 0.1 if i < 6 else 2.0,
+                                   "rgw_failed_req": 100 + i % 2 * 2 if i < 6 else 300, "fault_at_s": 10.0 + i})
+            st.finish_run(rid, "done")
+        figs = "fault_first_error_s", "rgw_failed_req", "fault_at_s"
+        h = history.build(st, ["nightly"], figures=figs, tolerance=0.1)
+    assert sorted(f.series.figure for f in h.fired) == ["fault_first_error_s", "rgw_failed_req"]
+

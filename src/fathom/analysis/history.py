@@ -56,10 +56,15 @@ METHOD = (f"E-Divisive means on the logs of each position's value, splits kept b
 TIME = "time"
 KINDS = ("suite", "bench", "import")  # the runs a history may line up (named), by the store's kind
 OVERVIEW_KINDS = ("suite", "import")  # those `fathom history` with no SUITE or RUN lines up: every suite and table
-_HIGHER = ("iops", "bw_mib_s", "achieved_rate_ops_s", "prefault_iops", "fault_min_iops", "fault_min_mib_s")
+# a figure's good direction: named where its name does not say it (a later first error after a fault is
+# better, though it is seconds; a lost host, a failed RGW request, an op the schedule never issued are worse)
+_HIGHER = ("iops", "bw_mib_s", "achieved_rate_ops_s", "prefault_iops", "fault_min_iops", "fault_min_mib_s",
+           "fault_first_error_s")
+_LOWER = ("errors", "rgw_failed_req", "clients_lost", "server_hosts_lost", "unissued_ops")
 _LOWER_SUFFIX = ("_ms", "_us_per_op", "_ctx_per_op", "_cpu", "_cores", "_mem_mib", "_pct", "_s")
+# counts and settings (fault_at_s: when the schedule put the first fault), no better or worse
 _NEUTRAL = ("total_ios", "runtime_s", "offered_rate_ops_s", "server_hosts", "client_hosts", "engines",
-            "net_rx_mib_s", "net_tx_mib_s", "net_busiest_host_mib_s")
+            "net_rx_mib_s", "net_tx_mib_s", "net_busiest_host_mib_s", "fault_at_s")
 _NAME = re.compile(r"^name:\s*['\"]?([^'\"#\n]+?)['\"]?\s*(?:#.*)?$", re.M)
 
 
@@ -69,7 +74,7 @@ def direction(figure: str) -> int:
         return 0
     if figure in _HIGHER or figure.endswith(("_iops", "_bw_mib_s")):
         return 1
-    if figure == "errors" or figure.endswith(_LOWER_SUFFIX):
+    if figure in _LOWER or figure.endswith(_LOWER_SUFFIX):
         return -1
     return 0
 
