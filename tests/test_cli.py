@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import FATHOM
+from conftest import FATHOM, run_fathom
 
 from fathom.cli.main import COMMANDS, build_parser, main
 from fathom.results.store import Store
@@ -106,4 +106,22 @@ def test_a_pipe_closed_before_the_output_is_flushed_at_exit_gets_no_traceback(ar
     rc, err = _head(argv, buffered=True, lines=0)
     assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err, err
     assert rc in (0, 141), (rc, err)
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "nosuchsuite"],
+    ["run", "SUITE", "--server-host", "h1"],  # refused after the suite is planned: no attached cluster to sample
+    ["run", "--resume", "3"],
+    ["slo", "nosuchsuite", "--p99", "5ms"],
+    ["import", "table", "nosuch.csv"],
+], ids=["no-suite", "refused-option", "resume-nothing", "slo-no-suite", "import-no-file"])
+def test_a_refused_run_creates_no_results_store(tmp_path: Path, argv: list[str]) -> None:
+    """No results file unless a run is stored: a refused `fathom run` (or import) leaves --db as it found it."""
+    db = tmp_path / "sub" / "x.db"
+    db.parent.mkdir()
+    (tmp_path / "null.yaml").write_text(BIG_SUITE)
+    p = run_fathom(*[str(tmp_path / "null.yaml") if a == "SUITE" else a for a in argv], "--db", str(db))
+    assert p.returncode != 0, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
+    assert not db.exists() and list(db.parent.iterdir()) == [], (p.stderr, list(db.parent.iterdir()))
 
