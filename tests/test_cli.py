@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import subprocess
+from pathlib import Path
 
 import pytest
+from conftest import FATHOM, run_fathom
 
 from fathom.cli.main import COMMANDS, build_parser, main
+from fathom.results.store import Store
 
 GROUPS: dict[str, tuple[str, ...]] = {}
 for _cmd, _mod in COMMANDS.modules.items():
@@ -42,3 +47,81 @@ def test_mgr_prometheus_help_says_the_mgr_respawns(command: str) -> None:
     sub = next(a for a in build_parser(command)._actions if isinstance(a, argparse._SubParsersAction))
     (opt,) = [a for a in sub.choices[command]._actions if "--mgr-prometheus" in a.option_strings]
     assert "respawns" in opt.help and "disabled again at the end" in opt.help, opt.help
+
+
+# a suite with 1,000 points and no cluster: `fathom plan` prints more than a pipe holds (64 KiB)
+BIG_SUITE = """\
+name: big
+defaults: {engine: fathom-engine, interface: "null", runtime: 1s, ramp_time: 0s, bs: 4k}
+workloads:
+""" + "".join(f"  - {{name: w{i}, rw: randread}}\n" for i in range(10)) + "sweep:\n  iodepth: [" + ", ".join(
+    str(d) for d in range(1, 101)) + "]\n"
+
+
+def _head(argv: list[str], buffered: bool, lines: int = 1) -> tuple[int, str]:
+    """`fathom ARGV | head -LINES`: read that many lines (none: the pipe closed before any output), close the
+    pipe; the exit status and stderr. Buffered: stdout as Python buffers a pipe (written at exit when short);
+    unbuffered: each print written at once (PYTHONUNBUFFERED)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    if not buffered:
+        env["PYTHONUNBUFFERED"] = "1"
+    proc = subprocess.Popen([FATHOM, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            env=env)
+    assert proc.stdout is not None and proc.stderr is not None
+    for _ in range(lines):
+        assert proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    return proc.wait(timeout=60), err
+
+
+@pytest.fixture(scope="module")
+def many_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A store of 1,500 runs: `fathom ls` prints about 140 KiB, more than a pipe holds."""
+    db = tmp_path_factory.mktemp("ls") / "many.db"
+    with Store(db) as st:
+        for i in range(1500):
+            st.finish_run(st.create_run(f"run-{i}", suite="x.yaml"), "done")
+    return db
+
+
+@pytest.mark.parametrize("buffered", [True, False], ids=["buffered", "unbuffered"])
+@pytest.mark.parametrize("what", ["ls", "plan"])
+def test_a_reader_that_leaves_early_gets_no_traceback(tmp_path: Path, many_runs: Path, what: str,
+                                                      buffered: bool) -> None:
+    """`fathom ls | head -1`, `fathom plan SUITE | head -1`: quiet, exit 0 or 141 (128 + SIGPIPE)."""
+    if what == "ls":
+        argv = ["ls", "--db", str(many_runs)]
+    else:
+        (tmp_path / "big.yaml").write_text(BIG_SUITE)
+        argv = ["plan", str(tmp_path / "big.yaml")]
+    rc, err = _head(argv, buffered)
+    assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err, err
+    assert rc in (0, 141), (rc, err)
+
+
+@pytest.mark.parametrize("argv", [["plan", "osd-classic", "--quick"], ["suites"]])
+def test_a_pipe_closed_before_the_output_is_flushed_at_exit_gets_no_traceback(argv: list[str]) -> None:
+    """A short output is written when Python flushes stdout at exit: a reader gone by then is no traceback either."""
+    rc, err = _head(argv, buffered=True, lines=0)
+    assert "Traceback" not in err and "Exception ignored" not in err and "BrokenPipe" not in err, err
+    assert rc in (0, 141), (rc, err)
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "nosuchsuite"],
+    ["run", "SUITE", "--server-host", "h1"],  # refused after the suite is planned: no attached cluster to sample
+    ["run", "--resume", "3"],
+    ["slo", "nosuchsuite", "--p99", "5ms"],
+    ["import", "table", "nosuch.csv"],
+], ids=["no-suite", "refused-option", "resume-nothing", "slo-no-suite", "import-no-file"])
+def test_a_refused_run_creates_no_results_store(tmp_path: Path, argv: list[str]) -> None:
+    """No results file unless a run is stored: a refused `fathom run` (or import) leaves --db as it found it."""
+    db = tmp_path / "sub" / "x.db"
+    db.parent.mkdir()
+    (tmp_path / "null.yaml").write_text(BIG_SUITE)
+    p = run_fathom(*[str(tmp_path / "null.yaml") if a == "SUITE" else a for a in argv], "--db", str(db))
+    assert p.returncode != 0, p.stdout + p.stderr
+    assert "Traceback" not in p.stderr, p.stderr
+    assert not db.exists() and list(db.parent.iterdir()) == [], (p.stderr, list(db.parent.iterdir()))
+

@@ -14,7 +14,7 @@ from conftest import run_fathom
 
 from fathom.suite import labels
 from fathom.analysis import history
-from fathom.errors import UsageError
+from fathom.errors import FathomError, UsageError
 from fathom.results.store import Store
 
 SUITE_YAML = "name: nightly\nworkloads: []\n"
@@ -52,6 +52,35 @@ def test_label_parsing_and_order():
     assert history.direction("total_ios") == 0
 
 
+def test_label_values_order_as_versions_and_numbers():
+    """3.10 after 3.9 (a version, not the number 3.1), b10 after b9, a pre-release before its release; numbers as
+    numbers, and drawn against only when they are numbers."""
+    order, xs = labels.ordered(["3.10", "3.11", "3.12", "3.13", "3.8", "3.9"])
+    assert order == ["3.8", "3.9", "3.10", "3.11", "3.12", "3.13"] and xs is None
+    assert labels.ordered(["b10", "b9", "b1"])[0] == ["b1", "b9", "b10"]
+    pre = ["19.2.1", "19.2.0", "19.2.0-rc1", "19.2.0-rc2", "19.2.0-beta2", "19.2.0-alpha1", "19.2.0-dev",
+           "19.2.0-pre1", "19.1.1", "19.2.0-rc10"]
+    assert labels.ordered(pre)[0] == ["19.1.1", "19.2.0-dev", "19.2.0-alpha1", "19.2.0-beta2", "19.2.0-pre1",
+                                      "19.2.0-rc1", "19.2.0-rc2", "19.2.0-rc10", "19.2.0", "19.2.1"]
+    assert labels.ordered(["19.2.0-1", "19.2.0", "19.2.0.1"])[0] == ["19.2.0", "19.2.0-1", "19.2.0.1"]
+    assert labels.ordered(["12", "4", "8"]) == (["4", "8", "12"], {"4": 4.0, "8": 8.0, "12": 12.0})
+    for nums in (["0.25", "0.5", "1"], ["2.5", "10", "25"], ["-1", "0", "1.5"], ["3.8", "3.9"]):
+        order, xs = labels.ordered(list(reversed(nums)))
+        assert order == nums and xs == {v: float(v) for v in nums}, (nums, order)
+    assert labels.numeric("nan") is None and labels.numeric("inf") is None
+
+
+def test_by_a_version_label_orders_positions_as_versions(tmp_path):
+    db = tmp_path / "h.db"
+    pys = ["3.12", "3.8", "3.10", "3.9", "3.13", "3.11"]
+    _store(db, [(1.0, {"python": v}) for v in pys])
+    with Store(db) as st:
+        h = history.build(st, ["nightly"], by="python")
+    s = h.series[0]
+    assert [p.key for p in s.positions] == [f"python={v}" for v in ("3.8", "3.9", "3.10", "3.11", "3.12", "3.13")]
+    assert all(p.x is None for p in s.positions)  # versions are categories on the chart, not 3.1 left of 3.8
+
+
 def test_a_step_is_found_where_it_is_and_named(tmp_path):
     db = tmp_path / "h.db"
     names = _store(db, [(1.0, {})] * 8 + [(0.8, {})] * 6)
@@ -81,6 +110,28 @@ def test_the_gate_fires_once_on_the_run_that_begins_a_change(tmp_path):
     _store(db2, [(1.0, {})] * 6 + [(1.4, {})])
     with Store(db2) as st:
         assert not history.build(st, ["nightly"], tolerance=0.10).fired
+
+
+def test_a_series_the_newest_run_lacks_is_not_judged_on_an_older_run_and_is_named(tmp_path):
+    """The gate judges the newest run only: a series it has no point for is named, not judged on the run before."""
+    db = tmp_path / "h.db"
+    names = _store(db, [(1.0, {})] * 6 + [(0.6, {})])  # the 7th run begins a step: the gate fires on it
+    with Store(db) as st:  # the 8th has no iodepth=8 point (a failed or left-out point), iodepth=1 stays low
+        rid = st.create_run("nightly-8", suite="nightly.yaml", suite_yaml=SUITE_YAML)
+        st.save_point(rid, 0, "w/iodepth=1/rep=0", "w", "fathom-engine",
+                      {"rw": "randread", "bs": 4096, "iodepth": 1, "rep": 0}, "done",
+                      metrics={"iops": 600.0, "p99_ms": 5.0})
+        st.finish_run(rid, "done")
+        h = history.build(st, ["nightly"], tolerance=0.10)
+    assert not h.fired, [f.text() for f in h.fired]  # never run 7 again
+    assert sorted(s.name for s in h.lacking) == ["w iodepth=8 iops", "w iodepth=8 p99_ms"]
+    assert h.judged == 2
+    p = run_fathom("history", "nightly", "--db", str(db), "--fail-on-change", "10", "--format", "json")
+    assert p.returncode == 0, p.stderr
+    assert "change beyond" not in p.stderr and f"w iodepth=8 iops: none in nightly-8 (last in {names[6]})" in p.stderr
+    gate = json.loads(p.stdout)["gate"]
+    assert gate["fired"] == [] and {x["series"] for x in gate["lacking"]} == {"w iodepth=8 iops", "w iodepth=8 p99_ms"}
+    assert {x["newest"] for x in gate["lacking"]} == {"nightly-8"} and gate["judged"] == 2
 
 
 def test_by_a_numeric_label_draws_against_it_with_runs_as_samples(tmp_path):
@@ -176,3 +227,93 @@ def test_the_overview_is_every_suite_on_one_self_contained_page(tmp_path):
     page = (tmp_path / "all.html").read_text()
     assert "<h2>osd-classic</h2>" in page and "<h2>rgw</h2>" in page and page.count("<svg") == 4
     assert 'src="http' not in page and "<link" not in page  # nothing fetched
+
+
+def test_imported_runs_are_chosen_by_their_name_and_in_the_overview(tmp_path):
+    """`fathom import table` stores runs of suite table:FILE: history finds them by it, and the overview lists
+    them; an imported rados bench is no run of the rados-bench suite."""
+    db, csv = tmp_path / "h.db", tmp_path / "pub.csv"
+    _store(db, [(1.0, {})] * 3, name="osd-classic")
+    csv.write_text("backend,workload,iodepth,iops,clat_ms\n" + "".join(
+        f"{b},randread4k,{qd},{iops},{ms}\n" for b, qd, iops, ms in
+        (("classic", 1, 1000, 1.0), ("classic", 8, 5000, 1.6), ("crimson", 1, 1100, 0.9), ("crimson", 8, 5200, 1.5))))
+    assert run_fathom("import", "table", str(csv), "--db", str(db)).returncode == 0
+    for ref in ("table:pub.csv", "table:pub"):
+        p = run_fathom("history", ref, "--db", str(db), "--format", "json")
+        assert p.returncode == 0, p.stderr
+        got = json.loads(p.stdout)
+        assert [r["name"] for r in got["runs"]] == ["classic", "crimson"] and {r["suite"] for r in got["runs"]} == {
+            "table:pub.csv"}
+        assert {s["figure"] for s in got["series"]} == {"iops", "clat_ms"}
+    p = run_fathom("history", "--db", str(db))
+    assert p.returncode == 0 and "5 runs of osd-classic, table:pub.csv" in p.stdout, p.stdout + p.stderr
+    p = run_fathom("history", "nope", "--db", str(db))
+    assert "suites there: osd-classic, table:pub.csv" in p.stderr, p.stderr
+    with Store(db) as st:  # the stored suite field of an imported rados bench is not the rados-bench suite's name
+        st.create_run("rb", kind="import", suite="rados-bench", status="done")
+        assert [r.name for r in history.select(st, ["import:rados-bench"])[0]] == ["rb"]
+        with pytest.raises(FathomError, match="no suite or run named 'rados-bench'"):
+            history.select(st, ["rados-bench"])
+
+
+def _flat(db: Path, runs: list[float], levels: int = 1) -> list[str]:
+    """One run per value, no noise: IOPS as given and p99 = 1e3 / IOPS, at `levels` iodepths."""
+    with Store(db) as st:
+        for i, iops in enumerate(runs):
+            rid = st.create_run(f"flat-{i + 1}", suite="nightly.yaml", suite_yaml=SUITE_YAML)
+            for j in range(levels):
+                st.save_point(rid, j, f"w/iodepth={j + 1}", "w", "fathom-engine",
+                              {"rw": "randread", "bs": 4096, "iodepth": j + 1}, "done",
+                              metrics={"iops": iops, "p99_ms": 1e3 / iops})
+            st.finish_run(rid, "done")
+    return [f"flat-{i + 1}" for i in range(len(runs))]
+
+
+def test_history_numbers_read_plainly_and_each_fired_series_is_a_line(tmp_path):
+    """999.8 IOPS is not '1e+03 IOPS'; a p-value of 0 (a flat baseline) reads 'p < 0.001'; each fired series
+    is a line of its own on stderr."""
+    db = tmp_path / "h.db"
+    _flat(db, [999.8] * 6 + [500.0], levels=3)
+    p = run_fathom("history", "nightly", "--db", str(db), "--fail-on-change", "10", "--figure", "iops,p99_ms")
+    assert p.returncode == 5, p.stderr
+    assert "e+0" not in p.stdout + p.stderr and "999.8 IOPS" in p.stdout, p.stdout
+    assert "p = 0" not in p.stdout + p.stderr and "p < 0.001" in p.stderr, p.stderr
+    lines = p.stderr.splitlines()
+    assert lines[0] == "fathom: change beyond 10% at the newest run in 6 series:", lines[0]
+    assert len(lines) == 1 + 6 and all(x.startswith("  nightly: w iodepth=") for x in lines[1:]), p.stderr
+    assert "flat-7 at 500.0 IOPS is 0.500x" in p.stderr and "of 999.8 IOPS" in p.stderr, p.stderr  # report.doc.fmt
+    assert history.direction("iops") == 1 and "(p < 0.001)" in history.build(
+        Store(db), ["nightly"], tolerance=0.1).fired[0].text()
+
+
+@pytest.mark.parametrize("figure", ["", ",", " "])
+def test_an_empty_figure_is_a_usage_error_naming_the_figures(tmp_path, figure):
+    db = tmp_path / "h.db"
+    _flat(db, [1000.0] * 3)
+    p = run_fathom("history", "nightly", "--db", str(db), "--figure", figure)
+    assert p.returncode == 2 and "--figure" in p.stderr and "iops" in p.stderr and "p99_ms" in p.stderr, p.stderr
+    p = run_fathom("history", "nightly", "--db", str(db), "--figure", "iops,p99ms")
+    assert p.returncode == 2 and "did you mean 'p99_ms'" in p.stderr, p.stderr
+    p = run_fathom("history", "nightly", "--db", str(db), "--figure", "osd_cpu,crimson_cores")  # any daemon kind
+    assert "--figure" not in p.stderr, p.stderr
+
+
+def test_directions_of_the_fault_loss_and_schedule_figures(tmp_path):
+    """A later first error after a fault is better; failed RGW requests, lost client and server hosts and
+    unissued open-loop ops are worse the more there are; when the first fault came is a setting."""
+    assert history.direction("fault_first_error_s") == 1
+    for fig in ("rgw_failed_req", "clients_lost", "server_hosts_lost", "unissued_ops"):
+        assert history.direction(fig) == -1, fig
+    assert history.direction("fault_at_s") == 0
+    db = tmp_path / "h.db"
+    with Store(db) as st:  # six quiet runs, then one with more failed requests and an error sooner after its fault
+        for i in range(7):
+            rid = st.create_run(f"f-{i + 1}", suite="nightly.yaml", suite_yaml=SUITE_YAML)
+            st.save_point(rid, 0, "w", "w", "fathom-engine", {"rw": "randread", "iodepth": 1}, "done",
+                          metrics={"fault_first_error_s": 8.0 + i % 2 * 0.1 if i < 6 else 2.0,
+                                   "rgw_failed_req": 100 + i % 2 * 2 if i < 6 else 300, "fault_at_s": 10.0 + i})
+            st.finish_run(rid, "done")
+        figs = "fault_first_error_s", "rgw_failed_req", "fault_at_s"
+        h = history.build(st, ["nightly"], figures=figs, tolerance=0.1)
+    assert sorted(f.series.figure for f in h.fired) == ["fault_first_error_s", "rgw_failed_req"]
+

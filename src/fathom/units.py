@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from fathom.errors import UsageError
@@ -89,6 +90,20 @@ def format_rate(ops_s: float) -> str:
     if ops_s >= 10_000:
         return f"{ops_s / 1000:,.1f}k ops/s".replace(".0k", "k")
     return f"{ops_s:,.0f} ops/s" if ops_s >= 10 else f"{ops_s:.3g} ops/s"
+
+
+def format_number(v: float) -> str:
+    """A figure in plain fixed point, never an exponent: whole with separators from 1,000 (1,690), one decimal
+    from 100 (999.8), two below (12.34), three significant digits under 0.1 (0.0123, 0.000123)."""
+    if abs(v) >= 1000:
+        return f"{v:,.0f}"
+    if abs(v) >= 100:
+        return f"{v:.1f}"
+    if abs(v) >= 0.1 or v == 0:
+        return f"{v:.2f}"
+    if not math.isfinite(v):
+        return str(v)
+    return f"{v:.{2 - math.floor(math.log10(abs(v)))}f}"
 
 
 def format_size(nbytes: int) -> str:

@@ -82,7 +82,7 @@ import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from fathom.analysis.stats import CONFIDENCE, SEED, LogDiff, betainc, log_diff, ratio_interval, t_cdf
+from fathom.analysis.stats import CONFIDENCE, SEED, LogDiff, betainc, log_diff, p_text, ratio_interval, t_cdf
 
 MIN_SIZE = 3
 ALPHA = 0.05
@@ -112,7 +112,7 @@ class ChangePoint:
     def describe(self, figure: str = "") -> str:
         name = f"{figure} " if figure else ""
         return (f"{name}{self.pct:+.1f}% from run {self.index} ({self.ratio:.3f}x "
-                f"[{self.interval[0]:.3f}, {self.interval[1]:.3f}], p={self.p_value:.2g})")
+                f"[{self.interval[0]:.3f}, {self.interval[1]:.3f}], {p_text(self.p_value)})")
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,11 @@ more draw from that segment? At 0.05 / m for the m series judged (Bonferroni, so
 fire five times a night on noise). It fires when that test is significant, the move is in the bad
 direction and beyond T, and the position before the newest did not already show it (a step fires once,
 on the run that shows it first). The segment must hold at least GATE_BASELINE (5) positions: a
-spread from fewer is too unsure a yardstick. A new step at the newest run is one run long, shorter than change
-detection's shortest segment, which is why the gate tests it on its own; a single noisy newest run looks
-the same, and the next runs tell them apart.
+spread from fewer is too unsure a yardstick. Only the newest position of the series' suite is judged: a series
+that position has no point for (a failed or left-out point) is named as lacking it, not judged on an older
+position (which would fire again on a step already reported). A new step at the newest run is one run long,
+shorter than change detection's shortest segment, which is why the gate tests it on its own; a single noisy
+newest run looks the same, and the next runs tell them apart.
 """
 
 from __future__ import annotations
@@ -37,9 +39,12 @@ from typing import Any
 from fathom.suite import labels as lab
 from fathom.analysis import changes
 from fathom.analysis.data import RunData, StoredPoint, assign_workload_levels, axis_name, throughput_for
-from fathom.analysis.stats import LogDiff, ratio_interval, t_cdf
+from fathom.analysis.stats import LogDiff, p_text, ratio_interval, t_cdf
 from fathom.errors import FathomError, UsageError
+from fathom.fields import suggest
+from fathom.results.model import DAEMON_KINDS, METRIC_COLUMNS
 from fathom.results.store import Run, Store
+from fathom.units import format_number
 
 GATE_ALPHA = 0.05  # the family's: divided by the series judged
 # positions the newest is judged against, at least: a spread from two or three runs is too unsure a yardstick
@@ -49,10 +54,17 @@ METHOD = (f"E-Divisive means on the logs of each position's value, splits kept b
           f"{changes.ALPHA:g} (Bonferroni over the places a split could take), segments of at least "
           f"{changes.MIN_SIZE} positions; ratio intervals are 95% Welch t")
 TIME = "time"
-_HIGHER = ("iops", "bw_mib_s", "achieved_rate_ops_s", "prefault_iops", "fault_min_iops", "fault_min_mib_s")
+KINDS = ("suite", "bench", "import")  # the runs a history may line up (named), by the store's kind
+OVERVIEW_KINDS = ("suite", "import")  # those `fathom history` with no SUITE or RUN lines up: every suite and table
+# a figure's good direction: named where its name does not say it (a later first error after a fault is
+# better, though it is seconds; a lost host, a failed RGW request, an op the schedule never issued are worse)
+_HIGHER = ("iops", "bw_mib_s", "achieved_rate_ops_s", "prefault_iops", "fault_min_iops", "fault_min_mib_s",
+           "fault_first_error_s")
+_LOWER = ("errors", "rgw_failed_req", "clients_lost", "server_hosts_lost", "unissued_ops")
 _LOWER_SUFFIX = ("_ms", "_us_per_op", "_ctx_per_op", "_cpu", "_cores", "_mem_mib", "_pct", "_s")
+# counts and settings (fault_at_s: when the schedule put the first fault), no better or worse
 _NEUTRAL = ("total_ios", "runtime_s", "offered_rate_ops_s", "server_hosts", "client_hosts", "engines",
-            "net_rx_mib_s", "net_tx_mib_s", "net_busiest_host_mib_s")
+            "net_rx_mib_s", "net_tx_mib_s", "net_busiest_host_mib_s", "fault_at_s")
 _NAME = re.compile(r"^name:\s*['\"]?([^'\"#\n]+?)['\"]?\s*(?:#.*)?$", re.M)
 
 
@@ -62,7 +74,7 @@ def direction(figure: str) -> int:
         return 0
     if figure in _HIGHER or figure.endswith(("_iops", "_bw_mib_s")):
         return 1
-    if figure == "errors" or figure.endswith(_LOWER_SUFFIX):
+    if figure in _LOWER or figure.endswith(_LOWER_SUFFIX):
         return -1
     return 0
 
@@ -115,6 +127,7 @@ class Series:
     changes: list[Change]
     segments: list[tuple[int, int, float]]  # [start, end) over positions, mean
     note: str = ""  # why no change point could be looked for
+    newest: str = ""  # the key of its suite's newest position, which the series may lack (the gate judges only it)
 
     @property
     def name(self) -> str:
@@ -135,9 +148,10 @@ class Fired:
 
     def text(self) -> str:
         ci = f" [{self.ci[0]:.3f}, {self.ci[1]:.3f}]" if self.ci else ""
-        return (f"{self.series.suite}: {self.series.name}: {self.newest} at {_num(self.value)} is "
-                f"{self.ratio:.3f}x{ci} of {_num(self.before)}, the mean from {self.before_from} on"
-                f" (p = {self.p_value:.2g})")
+        fig = self.series.figure
+        return (f"{self.series.suite}: {self.series.name}: {self.newest} at {value_text(self.value, fig)} is "
+                f"{self.ratio:.3f}x{ci} of {value_text(self.before, fig)}, the mean from {self.before_from} on"
+                f" ({p_text(self.p_value)})")
 
 
 @dataclass
@@ -149,6 +163,8 @@ class History:
     tolerance: float | None = None
     fired: list[Fired] = field(default_factory=list)
     gate_alpha: float | None = None  # the per-series level the gate used
+    judged: int = 0  # the series the gate judged
+    lacking: list[Series] = field(default_factory=list)  # series with a direction their suite's newest position lacks
 
     @property
     def suites(self) -> list[str]:
@@ -167,7 +183,10 @@ class History:
                         "positions": [{"key": p.key, "x": p.x, "runs": p.runs, "samples": p.samples}
                                       for p in s.positions]} for s in self.series],
             "gate": None if self.tolerance is None else {
-                "tolerance_pct": self.tolerance * 100, "alpha_per_series": self.gate_alpha,
+                "tolerance_pct": self.tolerance * 100, "alpha_per_series": self.gate_alpha, "judged": self.judged,
+                "lacking": [{"suite": s.suite, "series": s.name, "figure": s.figure, "workload": s.workload,
+                             "level": s.level, "newest": s.newest, "last_seen": s.positions[-1].key}
+                            for s in self.lacking],
                 "fired": [{"suite": f.series.suite, "series": f.series.name, "figure": f.series.figure,
                            "workload": f.series.workload, "level": f.series.level, "newest": f.newest,
                            "value": f.value, "before": f.before, "ratio": f.ratio, "ci": f.ci,
@@ -175,17 +194,68 @@ class History:
         }
 
 
-def _num(v: float) -> str:
-    return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
+UNITS = {"iops": "IOPS", "bw_mib_s": "MiB/s", "errors": "ops", "total_ios": "ops"}
+
+
+def unit(figure: str) -> str:
+    if figure in UNITS:
+        return UNITS[figure]
+    for suffix, u in (("_ms", "ms"), ("_mib_s", "MiB/s"), ("_iops", "IOPS"), ("_ops_s", "ops/s"), ("_s", "s"),
+                      ("_us_per_op", "µs/op"), ("_mib", "MiB"), ("_pct", "%"), ("_cpu", "% of a core")):
+        if figure.endswith(suffix):
+            return u
+    return ""
+
+
+def value_text(v: float, figure: str) -> str:
+    """'999.8 IOPS', '1,690 IOPS', '0.0123 ms': the reports' plain numbers (report.doc.fmt), with the unit."""
+    return f"{format_number(v)} {unit(figure)}".rstrip()
+
+
+# figures a series can be drawn of: the numeric metric columns, and any daemon kind's (a kind fathom does not
+# know by name still has them); text and true/false columns have no series
+DAEMON_SUFFIXES = ("_cpu", "_cores", "_mem_mib", "_ctx_switches_s")
+FIGURES = [c for c in METRIC_COLUMNS if c not in ("steady_state", "schedule_kept", "fault_recovered", "rgw_reconciled")
+           and not any(c == f"{k}{s}" for k in DAEMON_KINDS for s in DAEMON_SUFFIXES)]
+
+
+def figures_of(text: str | None) -> list[str]:
+    """--figure F,F as a list (None: the defaults); an empty list or an unknown name is a usage error naming the
+    figures there are."""
+    if text is None:
+        return []
+    figs = [f.strip() for f in text.split(",") if f.strip()]
+    listed = (f"{', '.join(FIGURES)}; per daemon kind KIND{', KIND'.join(DAEMON_SUFFIXES)} "
+              f"(KIND: {', '.join(DAEMON_KINDS)} or another)")
+    if not figs:
+        raise UsageError(f"--figure {text!r}: name one or more figures, comma-separated",
+                         hint=f"figures: {listed}; leave --figure out for throughput and p99")
+    for f in figs:
+        if f not in FIGURES and not re.fullmatch(r"[a-z][a-z0-9_]*(" + "|".join(DAEMON_SUFFIXES) + ")", f):
+            raise UsageError(f"--figure {f!r}: no such figure" + suggest(f, FIGURES, "figures", [listed]))
+    return figs
 
 
 def suite_name(r: Run) -> str:
-    """The suite's own name (a moved or renamed file still matches), else what the run recorded."""
+    """The suite's own name (a moved or renamed file still matches), else what the run recorded. An import's is
+    table:FILE as stored, or import:SOURCE (import:fio): an imported rados bench is no run of the rados-bench
+    suite, and is not lined up with its runs."""
+    if r.kind == "import":
+        return r.suite if (r.suite or "").startswith("table:") else f"import:{r.suite or r.name}"
     if r.suite_yaml:
         m = _NAME.search(r.suite_yaml)
         if m:
             return m.group(1).strip()
     return Path(r.suite).stem if r.suite and r.suite.endswith((".yaml", ".yml")) else (r.suite or r.name)
+
+
+def _names(r: Run) -> set[str]:
+    """What a SUITE argument may call a run's suite: its name; a suite run's file as recorded; an imported table
+    without its extension (table:crimson-vs-classic-2025)."""
+    name = suite_name(r)
+    if r.kind == "import":
+        return {name, f"table:{Path(name[6:]).stem}"} if name.startswith("table:") else {name}
+    return {name, r.suite} if r.suite else {name}
 
 
 def parse_since(text: str, now: float | None = None) -> float:
@@ -205,20 +275,20 @@ def parse_since(text: str, now: float | None = None) -> float:
 def select(store: Store, refs: Sequence[str], since: float | None = None) -> tuple[list[Run], list[str]]:
     """The runs to line up: every run of each named suite, or the named runs; none named: every suite run.
     Returns them and the runs left out with why (an SLO search's probes are not a sweep's points)."""
-    every = store.runs()
+    every = [r for r in store.runs() if r.kind in KINDS]
     chosen: dict[int, Run] = {}
     for ref in refs:
-        found = [r for r in every if r.kind in ("suite", "bench") and ref in (suite_name(r), r.suite)]
+        found = [r for r in every if ref in _names(r)]
         if not found:
             try:
                 found = [store.run(x) for x in ref.split(",") if x]
             except FathomError:
-                suites = sorted({suite_name(r) for r in every if r.kind in ("suite", "bench")})
+                suites = sorted({suite_name(r) for r in every})
                 raise FathomError(f"no suite or run named {ref!r} in {store.path}",
                                   hint=f"suites there: {', '.join(suites) or 'none'}; runs: `fathom ls`") from None
         chosen.update((r.id, r) for r in found)
     if not refs:
-        chosen = {r.id: r for r in every if r.kind == "suite"}
+        chosen = {r.id: r for r in every if r.kind in OVERVIEW_KINDS}
     left: list[str] = []
     out = []
     for r in sorted(chosen.values(), key=lambda r: (r.created, r.id)):
@@ -262,7 +332,9 @@ def build(store: Store, refs: Sequence[str] = (), by: str = TIME, workloads: Seq
                           + (f" with {', '.join(figures)}" if figures else ""))
     h = History(by, hruns, series, left, tolerance)
     if tolerance is not None:
-        judged = [s for s in series if s.direction and len(s.positions) >= 2]
+        h.lacking = [s for s in series if s.direction and s.positions[-1].key != s.newest]
+        judged = [s for s in series if s.direction and len(s.positions) >= 2 and s.positions[-1].key == s.newest]
+        h.judged = len(judged)
         h.gate_alpha = GATE_ALPHA / max(len(judged), 1)
         h.fired = [f for s in judged if (f := gate(s, tolerance, h.gate_alpha)) is not None]
     return h
@@ -300,7 +372,8 @@ def _suite_series(suite: str, group: list[HistRun], rows: list[dict[str, Any]], 
                     if vals:
                         positions.append(Position(key, x, [h.name for h in members], vals))
                 if positions:
-                    out.append(_detect(Series(suite, wl, label, axis, fig, direction(fig), positions, [], [])))
+                    out.append(_detect(Series(suite, wl, label, axis, fig, direction(fig), positions, [], [],
+                                              newest=order[-1][0])))
     return out
 
 
@@ -315,12 +388,8 @@ def _positions(group: list[HistRun], by: str) -> list[tuple[str, float | None, l
     values: dict[str, list[HistRun]] = {}
     for h in group:
         values.setdefault(h.labels[by], []).append(h)
-    nums = {v: lab.numeric(v) for v in values}
-    if all(n is not None for n in nums.values()):
-        keys = sorted(values, key=lambda v: nums[v])  # type: ignore[arg-type, return-value]
-    else:
-        keys = sorted(values, key=lab.version_key)
-    return [(f"{by}={v}", nums[v], values[v]) for v in keys]
+    keys, nums = lab.ordered(values)  # numbers as numbers, versions as versions (3.9 before 3.10)
+    return [(f"{by}={v}", nums[v] if nums else None, values[v]) for v in keys]
 
 
 def _detect(s: Series) -> Series:
@@ -337,7 +406,9 @@ def _detect(s: Series) -> Series:
 
 def gate(s: Series, tolerance: float, alpha: float) -> Fired | None:
     """Does the newest position begin a change beyond the tolerance in the bad direction? (The module's
-    docstring says how it is tested.)"""
+    docstring says how it is tested.) A series its suite's newest position lacks is not judged."""
+    if s.newest and s.positions[-1].key != s.newest:
+        return None
     fired = _newest(s, len(s.positions), tolerance, alpha)
     if fired is None or _newest(s, len(s.positions) - 1, tolerance, alpha) is not None:
         return None

@@ -12,6 +12,9 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 BOOTSTRAP_RESAMPLES = 2000
+# p-values below it are printed as a bound: a t test's tail that far out says 'far beyond chance', no finer
+# (its model is not that exact), and a zero spread gives p = 0, which is no probability to print
+P_FLOOR = 0.001
 CONFIDENCE = 0.95
 SEED = 20251
 
@@ -110,6 +113,16 @@ def saturation_index(throughput: Sequence[float | None], fraction: float = SATUR
         if x is not None and x >= fraction * peak:
             return i
     return None
+
+
+def p_cell(p: float) -> str:
+    """A p-value for a table's cell: '< 0.001' below P_FLOOR, else two significant digits ('0.012')."""
+    return f"< {P_FLOOR:g}" if p < P_FLOOR else f"{p:.2g}"
+
+
+def p_text(p: float) -> str:
+    """A p-value in a sentence: 'p < 0.001', 'p = 0.012'."""
+    return f"p < {P_FLOOR:g}" if p < P_FLOOR else f"p = {p:.2g}"
 
 
 def geomean(values: Sequence[float]) -> float | None:

@@ -18,10 +18,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("history", help="line up many runs of a suite, find where figures changed, gate on it",
                        description="For each workload, level and figure, the matching points of many runs in "
                                    "order (the rule compare uses), change points by E-Divisive means with a "
-                                   "significance test, and trend charts. No SUITE or RUN: every suite's runs, "
-                                   "one overview page.")
+                                   "significance test, and trend charts. No SUITE or RUN: every suite's runs "
+                                   "and every imported table's, one overview page.")
     p.add_argument("refs", nargs="*", metavar="SUITE|RUN",
-                   help="suite names (every stored run of each) or runs (id, name, or a,b,c)")
+                   help="suite names (every stored run of each; imports: table:FILE, import:fio, "
+                        "import:rados-bench) or runs (id, name, or a,b,c)")
     p.add_argument("--by", default="time", metavar="time|LABEL",
                    help="order by when runs were made (default), or by a label's value (numbers as numbers: "
                         "nodes=4, 8, 12 draw each figure against nodes); ceph and fathom are the recorded versions")
@@ -61,7 +62,7 @@ def cmd_history(args: argparse.Namespace) -> int:
     from fathom.cli.report import parse_pct
 
     tol = parse_pct(args.fail_on_change, "--fail-on-change") if args.fail_on_change is not None else None
-    figures = [f.strip() for f in (args.figure or "").split(",") if f.strip()]
+    figures = history.figures_of(args.figure)
     since = history.parse_since(args.since) if args.since else None
     with _existing(args.db) as store:
         h = history.build(store, args.refs, by=args.by, workloads=args.workload, figures=figures, since=since,
@@ -76,9 +77,12 @@ def cmd_history(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(h.to_dict(), default=str) + "\n")
     else:
         sys.stdout.write(page.text(h))
-    if h.fired:
-        print(f"fathom: change beyond {tol * 100:g}% at the newest run: "  # type: ignore[operator]
-              + "; ".join(f.text() for f in h.fired), file=sys.stderr)
+    if h.lacking:  # the gate judges the newest run only: say what it could not judge
+        print("\n".join(f"fathom: {x}" if i == 0 else x for i, x in enumerate(page.lacking_lines(h))),
+              file=sys.stderr)
+    if h.fired:  # one line per fired series: a night that moves a hundred figures must stay readable
+        print(f"fathom: change beyond {tol * 100:g}% at the newest run in {len(h.fired)} series:",  # type: ignore[operator]
+              *(f"  {f.text()}" for f in h.fired), sep="\n", file=sys.stderr)
         return EXIT_CHANGE
     return 0
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import select
 import signal
 import sys
 from collections.abc import Callable
@@ -56,15 +57,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         rc = args.func(args)
+        # flushed here, not by the interpreter at exit, where a reader that left (| head) is a printed
+        # BrokenPipeError this handler never sees: what stdout buffered is written now
+        sys.stdout.flush()
     except BrokenPipeError:
         # A closed pipe (fathom ... | head) is not an error worth a traceback. SIGPIPE stays ignored (Python's
-        # default): its default action would kill fathom on a write to any peer that left (a websocket, SSH).
-        try:
-            sys.stdout.flush()
-        except BrokenPipeError:
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 128 + signal.SIGPIPE
-        raise
+        # default): its default action would kill fathom on a write to any peer that left (a websocket, SSH),
+        # whose broken pipe is an error (re-raised).
+        if not _stdout_gone():
+            raise
+        # stdout to /dev/null: the interpreter's own flush at exit must not fail on what is still buffered
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except FathomError as exc:
         print(f"fathom: error: {exc}", file=sys.stderr)
         return exc.exit_code
@@ -72,6 +76,18 @@ def main(argv: list[str] | None = None) -> int:
         print("fathom: interrupted", file=sys.stderr)
         return 130
     return int(rc or 0)
+
+
+def _stdout_gone() -> bool:
+    """Has stdout's reader left? A pipe whose reader closed polls POLLERR. A flush cannot tell: a write that failed
+    leaves nothing buffered (and an unbuffered stdout buffers nothing), so it succeeds after the error."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # replaced or closed (a test's capture): not a pipe
+        return False
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in poll.poll(0))
 
 
 if __name__ == "__main__":

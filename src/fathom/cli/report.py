@@ -228,6 +228,26 @@ def _compare_gains(args: argparse.Namespace, base: object, news: list) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
+    new = not Path(args.db).exists()
+    try:
+        return _import(args)
+    except BaseException:
+        if new:  # a refused import leaves no results store behind (one with a run stored is kept)
+            _drop_if_empty(Path(args.db))
+        raise
+
+
+def _drop_if_empty(path: Path) -> None:
+    """Remove a store this command made when no run was stored in it."""
+    with contextlib.suppress(FathomError, OSError):
+        with Store(path) as store:
+            if store.runs():
+                return
+        for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+            p.unlink(missing_ok=True)
+
+
+def _import(args: argparse.Namespace) -> int:
     from fathom.results import importers
 
     with _store(args, must_exist=False) as store:

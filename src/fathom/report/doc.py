@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from fathom.analysis import anomalies as anom
 from fathom.analysis.data import RunData, Throughput
+from fathom.units import format_number
 
 NA = "n/a"
 INTENDED = "fault (intended)"  # the flag of a point with a `faults:` schedule
@@ -63,11 +64,7 @@ def fmt(v: float | None, kind: str = "g") -> str:
         return f"{v:+.1f}%"
     if kind == "bw":
         return f"{v:,.2f}"
-    if abs(v) >= 1000:
-        return f"{v:,.0f}"
-    if abs(v) >= 100:
-        return f"{v:.1f}"
-    return f"{v:.2f}" if abs(v) >= 0.1 or v == 0 else f"{v:.3g}"
+    return format_number(v)
 
 
 def fmt_tp(v: float | None, tp: Throughput) -> str:

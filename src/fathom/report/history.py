@@ -7,30 +7,15 @@ import time
 from html import escape
 from pathlib import Path
 
-from fathom.analysis.history import METHOD, TIME, History, Series
+from fathom.analysis.history import METHOD, TIME, History, Series, unit, value_text
+from fathom.analysis.stats import p_cell
 from fathom.errors import FathomError
 from fathom.report import svg
 from fathom.report.doc import Table
 from fathom.report.html import CSS, table_html
 from fathom.report.markdown import slug, table_md
 
-UNITS = {"iops": "IOPS", "bw_mib_s": "MiB/s", "errors": "ops", "total_ios": "ops"}
-
-
-def unit(figure: str) -> str:
-    if figure in UNITS:
-        return UNITS[figure]
-    for suffix, u in (("_ms", "ms"), ("_mib_s", "MiB/s"), ("_iops", "IOPS"), ("_ops_s", "ops/s"), ("_s", "s"),
-                      ("_us_per_op", "µs/op"), ("_mib", "MiB"), ("_pct", "%"), ("_cpu", "% of a core")):
-        if figure.endswith(suffix):
-            return u
-    return ""
-
-
-def _v(x: float, figure: str) -> str:
-    u = unit(figure)
-    n = f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.3g}"
-    return f"{n} {u}".rstrip()
+_v = value_text
 
 
 def _when(t: float) -> str:
@@ -44,7 +29,7 @@ def _by(h: History) -> str:
 def change_rows(h: History) -> list[list[str]]:
     return [[s.suite, s.workload, s.level, s.figure, c.first, c.last_before, _v(c.before, s.figure),
              _v(c.after, s.figure), f"{c.ratio:.3f}x" + (f" [{c.ci[0]:.3f}, {c.ci[1]:.3f}]" if c.ci else ""),
-             f"{c.p_value:.2g}", c.verdict] for s in h.series for c in s.changes]
+             p_cell(c.p_value), c.verdict] for s in h.series for c in s.changes]
 
 
 CHANGE_HEADERS = ["suite", "workload", "level", "figure", "first after", "last before", "mean before", "mean after",
@@ -54,12 +39,19 @@ CHANGE_HEADERS = ["suite", "workload", "level", "figure", "first after", "last b
 def gate_lines(h: History) -> list[str]:
     if h.tolerance is None:
         return []
-    judged = sum(1 for s in h.series if s.direction and len(s.positions) >= 2)
-    head = (f"Gate (--fail-on-change {h.tolerance * 100:g}%): the newest position of each of {judged} series "
+    head = (f"Gate (--fail-on-change {h.tolerance * 100:g}%): the newest position of each of {h.judged} series "
             f"against the segment before it, a t prediction test on the logs at {h.gate_alpha:.2g} per series")
-    if not h.fired:
-        return [head + ": passed"]
-    return [head + ": FIRED"] + [f"  {f.text()}" for f in h.fired]
+    out = [head + (": FIRED" if h.fired else ": passed")] + [f"  {f.text()}" for f in h.fired]
+    return out + lacking_lines(h)
+
+
+def lacking_lines(h: History) -> list[str]:
+    """The series the gate did not judge because the newest position has no point for them, one line each."""
+    if not h.lacking:
+        return []
+    newest = "run" if h.by == TIME else "position"
+    return ([f"not judged: {len(h.lacking)} series the newest {newest} has no point for"]
+            + [f"  {s.suite}: {s.name}: none in {s.newest} (last in {s.positions[-1].key})" for s in h.lacking])
 
 
 def text(h: History) -> str:

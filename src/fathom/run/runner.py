@@ -110,14 +110,30 @@ class Held:
     def ceph(self) -> Any:
         return self.attached.ceph() if self.attached else None
 
+
+@dataclass
+class Checked:
+    """What the checks before a run found: the work, and the attached cluster and client hosts it runs on."""
+
+    work: Work
+    attached: Attachment | None
+    needs_cluster: bool
+    clients: Any
+
+
 def run(opts: RunOptions) -> Outcome:
     """Run (or resume) a suite as the CLI does; returns what happened. Raises FathomError before the first point."""
     t_run = time.monotonic()
-    store = Store(opts.db)
+    # an existing store is opened before the checks (a file that is no results store is refused first); a new one
+    # is made only once they pass, to record the run: a refused run leaves no empty store behind
+    store = Store(opts.db) if Path(opts.db).exists() else None
     try:
-        phases = Phases.start(opts, store)
+        checked = Phases.check(opts, store)
+        store = store or Store(opts.db)
+        phases = Phases.begin(opts, store, checked)
     except BaseException:
-        store.close()
+        if store is not None:
+            store.close()
         raise
     if phases.attempt is None:  # nothing left to do
         store.close()
@@ -142,10 +158,10 @@ class Phases:
         self.outcome = Outcome(run_id, "failed", skipped=len(work.points) - len(work.todo))
         self.attempt: Attempt | None = None
 
-    @classmethod
-    def start(cls, opts: RunOptions, store: Store) -> Phases:
-        """Checks that fail before anything is made (engines, client hosts, the attached cluster, faults),
-        then the run's record and this attempt's."""
+    @staticmethod
+    def check(opts: RunOptions, store: Store | None) -> Checked:
+        """Checks that fail before anything is made, the results store included (None: there is none yet):
+        the suite or the run to resume, engines, client hosts, the attached cluster, faults."""
         work = Work.of(opts, store)
         todo = work.todo
         for name in sorted({p.engine for p in todo}):
@@ -167,6 +183,12 @@ class Phases:
                              hint="attach with --conf, or leave them out")
         if attached is not None and schedules:  # before anything is made: a fault this cluster cannot take
             fault_run.check_cluster(schedules, attached.ceph(), attached.local)
+        return Checked(work, attached, needs_cluster, clients)
+
+    @classmethod
+    def begin(cls, opts: RunOptions, store: Store, checked: Checked) -> Phases:
+        """The run's record (a new run's, or the resumed run's labels) and this attempt's."""
+        work, todo = checked.work, checked.work.todo
         run_id = work.run_id
         if run_id is None:
             name = opts.name or f"{work.suite.name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -182,7 +204,8 @@ class Phases:
                                            **({"slo": {"settings": src.settings.to_dict()}} if src else {})})
         elif opts.labels:  # --resume with --label: the stored labels, the new ones over them
             store.merge_env(run_id, labels={**(store.run(run_id).env.get("labels") or {}), **opts.labels})
-        phases = cls(opts, store, work, run_id, Held(attached=attached), needs_cluster, clients)
+        phases = cls(opts, store, work, run_id, Held(attached=checked.attached), checked.needs_cluster,
+                     checked.clients)
         if work.run_id is not None and not todo:
             store.finish_run(run_id, "done")
             _say(f"run {run_id}: all {len(work.points)} points are done; nothing to resume")

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fathom.cluster.attach import Attachment
-from fathom.errors import UsageError
+from fathom.errors import FathomError, UsageError
 from fathom.hosts.clients import ClientChoice
 from fathom.results.store import Store
 from fathom.suite import plan, spec
@@ -64,10 +64,13 @@ class Work:
         return [p for p in self.points if p.key not in self.done]
 
     @classmethod
-    def of(cls, opts: RunOptions, store: Store) -> Work:
-        """The suite to run (or the stored run to resume), planned."""
+    def of(cls, opts: RunOptions, store: Store | None) -> Work:
+        """The suite to run (or the stored run to resume, from `store`: None when there is no store yet), planned."""
         run_id = None
         if opts.resume:
+            if store is None:
+                raise FathomError(f"--resume {opts.resume}: no results store at {opts.db}",
+                                  hint="pass --db with the file the run was stored in")
             prev = store.run(opts.resume)
             if prev.kind != "suite" or not prev.suite_yaml:
                 raise UsageError(f"run {prev.id} ({prev.name}) is not a suite run; only suite runs can be resumed")

@@ -5,6 +5,7 @@ groups runs by. A suite's `labels:`, then `--label KEY=VALUE` over it; stored in
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -78,15 +79,46 @@ def _short_version(v: str) -> str:
 
 
 def numeric(value: str | None) -> float | None:
-    """A label's value as a number where it is one ('8', '12.5', '4k' is not), for drawing against it."""
+    """A label's value as a number where it is one ('8', '12.5'; '4k', 'nan' are not), for drawing against it."""
     if value is None:
         return None
     try:
-        return float(value)
+        n = float(value)
     except ValueError:
         return None
+    return n if math.isfinite(n) else None
+
+
+# pre-release words, in their order; each sorts before the release it precedes (19.2.0-rc1 < 19.2.0)
+PRE_RELEASE = ("dev", "alpha", "beta", "pre", "rc")
+_END = (1, 0, "")  # a value's end: after its pre-releases (0), before what extends it (2: a number, 3: text)
 
 
 def version_key(value: str) -> tuple[Any, ...]:
-    """Order for versions and other text: '16.2.9' < '16.2.15' (numbers compared as numbers)."""
-    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"[.\-+~_]", value))
+    """Order for versions and other text, numbers compared as numbers: '16.2.9' < '16.2.15', 'b9' < 'b10',
+    '3.9' < '3.10', '19.2.0-rc1' < '19.2.0' < '19.2.0-1' < '19.2.0.1' (the value itself breaks ties)."""
+    key: list[tuple[int, int, str]] = []
+    for tok in re.findall(r"\d+|[^\W\d_]+", value):
+        low = tok.lower()
+        key.append((2, int(tok), "") if tok.isdigit() else (0, PRE_RELEASE.index(low), "") if low in PRE_RELEASE
+                   else (3, 0, low))
+    return (*key, _END, value)
+
+
+def ordered(values: Iterable[str]) -> tuple[list[str], dict[str, float] | None]:
+    """A label's values in order, and their numbers when they are drawn as numbers (None: as categories).
+
+    Numbers are ordered as numbers and versions as versions; where the two orders differ (3.9 and 3.10 read as
+    numbers put 3.10 first, as 3.1) dotted values are versions, unless one cannot be: a fraction (0.25), a
+    fraction led by a zero (2.05), a sign or an exponent."""
+    vals = list(dict.fromkeys(values))
+    by_version = sorted(vals, key=version_key)
+    nums = {v: numeric(v) for v in vals}
+    if all(n is not None for n in nums.values()):
+        by_number = sorted(vals, key=lambda v: (nums[v], version_key(v)))
+        if by_number == by_version or not all(_VERSION.fullmatch(v.strip()) for v in vals):
+            return by_number, nums  # type: ignore[return-value]
+    return by_version, None
+
+
+_VERSION = re.compile(r"[1-9]\d*(\.(0|[1-9]\d*))+|\d+")  # what a version may look like among numbers
