@@ -158,6 +158,32 @@ def _rec(host: str, ops: int, lat_ns: int, ramp: bool = False) -> dict[str, Any]
                              "hist": hdr.encode(h)}}, "cpu": {"user_s": 0.25, "sys_s": 0.25}}
 
 
+def test_metrics_are_formatted_outside_the_states_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scrape holds the live state's lock only to copy what it shows: not one value of /metrics is formatted
+    under it (the run's records wait on that lock), and concurrent scrapes of an unchanged state share one text."""
+    import prometheus_client.exposition as pe
+
+    from fathom.live import exposition
+    from fathom.live.state import LiveState
+
+    st = LiveState()
+    st.run_start(1, "r", "s", "suite", 1)
+    st.point_start(1, "w/iodepth=4", "w", "w read", {}, 10.0)
+    st.interval({**_rec("local", 100, 200_000), "host": ""})
+    held: list[bool] = []
+    real = pe.floatToGoString
+    monkeypatch.setattr(pe, "floatToGoString", lambda v: (held.append(st.lock.locked()), real(v))[1])
+    body, ctype = exposition.render(exposition.registry(st))
+    assert held and not any(held)
+    assert b'fathom_ops_total{host="local"' in body and ctype.startswith("text/plain")
+    render = exposition.Renderer(st)
+    body = render()[0]
+    n = len(held)
+    assert render()[0] is body and len(held) == n  # nothing moved: the same text, not formatted again
+    st.interval({**_rec("local", 100, 200_000), "host": ""})
+    assert render()[0] != body and len(held) > n
+
+
 def test_the_running_points_seconds_are_stored_until_the_point_is(tmp_path: Path) -> None:
     """fathom.live.seconds: the running point's header, seconds and marks in the store as they come, the page's
     shape (LiveState.snapshot's point); gone when the point is stored, when the writer ends, when a new attempt of

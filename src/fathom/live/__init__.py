@@ -28,8 +28,7 @@ class Session:
 
         self.state = LiveState()
         self.observer = Observer(self.state)
-        reg = exposition.registry(self.state)
-        self.server = LiveServer(addr, self.state.snapshot, lambda: exposition.render(reg), flag)
+        self.server = LiveServer(addr, self.state.snapshot, exposition.Renderer(self.state), flag)
         print(f"  live: {self.server.url} (the page), {self.server.url}metrics (Prometheus)", file=sys.stderr,
               flush=True)
 

@@ -6,7 +6,10 @@ Two kinds of figures are kept, each under one lock:
 - for Prometheus: counters that only grow (ops, bytes, errors, engine CPU seconds) and latency bucket counts
   per (workload, point, op, host), so rate() and histogram_quantile() work across scrapes and hosts.
 
-`snapshot()` is the page's JSON; `from_store` (watch.py) builds the same shape from the results store.
+The lock is held only to copy or to add: the histogram work of a second is done before it is taken, and
+`snapshot()` (the page's JSON) and `metrics_view()` (what /metrics formats, exposition.py) copy under it and
+nothing more, so a scrape never holds up the records' path (and the run) for longer than a copy.
+`from_store` (watch.py) builds the page's shape from the results store.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fathom.results import hdr, series
@@ -91,9 +94,10 @@ class LiveState:
 
     # ---- the run -------------------------------------------------------------------
     def run_start(self, run_id: int | None, name: str | None, suite: str | None, kind: str,
-                  planned: int | None) -> None:
+                  planned: int | None, done: int = 0) -> None:
         with self.lock:
             self.run.update(id=run_id, name=name, suite=suite, kind=kind, planned=planned, status="running")
+            self.done = done  # a resumed run's points done before
             self._changed()
 
     def finish(self, status: str) -> None:
@@ -143,6 +147,8 @@ class LiveState:
     def interval(self, rec: dict[str, Any]) -> None:
         """The point's merged record of one span."""
         sec = second(rec)
+        # one engine: its record is the only host's (counted before the lock is taken)
+        add = None if self._spans else _delta([rec], self.host_name)
         with self.lock:
             p = self.point
             if p is None:
@@ -150,42 +156,34 @@ class LiveState:
             p["series"].append(sec)
             del p["series"][:-SERIES_KEEP]
             self.last = sec
-            if not self._spans:  # one engine: its record is the only host's
-                self._add([rec])
+            if add is not None:
+                self._apply(add)
             self._changed()
 
     def span(self, recs: list[dict[str, Any]]) -> None:
         """The engines' own records of one span (a many-engine point): the per-host counters and buckets."""
+        add = _delta(recs, self.host_name)
         with self.lock:
             self._spans = True
-            self._add(recs)
+            if self.point is not None:
+                self._apply(add)
+                self._changed()
 
-    def _add(self, recs: list[dict[str, Any]]) -> None:
+    def _apply(self, add: Delta) -> None:
+        """A span's counts added (under the lock: additions only, the histogram work is done)."""
         p = self.point
         assert p is not None
-        by: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for r in recs:
-            host = str(r.get("host") or self.host_name)
-            cpu = r.get("cpu") or {}
-            self.cpu_s[host] = self.cpu_s.get(host, 0.0) + float(cpu.get("user_s") or 0) + float(cpu.get("sys_s") or 0)
-            for op, o in (r.get("ops") or {}).items():
-                by.setdefault((host, op), []).append({**o, "_ramp": bool(r.get("ramp"))})
-        for (host, op), os_ in by.items():
+        for host, v in add.cpu_s.items():
+            self.cpu_s[host] = self.cpu_s.get(host, 0.0) + v
+        for (host, op), d in add.ops.items():
             s = self.series.setdefault((p["workload"], p["key"], op, host), OpSeries())
-            s.ops += sum(int(o.get("ops") or 0) for o in os_)
-            s.bytes += sum(int(o.get("bytes") or 0) for o in os_)
-            s.errors += sum(int(o.get("errors") or 0) for o in os_)
-            # the ramp's latencies stay out, as they stay out of the point's stored percentiles
-            measured = [o for o in os_ if o.get("hist") and not o["_ramp"]]
-            if measured:
-                c, n = buckets.counts(hdr.merge([o["hist"] for o in measured]))
-                s.buckets = [a + b for a, b in zip(s.buckets, c)]
-                s.lat_count += n
-                # the sum from the engines' own means (exact), weighted by ops: no pass over the histogram
-                w = sum(int(o.get("ops") or 0) for o in measured)
-                if w:
-                    s.lat_sum_s += n * sum(float(o.get("lat_mean_ns") or 0) * int(o.get("ops") or 0)
-                                           for o in measured) / w / 1e9
+            s.ops += d.ops
+            s.bytes += d.bytes
+            s.errors += d.errors
+            if d.lat_count:
+                s.buckets = [a + b for a, b in zip(s.buckets, d.buckets)]
+                s.lat_count += d.lat_count
+                s.lat_sum_s += d.lat_sum_s
 
     # ---- events as they happen -----------------------------------------------------
     def event(self, e: dict[str, Any]) -> None:
@@ -220,3 +218,50 @@ class LiveState:
             return {"source": "live", "version": self.version, "now": time.time(), "run": dict(self.run),
                     "done": self.done, "point": p, "finished": list(self.finished), "flags": list(self.flags),
                     "lost_hosts": dict(self.lost_hosts), "faults": self.faults}
+
+    # ---- what /metrics formats -----------------------------------------------------
+    def metrics_view(self) -> dict[str, Any]:
+        """The figures /metrics exposes, copied under the lock; exposition.py formats them once it is released."""
+        with self.lock:
+            p = self.point
+            return {"run": dict(self.run), "done": self.done, "last": dict(self.last),
+                    "point": None if p is None else {k: p.get(k) for k in ("n", "key", "workload", "status",
+                                                                           "offered_rate", "unissued_ops")},
+                    "series": [(k, replace(s, buckets=list(s.buckets))) for k, s in self.series.items()],
+                    "cpu_s": dict(self.cpu_s), "faults": self.faults, "lost_hosts": list(self.lost_hosts),
+                    "flags": len(self.flags), "finished": list(self.finished)}
+
+
+@dataclass
+class Delta:
+    """One span's additions to the counters, computed before the lock is taken: per (host, op) ops, bytes,
+    errors and the measured latencies in the fixed buckets; per host the engines' CPU seconds."""
+
+    ops: dict[tuple[str, str], OpSeries] = field(default_factory=dict)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+
+
+def _delta(recs: list[dict[str, Any]], default_host: str) -> Delta:
+    out = Delta()
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in recs:
+        host = str(r.get("host") or default_host)
+        cpu = r.get("cpu") or {}
+        out.cpu_s[host] = out.cpu_s.get(host, 0.0) + float(cpu.get("user_s") or 0) + float(cpu.get("sys_s") or 0)
+        for op, o in (r.get("ops") or {}).items():
+            by.setdefault((host, op), []).append({**o, "_ramp": bool(r.get("ramp"))})
+    for key, os_ in by.items():
+        d = out.ops[key] = OpSeries()
+        d.ops = sum(int(o.get("ops") or 0) for o in os_)
+        d.bytes = sum(int(o.get("bytes") or 0) for o in os_)
+        d.errors = sum(int(o.get("errors") or 0) for o in os_)
+        # the ramp's latencies stay out, as they stay out of the point's stored percentiles
+        measured = [o for o in os_ if o.get("hist") and not o["_ramp"]]
+        if measured:
+            d.buckets, d.lat_count = buckets.counts(hdr.merge([o["hist"] for o in measured]))
+            # the sum from the engines' own means (exact), weighted by ops: no pass over the histogram
+            w = sum(int(o.get("ops") or 0) for o in measured)
+            if w:
+                d.lat_sum_s = d.lat_count * sum(float(o.get("lat_mean_ns") or 0) * int(o.get("ops") or 0)
+                                                for o in measured) / w / 1e9
+    return out
