@@ -277,6 +277,16 @@ class Group:
     def _engine_failed(self, inst: Instance) -> str:
         return f"engine {inst.label}: {_error(inst.run).message}"
 
+    def ended_badly(self) -> str | None:
+        """Why the point fails although no host was lost under policy `fail`: an engine of a host not lost that
+        exited other than cleanly (its heartbeats stopped, an op error with on_error stop, a stall, a verify
+        mismatch, a signal), as one engine alone fails its point; None when every such engine ended cleanly."""
+        bad = [i for i in self.instances if not i.lost and i.run.exit_code not in (0, None)]
+        if not bad:
+            return None
+        more = f" (and {len(bad) - 1} more engine(s))" if len(bad) > 1 else ""
+        return f"{self._engine_failed(bad[0])}, exit code {bad[0].run.exit_code}{more}"
+
     async def _measure_clocks(self) -> None:
         firsts: dict[str, Instance] = {}
         for i in self.instances:
