@@ -184,6 +184,29 @@ def test_metrics_are_formatted_outside_the_states_lock(monkeypatch: pytest.Monke
     assert render()[0] != body and len(held) > n
 
 
+def test_metrics_do_not_grow_with_the_points_finished() -> None:
+    """A finished point's per-point series leave /metrics when the next point starts: after 5 points or 60 the
+    text has the same lines (the running or last point's, the last finished point's figures, the run's series),
+    and the run's own counters add every point's ops."""
+    from fathom.live import exposition
+    from fathom.live.state import LiveState
+
+    def after(n: int) -> str:
+        st = LiveState()
+        st.run_start(1, "r", "s", "suite", n)
+        for i in range(1, n + 1):
+            st.point_start(i, f"w/iodepth={i}", "w", f"w read {i}", {}, 10.0)
+            st.interval({**_rec("local", 100, 200_000), "host": ""})
+            st.point_end("done", {"iops": 100.0, "bw_mib_s": 0.4, "p99_ms": 0.2}, None)
+        return exposition.render(exposition.registry(st))[0].decode()
+
+    few, many = after(5), after(60)
+    assert len(many.splitlines()) == len(few.splitlines())
+    assert 'point="w/iodepth=60"' in many and 'point="w/iodepth=59"' not in many
+    assert 'fathom_run_ops_total{host="local",op="read",run="r",suite="s"} 6000.0' in many
+    assert 'fathom_points_finished{run="r",suite="s"} 60.0' in many
+
+
 def test_the_running_points_seconds_are_stored_until_the_point_is(tmp_path: Path) -> None:
     """fathom.live.seconds: the running point's header, seconds and marks in the store as they come, the page's
     shape (LiveState.snapshot's point); gone when the point is stored, when the writer ends, when a new attempt of

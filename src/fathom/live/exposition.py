@@ -1,9 +1,10 @@
 """The live state as Prometheus metrics (prometheus_client's collector protocol, its text format).
 
 Names and units are listed in docs/live.md. Every series carries `run` and `suite`; per-point series add
-`workload` and `point` (the point's key), per-op series `op`, per-engine-host series `host`. Counters are
-cumulative over the run (one series per point, so a finished point's stay flat and rate() over them is 0);
-the latency histogram has fixed bounds (buckets.py) so `histogram_quantile` adds hosts and op kinds up.
+`workload` and `point` (the point's key), per-op series `op`, per-engine-host series `host`. Per-point series
+are the running (or last) point's only: they leave when the next point starts, so a scrape costs the same
+after a thousand points as after one; the run's own counters (`fathom_run_ops_total`...) add every point's.
+The latency histogram has fixed bounds (buckets.py) so `histogram_quantile` adds hosts and op kinds up.
 No secret is a label or a value: run, suite, workload and point names, op kinds and host labels only.
 """
 
@@ -103,6 +104,15 @@ def families(v: dict[str, Any]) -> Iterator[Metric]:
         hist.add_metric(lv, cum, s.lat_sum_s)
     yield from c.values()
     yield hist
+    rl = [*base, "op", "host"]
+    rc = {k: CounterMetricFamily(f"fathom_run_{k}", h, labels=rl) for k, h in (
+        ("ops", "ops completed over the run (every point's), ramp included"),
+        ("bytes", "bytes moved by completed ops over the run"),
+        ("errors", "ops that failed over the run (errors and timeouts), by op kind"))}
+    for (op, host), counts in v["run_series"]:
+        for k, n in zip(("ops", "bytes", "errors"), counts):
+            rc[k].add_metric([*run, op, host], n)
+    yield from rc.values()
     cpu = CounterMetricFamily("fathom_engine_cpu_seconds", "the engines' own CPU (user + system), s",
                               labels=[*base, "host"])
     for host, x in v["cpu_s"].items():
@@ -119,7 +129,8 @@ def families(v: dict[str, Any]) -> Iterator[Metric]:
 
 
 def _finished(rows: list[dict[str, Any]], base: list[str], run: list[str]) -> Iterator[Metric]:
-    """Each finished point's stored figures, server ones included where fathom measured them."""
+    """The last finished point's stored figures, server ones included where fathom measured them (each point's
+    are exposed from its end until the next one ends: Prometheus keeps one series per point)."""
     names = {"iops": ("fathom_point_iops", 1.0, "a finished point's IOPS (measured window)"),
              "bw_mib_s": ("fathom_point_mib_s", 1.0, "a finished point's MiB/s"),
              "p99_ms": ("fathom_point_latency_p99_seconds", 1e-3, "a finished point's p99 latency, s"),

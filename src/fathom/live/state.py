@@ -4,7 +4,9 @@ Two kinds of figures are kept, each under one lock:
 - for the page: the suite's progress, the running point's per-second series (ops/s, MiB/s, p50/p99, errors)
   with its fault and steady-state marks, the finished points (a curve), the flags raised so far;
 - for Prometheus: counters that only grow (ops, bytes, errors, engine CPU seconds) and latency bucket counts
-  per (workload, point, op, host), so rate() and histogram_quantile() work across scrapes and hosts.
+  per (workload, point, op, host), so rate() and histogram_quantile() work across scrapes and hosts. Only the
+  running (or last) point's are kept: the next point's start drops them (Prometheus has what it scraped), so
+  what a scrape formats does not grow with the points finished; the run's own counters per (op, host) stay.
 
 The lock is held only to copy or to add: the histogram work of a second is done before it is taken, and
 `snapshot()` (the page's JSON) and `metrics_view()` (what /metrics formats, exposition.py) copy under it and
@@ -83,7 +85,8 @@ class LiveState:
         self.flags: list[dict[str, Any]] = []
         self.lost_hosts: dict[str, str] = {}
         self.faults = 0
-        self.series: dict[tuple[str, str, str, str], OpSeries] = {}
+        self.series: dict[tuple[str, str, str, str], OpSeries] = {}  # the running (or last) point's only
+        self.run_series: dict[tuple[str, str], OpSeries] = {}  # (op, host): the run's, every point's added
         self.cpu_s: dict[str, float] = {}  # host -> engine CPU seconds (user + system)
         self.last: dict[str, Any] = {}  # the last second's point-level figures (gauges)
         self.host_name = "local"  # the one client host of a point whose engines all ran there
@@ -116,6 +119,7 @@ class LiveState:
                           "series": [], "marks": [], "unissued_ops": None}
             self.last = {}
             self._spans = False
+            self.series = {}  # the last point's per-point series leave /metrics (the run's totals stay)
             self._changed()
 
     def point_end(self, status: str, metrics: dict[str, Any] | None, error: str | None,
@@ -176,6 +180,8 @@ class LiveState:
         for host, v in add.cpu_s.items():
             self.cpu_s[host] = self.cpu_s.get(host, 0.0) + v
         for (host, op), d in add.ops.items():
+            r = self.run_series.setdefault((op, host), OpSeries())
+            r.ops, r.bytes, r.errors = r.ops + d.ops, r.bytes + d.bytes, r.errors + d.errors
             s = self.series.setdefault((p["workload"], p["key"], op, host), OpSeries())
             s.ops += d.ops
             s.bytes += d.bytes
@@ -228,8 +234,9 @@ class LiveState:
                     "point": None if p is None else {k: p.get(k) for k in ("n", "key", "workload", "status",
                                                                            "offered_rate", "unissued_ops")},
                     "series": [(k, replace(s, buckets=list(s.buckets))) for k, s in self.series.items()],
+                    "run_series": [(k, (s.ops, s.bytes, s.errors)) for k, s in self.run_series.items()],
                     "cpu_s": dict(self.cpu_s), "faults": self.faults, "lost_hosts": list(self.lost_hosts),
-                    "flags": len(self.flags), "finished": list(self.finished)}
+                    "flags": len(self.flags), "finished": self.finished[-1:]}  # the last finished point's figures
 
 
 @dataclass
