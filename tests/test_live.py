@@ -310,6 +310,31 @@ def test_addresses_and_bind_errors_are_clear() -> None:
     assert "not allowed" in e.message and "above 1024" in (e.hint or "")
 
 
+def test_a_scrape_abandoned_mid_response_is_dropped_quietly(capfd: pytest.CaptureFixture[str]) -> None:
+    """A client that asks for /metrics and closes at once (a scrape past its timeout): no traceback, nothing at
+    all on the run's stderr, and the server goes on answering."""
+    import threading
+
+    from fathom.live.server import LiveServer
+
+    gone = threading.Event()
+
+    def metrics() -> tuple[bytes, str]:
+        gone.wait(30)  # answered once the client has gone (if answered at all)
+        return b"x" * (8 << 20), "text/plain"
+
+    server = LiveServer("127.0.0.1:0", lambda: {"ok": 1}, metrics)
+    try:
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", server.port)) as c:
+                c.sendall(b"GET /metrics HTTP/1.1\r\nHost: fathom\r\n\r\n")
+        gone.set()
+        assert json.loads(_get(f"http://127.0.0.1:{server.port}/state")) == {"ok": 1}
+    finally:
+        server.close()  # waits for every request's thread
+    assert capfd.readouterr().err == ""
+
+
 def test_busy_port_and_bad_address_fail_before_the_run(tmp_path: Path, engine_ready: Path) -> None:
     suite = tmp_path / "null.yaml"
     suite.write_text(NULL_SUITE.replace("RUNTIME", "2s"))

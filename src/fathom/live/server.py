@@ -2,7 +2,9 @@
 
 It binds in its constructor, before the run starts, so a busy or forbidden port is a UsageError naming the
 fix while nothing has been made yet; it serves on a daemon thread and `close()` (end, error, Ctrl-C) shuts
-the socket, so the port is free again when fathom returns.
+the socket, so the port is free again when fathom returns. A client gone before or while it is answered (a
+scrape abandoned on its timeout) is dropped quietly: /metrics is not rendered for a client that has closed, and
+a broken connection prints nothing (stderr is the run's progress).
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import errno
 import ipaddress
 import json
+import select
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -33,6 +37,11 @@ def parse_addr(text: str, flag: str = "--metrics") -> tuple[str, int]:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True  # a just-closed run's port is free for the next at once (no TIME_WAIT refusal)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return  # the client went away: nothing to say about it
+        super().handle_error(request, client_address)
 
 
 class LiveServer:
@@ -90,10 +99,27 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: stderr is the run's progress
         pass
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError):  # the client went away mid-request or mid-response
+            self.close_connection = True
+
+    def _gone(self) -> bool:
+        """The client has closed its end already (a scrape abandoned on its timeout): nothing to render for it."""
+        try:
+            ready, _, _ = select.select([self.connection], [], [], 0)
+            return bool(ready) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         path = self.path.split("?", 1)[0]
         try:
             if path == "/metrics" and self.metrics is not None:
+                if self._gone():
+                    self.close_connection = True
+                    return
                 body, ctype = self.metrics()
             elif path in ("/", "/index.html"):
                 body, ctype = page.HTML.encode(), "text/html; charset=utf-8"
