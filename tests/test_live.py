@@ -464,6 +464,43 @@ def test_ctrl_c_closes_the_port(tmp_path: Path, engine_ready: Path) -> None:
     assert _closed(port)
 
 
+def test_the_final_state_is_served_after_the_run_ends(tmp_path: Path, engine_ready: Path) -> None:
+    """--metrics-linger: once the run has ended its server goes on answering, with the run's final status, the
+    last point's state and every op of its last second; a Ctrl-C ends the wait, and the run's exit code stands."""
+    suite = tmp_path / "null.yaml"
+    suite.write_text(NULL_SUITE.replace("RUNTIME", "2s"))
+    db = tmp_path / "r.db"
+    port = free_port()
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db), "--metrics", f"127.0.0.1:{port}",
+                             "--metrics-linger", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        _wait(lambda: b"fathom_ops_total{" in _get(url), 60, "ops exposed", proc)  # someone scrapes during the run
+        _wait(lambda: b'status="done"' in _get(url), 120, "the run's final status", proc)
+        text = _get(url).decode()
+        assert proc.poll() is None  # still serving
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "serving the final state 600 s more" in err
+    assert _closed(port)
+    with Store(db) as st:
+        last = st.points(st.run("latest").id)[-1]
+        ops = sum(int(o.get("ops") or 0) for r in st.intervals(last["id"]) for o in (r.get("ops") or {}).values())
+
+    def values(metric: str) -> list[float]:
+        return [float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith(metric + "{")]
+
+    assert values("fathom_points_finished") == [2.0]
+    states = [ln for ln in text.splitlines() if ln.startswith("fathom_point_state{") and ln.endswith(" 1.0")]
+    assert len(states) == 1 and 'state="done"' in states[0] and f'point="{last["key"]}"' in states[0], states
+    assert 'fathom_run_info{kind="suite",run=' in text and 'status="done"' in text
+    assert ops > 0 and sum(values("fathom_ops_total")) == ops  # the last second's ops included
+
+
 def test_two_watchers_follow_a_run_and_show_its_final_state(tmp_path: Path, engine_ready: Path) -> None:
     """Two `fathom watch` and a reader holding a read transaction open beside a run another process writes: the
     watchers show the running point's seconds as they come (they are what is stored when it ends), a point's live

@@ -37,6 +37,7 @@ def parse_addr(text: str, flag: str = "--metrics") -> tuple[str, int]:
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True  # a just-closed run's port is free for the next at once (no TIME_WAIT refusal)
+    asked = 0  # requests received (a run's end lingers only for a server someone reads)
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
@@ -68,6 +69,15 @@ class LiveServer:
     def url(self) -> str:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
         return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/"
+
+    @property
+    def serving(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def asked(self) -> int:
+        """Requests received so far."""
+        return self.httpd.asked
 
     def close(self) -> None:
         """Stop serving and close the listening socket (idempotent)."""
@@ -114,6 +124,7 @@ class _Handler(BaseHTTPRequestHandler):
             return True
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.server.asked += 1  # type: ignore[attr-defined]
         path = self.path.split("?", 1)[0]
         try:
             if path == "/metrics" and self.metrics is not None:
