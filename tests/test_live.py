@@ -301,7 +301,7 @@ def test_many_hosts_are_series_of_their_own_and_counted_once() -> None:
 def test_addresses_and_bind_errors_are_clear() -> None:
     assert parse_addr("127.0.0.1:9464") == ("127.0.0.1", 9464)
     assert parse_addr("[::1]:9") == ("::1", 9)
-    assert parse_addr(":9464") == ("0.0.0.0", 9464)
+    assert parse_addr(":9464") == ("127.0.0.1", 9464)  # no address: loopback, never every interface
     for bad in ("9464", "host:port", "1.2.3.4:70000"):
         with pytest.raises(UsageError, match="expected ADDR:PORT"):
             parse_addr(bad)
@@ -333,6 +333,22 @@ def test_a_scrape_abandoned_mid_response_is_dropped_quietly(capfd: pytest.Captur
     finally:
         server.close()  # waits for every request's thread
     assert capfd.readouterr().err == ""
+
+
+def test_a_port_alone_listens_on_loopback_and_the_address_printed_is_the_one_bound() -> None:
+    """`--metrics :PORT` binds 127.0.0.1 only; the URL printed names the address the socket really has (every
+    address when that was asked for, the address a name resolved to)."""
+    from fathom.live.server import LiveServer
+
+    for addr, bound, shown in ((":0", "127.0.0.1", "127.0.0.1"), ("0.0.0.0:0", "0.0.0.0", "0.0.0.0"),
+                               ("localhost:0", "127.0.0.1", "127.0.0.1")):
+        server = LiveServer(addr, dict, None)
+        try:
+            host, port = server.httpd.socket.getsockname()[:2]
+            assert host == bound, (addr, host)
+            assert server.url == f"http://{shown}:{port}/", (addr, server.url)
+        finally:
+            server.close()
 
 
 def test_busy_port_and_bad_address_fail_before_the_run(tmp_path: Path, engine_ready: Path) -> None:

@@ -39,8 +39,9 @@ class Session:
         self.lingering = threading.Event()  # set while the final state is served
         self.stop_lingering = threading.Event()
         self.server = LiveServer(addr, self.state.snapshot, exposition.Renderer(self.state), flag)
-        print(f"  live: {self.server.url} (the page), {self.server.url}metrics (Prometheus)", file=sys.stderr,
-              flush=True)
+        where = " (listening on every address of this host)" if self.server.everywhere else ""
+        print(f"  live: {self.server.url} (the page), {self.server.url}metrics (Prometheus){where}",
+              file=sys.stderr, flush=True)
 
     def close(self, status: str | None = None) -> None:
         if status is not None:

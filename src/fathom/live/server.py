@@ -25,13 +25,14 @@ from fathom.live import page
 
 
 def parse_addr(text: str, flag: str = "--metrics") -> tuple[str, int]:
-    """ADDR:PORT, [IPv6]:PORT or :PORT (all addresses) -> (host, port)."""
+    """ADDR:PORT, [IPv6]:PORT or :PORT (loopback: 127.0.0.1; every address only when asked, 0.0.0.0 or [::])
+    -> (host, port)."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise UsageError(f"{flag} {text!r}: expected ADDR:PORT, e.g. 127.0.0.1:9464 or 0.0.0.0:9464",
                          hint="PORT is a number from 1 to 65535 (0: any free one)")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    return host or "0.0.0.0", int(port)
+    return host or "127.0.0.1", int(port)
 
 
 class _Server(ThreadingHTTPServer):
@@ -66,8 +67,18 @@ class LiveServer:
         self._thread.start()
 
     @property
+    def bound(self) -> str:
+        """The address the socket really listens on (a name resolved; 0.0.0.0 or :: for every address)."""
+        return str(self.httpd.socket.getsockname()[0])
+
+    @property
+    def everywhere(self) -> bool:
+        return ipaddress.ip_address(self.bound).is_unspecified
+
+    @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        """The URL of the address it listens on (0.0.0.0 when that is every address: said so, never 127.0.0.1)."""
+        host = self.bound
         return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/"
 
     @property
