@@ -207,6 +207,35 @@ def test_metrics_do_not_grow_with_the_points_finished() -> None:
     assert 'fathom_points_finished{run="r",suite="s"} 60.0' in many
 
 
+def test_watch_flags_a_schedule_not_kept_as_the_runs_page_does(tmp_path: Path) -> None:
+    """An open-loop point that did not keep its schedule is a flag on `fathom watch`'s page, the same flag the
+    run's own page raises."""
+    from fathom.live.state import LiveState
+    from fathom.live.watch import StoreView
+
+    m = {"iops": 900.0, "total_ios": 9000, "offered_rate_ops_s": 1000.0, "achieved_rate_ops_s": 900.0,
+         "unissued_ops": 1000, "schedule_kept": False}
+    db = tmp_path / "r.db"
+    with Store(db) as st:
+        run_id = st.create_run("open")
+        st.record_point(run_id, 0, "w/rate=1000", "w", "fathom-engine", {"rw": "randread", "rate": 1000.0}, "done",
+                        metrics=m)
+        st.record_point(run_id, 1, "w/rate=10", "w", "fathom-engine", {"rw": "randread", "rate": 10.0}, "done",
+                        metrics={**m, "schedule_kept": True})
+    live = LiveState()
+    for key, kept in (("w/rate=1000", False), ("w/rate=10", True)):
+        live.point_start(1, key, "w", key, {"rate": 1000.0}, 10.0)
+        live.point_end("done", {**m, "schedule_kept": kept}, None)
+    view = StoreView(db, None)
+    try:
+        flags = view.snapshot()["flags"]
+    finally:
+        view.close()
+    want = [{k: f[k] for k in ("kind", "what", "point", "message")} for f in live.snapshot()["flags"]]
+    assert [{k: f[k] for k in ("kind", "what", "point", "message")} for f in flags] == want
+    assert [f["kind"] for f in flags] == ["schedule"] and "1000 unissued" in flags[0]["message"]
+
+
 def test_the_running_points_seconds_are_stored_until_the_point_is(tmp_path: Path) -> None:
     """fathom.live.seconds: the running point's header, seconds and marks in the store as they come, the page's
     shape (LiveState.snapshot's point); gone when the point is stored, when the writer ends, when a new attempt of

@@ -51,6 +51,15 @@ def flag_of(e: dict[str, Any], point: str | None = None) -> dict[str, Any] | Non
             "ts": e.get("ts")}
 
 
+def schedule_flag(m: dict[str, Any], point: str, ts: float | None) -> dict[str, Any] | None:
+    """An open-loop point that did not keep its schedule (its stored metrics say so) as a flag, or None."""
+    if m.get("schedule_kept") is None or m["schedule_kept"]:
+        return None
+    return {"kind": "schedule", "what": "open-loop schedule not kept", "point": point, "ts": ts,
+            "message": f"offered {m.get('offered_rate_ops_s')} ops/s, achieved {m.get('achieved_rate_ops_s')}, "
+                       f"{m.get('unissued_ops') or 0} unissued"}
+
+
 def point_row(n: int, key: str, workload: str, label: str, status: str, metrics: dict[str, Any] | None,
               error: str | None) -> dict[str, Any]:
     """A finished point as the page's curve has it."""
@@ -135,10 +144,9 @@ class LiveState:
             if status != "done":
                 self.flags.append({"kind": status, "what": f"point {status}", "message": error or status,
                                    "point": p["key"], "ts": time.time()})
-            if m.get("schedule_kept") is False:
-                self.flags.append({"kind": "schedule", "what": "open-loop schedule not kept", "point": p["key"],
-                                   "ts": time.time(), "message": f"offered {m.get('offered_rate_ops_s')} ops/s, "
-                                   f"achieved {m.get('achieved_rate_ops_s')}, {m.get('unissued_ops') or 0} unissued"})
+            sched = schedule_flag(m, p["key"], time.time())
+            if sched is not None:
+                self.flags.append(sched)
             for e in events:  # what the stored point says (a gate not passed, health after, warnings)
                 f = flag_of(e, p["key"])
                 if f is not None and not any(x["message"] == f["message"] for x in self.flags):
