@@ -236,6 +236,45 @@ def test_watch_flags_a_schedule_not_kept_as_the_runs_page_does(tmp_path: Path) -
     assert [f["kind"] for f in flags] == ["schedule"] and "1000 unissued" in flags[0]["message"]
 
 
+def test_a_partial_last_second_is_counted_but_not_plotted(tmp_path: Path) -> None:
+    """The engine's last, partial record (`tail`: a few ms of drain) is no second of the page's series, on the
+    run's own page, in the seconds stored for `fathom watch` and on watch's page of a finished point; its ops
+    are in the counters all the same."""
+    from types import SimpleNamespace
+
+    from fathom.live import exposition, seconds
+    from fathom.live.state import LiveState
+    from fathom.live.watch import StoreView
+
+    recs = [{**_rec("", 100, 200_000), "t": float(i), "ts": 100.0 + i, "tick": i} for i in (1, 2, 3)]
+    recs.append({**_rec("", 2, 9_000_000), "t": 3.004, "dt": 0.004, "ts": 103.004, "tick": 4, "tail": True})
+    live = LiveState()
+    live.point_start(1, "w/1", "w", "w", {}, 3.0)
+    for r in recs:
+        live.interval(r)
+    assert [x["t"] for x in live.snapshot()["point"]["series"]] == [1.0, 2.0, 3.0]
+    text = exposition.render(exposition.registry(live))[0].decode()
+    assert 'fathom_ops_total{host="local",op="read",point="w/1"' in text and "} 302.0" in text
+
+    db = tmp_path / "r.db"
+    with Store(db) as st:
+        run_id = st.create_run("r")
+    w = seconds.Writer(db, run_id)
+    w.point_start(SimpleNamespace(key="w/1", workload="w", label=lambda: "w", est_s=3.0, params={}), 1, 1)
+    for r in recs:
+        w.interval(r)
+    w.close()  # every record queued has been handled
+    assert w.seconds == 3
+    with Store(db) as st:
+        st.record_point(run_id, 0, "w/1", "w", "fathom-engine", {"rw": "randread"}, "done", intervals=recs)
+        st.finish_run(run_id, "done")
+    view = StoreView(db, None)
+    try:
+        assert [x["t"] for x in view.snapshot()["point"]["series"]] == [1.0, 2.0, 3.0]
+    finally:
+        view.close()
+
+
 def test_the_running_points_seconds_are_stored_until_the_point_is(tmp_path: Path) -> None:
     """fathom.live.seconds: the running point's header, seconds and marks in the store as they come, the page's
     shape (LiveState.snapshot's point); gone when the point is stored, when the writer ends, when a new attempt of

@@ -69,6 +69,12 @@ def point_row(n: int, key: str, workload: str, label: str, status: str, metrics:
                                      "offered_rate_ops_s", "achieved_rate_ops_s", "unissued_ops")}}
 
 
+def plotted(rec: dict[str, Any]) -> bool:
+    """A record that is a second of the page's series: not the engine's partial last one (`tail`, a few ms of
+    drain whose rate and percentiles are noise), whose ops the counters take all the same."""
+    return not rec.get("tail")
+
+
 def second(rec: dict[str, Any]) -> dict[str, Any]:
     """One interval record (a point's merged one) as the page's per-second figures."""
     dt = float(rec.get("dt") or 1.0) or 1.0
@@ -157,17 +163,18 @@ class LiveState:
 
     # ---- each second ---------------------------------------------------------------
     def interval(self, rec: dict[str, Any]) -> None:
-        """The point's merged record of one span."""
-        sec = second(rec)
+        """The point's merged record of one span (a partial last one: counted, not plotted)."""
+        sec = second(rec) if plotted(rec) else None
         # one engine: its record is the only host's (counted before the lock is taken)
         add = None if self._spans else _delta([rec], self.host_name)
         with self.lock:
             p = self.point
             if p is None:
                 return
-            p["series"].append(sec)
-            del p["series"][:-SERIES_KEEP]
-            self.last = sec
+            if sec is not None:
+                p["series"].append(sec)
+                del p["series"][:-SERIES_KEEP]
+                self.last = sec
             if add is not None:
                 self._apply(add)
             self._changed()

@@ -19,7 +19,7 @@ from typing import Any
 
 from fathom.errors import FathomError
 from fathom.live import seconds
-from fathom.live.state import SERIES_KEEP, flag_of, point_row, schedule_flag, second
+from fathom.live.state import SERIES_KEEP, flag_of, plotted, point_row, schedule_flag, second
 from fathom.results.store import Store, StoreBusyError
 
 CACHE_S = 0.5  # one store read serves every watcher's request within this long
@@ -89,7 +89,8 @@ class StoreView:
         elif pts:
             last = pts[-1]
             if last["id"] not in self._series:
-                self._series[last["id"]] = [second(r) for r in st.timeline(last["id"]) if r.get("t") is not None]
+                self._series[last["id"]] = [second(r) for r in st.timeline(last["id"])
+                                            if r.get("t") is not None and plotted(r)]
             marks = [{"t": (e.get("data") or {}).get("t_s"), "kind": e["kind"], "message": e["message"]}
                      for e in events if e["point_id"] == last["id"] and e["kind"] in ("fault", "recovery")]
             point = {"n": last["idx"] + 1, "key": last["key"], "workload": last["workload"], "label": _label(last),
