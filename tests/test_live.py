@@ -158,6 +158,123 @@ def _rec(host: str, ops: int, lat_ns: int, ramp: bool = False) -> dict[str, Any]
                              "hist": hdr.encode(h)}}, "cpu": {"user_s": 0.25, "sys_s": 0.25}}
 
 
+def test_metrics_are_formatted_outside_the_states_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scrape holds the live state's lock only to copy what it shows: not one value of /metrics is formatted
+    under it (the run's records wait on that lock), and concurrent scrapes of an unchanged state share one text."""
+    import prometheus_client.exposition as pe
+
+    from fathom.live import exposition
+    from fathom.live.state import LiveState
+
+    st = LiveState()
+    st.run_start(1, "r", "s", "suite", 1)
+    st.point_start(1, "w/iodepth=4", "w", "w read", {}, 10.0)
+    st.interval({**_rec("local", 100, 200_000), "host": ""})
+    held: list[bool] = []
+    real = pe.floatToGoString
+    monkeypatch.setattr(pe, "floatToGoString", lambda v: (held.append(st.lock.locked()), real(v))[1])
+    body, ctype = exposition.render(exposition.registry(st))
+    assert held and not any(held)
+    assert b'fathom_ops_total{host="local"' in body and ctype.startswith("text/plain")
+    render = exposition.Renderer(st)
+    body = render()[0]
+    n = len(held)
+    assert render()[0] is body and len(held) == n  # nothing moved: the same text, not formatted again
+    st.interval({**_rec("local", 100, 200_000), "host": ""})
+    assert render()[0] != body and len(held) > n
+
+
+def test_metrics_do_not_grow_with_the_points_finished() -> None:
+    """A finished point's per-point series leave /metrics when the next point starts: after 5 points or 60 the
+    text has the same lines (the running or last point's, the last finished point's figures, the run's series),
+    and the run's own counters add every point's ops."""
+    from fathom.live import exposition
+    from fathom.live.state import LiveState
+
+    def after(n: int) -> str:
+        st = LiveState()
+        st.run_start(1, "r", "s", "suite", n)
+        for i in range(1, n + 1):
+            st.point_start(i, f"w/iodepth={i}", "w", f"w read {i}", {}, 10.0)
+            st.interval({**_rec("local", 100, 200_000), "host": ""})
+            st.point_end("done", {"iops": 100.0, "bw_mib_s": 0.4, "p99_ms": 0.2}, None)
+        return exposition.render(exposition.registry(st))[0].decode()
+
+    few, many = after(5), after(60)
+    assert len(many.splitlines()) == len(few.splitlines())
+    assert 'point="w/iodepth=60"' in many and 'point="w/iodepth=59"' not in many
+    assert 'fathom_run_ops_total{host="local",op="read",run="r",suite="s"} 6000.0' in many
+    assert 'fathom_points_finished{run="r",suite="s"} 60.0' in many
+
+
+def test_watch_flags_a_schedule_not_kept_as_the_runs_page_does(tmp_path: Path) -> None:
+    """An open-loop point that did not keep its schedule is a flag on `fathom watch`'s page, the same flag the
+    run's own page raises."""
+    from fathom.live.state import LiveState
+    from fathom.live.watch import StoreView
+
+    m = {"iops": 900.0, "total_ios": 9000, "offered_rate_ops_s": 1000.0, "achieved_rate_ops_s": 900.0,
+         "unissued_ops": 1000, "schedule_kept": False}
+    db = tmp_path / "r.db"
+    with Store(db) as st:
+        run_id = st.create_run("open")
+        st.record_point(run_id, 0, "w/rate=1000", "w", "fathom-engine", {"rw": "randread", "rate": 1000.0}, "done",
+                        metrics=m)
+        st.record_point(run_id, 1, "w/rate=10", "w", "fathom-engine", {"rw": "randread", "rate": 10.0}, "done",
+                        metrics={**m, "schedule_kept": True})
+    live = LiveState()
+    for key, kept in (("w/rate=1000", False), ("w/rate=10", True)):
+        live.point_start(1, key, "w", key, {"rate": 1000.0}, 10.0)
+        live.point_end("done", {**m, "schedule_kept": kept}, None)
+    view = StoreView(db, None)
+    try:
+        flags = view.snapshot()["flags"]
+    finally:
+        view.close()
+    want = [{k: f[k] for k in ("kind", "what", "point", "message")} for f in live.snapshot()["flags"]]
+    assert [{k: f[k] for k in ("kind", "what", "point", "message")} for f in flags] == want
+    assert [f["kind"] for f in flags] == ["schedule"] and "1000 unissued" in flags[0]["message"]
+
+
+def test_a_partial_last_second_is_counted_but_not_plotted(tmp_path: Path) -> None:
+    """The engine's last, partial record (`tail`: a few ms of drain) is no second of the page's series, on the
+    run's own page, in the seconds stored for `fathom watch` and on watch's page of a finished point; its ops
+    are in the counters all the same."""
+    from types import SimpleNamespace
+
+    from fathom.live import exposition, seconds
+    from fathom.live.state import LiveState
+    from fathom.live.watch import StoreView
+
+    recs = [{**_rec("", 100, 200_000), "t": float(i), "ts": 100.0 + i, "tick": i} for i in (1, 2, 3)]
+    recs.append({**_rec("", 2, 9_000_000), "t": 3.004, "dt": 0.004, "ts": 103.004, "tick": 4, "tail": True})
+    live = LiveState()
+    live.point_start(1, "w/1", "w", "w", {}, 3.0)
+    for r in recs:
+        live.interval(r)
+    assert [x["t"] for x in live.snapshot()["point"]["series"]] == [1.0, 2.0, 3.0]
+    text = exposition.render(exposition.registry(live))[0].decode()
+    assert 'fathom_ops_total{host="local",op="read",point="w/1"' in text and "} 302.0" in text
+
+    db = tmp_path / "r.db"
+    with Store(db) as st:
+        run_id = st.create_run("r")
+    w = seconds.Writer(db, run_id)
+    w.point_start(SimpleNamespace(key="w/1", workload="w", label=lambda: "w", est_s=3.0, params={}), 1, 1)
+    for r in recs:
+        w.interval(r)
+    w.close()  # every record queued has been handled
+    assert w.seconds == 3
+    with Store(db) as st:
+        st.record_point(run_id, 0, "w/1", "w", "fathom-engine", {"rw": "randread"}, "done", intervals=recs)
+        st.finish_run(run_id, "done")
+    view = StoreView(db, None)
+    try:
+        assert [x["t"] for x in view.snapshot()["point"]["series"]] == [1.0, 2.0, 3.0]
+    finally:
+        view.close()
+
+
 def test_the_running_points_seconds_are_stored_until_the_point_is(tmp_path: Path) -> None:
     """fathom.live.seconds: the running point's header, seconds and marks in the store as they come, the page's
     shape (LiveState.snapshot's point); gone when the point is stored, when the writer ends, when a new attempt of
@@ -252,13 +369,54 @@ def test_many_hosts_are_series_of_their_own_and_counted_once() -> None:
 def test_addresses_and_bind_errors_are_clear() -> None:
     assert parse_addr("127.0.0.1:9464") == ("127.0.0.1", 9464)
     assert parse_addr("[::1]:9") == ("::1", 9)
-    assert parse_addr(":9464") == ("0.0.0.0", 9464)
+    assert parse_addr(":9464") == ("127.0.0.1", 9464)  # no address: loopback, never every interface
     for bad in ("9464", "host:port", "1.2.3.4:70000"):
         with pytest.raises(UsageError, match="expected ADDR:PORT"):
             parse_addr(bad)
     # root may bind any port, so the refusal a user gets below 1024 is checked on its errno
     e = _bind_error(OSError(errno.EACCES, "Permission denied"), "0.0.0.0:80", "0.0.0.0", 80, "--metrics")
     assert "not allowed" in e.message and "above 1024" in (e.hint or "")
+
+
+def test_a_scrape_abandoned_mid_response_is_dropped_quietly(capfd: pytest.CaptureFixture[str]) -> None:
+    """A client that asks for /metrics and closes at once (a scrape past its timeout): no traceback, nothing at
+    all on the run's stderr, and the server goes on answering."""
+    import threading
+
+    from fathom.live.server import LiveServer
+
+    gone = threading.Event()
+
+    def metrics() -> tuple[bytes, str]:
+        gone.wait(30)  # answered once the client has gone (if answered at all)
+        return b"x" * (8 << 20), "text/plain"
+
+    server = LiveServer("127.0.0.1:0", lambda: {"ok": 1}, metrics)
+    try:
+        for _ in range(3):
+            with socket.create_connection(("127.0.0.1", server.port)) as c:
+                c.sendall(b"GET /metrics HTTP/1.1\r\nHost: fathom\r\n\r\n")
+        gone.set()
+        assert json.loads(_get(f"http://127.0.0.1:{server.port}/state")) == {"ok": 1}
+    finally:
+        server.close()  # waits for every request's thread
+    assert capfd.readouterr().err == ""
+
+
+def test_a_port_alone_listens_on_loopback_and_the_address_printed_is_the_one_bound() -> None:
+    """`--metrics :PORT` binds 127.0.0.1 only; the URL printed names the address the socket really has (every
+    address when that was asked for, the address a name resolved to)."""
+    from fathom.live.server import LiveServer
+
+    for addr, bound, shown in ((":0", "127.0.0.1", "127.0.0.1"), ("0.0.0.0:0", "0.0.0.0", "0.0.0.0"),
+                               ("localhost:0", "127.0.0.1", "127.0.0.1")):
+        server = LiveServer(addr, dict, None)
+        try:
+            host, port = server.httpd.socket.getsockname()[:2]
+            assert host == bound, (addr, host)
+            assert server.url == f"http://{shown}:{port}/", (addr, server.url)
+        finally:
+            server.close()
 
 
 def test_busy_port_and_bad_address_fail_before_the_run(tmp_path: Path, engine_ready: Path) -> None:
@@ -388,6 +546,43 @@ def test_ctrl_c_closes_the_port(tmp_path: Path, engine_ready: Path) -> None:
             proc.kill()
     assert proc.returncode == 130, err
     assert _closed(port)
+
+
+def test_the_final_state_is_served_after_the_run_ends(tmp_path: Path, engine_ready: Path) -> None:
+    """--metrics-linger: once the run has ended its server goes on answering, with the run's final status, the
+    last point's state and every op of its last second; a Ctrl-C ends the wait, and the run's exit code stands."""
+    suite = tmp_path / "null.yaml"
+    suite.write_text(NULL_SUITE.replace("RUNTIME", "2s"))
+    db = tmp_path / "r.db"
+    port = free_port()
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db), "--metrics", f"127.0.0.1:{port}",
+                             "--metrics-linger", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}/metrics"
+    try:
+        _wait(lambda: b"fathom_ops_total{" in _get(url), 60, "ops exposed", proc)  # someone scrapes during the run
+        _wait(lambda: b'status="done"' in _get(url), 120, "the run's final status", proc)
+        text = _get(url).decode()
+        assert proc.poll() is None  # still serving
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "serving the final state 600 s more" in err
+    assert _closed(port)
+    with Store(db) as st:
+        last = st.points(st.run("latest").id)[-1]
+        ops = sum(int(o.get("ops") or 0) for r in st.intervals(last["id"]) for o in (r.get("ops") or {}).values())
+
+    def values(metric: str) -> list[float]:
+        return [float(ln.rsplit(" ", 1)[1]) for ln in text.splitlines() if ln.startswith(metric + "{")]
+
+    assert values("fathom_points_finished") == [2.0]
+    states = [ln for ln in text.splitlines() if ln.startswith("fathom_point_state{") and ln.endswith(" 1.0")]
+    assert len(states) == 1 and 'state="done"' in states[0] and f'point="{last["key"]}"' in states[0], states
+    assert 'fathom_run_info{kind="suite",run=' in text and 'status="done"' in text
+    assert ops > 0 and sum(values("fathom_ops_total")) == ops  # the last second's ops included
 
 
 def test_two_watchers_follow_a_run_and_show_its_final_state(tmp_path: Path, engine_ready: Path) -> None:

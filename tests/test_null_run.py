@@ -182,6 +182,60 @@ def test_a_companion_ends_the_point_through_the_control_channel(tmp_path, engine
         assert "companion" in kinds and "stop" in kinds
 
 
+@pytest.mark.parametrize("engines", [1, 2])
+def test_a_point_whose_engines_stopped_on_their_own_is_not_done(tmp_path, engine_ready, monkeypatch, engines):
+    """Engines that hear no heartbeat stop themselves (`orchestrator_lost`) long before their runtime: the point
+    is stored failed with the reason, never done (one engine, and a group of two on this host)."""
+    from fathom.engines import fathom_engine
+    from fathom.engines import group as group_mod
+    from fathom.engines.clients import Clients
+    from fathom.hosts.clients import ClientHost, ClientsSpec
+    from fathom.interfaces.base import PointContext
+    from fathom.run import point
+    from fathom.suite import plan, spec
+
+    monkeypatch.setattr(fathom_engine, "_heartbeats", lambda proc, every_s, done: None)  # one engine: none sent
+    monkeypatch.setattr(fathom_engine, "HEARTBEAT_TIMEOUT_S", 2.0)
+    monkeypatch.setattr(group_mod, "HEARTBEAT_S", 3600.0)  # a group: the first would go after an hour
+    pts = plan.expand(spec.parse(SUITE.replace("runtime: 2s", "runtime: 60s"), "null.yaml"))
+    clients = Clients(ClientsSpec(hosts=[ClientHost(host="local", instances=2)])) if engines > 1 else None
+    with Store(tmp_path / "r.db") as st:
+        run_id = st.create_run("lost")
+        ctx = PointContext(conn=None, pool=None, images=[], run_tag="t", workdir=tmp_path, timeout=300,
+                           clients=clients)
+        out = point.run_point(st, run_id, pts[0], ctx, [], ceph=None, gate_timeout=1)
+        pt = st.points(run_id)[0]
+        assert out.status == pt["status"] == "failed", (out.status, out.error)
+        assert "heartbeats stopped" in pt["error"], pt["error"]
+        assert any(e["kind"] == "error" and "heartbeats stopped" in e["message"] for e in st.events(run_id))
+
+
+def test_an_early_end_nobody_asked_for_is_named():
+    """point.ended_early: an engine's own early stop fails the point, a stop asked for (steady state, the user) or
+    a cap reached does not; an unexplained measured time far short of the runtime does."""
+    from fathom.results.model import PointResult
+    from fathom.run.point import ended_early
+    from fathom.suite import plan, spec
+
+    pt = plan.expand(spec.parse(SUITE.replace("runtime: 2s", "runtime: 40s"), "null.yaml"))[0]
+
+    def res(stop, measured, engines=None):
+        extra = {"stop": stop} if engines is None else {"engines": engines}
+        return PointResult(engine="fathom-engine", ops={}, runtime_s=measured, extra=extra,
+                           stop_reason="the orchestrator's heartbeats stopped" if stop == "orchestrator_lost" else None)
+
+    assert "orchestrator_lost" in ended_early(res("orchestrator_lost", 6.0), pt, None)
+    assert "orchestrator_lost" in ended_early(res("orchestrator_lost", 6.0), pt, "steady")  # never asked for
+    assert ended_early(res("control", 6.0), pt, "steady") is None
+    assert ended_early(res("duration", 40.0), pt, None) is None
+    assert ended_early(res("done", 6.0), pt, None) is None  # an object set read once
+    assert "measured 6.0 s of its 40 s" in ended_early(res(None, 6.0), pt, None)
+    two = [{"stop": "duration", "lost": None}, {"stop": "orchestrator_lost", "lost": None}]
+    assert "orchestrator_lost" in ended_early(res(None, 40.0, two), pt, None)
+    two[1]["lost"] = "ssh keepalives failed"  # a lost host under `continue`: flagged, the point stays done
+    assert ended_early(res(None, 40.0, two), pt, None) is None
+
+
 def test_compare_repeat_json_keeps_stdout_for_the_json(tmp_path, engine_ready):
     suite = tmp_path / "tiny.yaml"
     suite.write_text(SUITE.replace("runtime: 2s, ramp_time: 0.5s", "runtime: 1s, ramp_time: 0s")

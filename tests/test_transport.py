@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -106,6 +108,40 @@ def test_a_host_its_transport_calls_gone_is_lost_and_the_others_run_on(engine):
     assert g.lost_hosts == {"far": "the test's transport lost it"} and far.closed
     assert not g.failed and instances[0].run.exit_code == 0
     assert any(e["kind"] == "client_lost" for e in events)
+
+
+def _ended(pid: int) -> bool:
+    """The process has exited (gone, or a zombie nobody has waited for yet)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+
+
+def test_heartbeats_go_while_the_points_side_is_blocked(engine):
+    """The loop that sends the heartbeats runs no consumer of the records: with the live view's lock held for
+    the whole point (as a scrape of /metrics held it while formatting), the engines still hear their heartbeats
+    and run to their end, instead of stopping as `orchestrator_lost` after HEARTBEAT_TIMEOUT_S."""
+    from fathom.live.state import LiveState
+
+    st = LiveState()
+    st.point_start(1, "w/1", "w", "w", {}, 10.0)
+    seconds = group_mod.HEARTBEAT_TIMEOUT_S + 4
+    instances = [group_mod.Instance(host="local", index=n, spec=_spec(seconds)) for n in range(2)]
+    g = group_mod.Group(instances, engine, 1.0, "continue", st.interval, lambda e: None)
+    g.on_span = st.span
+    runner = threading.Thread(target=group_mod.run_group, args=(g, 60.0, 120.0), daemon=True)
+    with st.lock:  # held until every engine has ended
+        runner.start()
+        deadline = time.monotonic() + 120
+        while not (all(i.pid for i in instances) and all(_ended(i.pid) for i in instances)):
+            assert time.monotonic() < deadline, "the engines did not end"
+            time.sleep(0.2)
+    runner.join(120)
+    assert not runner.is_alive()
+    assert [(i.run.exit_code, (i.run.summary or {}).get("stop")) for i in instances] == [(0, "duration")] * 2
+    seconds_merged = [round(r["t"], 3) for r in g.merged if not r.get("tail")]  # a partial last second is not plotted
+    assert st.point is not None and [x["t"] for x in st.point["series"]] == seconds_merged  # all handed over
 
 
 def test_local_start_removes_its_spec_file(engine, tmp_path):

@@ -10,7 +10,7 @@ import argparse
 from collections.abc import Callable
 
 from fathom.cli.clientargs import add_client_args
-from fathom.cli.live import metrics_arg
+from fathom.cli.live import linger_s, metrics_arg
 
 DEFAULT_DB = "fathom-results.db"  # fathom.results.store.DEFAULT_DB, without importing sqlite3 for every command
 
@@ -176,7 +176,7 @@ def _live(args: argparse.Namespace, tool: str, run_bench: Callable[[argparse.Nam
     from fathom import live
     from fathom.dropin import engine
 
-    sess = live.Session(args.metrics)
+    sess = live.Session(args.metrics, linger_s=linger_s(args))
     mode = getattr(args, "mode", None) or getattr(args, "io_type", None) or "bench"
     sess.observer.bench_start(f"bench-{tool}-{mode}", f"{tool}-{mode}", f"fathom bench {tool} {mode}", {})
     engine.LIVE = sess.observer

@@ -10,12 +10,26 @@ DEFAULT_DB = "fathom-results.db"  # fathom.results.store.DEFAULT_DB, without imp
 DEFAULT_LISTEN = "127.0.0.1:9465"
 
 
+LINGER_S = 5.0  # fathom.live.LINGER_S, without importing the live view for every command
+
+
 def metrics_arg(p: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """--metrics on run, slo and bench: Prometheus metrics and the live page while the run goes."""
     p.add_argument("--metrics", metavar="ADDR:PORT",
                    help="serve Prometheus metrics (/metrics) and a live page (/) here while the run goes, e.g. "
-                        "127.0.0.1:9464 (docs/live.md); bound before the run starts, closed when it ends")
+                        "127.0.0.1:9464 (:PORT is loopback; 0.0.0.0:PORT every address; docs/live.md); bound "
+                        "before the run starts, closed when it ends (and --metrics-linger has passed)")
+    p.add_argument("--metrics-linger", metavar="SECONDS", default=f"{LINGER_S:g}s",
+                   help=f"with --metrics: go on serving the run's final state this long after it ends, so the last "
+                        f"scrapes see its final status and last second (default {LINGER_S:g}s; 0: close at once; "
+                        f"Ctrl-C ends the wait)")
     return p
+
+
+def linger_s(args: argparse.Namespace) -> float:
+    from fathom.units import parse_duration
+
+    return parse_duration(args.metrics_linger, "--metrics-linger")
 
 
 def register(sub: argparse._SubParsersAction) -> None:

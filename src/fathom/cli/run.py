@@ -13,7 +13,7 @@ from fathom.suite import labels
 from fathom.errors import FathomError, UsageError
 from fathom.results.store import DEFAULT_DB, Store
 from fathom.cluster.attach import add_attach_args, attach_from_args
-from fathom.cli.live import metrics_arg
+from fathom.cli.live import linger_s, metrics_arg
 from fathom.cli.clientargs import add_client_args, add_server_args, client_choice, server_spec
 
 
@@ -244,7 +244,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         clients=client_choice(args), servers=server_spec(args), mgr_prometheus=args.mgr_prometheus,
         prometheus=args.prometheus, labels=labels.parse(args.label),
     )
-    return _run_live(opts, args.metrics)
+    return _run_live(opts, args.metrics, linger_s(args))
 
 
 def cmd_slo(args: argparse.Namespace) -> int:
@@ -262,16 +262,16 @@ def cmd_slo(args: argparse.Namespace) -> int:
                              slo=given, attach=attach_from_args(args, probe_timeout=None), clients=client_choice(args),
                              servers=server_spec(args), mgr_prometheus=args.mgr_prometheus,
                              prometheus=args.prometheus, labels=labels.parse(args.label))
-    return _run_live(opts, args.metrics)
+    return _run_live(opts, args.metrics, linger_s(args))
 
 
-def _run_live(opts: Any, metrics: str | None) -> int:
+def _run_live(opts: Any, metrics: str | None, linger: float) -> int:
     """runner.run, with --metrics: the live server bound first (a busy port fails before anything is made),
     closed whatever happens."""
     from fathom import live
     from fathom.run import runner
 
-    sess = live.session(metrics)
+    sess = live.session(metrics, linger)
     if sess is None:
         return runner.run(opts).exit_code
     status = "failed"

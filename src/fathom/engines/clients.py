@@ -63,8 +63,9 @@ class Clients:
         g, res, _ = self.run_specs(lambda: point_spec(params, ctx), ctx.timeout, ctx.on_interval, ctx.on_event,
                                    ctx.on_control, on_engines=ctx.on_engines, on_end=lambda: ctx.on_child(None),
                                    on_span=ctx.on_span)
-        if g.failed:
-            raise FathomError(g.failed)
+        failed = g.failed or g.ended_badly()
+        if failed:
+            raise FathomError(failed)
         return res
 
     def run_specs(self, make_spec: Callable[[], EngineSpec], timeout: float,
@@ -158,7 +159,9 @@ def _result(g: group_mod.Group) -> tuple[PointResult, dict[str, Any]]:
     skew = merge.start_skew_s(raw, offsets)
     res.stopped_early = bool(g.stop_reason) or any(e["stop"] not in (None, "duration", "ops", "bytes", "done")
                                                    for e in engines if e["complete"])
-    res.stop_reason = g.stop_reason
+    # what stopped it: the stop asked for, else the first engine's own early stop (heartbeats lost, an error)
+    res.stop_reason = g.stop_reason or next((s.get("stop_reason") for i in g.instances if not i.lost
+                                             and (s := i.run.summary or {}).get("stopped_early")), None)
     res.extra.update({
         "hosts": merge.host_rows(engines),
         "engines": [{k: v for k, v in e.items() if k != "hist"} for e in engines],

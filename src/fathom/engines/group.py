@@ -10,12 +10,15 @@ The sequence, for every engine of the point at once:
     end       every engine's summary; the point is the exact merge (fathom.results.merge)
 
 Liveness both ways: heartbeats go to every engine each second and an engine stops itself when they
-stop (control.heartbeat_timeout_s); a host whose transport says it is gone (SSH keepalives failed), or a
-remote one that sends nothing for LOST_AFTER_S once running, is declared lost. Policy `continue` keeps
-the other hosts running (the point is flagged "client lost" and the lost host's intervals up to its last
-line are kept); `fail` stops them and fails the point. Ctrl-C: `stop` on every control channel, the
-final summaries read, then `kill` by pid on a new channel for any engine still there, and a last check
-by pid that none is left.
+stop (control.heartbeat_timeout_s). The loop that sends them (fathom.hosts.ssh.LOOP) runs the group's own
+code only: the merged records, the per-engine records of each span and the group's events reach the point's
+side (companions; the live view, whose lock scrapes of /metrics take) on a thread of their own (`Outbox`),
+so a slow or blocked consumer delays what it is handed, never a heartbeat. A host whose transport says it is
+gone (SSH keepalives failed), or a remote one that sends nothing for LOST_AFTER_S once running, is declared
+lost. Policy `continue` keeps the other hosts running (the point is flagged "client lost" and the lost host's
+intervals up to its last line are kept); `fail` stops them and fails the point. Ctrl-C: `stop` on every
+control channel, the final summaries read, then `kill` by pid on a new channel for any engine still there,
+and a last check by pid that none is left.
 The group talks to each host only through its transport (fathom.hosts.transport).
 """
 
@@ -24,6 +27,9 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import json
+import queue
+import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -79,6 +85,31 @@ class HostClock:
     rtt_s: float  # round trip of the sample used (the offset is good to half of it)
 
 
+class Outbox:
+    """What the group hands the point's side (records, events), called in order on a thread of its own; `close`
+    returns once everything handed over has been called."""
+
+    def __init__(self) -> None:
+        self._q: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="fathom-group-outbox", daemon=True)
+        self._thread.start()
+
+    def put(self, fn: Callable[..., None], *args: Any) -> None:
+        self._q.put((fn, args))
+
+    def _loop(self) -> None:
+        while (item := self._q.get()) is not None:
+            fn, args = item
+            try:
+                fn(*args)
+            except Exception as exc:  # noqa: BLE001 - a consumer's failure must not stop what follows
+                print(f"  engine group: handing over a record failed: {exc}", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        self._q.put(None)
+        self._thread.join()
+
+
 class Group:
     def __init__(self, instances: list[Instance], binary: str, interval_s: float, on_loss: str,
                  on_interval: Callable[[dict[str, Any]], None], on_event: Callable[[dict[str, Any]], None]):
@@ -105,6 +136,15 @@ class Group:
         self._ping_id = 0
         self._changed = asyncio.Event()
         self._running = False
+        # set by run_group: records and events go to the point's side off the loop (None: called at once)
+        self.outbox: Outbox | None = None
+
+    def _hand(self, fn: Callable[..., None], *args: Any) -> None:
+        """fn(*args) for the point's side: on the outbox's thread when there is one, never on the loop's."""
+        if self.outbox is not None:
+            self.outbox.put(fn, *args)
+        else:
+            fn(*args)
 
     # ---- the whole point -------------------------------------------------------------
     async def run(self, ready_timeout: float) -> None:
@@ -237,6 +277,16 @@ class Group:
     def _engine_failed(self, inst: Instance) -> str:
         return f"engine {inst.label}: {_error(inst.run).message}"
 
+    def ended_badly(self) -> str | None:
+        """Why the point fails although no host was lost under policy `fail`: an engine of a host not lost that
+        exited other than cleanly (its heartbeats stopped, an op error with on_error stop, a stall, a verify
+        mismatch, a signal), as one engine alone fails its point; None when every such engine ended cleanly."""
+        bad = [i for i in self.instances if not i.lost and i.run.exit_code not in (0, None)]
+        if not bad:
+            return None
+        more = f" (and {len(bad) - 1} more engine(s))" if len(bad) > 1 else ""
+        return f"{self._engine_failed(bad[0])}, exit code {bad[0].run.exit_code}{more}"
+
     async def _measure_clocks(self) -> None:
         firsts: dict[str, Instance] = {}
         for i in self.instances:
@@ -302,10 +352,10 @@ class Group:
         for i in self.instances:
             if i.host == host and not i.done:
                 i.lost = why
-        self.on_event({"kind": "client_lost", "ts": time.time(),
-                       "message": f"client host {host} lost: {why}; its engine stops itself when heartbeats stop "
-                                  f"({HEARTBEAT_TIMEOUT_S:g} s)",
-                       "data": {"host": host, "why": why, "policy": self.on_loss}})
+        self._hand(self.on_event, {"kind": "client_lost", "ts": time.time(),
+                                   "message": f"client host {host} lost: {why}; its engine stops itself when "
+                                              f"heartbeats stop ({HEARTBEAT_TIMEOUT_S:g} s)",
+                                   "data": {"host": host, "why": why, "policy": self.on_loss}})
         t = next((_transport(i) for i in self.instances if i.host == host), None)
         if t is not None:
             t.close()  # its channels end: the readers finish, nothing waits on the dead host
@@ -331,12 +381,15 @@ class Group:
             rec = merge.merge_interval(recs, k, max(float(r["ts"]) for r in recs))
             rec["slowest"] = merge.slowest_host(recs)
             self.merged.append(rec)
-            try:
-                self.on_span(recs)
-                self.on_interval(rec)
-            except Exception as exc:  # noqa: BLE001 - a companion's failure must not stop the engines
-                self.on_event({"kind": "warning", "ts": time.time(),
-                               "message": f"a companion failed on interval {k}: {exc}"})
+            self._hand(self._deliver, k, recs, rec)
+
+    def _deliver(self, k: int, recs: list[dict[str, Any]], rec: dict[str, Any]) -> None:
+        try:
+            self.on_span(recs)
+            self.on_interval(rec)
+        except Exception as exc:  # noqa: BLE001 - a companion's failure must not stop the engines
+            self.on_event({"kind": "warning", "ts": time.time(),
+                           "message": f"a companion failed on interval {k}: {exc}"})
 
     # ---- stopping ------------------------------------------------------------------
     def stop_all(self, reason: str) -> None:
@@ -405,7 +458,17 @@ class GroupHandle:
 
 def run_group(group: Group, ready_timeout: float, timeout: float | None) -> None:
     """Run the group to its end from the calling (main) thread; Ctrl-C there stops every engine
-    (Group.interrupt) before the KeyboardInterrupt goes on."""
+    (Group.interrupt) before the KeyboardInterrupt goes on. Every record and event the group handed over has
+    reached the point's side when it returns (or raises)."""
+    group.outbox = outbox = Outbox()
+    try:
+        _run_group(group, ready_timeout, timeout)
+    finally:
+        outbox.close()
+        group.outbox = None
+
+
+def _run_group(group: Group, ready_timeout: float, timeout: float | None) -> None:
     fut = LOOP.submit(group.run(ready_timeout))
     deadline = None if timeout is None else time.monotonic() + timeout
     try:

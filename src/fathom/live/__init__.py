@@ -13,34 +13,54 @@ watch.py       the same page from a results store, read-only (`fathom watch`)
 from __future__ import annotations
 
 import sys
+import threading
 from typing import Any
 
 from fathom.live.observer import Observer
 from fathom.live.state import LiveState
 
 
-class Session:
-    """--metrics ADDR:PORT: the state, its observer and the server, bound now (a bad port fails here)."""
+LINGER_S = 5.0  # --metrics-linger's default: the final state stays served this long after the run ends
 
-    def __init__(self, addr: str, flag: str = "--metrics"):
+
+class Session:
+    """--metrics ADDR:PORT: the state, its observer and the server, bound now (a bad port fails here). When the
+    run ends the server goes on serving its final state for `linger_s` (--metrics-linger), so the scrapes after
+    the end see the final status and the last second's figures; a Ctrl-C ends that wait, and a server nobody
+    asked anything during the run closes at once (nobody is waiting for the end)."""
+
+    def __init__(self, addr: str, flag: str = "--metrics", linger_s: float = LINGER_S):
         from fathom.live import exposition
         from fathom.live.server import LiveServer
 
         self.state = LiveState()
         self.observer = Observer(self.state)
-        reg = exposition.registry(self.state)
-        self.server = LiveServer(addr, self.state.snapshot, lambda: exposition.render(reg), flag)
-        print(f"  live: {self.server.url} (the page), {self.server.url}metrics (Prometheus)", file=sys.stderr,
-              flush=True)
+        self.linger_s = linger_s
+        self.lingering = threading.Event()  # set while the final state is served
+        self.stop_lingering = threading.Event()
+        self.server = LiveServer(addr, self.state.snapshot, exposition.Renderer(self.state), flag)
+        where = " (listening on every address of this host)" if self.server.everywhere else ""
+        print(f"  live: {self.server.url} (the page), {self.server.url}metrics (Prometheus){where}",
+              file=sys.stderr, flush=True)
 
     def close(self, status: str | None = None) -> None:
         if status is not None:
             self.observer.finish(status)
-        self.server.close()
+        try:
+            if self.linger_s > 0 and self.server.serving and self.server.asked:
+                print(f"  live: serving the final state {self.linger_s:g} s more at {self.server.url} "
+                      f"(--metrics-linger; Ctrl-C ends it)", file=sys.stderr, flush=True)
+                self.lingering.set()
+                self.stop_lingering.wait(self.linger_s)
+        except KeyboardInterrupt:
+            pass  # the port is closed at once
+        finally:
+            self.lingering.clear()
+            self.server.close()
 
 
-def session(addr: str | None) -> Session | None:
-    return Session(addr) if addr else None
+def session(addr: str | None, linger_s: float = LINGER_S) -> Session | None:
+    return Session(addr, linger_s=linger_s) if addr else None
 
 
 def attach(prog: Any, store: Any, run_id: int, work: Any, observer: Observer | None) -> None:
@@ -53,4 +73,4 @@ def attach(prog: Any, store: Any, run_id: int, work: Any, observer: Observer | N
         observer.attach(prog, store, run_id, work)
 
 
-__all__: list[Any] = ["LiveState", "Observer", "Session", "attach", "session"]
+__all__: list[Any] = ["LINGER_S", "LiveState", "Observer", "Session", "attach", "session"]

@@ -27,8 +27,7 @@ class Observer:
         run = store.run(run_id)
         slo = work.source is not None
         self.state.run_start(run_id, run.name, work.suite.name, "slo" if slo else "suite",
-                             None if slo else len(work.points))
-        self.state.done = len(work.points) - len(work.todo) if not slo else 0
+                             None if slo else len(work.points), len(work.points) - len(work.todo) if not slo else 0)
         prog.observers.append(self)
 
     def point_start(self, point: Any, n: int, total: int | None) -> None:  # noqa: ARG002

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fathom.live.state import second
+from fathom.live.state import plotted, second
 from fathom.results import store
 
 MARKS = ("fault", "steady", "client_lost", "recovery")
@@ -57,7 +57,8 @@ class Writer:
                               "est_s": point.est_s, "offered_rate": point.params.get("rate"), "started": time.time()}))
 
     def interval(self, rec: dict[str, Any]) -> None:
-        self.q.put(("second", rec))
+        if plotted(rec):  # a partial last second is no second of the page
+            self.q.put(("second", rec))
 
     def event(self, e: dict[str, Any]) -> None:
         if e.get("kind") in MARKS:

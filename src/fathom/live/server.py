@@ -2,7 +2,9 @@
 
 It binds in its constructor, before the run starts, so a busy or forbidden port is a UsageError naming the
 fix while nothing has been made yet; it serves on a daemon thread and `close()` (end, error, Ctrl-C) shuts
-the socket, so the port is free again when fathom returns.
+the socket, so the port is free again when fathom returns. A client gone before or while it is answered (a
+scrape abandoned on its timeout) is dropped quietly: /metrics is not rendered for a client that has closed, and
+a broken connection prints nothing (stderr is the run's progress).
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from __future__ import annotations
 import errno
 import ipaddress
 import json
+import select
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,18 +25,25 @@ from fathom.live import page
 
 
 def parse_addr(text: str, flag: str = "--metrics") -> tuple[str, int]:
-    """ADDR:PORT, [IPv6]:PORT or :PORT (all addresses) -> (host, port)."""
+    """ADDR:PORT, [IPv6]:PORT or :PORT (loopback: 127.0.0.1; every address only when asked, 0.0.0.0 or [::])
+    -> (host, port)."""
     host, sep, port = text.rpartition(":")
     if not sep or not port.isdigit() or not 0 <= int(port) < 65536:
         raise UsageError(f"{flag} {text!r}: expected ADDR:PORT, e.g. 127.0.0.1:9464 or 0.0.0.0:9464",
                          hint="PORT is a number from 1 to 65535 (0: any free one)")
     host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-    return host or "0.0.0.0", int(port)
+    return host or "127.0.0.1", int(port)
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True  # a just-closed run's port is free for the next at once (no TIME_WAIT refusal)
+    asked = 0  # requests received (a run's end lingers only for a server someone reads)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionError, TimeoutError)):
+            return  # the client went away: nothing to say about it
+        super().handle_error(request, client_address)
 
 
 class LiveServer:
@@ -56,9 +67,28 @@ class LiveServer:
         self._thread.start()
 
     @property
+    def bound(self) -> str:
+        """The address the socket really listens on (a name resolved; 0.0.0.0 or :: for every address)."""
+        return str(self.httpd.socket.getsockname()[0])
+
+    @property
+    def everywhere(self) -> bool:
+        return ipaddress.ip_address(self.bound).is_unspecified
+
+    @property
     def url(self) -> str:
-        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        """The URL of the address it listens on (0.0.0.0 when that is every address: said so, never 127.0.0.1)."""
+        host = self.bound
         return f"http://{f'[{host}]' if ':' in host else host}:{self.port}/"
+
+    @property
+    def serving(self) -> bool:
+        return self._thread.is_alive()
+
+    @property
+    def asked(self) -> int:
+        """Requests received so far."""
+        return self.httpd.asked
 
     def close(self) -> None:
         """Stop serving and close the listening socket (idempotent)."""
@@ -90,10 +120,28 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - quiet: stderr is the run's progress
         pass
 
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except (ConnectionError, TimeoutError):  # the client went away mid-request or mid-response
+            self.close_connection = True
+
+    def _gone(self) -> bool:
+        """The client has closed its end already (a scrape abandoned on its timeout): nothing to render for it."""
+        try:
+            ready, _, _ = select.select([self.connection], [], [], 0)
+            return bool(ready) and self.connection.recv(1, socket.MSG_PEEK) == b""
+        except OSError:
+            return True
+
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        self.server.asked += 1  # type: ignore[attr-defined]
         path = self.path.split("?", 1)[0]
         try:
             if path == "/metrics" and self.metrics is not None:
+                if self._gone():
+                    self.close_connection = True
+                    return
                 body, ctype = self.metrics()
             elif path in ("/", "/index.html"):
                 body, ctype = page.HTML.encode(), "text/html; charset=utf-8"

@@ -4,9 +4,14 @@ Two kinds of figures are kept, each under one lock:
 - for the page: the suite's progress, the running point's per-second series (ops/s, MiB/s, p50/p99, errors)
   with its fault and steady-state marks, the finished points (a curve), the flags raised so far;
 - for Prometheus: counters that only grow (ops, bytes, errors, engine CPU seconds) and latency bucket counts
-  per (workload, point, op, host), so rate() and histogram_quantile() work across scrapes and hosts.
+  per (workload, point, op, host), so rate() and histogram_quantile() work across scrapes and hosts. Only the
+  running (or last) point's are kept: the next point's start drops them (Prometheus has what it scraped), so
+  what a scrape formats does not grow with the points finished; the run's own counters per (op, host) stay.
 
-`snapshot()` is the page's JSON; `from_store` (watch.py) builds the same shape from the results store.
+The lock is held only to copy or to add: the histogram work of a second is done before it is taken, and
+`snapshot()` (the page's JSON) and `metrics_view()` (what /metrics formats, exposition.py) copy under it and
+nothing more, so a scrape never holds up the records' path (and the run) for longer than a copy.
+`from_store` (watch.py) builds the page's shape from the results store.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from fathom.results import hdr, series
@@ -46,6 +51,15 @@ def flag_of(e: dict[str, Any], point: str | None = None) -> dict[str, Any] | Non
             "ts": e.get("ts")}
 
 
+def schedule_flag(m: dict[str, Any], point: str, ts: float | None) -> dict[str, Any] | None:
+    """An open-loop point that did not keep its schedule (its stored metrics say so) as a flag, or None."""
+    if m.get("schedule_kept") is None or m["schedule_kept"]:
+        return None
+    return {"kind": "schedule", "what": "open-loop schedule not kept", "point": point, "ts": ts,
+            "message": f"offered {m.get('offered_rate_ops_s')} ops/s, achieved {m.get('achieved_rate_ops_s')}, "
+                       f"{m.get('unissued_ops') or 0} unissued"}
+
+
 def point_row(n: int, key: str, workload: str, label: str, status: str, metrics: dict[str, Any] | None,
               error: str | None) -> dict[str, Any]:
     """A finished point as the page's curve has it."""
@@ -53,6 +67,12 @@ def point_row(n: int, key: str, workload: str, label: str, status: str, metrics:
     return {"n": n, "key": key, "workload": workload, "label": label, "status": status, "error": error,
             **{k: m.get(k) for k in ("iops", "bw_mib_s", "p50_ms", "p99_ms", "clat_ms", "osd_cpu",
                                      "offered_rate_ops_s", "achieved_rate_ops_s", "unissued_ops")}}
+
+
+def plotted(rec: dict[str, Any]) -> bool:
+    """A record that is a second of the page's series: not the engine's partial last one (`tail`, a few ms of
+    drain whose rate and percentiles are noise), whose ops the counters take all the same."""
+    return not rec.get("tail")
 
 
 def second(rec: dict[str, Any]) -> dict[str, Any]:
@@ -80,7 +100,8 @@ class LiveState:
         self.flags: list[dict[str, Any]] = []
         self.lost_hosts: dict[str, str] = {}
         self.faults = 0
-        self.series: dict[tuple[str, str, str, str], OpSeries] = {}
+        self.series: dict[tuple[str, str, str, str], OpSeries] = {}  # the running (or last) point's only
+        self.run_series: dict[tuple[str, str], OpSeries] = {}  # (op, host): the run's, every point's added
         self.cpu_s: dict[str, float] = {}  # host -> engine CPU seconds (user + system)
         self.last: dict[str, Any] = {}  # the last second's point-level figures (gauges)
         self.host_name = "local"  # the one client host of a point whose engines all ran there
@@ -91,9 +112,10 @@ class LiveState:
 
     # ---- the run -------------------------------------------------------------------
     def run_start(self, run_id: int | None, name: str | None, suite: str | None, kind: str,
-                  planned: int | None) -> None:
+                  planned: int | None, done: int = 0) -> None:
         with self.lock:
             self.run.update(id=run_id, name=name, suite=suite, kind=kind, planned=planned, status="running")
+            self.done = done  # a resumed run's points done before
             self._changed()
 
     def finish(self, status: str) -> None:
@@ -112,6 +134,7 @@ class LiveState:
                           "series": [], "marks": [], "unissued_ops": None}
             self.last = {}
             self._spans = False
+            self.series = {}  # the last point's per-point series leave /metrics (the run's totals stay)
             self._changed()
 
     def point_end(self, status: str, metrics: dict[str, Any] | None, error: str | None,
@@ -127,10 +150,9 @@ class LiveState:
             if status != "done":
                 self.flags.append({"kind": status, "what": f"point {status}", "message": error or status,
                                    "point": p["key"], "ts": time.time()})
-            if m.get("schedule_kept") is False:
-                self.flags.append({"kind": "schedule", "what": "open-loop schedule not kept", "point": p["key"],
-                                   "ts": time.time(), "message": f"offered {m.get('offered_rate_ops_s')} ops/s, "
-                                   f"achieved {m.get('achieved_rate_ops_s')}, {m.get('unissued_ops') or 0} unissued"})
+            sched = schedule_flag(m, p["key"], time.time())
+            if sched is not None:
+                self.flags.append(sched)
             for e in events:  # what the stored point says (a gate not passed, health after, warnings)
                 f = flag_of(e, p["key"])
                 if f is not None and not any(x["message"] == f["message"] for x in self.flags):
@@ -141,51 +163,48 @@ class LiveState:
 
     # ---- each second ---------------------------------------------------------------
     def interval(self, rec: dict[str, Any]) -> None:
-        """The point's merged record of one span."""
-        sec = second(rec)
+        """The point's merged record of one span (a partial last one: counted, not plotted)."""
+        sec = second(rec) if plotted(rec) else None
+        # one engine: its record is the only host's (counted before the lock is taken)
+        add = None if self._spans else _delta([rec], self.host_name)
         with self.lock:
             p = self.point
             if p is None:
                 return
-            p["series"].append(sec)
-            del p["series"][:-SERIES_KEEP]
-            self.last = sec
-            if not self._spans:  # one engine: its record is the only host's
-                self._add([rec])
+            if sec is not None:
+                p["series"].append(sec)
+                del p["series"][:-SERIES_KEEP]
+                self.last = sec
+            if add is not None:
+                self._apply(add)
             self._changed()
 
     def span(self, recs: list[dict[str, Any]]) -> None:
         """The engines' own records of one span (a many-engine point): the per-host counters and buckets."""
+        add = _delta(recs, self.host_name)
         with self.lock:
             self._spans = True
-            self._add(recs)
+            if self.point is not None:
+                self._apply(add)
+                self._changed()
 
-    def _add(self, recs: list[dict[str, Any]]) -> None:
+    def _apply(self, add: Delta) -> None:
+        """A span's counts added (under the lock: additions only, the histogram work is done)."""
         p = self.point
         assert p is not None
-        by: dict[tuple[str, str], list[dict[str, Any]]] = {}
-        for r in recs:
-            host = str(r.get("host") or self.host_name)
-            cpu = r.get("cpu") or {}
-            self.cpu_s[host] = self.cpu_s.get(host, 0.0) + float(cpu.get("user_s") or 0) + float(cpu.get("sys_s") or 0)
-            for op, o in (r.get("ops") or {}).items():
-                by.setdefault((host, op), []).append({**o, "_ramp": bool(r.get("ramp"))})
-        for (host, op), os_ in by.items():
+        for host, v in add.cpu_s.items():
+            self.cpu_s[host] = self.cpu_s.get(host, 0.0) + v
+        for (host, op), d in add.ops.items():
+            r = self.run_series.setdefault((op, host), OpSeries())
+            r.ops, r.bytes, r.errors = r.ops + d.ops, r.bytes + d.bytes, r.errors + d.errors
             s = self.series.setdefault((p["workload"], p["key"], op, host), OpSeries())
-            s.ops += sum(int(o.get("ops") or 0) for o in os_)
-            s.bytes += sum(int(o.get("bytes") or 0) for o in os_)
-            s.errors += sum(int(o.get("errors") or 0) for o in os_)
-            # the ramp's latencies stay out, as they stay out of the point's stored percentiles
-            measured = [o for o in os_ if o.get("hist") and not o["_ramp"]]
-            if measured:
-                c, n = buckets.counts(hdr.merge([o["hist"] for o in measured]))
-                s.buckets = [a + b for a, b in zip(s.buckets, c)]
-                s.lat_count += n
-                # the sum from the engines' own means (exact), weighted by ops: no pass over the histogram
-                w = sum(int(o.get("ops") or 0) for o in measured)
-                if w:
-                    s.lat_sum_s += n * sum(float(o.get("lat_mean_ns") or 0) * int(o.get("ops") or 0)
-                                           for o in measured) / w / 1e9
+            s.ops += d.ops
+            s.bytes += d.bytes
+            s.errors += d.errors
+            if d.lat_count:
+                s.buckets = [a + b for a, b in zip(s.buckets, d.buckets)]
+                s.lat_count += d.lat_count
+                s.lat_sum_s += d.lat_sum_s
 
     # ---- events as they happen -----------------------------------------------------
     def event(self, e: dict[str, Any]) -> None:
@@ -220,3 +239,51 @@ class LiveState:
             return {"source": "live", "version": self.version, "now": time.time(), "run": dict(self.run),
                     "done": self.done, "point": p, "finished": list(self.finished), "flags": list(self.flags),
                     "lost_hosts": dict(self.lost_hosts), "faults": self.faults}
+
+    # ---- what /metrics formats -----------------------------------------------------
+    def metrics_view(self) -> dict[str, Any]:
+        """The figures /metrics exposes, copied under the lock; exposition.py formats them once it is released."""
+        with self.lock:
+            p = self.point
+            return {"run": dict(self.run), "done": self.done, "last": dict(self.last),
+                    "point": None if p is None else {k: p.get(k) for k in ("n", "key", "workload", "status",
+                                                                           "offered_rate", "unissued_ops")},
+                    "series": [(k, replace(s, buckets=list(s.buckets))) for k, s in self.series.items()],
+                    "run_series": [(k, (s.ops, s.bytes, s.errors)) for k, s in self.run_series.items()],
+                    "cpu_s": dict(self.cpu_s), "faults": self.faults, "lost_hosts": list(self.lost_hosts),
+                    "flags": len(self.flags), "finished": self.finished[-1:]}  # the last finished point's figures
+
+
+@dataclass
+class Delta:
+    """One span's additions to the counters, computed before the lock is taken: per (host, op) ops, bytes,
+    errors and the measured latencies in the fixed buckets; per host the engines' CPU seconds."""
+
+    ops: dict[tuple[str, str], OpSeries] = field(default_factory=dict)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+
+
+def _delta(recs: list[dict[str, Any]], default_host: str) -> Delta:
+    out = Delta()
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in recs:
+        host = str(r.get("host") or default_host)
+        cpu = r.get("cpu") or {}
+        out.cpu_s[host] = out.cpu_s.get(host, 0.0) + float(cpu.get("user_s") or 0) + float(cpu.get("sys_s") or 0)
+        for op, o in (r.get("ops") or {}).items():
+            by.setdefault((host, op), []).append({**o, "_ramp": bool(r.get("ramp"))})
+    for key, os_ in by.items():
+        d = out.ops[key] = OpSeries()
+        d.ops = sum(int(o.get("ops") or 0) for o in os_)
+        d.bytes = sum(int(o.get("bytes") or 0) for o in os_)
+        d.errors = sum(int(o.get("errors") or 0) for o in os_)
+        # the ramp's latencies stay out, as they stay out of the point's stored percentiles
+        measured = [o for o in os_ if o.get("hist") and not o["_ramp"]]
+        if measured:
+            d.buckets, d.lat_count = buckets.counts(hdr.merge([o["hist"] for o in measured]))
+            # the sum from the engines' own means (exact), weighted by ops: no pass over the histogram
+            w = sum(int(o.get("ops") or 0) for o in measured)
+            if w:
+                d.lat_sum_s = d.lat_count * sum(float(o.get("lat_mean_ns") or 0) * int(o.get("ops") or 0)
+                                                for o in measured) / w / 1e9
+    return out

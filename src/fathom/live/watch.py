@@ -5,7 +5,8 @@ store is opened read-only (SQLite `mode=ro`): in WAL mode a reader sees the last
 never takes the write lock, so a watcher never blocks the writer, and any number of watchers can read.
 The page shows what the store holds: the run's status and progress, the finished points (a curve), the
 running point's seconds as the run stores them while it goes (table live_seconds, fathom.live.seconds) or else
-the last finished point's per-second series with its faults, and the flags from the stored events.
+the last finished point's per-second series with its faults, and the flags from the stored points (failed,
+schedules not kept) and events.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 
 from fathom.errors import FathomError
 from fathom.live import seconds
-from fathom.live.state import SERIES_KEEP, flag_of, point_row, second
+from fathom.live.state import SERIES_KEEP, flag_of, plotted, point_row, schedule_flag, second
 from fathom.results.store import Store, StoreBusyError
 
 CACHE_S = 0.5  # one store read serves every watcher's request within this long
@@ -78,6 +79,7 @@ class StoreView:
                     for p in pts]
         flags = [{"kind": p["status"], "what": f"point {p['status']}", "message": p["error"] or p["status"],
                   "point": p["key"], "ts": p["ended"]} for p in pts if p["status"] != "done"]
+        flags += [f for p in pts if (f := schedule_flag(p["metrics"] or {}, p["key"], p["ended"])) is not None]
         flags += [f for e in events if (f := flag_of(e, key_of.get(e["point_id"]))) is not None]
         point = None
         running = seconds.rows(st.db, run.id, {p["key"] for p in pts}, SERIES_KEEP) \
@@ -87,7 +89,8 @@ class StoreView:
         elif pts:
             last = pts[-1]
             if last["id"] not in self._series:
-                self._series[last["id"]] = [second(r) for r in st.timeline(last["id"]) if r.get("t") is not None]
+                self._series[last["id"]] = [second(r) for r in st.timeline(last["id"])
+                                            if r.get("t") is not None and plotted(r)]
             marks = [{"t": (e.get("data") or {}).get("t_s"), "kind": e["kind"], "message": e["message"]}
                      for e in events if e["point_id"] == last["id"] and e["kind"] in ("fault", "recovery")]
             point = {"n": last["idx"] + 1, "key": last["key"], "workload": last["workload"], "label": _label(last),

@@ -141,6 +141,9 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
             started = time.time()
             try:
                 result = adapter.run(params, ctx)
+                early = ended_early(result, point, live.stop_reason)
+                if early is not None:  # stored with what it measured, never as done
+                    status, error = "failed", early
             except FathomError as exc:
                 status, error = "failed", exc.message
                 full_now = full.full_state(ceph) if ceph is not None else {}
@@ -186,6 +189,33 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     return PointOutcome(status, metrics, error, next_gate, faulted,
                         full_now if status == "failed" and ceph is not None and full_now else None,
                         point_hist, intervals)
+
+
+# the engine's own early stops (engine/PROTOCOL.md, summary `stop`): none of them is a stop fathom asked for
+EARLY_STOPS = ("orchestrator_lost", "error", "stall", "signal")
+SHORT = 0.5  # a measured time under this share of the runtime, unexplained, is an early end
+
+
+def ended_early(result: PointResult, point: Point, asked: str | None) -> str | None:
+    """Why a point whose engines ended before their time of their own accord is not done, or None.
+
+    An early stop an engine names (its heartbeats lost, an error, a stall, a signal) of any engine whose host was
+    not lost; or, from fathom-engine, a measured time under SHORT of the planned runtime that nothing explains:
+    no stop asked for (`asked`: steady state, a companion, the user), no ops or bytes cap, no object set done."""
+    x = result.extra
+    rows = [e for e in x.get("engines") or [] if not e.get("lost")] or [{"stop": x.get("stop")}]
+    stops = [e.get("stop") for e in rows]
+    own = next((s for s in stops if s in EARLY_STOPS), None)
+    if own is not None:
+        return (f"the engines stopped before their end on their own ({own}: {result.stop_reason or 'no reason given'})"
+                f"; measured {result.runtime_s:.1f} s of {float(point.params.get('runtime') or 0):g} s")
+    if asked is not None or point.capped or result.engine != "fathom-engine" or \
+            any(s in ("ops", "bytes", "done") for s in stops):
+        return None
+    runtime = float(point.params.get("runtime") or 0)
+    if runtime > 0 and result.runtime_s < SHORT * runtime:
+        return f"the engines ended early: measured {result.runtime_s:.1f} s of its {runtime:g} s, no stop asked for"
+    return None
 
 
 def _each(companions: list[Companion], hook: str) -> Callable[[Any], None]:
