@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="when a point fails because the cluster or its pool is full: stop the run (default; "
                         "--resume continues it once there is room) or skip the points left that write and "
                         "run those that read")
-    add_attach_args(p, client_name_flag="--client-name")  # --name is the run's name here
+    add_attach_args(p, name_alias=False)  # --name is the run's name here
     add_client_args(p)
     add_server_args(p)
     p.add_argument("--bind", metavar="ADDR", help="the disposable local cluster listens on ADDR instead of "
@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-cluster", action="store_true", help="leave the disposable local cluster running")
     p.add_argument("--gate-timeout", default="300s", help="wait at most this long for a clean cluster before "
                                                           "each probe (default 300s)")
-    add_attach_args(p, client_name_flag="--client-name")
+    add_attach_args(p, name_alias=False)
     add_client_args(p)
     add_server_args(p)
     p.add_argument("--bind", metavar="ADDR", help="the disposable local cluster listens on ADDR instead of "

@@ -19,12 +19,18 @@ DAEMON_PROGRAMS = {"ceph-osd": "osd", "ceph-mon": "mon", "ceph-mgr": "mgr", "cep
                    "ceph-fuse": "fuse", "rbd-fuse": "rbd_fuse", "ganesha.nfsd": "ganesha"}
 
 
-def add_attach_args(parser: argparse.ArgumentParser, client_name_flag: str = "--name") -> None:
-    """--conf/--id/--name/--keyring; a command whose --name means something else passes another flag."""
+CLIENT_NAME = "--client-name"  # the Ceph client's full name on every command (run and slo's --name is the run's)
+
+
+def add_attach_args(parser: argparse.ArgumentParser, name_alias: bool = True) -> None:
+    """--conf/--id/--client-name/--keyring; --name too, as the ceph tools spell it, unless the command's --name
+    means something else (run, slo: the run's name)."""
     g = parser.add_argument_group("existing cluster (attach); without these, fathom starts its own local cluster")
     g.add_argument("-c", "--conf", help="ceph.conf of the cluster (default: $CEPH_CONF)")
     g.add_argument("--id", dest="client_id", help="client id, e.g. admin (default admin)")
-    g.add_argument(client_name_flag, dest="client_name", help="full client name, e.g. client.admin")
+    flags = [CLIENT_NAME, "--name"] if name_alias else [CLIENT_NAME]
+    g.add_argument(*flags, dest="client_name", metavar="NAME",
+                   help="full client name, e.g. client.admin" + (" (--name: the same)" if name_alias else ""))
     g.add_argument("--keyring", help="keyring holding the client's key")
 
 
