@@ -299,8 +299,7 @@ def host_figures(store: Store, run: Any, p: dict[str, Any]) -> dict[str, dict[st
         whole: dict[str, Any] = {}
         if hs:
             m = usage.summarize(hs, *win)
-            used = [s["rss_mib"] for s in usage.in_window(hs, *win) if s.get("rss_mib") is not None]
-            vals = {"host_cpu_pct": m.get("host_cpu_pct"), "mem_used_mib": sum(used) / len(used) if used else None,
+            vals = {"host_cpu_pct": m.get("host_cpu_pct"), "mem_used_mib": usage.window_mean(hs, *win, "rss_mib"),
                     "net_rx_mib_s": m.get("net_rx_mib_s"), "net_tx_mib_s": m.get("net_tx_mib_s")}
             whole = {k: v for k, v in vals.items() if v is not None}
         if daemons or whole:
