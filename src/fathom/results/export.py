@@ -186,7 +186,9 @@ DAEMON_FIGURES = {"cpu_pct": ("% of one core", "the daemon's CPU, over all its t
                   "ctx_switches_s": ("1/s", "context switches, voluntary and involuntary")}
 HOST_FIGURES = {"host_cpu_pct": ("% of the host's cores", "CPU busy over all the host's cores"),
                 "mem_used_mib": ("MiB", "memory in use (total less available)"),
-                "net_rx_mib_s": ("MiB/s", "NIC bytes received, on the interfaces at the top of their stack"),
+                "net_rx_mib_s": ("MiB/s", "NIC bytes received: ssh and k8s sources on the interfaces at the top of "
+                                 "their stack, each byte once; prometheus on every interface but loopback, stacked "
+                                 "ones each (node-exporter does not say how they stack)"),
                 "net_tx_mib_s": ("MiB/s", "NIC bytes sent, the same interfaces")}
 WINDOW = "the point's telemetry window (ramp excluded): the mean over the host's sample times in it"
 _LONG_MEANINGS = {

@@ -13,6 +13,17 @@ from fathom.results.model import METRIC_COLUMNS, PointResult, base_metrics
 NCPU = os.cpu_count() or 1  # a host sample stored without its `ncpu` (this host's /proc sampler adds it)
 NOT_DAEMONS = ("host", "engine", "client_host")  # sample kinds that are not Ceph (or gateway) daemons
 MIB = 2**20
+# how a source counts a host's NIC bytes (fathom-sampler knows how interfaces stack; node-exporter does not)
+NIC_TOP = ("each byte once, on the interfaces at the top of their stack (a bridge, not its ports; a bond, not its "
+           "members; a VLAN, not its parent; loopback left out)")
+NIC_ALL = ("node-exporter's per-device counters summed over every interface but loopback: it does not say how "
+           "interfaces stack, so a byte through a bond and its member, a bridge and its port or a VLAN and its "
+           "parent counts on each")
+
+
+def nic_rule(via: str) -> str:
+    """How the NIC figures of a host sampled by `via` (a per-host row's source) count its bytes."""
+    return NIC_ALL if via == "prometheus" else NIC_TOP
 
 
 def overlap(s: dict[str, Any], t_from: float, t_to: float) -> float:
