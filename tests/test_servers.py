@@ -115,6 +115,67 @@ def test_a_lost_hosts_figures_are_marked_partial_or_missing():
                         "lost": "connection lost"}
 
 
+class _FakeShell:
+    """A server host's shell as ServerHost.look and the removal command use it: files by path, directories."""
+
+    def __init__(self, spec: servers.ClientHost, dirs: set[str]):
+        self.spec, self.files, self.dirs = spec, {}, dirs
+
+    async def connect(self) -> None:
+        return None
+
+    async def run(self, cmd: str) -> tuple[int, str, str]:
+        import shlex
+
+        out = []
+        for part in cmd.split("; "):
+            words = shlex.split(part.replace("2>/dev/null", ""))
+            if words[:1] == ["sha256sum"] and words[1] in self.files:
+                out.append(f"{self.files[words[1]]}  {words[1]}")
+            elif words[:2] == ["rm", "-f"]:
+                self.files.pop(words[2], None)
+            elif words[:1] == ["for"]:
+                out += [f"missing {d}" for d in words[3:] if d not in self.dirs]
+        return 0, "\n".join(out) + "\n", ""
+
+
+def test_runs_on_a_shared_host_never_remove_each_others_sampler():
+    """Two runs sample one host: each uploads to a directory of its own (its data tag), journals that path, and
+    removes only it; run A's end (or restore) left run B's sampler alone. A kept sampler is the shared one."""
+    import asyncio
+
+    from fathom.cluster.journal import SAMPLER_KIND, Journal
+    from fathom.servers.host import remove_command
+
+    host = servers.ClientHost(host="10.0.0.5", user="root", engine_dir="/var/tmp/fathom")
+    spec = servers.ServersSpec(hosts=[host])
+    sha = "ab" * 32
+    fs = _FakeShell(host, {"/var", "/var/tmp", "/var/tmp/fathom", f"/var/tmp/fathom/{sha[:16]}"})
+    journals = {}
+    for run in ("fathom-1-aaaaaa", "fathom-2-bbbbbb"):  # B looks after A uploaded
+        srv = servers.Servers(spec, {}, journal=Journal(fsid="f"), run=run)
+        h = srv.hosts[0]
+        h.ssh = fs  # type: ignore[assignment]
+        asyncio.run(h.look(sha))
+        srv._own(srv.hosts)
+        assert h.placed is not None and not h.had_file, run  # its own, not the other run's
+        fs.files[h.path] = sha  # the upload
+        journals[run] = srv.journal
+    (a,), (b,) = (journals[r].pending(SAMPLER_KIND) for r in ("fathom-1-aaaaaa", "fathom-2-bbbbbb"))
+    assert a.data["path"] == f"/var/tmp/fathom/{sha[:16]}/fathom-1-aaaaaa/fathom-sampler"
+    assert b.data["path"] == f"/var/tmp/fathom/{sha[:16]}/fathom-2-bbbbbb/fathom-sampler"
+    assert a.data["dirs"] == [f"/var/tmp/fathom/{sha[:16]}/fathom-1-aaaaaa"]
+    asyncio.run(fs.run(remove_command(a.data["path"], a.data["dirs"])))  # run A's end
+    assert b.data["path"] in fs.files and a.data["path"] not in fs.files
+    # --keep-sampler: the shared path, never journalled as a run's
+    kept = servers.Servers(spec.model_copy(update={"keep_sampler": True}), {}, journal=Journal(fsid="f"),
+                           run="fathom-3-cccccc")
+    kept.hosts[0].ssh = fs  # type: ignore[assignment]
+    asyncio.run(kept.hosts[0].look(sha))
+    kept._own(kept.hosts)
+    assert kept.hosts[0].path == f"/var/tmp/fathom/{sha[:16]}/fathom-sampler" and not kept.journal.entries
+
+
 def test_server_host_options(tmp_path):
     k = tmp_path / "k"
     k.write_text("")  # the options check that it exists; its content is read when connecting
@@ -395,37 +456,42 @@ def test_the_sampler_fathom_uploaded_is_removed_at_the_end(tmp_path):
         spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
                                                              engine_dir=f"{base}/fathom")],
                                    known_hosts=tb.known_hosts)
-        path = base / "fathom" / sha256_file(servers.sampler_path())[:16] / "fathom-sampler"
+        shared = base / "fathom" / sha256_file(servers.sampler_path())[:16] / "fathom-sampler"
+        path = shared.parent / "fathom-7-abc123" / "fathom-sampler"  # the run's own directory
         saved: list[tuple[dict, bool]] = []  # each journal record as persisted, and whether the file was there
         journal = Journal(persist=lambda rec: saved.append((json.loads(json.dumps(rec)), path.exists())), fsid="f")
-        srv = servers.Servers.open(spec, {}, journal=journal)
+        srv = servers.Servers.open(spec, {}, journal=journal, run="fathom-7-abc123")
         assert path.is_file()
         (e,) = journal.pending(SAMPLER_KIND)
-        assert e.what == f"{h.addr}:{path}" and e.data["dirs"] == [str(base), f"{base}/fathom", str(path.parent)]
+        assert e.what == f"{h.addr}:{path}" and e.data["dirs"] == [str(base), f"{base}/fathom", str(shared.parent),
+                                                                   str(path.parent)]
         assert e.data["key_file"] == tb.key_file and "PRIVATE" not in json.dumps(e.to_dict())
         assert saved[0][0]["entries"][0]["kind"] == SAMPLER_KIND and not saved[0][1]  # written before the upload
         srv.close()
         assert not path.exists() and not base.exists()  # the file, and the directories made for it
         assert not journal.pending(SAMPLER_KIND) and journal.entries[0].undone
-        # kept on request: nothing journalled, the file stays
+        # kept on request: nothing journalled, the file stays, where every run that keeps one shares it
         kept = Journal(fsid="f")
-        servers.Servers.open(spec.model_copy(update={"keep_sampler": True}), {}, journal=kept).close()
-        assert path.is_file() and not kept.entries
-        # a sampler that was there before (the kept one) is not fathom's to remove
+        servers.Servers.open(spec.model_copy(update={"keep_sampler": True}), {}, journal=kept,
+                             run="fathom-7-abc123").close()
+        assert shared.is_file() and not kept.entries
+        # a sampler that was there before fathom looked is not fathom's to remove
+        path.parent.mkdir(parents=True)
+        shutil.copy(servers.sampler_path(), path)
         before = Journal(fsid="f")
-        servers.Servers.open(spec, {}, journal=before).close()
-        assert path.is_file() and not before.entries
+        servers.Servers.open(spec, {}, journal=before, run="fathom-7-abc123").close()
+        assert path.is_file() and shared.is_file() and not before.entries
         # a killed run: its connection ends with no cleanup; the file and the journal's entry stay
         shutil.rmtree(base)
         saved.clear()
         killed = servers.Servers.open(spec, {}, journal=Journal(persist=lambda rec: saved.append((rec, True)),
-                                                                fsid="f"))
+                                                                fsid="f"), run="fathom-7-abc123")
         killed.hosts[0].ssh.close()
         assert path.is_file()
         # the next attempt reads the run's journal: the file is the run's, so it removes it at its end
         resumed = Journal.from_dict(saved[-1][0])
         assert [x.what for x in resumed.pending(SAMPLER_KIND)] == [f"{h.addr}:{path}"]
-        servers.Servers.open(spec, {}, journal=resumed).close()
+        servers.Servers.open(spec, {}, journal=resumed, run="fathom-7-abc123").close()
         assert not path.exists() and not base.exists() and not resumed.pending(SAMPLER_KIND)
     deadline = time.monotonic() + 30
     while _samplers(nets) and time.monotonic() < deadline:  # the killed run's ends at its next write

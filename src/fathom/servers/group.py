@@ -33,7 +33,7 @@ class Servers(SampledHosts):
     hosts: list[ServerHost]  # type: ignore[assignment]
 
     def __init__(self, spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], say: Any = None,
-                 journal: Journal | None = None):
+                 journal: Journal | None = None, run: str | None = None):
         super().__init__(spec, placed, say)
         self.journal = journal  # the run's undo journal: the sampler files fathom puts on hosts
         hosts = list(spec.hosts)
@@ -44,18 +44,22 @@ class Servers(SampledHosts):
             raise UsageError("servers: no host to sample: the cluster's metadata names none",
                              hint="name them with --server-host USER@HOST")
         opts = spec.ssh_opts()
-        self.hosts = [ServerHost(h, opts, spec.interval_s) for h in hosts]
+        # each run's sampler in a directory of its own (its data tag), so no run removes another's; a kept one
+        # is shared by the runs that keep it, and removed by none
+        mine = None if spec.keep_sampler else run
+        self.hosts = [ServerHost(h, opts, spec.interval_s, mine) for h in hosts]
         self.local: Path | None = None
         self.sha = ""
         self.version: str | None = None
 
     @classmethod
     def open(cls, spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], say: Any = None,
-             journal: Journal | None = None) -> Servers:
+             journal: Journal | None = None, run: str | None = None) -> Servers:
         """Connect to every host at once, install the sampler, check clocks, start sampling; HostError naming
-        every host that failed (the others closed again). A sampler fathom uploads is written in `journal`
-        before it is, and removed at close() unless spec.keep_sampler."""
-        s = cls(spec, placed, say, journal)
+        every host that failed (the others closed again). A sampler fathom uploads goes in a directory of the
+        run's (`run`, its data tag: host.sampler_dir), is written in `journal` before it is, and removed at
+        close() unless spec.keep_sampler."""
+        s = cls(spec, placed, say, journal, run)
         raise_any([key_error(h.ssh) for h in s.hosts], lambda: None)  # every key file, before any connection
         s.say(f"connecting to {len(s.hosts)} server host(s): {', '.join(h.name for h in s.hosts)}")
         s.local = sampler_path()
@@ -274,7 +278,7 @@ def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: An
         remote, here_too = _remote(spec, placed, here, mine, say)
         if remote or not here_too:  # none at all: Servers says the metadata names none
             cov.servers = Servers.open(spec.model_copy(update={"hosts": remote, "discover": False}), placed, say,
-                                        journal)
+                                        journal, run)
     if cov.servers is not None:
         covered = cov.servers.covered()
         cov.env["servers"] = cov.servers.describe()
