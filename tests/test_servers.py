@@ -841,3 +841,69 @@ def test_server_host_cluster_samples_this_host_here_without_ssh(other_cluster, t
         here = [s for s in st.telemetry(point["id"]) if s["host"] == "local" and s["source"] in pids]
         assert {(s["source"], s["pid"]) for s in here} == set(pids.items())
         assert point["metrics"]["osd_cpu"] is not None and point["metrics"]["mon_mem_mib"] is not None
+
+
+def test_an_attached_run_without_server_sources_picks_this_hosts_daemons_as_status_does(tmp_path, monkeypatch):
+    """Without --server-host, an attached run's /proc sampler counts the daemons the cluster's metadata places on
+    this host, each process picked by inventory.local_process (the pid its addresses carry, else the address it
+    listens on), never every process of a name: another cluster's mon.a and mgr.x here are not counted."""
+    from types import SimpleNamespace
+
+    from fathom.cluster.attach import Attachment
+    from fathom.cluster.ceph import Connection
+    from fathom.cluster.local import Daemon
+    from fathom.errors import ClusterError
+    from fathom.run.runner import Held, Phases
+    from fathom.run.work import RunOptions
+
+    raw = {"mon": [{"name": "a", "hostname": "hosta"}],
+           "mon_dump": {"mons": [{"name": "a", "public_addrs": {"addrvec": [
+               {"type": "v2", "addr": "10.0.0.1:3300", "nonce": 0},
+               {"type": "v1", "addr": "10.0.0.1:6789", "nonce": 0}]}}]},
+           "mgr": [{"name": "x", "hostname": "hosta", "addr": "10.0.0.1:0/4242"}],
+           "mgr_dump": {"active_name": "x", "active_addrs": {"addrvec": [
+               {"type": "v2", "addr": "10.0.0.1:6800", "nonce": 4242}]}},
+           "osd": [{"id": 0, "hostname": "hostb", "front_addr": "[v2:10.0.0.2:6800/77,v1:10.0.0.2:6801/77]"}],
+           "mds": [], "service": {}}
+    failing: set[str] = set()
+
+    class FakeCeph:
+        conn = Connection(conf=str(tmp_path / "ceph.conf"))
+
+        def ceph(self, *args: str, timeout: float = 0) -> object:
+            key = next(k for k, v in inventory.COMMANDS.items() if v == args)
+            if key in failing:
+                raise ClusterError(f"`ceph {' '.join(args)}` failed: access denied")
+            return raw.get(key)
+
+    here = [Daemon("mon.a", "mon", 100), Daemon("mon.a", "mon", 200),  # ours listens on 10.0.0.1:3300
+            Daemon("mgr.x", "mgr", 4242), Daemon("mgr.x", "mgr", 300)]  # ours: the pid its addresses carry
+    monkeypatch.setattr(inventory, "this_host", lambda: inventory.ThisHost("hosta", frozenset({"127.0.0.1",
+                                                                                               "10.0.0.1"})))
+    monkeypatch.setattr(inventory, "listening", lambda pids: {100: {("10.0.0.1", 3300)}, 200: {("127.0.0.1", 3300)},
+                                                             4242: set(), 300: set()})
+    monkeypatch.setattr(Attachment, "ceph", lambda self, timeout=60.0: FakeCeph())
+    monkeypatch.setattr(Attachment, "local_daemons", lambda self: list(here))
+    said: list[str] = []
+    monkeypatch.setattr("fathom.run.runner._say", said.append)
+
+    def phases() -> Phases:
+        st = Store(tmp_path / f"r{len(said)}-{len(failing)}.db")
+        run = st.create_run("attached", suite="s")
+        return Phases(RunOptions(suite_ref=None), st, SimpleNamespace(points=[], todo=[]), run,
+                      Held(attached=Attachment(conn=FakeCeph.conn)), True, None)
+
+    p = phases()
+    p.connect_servers()
+    assert p.held.coverage is not None  # an attached cluster's daemons are placed by its metadata
+    assert [(d.name, d.pid) for d in p.local_daemons()] == [("mon.a", 100), ("mgr.x", 4242)]
+    here_env = p.store.run(p.run_id).env["here"]
+    assert here_env["daemons"] == {"mon.a": 100, "mgr.x": 4242}
+    assert here_env["not_counted"] == {"mon.a": [200], "mgr.x": [300]}
+    # metadata partly unreadable (no mgr caps): what was read places this host's daemons, and the rest is said
+    failing.add("service")
+    p = phases()
+    p.connect_servers()
+    assert [(d.name, d.pid) for d in p.local_daemons()] == [("mon.a", 100), ("mgr.x", 4242)]
+    assert "access denied" in said[-1] and "not sampled" in said[-1]
+    assert p.store.run(p.run_id).env["here"]["metadata_errors"]

@@ -186,6 +186,7 @@ class Coverage:
     here_daemons: set[str] = field(default_factory=set)  # those this host's own sampler covers (not SSH's)
     here_host: str = "host"  # this host's host sample: a cluster host's ("host") or a client's ("client_host")
     env: dict[str, Any] = field(default_factory=dict)  # what the run records (servers, prometheus, here)
+    metadata_errors: list[str] = field(default_factory=list)  # metadata commands that failed (not strict)
 
     def local(self, candidates: list[Daemon]) -> list[Daemon]:
         """This host's processes of the daemons its own sampler covers, each picked among `candidates` (the
@@ -216,7 +217,8 @@ class Coverage:
             if c.name in self.here_daemons and c.pid and c.pid != pids.get(c.name):
                 others.setdefault(c.name, []).append(c.pid)
         self.env["here"] = {"host": self.here, "hostname": inventory.this_host().hostname, "daemons": pids,
-                            "missing": missing, "not_counted": others}
+                            "missing": missing, "not_counted": others,
+                            **({"metadata_errors": self.metadata_errors} if self.metadata_errors else {})}
         if self.servers is not None:
             self.servers.here = this_host_identities([p for p in pids.values() if p])
         return picked
@@ -254,18 +256,26 @@ def _remote(spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], here: inv
 
 
 def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: Any,
-            local: list[Daemon] | None = None, journal: Journal | None = None, run: str = "run") -> Coverage:
+            local: list[Daemon] | None = None, journal: Journal | None = None, run: str = "run",
+            strict: bool = True) -> Coverage:
     """The placement of the cluster's daemons; the server hosts sampling when spec names any other than this
     one (the samplers fathom uploads written in `journal`, the run's), or the nodes from a DaemonSet named for
     `run` (the run's data tag) when spec.kubernetes; the Prometheus source for the cluster's
     hosts no server host stands for; this host's processes of the daemons placed here that no other source
-    covers, picked among `local` (Coverage.pick_here)."""
+    covers, picked among `local` (Coverage.pick_here).
+
+    strict: metadata that cannot be read is an error (the server sources need it); otherwise (this host's
+    daemons only) what could be read places them, and what could not is said and recorded (env `here`)."""
     raw, errors = inventory.gather_raw(ceph)
-    if errors:
+    hint = "the client key needs `mon 'allow r'` and `mgr 'allow r'`"
+    if errors and strict:
         raise FathomError(f"the cluster's metadata, which places daemons on hosts, could not be read: "
-                          f"{'; '.join(errors)}", hint="the client key needs `mon 'allow r'` and `mgr 'allow r'`")
+                          f"{'; '.join(errors)}", hint=hint)
+    if errors and say is not None:
+        say(f"warning: part of the cluster's metadata could not be read ({'; '.join(errors)}): this host's daemons "
+            f"it would place are not sampled ({hint})")
     placed = inventory.placement(raw)
-    cov = Coverage(placed)
+    cov = Coverage(placed, metadata_errors=list(errors))
     here = inventory.this_host()
     mine = [h for h, ds in placed.items() if here.claims(h, set().union(*(d.ips() for d in ds)))]
     cov.here = mine[0] if mine else None
