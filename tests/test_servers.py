@@ -52,9 +52,10 @@ def test_attribution_follows_the_metadata_not_proc():
     # hostb's /proc shows osd.0 (another cluster's, or a shared pid namespace) and two osd.1 processes
     procs = [_proc("osd.0", 701), _proc("osd.1", 802), _proc("osd.1", 999), _proc("ganesha.5", 5, "ganesha")]
     a = servers.attribute(procs, "hostb", placed)
-    assert a.found == {"osd.1": [802], "ganesha.5": [5]}  # the pid the addresses carry settles osd.1
-    assert a.keep == {802, 5}
-    assert a.foreign == {"osd.0": [701], "osd.1": [999]}  # osd.1's namesake is not it: listed, not counted
+    assert a.found == {"osd.1": [802]}  # the pid the addresses carry settles osd.1
+    assert a.keep == {802}
+    # osd.1's namesake is not it: listed, not counted; nor is a ganesha nothing ties to the cluster
+    assert a.foreign == {"osd.0": [701], "osd.1": [999], "ganesha.5": [5]}
     assert a.missing == [] and a.ambiguous == []
     # hosta: osd.0 there by name only (a random nonce, as in containers), mon.a not running
     a = servers.attribute([_proc("osd.0", 42)], "hosta", placed)
@@ -69,6 +70,54 @@ def test_attribution_follows_the_metadata_not_proc():
     # a host of no metadata: no Ceph daemon counts there
     a = servers.attribute([_proc("osd.1", 802)], None, placed)
     assert a.keep == set() and a.foreign == {"osd.1": [802]}
+
+
+def test_gateways_and_clients_count_only_when_tied_to_this_run_or_cluster():
+    """nfs-ganesha, ceph-fuse and rbd-fuse are placed by no metadata: on a server host one counts only by a pid
+    fathom started, or the cluster's fsid (its cephadm unit, as the sampler reads it); another NFS server there
+    is listed as foreign, as another cluster's mon is, never counted as the cluster's."""
+    from fathom.servers.attribution import Ours
+
+    placed = _placed()
+    ours = Ours(fsid="9f1c-ours", pids=frozenset({8}))
+    procs = [_proc("ganesha.5", 5, "ganesha"),  # another NFS server on the host
+             {**_proc("nfs.a.0.0.hostb.xyz", 6, "ganesha"), "fsid": "9f1c-ours"},  # the cluster's (cephadm)
+             {**_proc("client.admin", 7, "fuse"), "fsid": "0000-theirs"},  # another cluster's client
+             {**_proc("client.admin", 9, "fuse"), "conf": "/etc/ceph/ceph.conf"},  # a conf path says nothing here
+             _proc("client.admin", 8, "rbd_fuse")]  # one fathom started
+    a = servers.attribute(procs, "hostb", placed, ours)
+    assert a.found == {"nfs.a.0.0.hostb.xyz": [6], "client.admin": [8]} and a.keep == {6, 8}
+    assert a.foreign == {"ganesha.5": [5], "client.admin": [7, 9]}
+    assert servers.attribute(procs, "hostb", placed).keep == set()  # nothing ties any of them: none counts
+
+
+def test_this_hosts_gateways_count_by_the_runs_conf_or_fsid(tmp_path, monkeypatch):
+    """On fathom's own host a gateway or client counts when its command line names the run's conf (or its
+    cephadm unit the cluster's fsid, or fathom started it); others are recorded as not counted."""
+    from fathom.cluster.attach import cephadm_fsid, conf_arg
+    from fathom.cluster.local import Daemon
+
+    assert conf_arg(["-c", "/a.conf", "/mnt"]) == "/a.conf" and conf_arg(["--conf=/b.conf"]) == "/b.conf"
+    assert conf_arg(["--conf", "/a.conf", "-c", "/b.conf"]) == "/b.conf" and conf_arg(["--", "-c", "/a"]) is None
+    assert cephadm_fsid("0::/system.slice/ceph-9f1c@nfs.a.0.0.h.xyz.service/libpod-payload\n") == "9f1c"
+    assert cephadm_fsid("0::/user.slice/session-3.scope\n") is None
+    conf = tmp_path / "ceph.conf"
+    conf.write_text("[global]\n")
+    cov = servers.Coverage(_placed(), ours=servers.Ours(fsid="9f1c", confs=frozenset({str(conf)}),
+                                                        pids=frozenset({44})))
+    monkeypatch.setattr(inventory, "this_host", lambda: inventory.ThisHost("hostc", frozenset({"127.0.0.1"})))
+    here = [Daemon("client.admin", "fuse", 41, conf=str(conf)),  # mounts this cluster's CephFS
+            Daemon("client.admin", "fuse", 42, conf="/etc/ceph/other.conf"),  # another cluster's
+            Daemon("ganesha.43", "ganesha", 43),  # another NFS server
+            Daemon("ganesha.44", "ganesha", 44),  # one fathom started
+            Daemon("nfs.a.0.0.hostc.xyz", "ganesha", 45, fsid="9f1c")]  # the cluster's, by cephadm
+    assert [(d.name, d.pid) for d in cov.local(here)] == [("client.admin", 41), ("ganesha.44", 44),
+                                                          ("nfs.a.0.0.hostc.xyz", 45)]
+    cov.pick_here(here)
+    assert cov.env["here"]["not_counted"] == {"client.admin": [42], "ganesha.43": [43]}
+    assert cov.env["here"]["daemons"] == {"client.admin": 41, "ganesha.44": 44, "nfs.a.0.0.hostc.xyz": 45}
+    cov.gateways_here = False  # another source samples this host: its gateways are that source's
+    assert cov.local(here) == []
 
 
 def test_a_foreign_process_counted_on_its_own_host_is_not_listed_as_not_counted():

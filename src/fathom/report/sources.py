@@ -92,7 +92,10 @@ def table(r: RunData) -> Table | None:
     if other:
         notes.append("Not counted: processes with the name of one of this cluster's daemons that are not it "
                      "(another cluster's: on a host the metadata does not place that daemon on, or beside the "
-                     "process its addresses name), with the hosts whose /proc shows each: " + ", ".join(other) + ".")
+                     "process its addresses name), and gateways and clients (nfs-ganesha, ceph-fuse, rbd-fuse) "
+                     "nothing ties to this run or cluster (neither a pid fathom started, nor the cluster's fsid in "
+                     "their cephadm unit, nor the run's conf in their command line), with the hosts whose /proc "
+                     "shows each: " + ", ".join(other) + ".")
     lost = sorted({e["message"] for e in r.events if e["kind"] in ("server_lost", "server_late", "servers")
                    or (e["kind"] == "sources" and (e.get("data") or {}).get("error"))})
     notes += lost

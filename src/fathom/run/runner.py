@@ -290,10 +290,12 @@ class Phases:
 
             # the samplers it uploads are written in the run's journal first: a killed run's --resume removes them
             journal = self.journal() if opts.servers is not None else None
+            own = held.attached.local if held.attached else None  # its gateways and clients: the pids it started
             held.coverage = servers.connect(held.ceph, opts.servers, opts.prometheus, _say,
                                             held.attached.local_daemons() if held.attached else None,
                                             journal, run=self.attempt.data_tag if self.attempt else str(self.run_id),
-                                            strict=sources)
+                                            strict=sources, started=[d.pid for d in own.daemons() if d.pid]
+                                            if own is not None else None)
             self.store.merge_env(self.run_id, **held.coverage.env)
 
     def local_daemons(self) -> list[Daemon]:
