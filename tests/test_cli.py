@@ -125,3 +125,16 @@ def test_a_refused_run_creates_no_results_store(tmp_path: Path, argv: list[str])
     assert "Traceback" not in p.stderr, p.stderr
     assert not db.exists() and list(db.parent.iterdir()) == [], (p.stderr, list(db.parent.iterdir()))
 
+
+@pytest.mark.parametrize("argv, dest, name_is_the_runs", [
+    (["run", "osd-classic"], "client_name", True), (["slo", "osd-classic"], "client_name", True),
+    (["cluster", "status"], "client_name", False), (["cluster", "restore"], "client_name", False),
+    (["bench", "rados", "-p", "p", "10", "write"], "name", False), (["cleanup", "-p", "p"], "name", False)])
+def test_one_spelling_for_the_ceph_client_name_on_every_command(argv: list[str], dest: str,
+                                                                 name_is_the_runs: bool) -> None:
+    """--client-name names the Ceph client everywhere; --name stays its alias where it means nothing else."""
+    args = build_parser(argv[0]).parse_args([*argv, "--client-name", "client.bench"])
+    assert getattr(args, dest) == "client.bench"
+    args = build_parser(argv[0]).parse_args([*argv, "--name", "x"])
+    assert getattr(args, dest) == (None if name_is_the_runs else "x")
+    assert not name_is_the_runs or args.name == "x"  # run and slo: the run's name

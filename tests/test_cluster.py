@@ -8,6 +8,7 @@ import socket
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -364,3 +365,28 @@ def test_gate_passes_a_muted_check_and_ceph_20s_checks_on_older_clients_keys() -
         "AUTH_INSECURE_SERVICE_TICKETS": {"summary": {"message": "Monitors are configured to issue insecure "
                                                                  "service tickets"}}}}}
     assert assess(ceph20)[0]
+
+
+def test_a_probe_that_fails_early_says_how_long_it_waited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`ceph status` refused at once (bad key, no mon_host) is no timeout: the error says when it gave up, not
+    "within 30 s"; one that used its time says so."""
+    from fathom.cluster import ceph as ceph_mod
+
+    conf = tmp_path / "c.conf"
+    conf.write_text("[global]\nmon_host = 192.0.2.1\n")
+    clock = iter([100.0, 101.0])
+    # the module's clock only (raising=False: a module that never reads one is the case this test catches)
+    monkeypatch.setattr(ceph_mod, "time", SimpleNamespace(monotonic=lambda: next(clock)), raising=False)
+
+    def refused(self: Ceph, *args: str, **kw: object) -> None:
+        raise ClusterError("`ceph status` failed: monclient(hunting): handle_auth_bad_method")
+
+    monkeypatch.setattr(Ceph, "ceph", refused)
+    with pytest.raises(ClusterError) as exc:
+        Ceph(Connection(conf=str(conf))).probe(timeout=30)
+    assert "within 30 s" not in exc.value.message
+    assert "after 1.0 s (the command failed before its 30 s limit" in exc.value.message
+    assert "handle_auth_bad_method" in exc.value.message and "192.0.2.1" in exc.value.message
+    clock = iter([100.0, 130.2])
+    with pytest.raises(ClusterError, match="within 30 s: "):
+        Ceph(Connection(conf=str(conf))).probe(timeout=30)

@@ -100,3 +100,30 @@ def test_access_from_a_conf_and_keyring_with_cephs_own_tools(tmp_path):
     assert access.mon_addrs(a.mon_host) == [("10.1.0.1", 3300)]
     with pytest.raises(access.AccessError, match="client.other"):
         access.from_conn(str(conf), "client.other", str(kr))
+
+
+def test_show_has_a_row_per_pod_as_per_ssh_host(tmp_path, capsys):
+    """`fathom show` of a run on pods (and an SSH host) lists each point's client hosts, as `--json` and the report
+    have them: a stored run is built here, nothing is started."""
+    from fathom.cli.main import main
+    from fathom.results.store import Store
+
+    db = tmp_path / "pods.db"
+    clients = ClientsSpec.model_validate({"hosts": ["root@10.0.0.2"], "kubernetes": {"pods": 2}})
+    hosts = [{"host": h, "engines": 1, "ops": 4000 * (i + 1), "iops": 1000.0 * (i + 1), "mib_s": 3.9 * (i + 1),
+              "p99_ms": 2.5, "client_cpu_pct": 40.0 + i, "lost": h == "pod-1", "slow": False}
+             for i, h in enumerate(["10.0.0.2", "pod-0", "pod-1"])]
+    extra = {"hosts": hosts, "engines": [], "clocks": {"pod-0": {"offset_ms": 0.25, "rtt_ms": 0.5}},
+             "clients_lost": {"pod-1": "the pod was deleted"}}
+    with Store(db) as st:
+        run = st.create_run("on-pods", suite="s")
+        st.merge_env(run, clients=clients.describe())
+        st.record_point(run, 0, "rr", "rr", "fathom-engine", {"rw": "randread", "iodepth": 4, "numjobs": 1}, "done",
+                        metrics={"iops": 6000.0}, result={"extra": extra})
+    assert main(["show", "on-pods", "--db", str(db)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    at = next(i for i, line in enumerate(out) if line.split()[:3] == ["#", "client", "host"])
+    rows = [line.split() for line in out[at + 1:at + 4]]
+    assert [r[:4] for r in rows] == [["1", "10.0.0.2", "ssh", "1"], ["1", "pod-0", "pod", "1"],
+                                     ["1", "pod-1", "pod", "1"]]
+    assert rows[1][4:] == ["2000", "7.8", "2.500", "41.0", "+0.250", "±", "0.250", "ok"] and rows[2][-1] == "lost"

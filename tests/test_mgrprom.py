@@ -383,3 +383,10 @@ def test_a_client_that_may_not_enable_the_module_is_told_so(cluster, ceph, tmp_p
         assert prometheus_config(ceph) == []
     finally:
         ceph.ceph("auth", "rm", "client.fathom-ro", fmt_json=False)
+
+
+def test_rgw_op_counters_have_a_section_of_their_own():
+    """Squid's and Tentacle's RGW op counters (ceph_rgw_op_*) are rgw_op's, not the rgw section's op_* ones."""
+    assert mgrprom.counter_path("ceph_rgw_op_put_obj_ops") == ("rgw_op", "put_obj_ops")
+    assert mgrprom.counter_path("ceph_rgw_op_get_obj_lat_sum") == ("rgw_op", "get_obj_lat_sum")
+    assert mgrprom.counter_path("ceph_rgw_req") == ("rgw", "req")

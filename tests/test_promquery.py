@@ -434,3 +434,51 @@ def test_run_reads_host_figures_from_prometheus(prom: Prom, cluster, rados_pool,
     assert p.returncode == 0, p.stderr
     text = out.read_text()
     assert "Server measurements: sources" in text and "node-exporter via Prometheus" in text and prom.url in text
+
+
+def test_two_node_exporters_with_one_hostname(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two targets reporting one hostname are one host scraped twice only when their hosts booted together;
+    otherwise the run is refused with both named (one's figures would have been the other's)."""
+    seen = {"10.0.0.1:9100": "node1", "10.0.0.9:9100": "node1", "10.0.0.2:9100": "node2"}
+    boots: dict[str, float] = {}
+
+    def query(self: PromSource, promql: str, at: float | None = None) -> dict[str, Any]:
+        if promql == "time()":
+            return {"resultType": "scalar", "result": [time.time(), str(time.time())]}
+        assert promql.startswith("node_boot_time_seconds{instance=~") and "9:9100" in promql
+        return {"resultType": "vector", "result": [{"metric": {"instance": i}, "value": [1.0, str(b)]}
+                                                   for i, b in boots.items()]}
+
+    monkeypatch.setattr(PromSource, "check", lambda self: {"url": self.url, "version": "2.45", "targets": [],
+                                                            "scrape_interval_s": 1.0})
+    monkeypatch.setattr(PromSource, "hosts", lambda self: dict(seen))
+    monkeypatch.setattr(PromSource, "query", query)
+    boots.update({"10.0.0.1:9100": 1_700_000_000.0, "10.0.0.9:9100": 1_700_050_000.0})
+    with pytest.raises(PrometheusError) as e:
+        promquery.connect("http://prom:9095", ["node1", "node2"], set())
+    assert "node1 at 10.0.0.1:9100 and 10.0.0.9:9100 (booted at different times)" in e.value.message
+    assert "nodename" in (e.value.hint or "")
+    del boots["10.0.0.9:9100"]  # no boot time to tell: refused too
+    with pytest.raises(PrometheusError, match="no node_boot_time_seconds to tell"):
+        promquery.connect("http://prom:9095", ["node1", "node2"], set())
+    boots["10.0.0.9:9100"] = 1_700_000_000.4  # one host under two targets: counted once, and said
+    source, desc = promquery.connect("http://prom:9095", ["node1", "node2"], set())
+    assert source.chosen == {"10.0.0.1:9100": "node1", "10.0.0.2:9100": "node2"}
+    assert promquery.shared_names(seen, ["node1", "node2"]) == {"node1": ["10.0.0.1:9100", "10.0.0.9:9100"]}
+    assert promquery.shared_names(seen, ["node2"]) == {}
+    assert desc["scraped_twice"] == {"node1": ["10.0.0.1:9100", "10.0.0.9:9100"]}
+    # a window asks for the chosen target, not whichever other reports its hostname
+    assert promquery.select({"10.0.0.0:9100": "node1", **seen}, ["10.0.0.1:9100"]) == {"10.0.0.1:9100": "node1"}
+
+
+def test_prometheus_nic_figures_say_how_node_exporter_counts() -> None:
+    """node-exporter's per-device counters do not say how interfaces stack: its hosts' NIC figures are not
+    'each byte once, at the top of the stack', and the per-host table and sources section say what they are."""
+    from fathom.report import perhost
+
+    prom = {"node1": {"via": "prometheus", "net_rx_mib_s": 10.0}, "node2": {"via": "prometheus", "net_rx_mib_s": 3.0}}
+    assert perhost._nics(prom) == usage.NIC_ALL and "top of their stack" not in perhost._nics(prom)
+    ssh = {"a": {"via": "ssh", "net_rx_mib_s": 1.0}}
+    assert perhost._nics(ssh) == usage.NIC_TOP
+    both = perhost._nics({**prom, **ssh})
+    assert both.startswith("prometheus hosts: node-exporter's") and "; ssh hosts: each byte once" in both

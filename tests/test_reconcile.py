@@ -117,7 +117,8 @@ def test_the_tolerance_is_relative_with_a_floor():
 
 
 def test_an_rgw_without_get_and_put_counters_compares_requests_only():
-    # Reef and later keep object ops in the rgw_op section: the rgw section has req and failed_req only
+    # op counters that did not move (or an RGW without any: neither get/put nor an rgw_op section): req and
+    # failed_req say all there is
     client = {"read": {"ops": 100, "bytes": 100 * 4096, "errors": 0}}
     got = reconcile.reconcile(client, _rgw(req=101), max_object=4096)
     assert got["ok"] and [r["counter"] for r in got["rows"]] == ["req", "failed_req"] and "req and failed_req" in \
@@ -141,3 +142,45 @@ def test_a_points_check_counts_ramp_and_main_phase_intervals_and_the_engines_ext
                               "rgw.get_b": 100 * 4096 + 50}}
     assert reconcile.point_check(one, ivs, perf1, buckets=1, object_size=4096)["ok"]
     assert reconcile.point_check(res, ivs, {"osd.0": {"osd.op_r": 5}}, buckets=1, object_size=4096) is None
+
+
+def test_squid_and_tentacle_op_counters_are_compared_and_named():
+    """Tentacle's rgw section has req and failed_req only; its op counters are rgw_op's put_obj_ops/_bytes,
+    get_obj_ops/_bytes, del_obj_ops, list_obj_ops: compared as the old get/put were, and the check says which
+    set it used."""
+    ivs = [{"ramp": False, "ops": {"read": {"ops": 100, "bytes": 100 * 4096, "errors": 0},
+                                   "remove": {"ops": 20, "bytes": 0, "errors": 0},
+                                   "list": {"ops": 5, "bytes": 0, "errors": 0}}}]
+    tentacle = {"rgw.req": 127, "rgw.failed_req": 1, "rgw_op.get_obj_ops": 102,
+                "rgw_op.get_obj_bytes": 100 * 4096 + 50, "rgw_op.get_obj_lat": {"count": 102, "sum": 0.2, "avg": 0.002},
+                "rgw_op.put_obj_ops": 1, "rgw_op.put_obj_bytes": 50, "rgw_op.del_obj_ops": 20,
+                "rgw_op.list_obj_ops": 6}
+    res = SimpleNamespace(extra={"engine_requests": [{"s3": None, "prefill": None}]})
+    got = reconcile.point_check(res, ivs, {"client.rgw.a": tentacle}, buckets=1, object_size=4096)
+    assert got is not None and got["ok"], _bad(got)
+    # put: neither side put beyond the control objects (within the floor), so no put rows
+    assert [r["counter"] for r in got["rows"]] == ["get_obj_ops", "get_obj_bytes", "del_obj_ops", "list_obj_ops",
+                                                   "req", "failed_req"]
+    assert "rgw_op section (Squid and later)" in got["counters"] and got["note"] is None
+    # foreign GETs show in get_obj_ops, not only in req
+    foreign = {**tentacle, "rgw.req": 5127, "rgw_op.get_obj_ops": 5102}
+    bad = _bad(reconcile.point_check(res, ivs, {"client.rgw.a": foreign}, buckets=1, object_size=4096))
+    assert set(bad) == {"get_obj_ops", "req"}
+    assert reconcile.describe(bad["get_obj_ops"]).startswith("get_obj_ops 5102 vs client 100")
+    # the old set is still read, and named
+    old = reconcile.point_check(res, ivs, {"client.rgw.a": {"rgw.req": 127, "rgw.get": 102, "rgw.get_b": 100 * 4096,
+                                                            "rgw.put": 1}}, buckets=1, object_size=4096)
+    assert old["ok"] and "rgw section (Pacific to Reef)" in old["counters"]
+    assert "get" in [r["counter"] for r in old["rows"]]
+    # an admin socket's perf dumps (fathom bench s3): the same, from the raw sections
+    before = {"rgw": {"req": 10, "failed_req": 0, "qlen": 0, "qactive": 0},
+              "rgw_op": {"put_obj_ops": 3, "put_obj_bytes": 300, "get_obj_ops": 0, "get_obj_bytes": 0,
+                         "get_obj_lat": {"avgcount": 0, "sum": 0.0}, "del_obj_ops": 0, "list_obj_ops": 0}}
+    after = {"rgw": {"req": 60, "failed_req": 0, "qlen": 0, "qactive": 1},
+             "rgw_op": {**before["rgw_op"], "get_obj_ops": 50, "get_obj_bytes": 50 * 4096,
+                        "get_obj_lat": {"avgcount": 50, "sum": 0.1}}}
+    d = reconcile.deltas(before, after)
+    assert d == {"req": 50, "failed_req": 0, "qlen": 0, "qactive": 1, "put": 0, "put_b": 0, "get": 50,
+                 "get_b": 50 * 4096, "del": 0, "list": 0}
+    got = reconcile.reconcile({"read": {"ops": 50, "bytes": 50 * 4096, "errors": 0}}, d, max_object=4096)
+    assert got["ok"] and "get_obj_ops" in [r["counter"] for r in got["rows"]] and "rgw_op" in got["counters"]

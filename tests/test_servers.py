@@ -52,9 +52,10 @@ def test_attribution_follows_the_metadata_not_proc():
     # hostb's /proc shows osd.0 (another cluster's, or a shared pid namespace) and two osd.1 processes
     procs = [_proc("osd.0", 701), _proc("osd.1", 802), _proc("osd.1", 999), _proc("ganesha.5", 5, "ganesha")]
     a = servers.attribute(procs, "hostb", placed)
-    assert a.found == {"osd.1": [802], "ganesha.5": [5]}  # the pid the addresses carry settles osd.1
-    assert a.keep == {802, 5}
-    assert a.foreign == {"osd.0": [701], "osd.1": [999]}  # osd.1's namesake is not it: listed, not counted
+    assert a.found == {"osd.1": [802]}  # the pid the addresses carry settles osd.1
+    assert a.keep == {802}
+    # osd.1's namesake is not it: listed, not counted; nor is a ganesha nothing ties to the cluster
+    assert a.foreign == {"osd.0": [701], "osd.1": [999], "ganesha.5": [5]}
     assert a.missing == [] and a.ambiguous == []
     # hosta: osd.0 there by name only (a random nonce, as in containers), mon.a not running
     a = servers.attribute([_proc("osd.0", 42)], "hosta", placed)
@@ -69,6 +70,54 @@ def test_attribution_follows_the_metadata_not_proc():
     # a host of no metadata: no Ceph daemon counts there
     a = servers.attribute([_proc("osd.1", 802)], None, placed)
     assert a.keep == set() and a.foreign == {"osd.1": [802]}
+
+
+def test_gateways_and_clients_count_only_when_tied_to_this_run_or_cluster():
+    """nfs-ganesha, ceph-fuse and rbd-fuse are placed by no metadata: on a server host one counts only by a pid
+    fathom started, or the cluster's fsid (its cephadm unit, as the sampler reads it); another NFS server there
+    is listed as foreign, as another cluster's mon is, never counted as the cluster's."""
+    from fathom.servers.attribution import Ours
+
+    placed = _placed()
+    ours = Ours(fsid="9f1c-ours", pids=frozenset({8}))
+    procs = [_proc("ganesha.5", 5, "ganesha"),  # another NFS server on the host
+             {**_proc("nfs.a.0.0.hostb.xyz", 6, "ganesha"), "fsid": "9f1c-ours"},  # the cluster's (cephadm)
+             {**_proc("client.admin", 7, "fuse"), "fsid": "0000-theirs"},  # another cluster's client
+             {**_proc("client.admin", 9, "fuse"), "conf": "/etc/ceph/ceph.conf"},  # a conf path says nothing here
+             _proc("client.admin", 8, "rbd_fuse")]  # one fathom started
+    a = servers.attribute(procs, "hostb", placed, ours)
+    assert a.found == {"nfs.a.0.0.hostb.xyz": [6], "client.admin": [8]} and a.keep == {6, 8}
+    assert a.foreign == {"ganesha.5": [5], "client.admin": [7, 9]}
+    assert servers.attribute(procs, "hostb", placed).keep == set()  # nothing ties any of them: none counts
+
+
+def test_this_hosts_gateways_count_by_the_runs_conf_or_fsid(tmp_path, monkeypatch):
+    """On fathom's own host a gateway or client counts when its command line names the run's conf (or its
+    cephadm unit the cluster's fsid, or fathom started it); others are recorded as not counted."""
+    from fathom.cluster.attach import cephadm_fsid, conf_arg
+    from fathom.cluster.local import Daemon
+
+    assert conf_arg(["-c", "/a.conf", "/mnt"]) == "/a.conf" and conf_arg(["--conf=/b.conf"]) == "/b.conf"
+    assert conf_arg(["--conf", "/a.conf", "-c", "/b.conf"]) == "/b.conf" and conf_arg(["--", "-c", "/a"]) is None
+    assert cephadm_fsid("0::/system.slice/ceph-9f1c@nfs.a.0.0.h.xyz.service/libpod-payload\n") == "9f1c"
+    assert cephadm_fsid("0::/user.slice/session-3.scope\n") is None
+    conf = tmp_path / "ceph.conf"
+    conf.write_text("[global]\n")
+    cov = servers.Coverage(_placed(), ours=servers.Ours(fsid="9f1c", confs=frozenset({str(conf)}),
+                                                        pids=frozenset({44})))
+    monkeypatch.setattr(inventory, "this_host", lambda: inventory.ThisHost("hostc", frozenset({"127.0.0.1"})))
+    here = [Daemon("client.admin", "fuse", 41, conf=str(conf)),  # mounts this cluster's CephFS
+            Daemon("client.admin", "fuse", 42, conf="/etc/ceph/other.conf"),  # another cluster's
+            Daemon("ganesha.43", "ganesha", 43),  # another NFS server
+            Daemon("ganesha.44", "ganesha", 44),  # one fathom started
+            Daemon("nfs.a.0.0.hostc.xyz", "ganesha", 45, fsid="9f1c")]  # the cluster's, by cephadm
+    assert [(d.name, d.pid) for d in cov.local(here)] == [("client.admin", 41), ("ganesha.44", 44),
+                                                          ("nfs.a.0.0.hostc.xyz", 45)]
+    cov.pick_here(here)
+    assert cov.env["here"]["not_counted"] == {"client.admin": [42], "ganesha.43": [43]}
+    assert cov.env["here"]["daemons"] == {"client.admin": 41, "ganesha.44": 44, "nfs.a.0.0.hostc.xyz": 45}
+    cov.gateways_here = False  # another source samples this host: its gateways are that source's
+    assert cov.local(here) == []
 
 
 def test_a_foreign_process_counted_on_its_own_host_is_not_listed_as_not_counted():
@@ -113,6 +162,67 @@ def test_a_lost_hosts_figures_are_marked_partial_or_missing():
     assert out["b"] == {**out["b"], "coverage": "partial", "covered_s": 4.0, "window_s": 10.0, "osd_cpu": 50.0}
     assert out["c"] == {"via": "ssh", "coverage": "missing", "covered_s": 0.0, "window_s": 10.0,
                         "lost": "connection lost"}
+
+
+class _FakeShell:
+    """A server host's shell as ServerHost.look and the removal command use it: files by path, directories."""
+
+    def __init__(self, spec: servers.ClientHost, dirs: set[str]):
+        self.spec, self.files, self.dirs = spec, {}, dirs
+
+    async def connect(self) -> None:
+        return None
+
+    async def run(self, cmd: str) -> tuple[int, str, str]:
+        import shlex
+
+        out = []
+        for part in cmd.split("; "):
+            words = shlex.split(part.replace("2>/dev/null", ""))
+            if words[:1] == ["sha256sum"] and words[1] in self.files:
+                out.append(f"{self.files[words[1]]}  {words[1]}")
+            elif words[:2] == ["rm", "-f"]:
+                self.files.pop(words[2], None)
+            elif words[:1] == ["for"]:
+                out += [f"missing {d}" for d in words[3:] if d not in self.dirs]
+        return 0, "\n".join(out) + "\n", ""
+
+
+def test_runs_on_a_shared_host_never_remove_each_others_sampler():
+    """Two runs sample one host: each uploads to a directory of its own (its data tag), journals that path, and
+    removes only it; run A's end (or restore) left run B's sampler alone. A kept sampler is the shared one."""
+    import asyncio
+
+    from fathom.cluster.journal import SAMPLER_KIND, Journal
+    from fathom.servers.host import remove_command
+
+    host = servers.ClientHost(host="10.0.0.5", user="root", engine_dir="/var/tmp/fathom")
+    spec = servers.ServersSpec(hosts=[host])
+    sha = "ab" * 32
+    fs = _FakeShell(host, {"/var", "/var/tmp", "/var/tmp/fathom", f"/var/tmp/fathom/{sha[:16]}"})
+    journals = {}
+    for run in ("fathom-1-aaaaaa", "fathom-2-bbbbbb"):  # B looks after A uploaded
+        srv = servers.Servers(spec, {}, journal=Journal(fsid="f"), run=run)
+        h = srv.hosts[0]
+        h.ssh = fs  # type: ignore[assignment]
+        asyncio.run(h.look(sha))
+        srv._own(srv.hosts)
+        assert h.placed is not None and not h.had_file, run  # its own, not the other run's
+        fs.files[h.path] = sha  # the upload
+        journals[run] = srv.journal
+    (a,), (b,) = (journals[r].pending(SAMPLER_KIND) for r in ("fathom-1-aaaaaa", "fathom-2-bbbbbb"))
+    assert a.data["path"] == f"/var/tmp/fathom/{sha[:16]}/fathom-1-aaaaaa/fathom-sampler"
+    assert b.data["path"] == f"/var/tmp/fathom/{sha[:16]}/fathom-2-bbbbbb/fathom-sampler"
+    assert a.data["dirs"] == [f"/var/tmp/fathom/{sha[:16]}/fathom-1-aaaaaa"]
+    asyncio.run(fs.run(remove_command(a.data["path"], a.data["dirs"])))  # run A's end
+    assert b.data["path"] in fs.files and a.data["path"] not in fs.files
+    # --keep-sampler: the shared path, never journalled as a run's
+    kept = servers.Servers(spec.model_copy(update={"keep_sampler": True}), {}, journal=Journal(fsid="f"),
+                           run="fathom-3-cccccc")
+    kept.hosts[0].ssh = fs  # type: ignore[assignment]
+    asyncio.run(kept.hosts[0].look(sha))
+    kept._own(kept.hosts)
+    assert kept.hosts[0].path == f"/var/tmp/fathom/{sha[:16]}/fathom-sampler" and not kept.journal.entries
 
 
 def test_server_host_options(tmp_path):
@@ -395,37 +505,42 @@ def test_the_sampler_fathom_uploaded_is_removed_at_the_end(tmp_path):
         spec = servers.ServersSpec(hosts=[servers.ClientHost(host=h.addr, user="root", key_file=tb.key_file,
                                                              engine_dir=f"{base}/fathom")],
                                    known_hosts=tb.known_hosts)
-        path = base / "fathom" / sha256_file(servers.sampler_path())[:16] / "fathom-sampler"
+        shared = base / "fathom" / sha256_file(servers.sampler_path())[:16] / "fathom-sampler"
+        path = shared.parent / "fathom-7-abc123" / "fathom-sampler"  # the run's own directory
         saved: list[tuple[dict, bool]] = []  # each journal record as persisted, and whether the file was there
         journal = Journal(persist=lambda rec: saved.append((json.loads(json.dumps(rec)), path.exists())), fsid="f")
-        srv = servers.Servers.open(spec, {}, journal=journal)
+        srv = servers.Servers.open(spec, {}, journal=journal, run="fathom-7-abc123")
         assert path.is_file()
         (e,) = journal.pending(SAMPLER_KIND)
-        assert e.what == f"{h.addr}:{path}" and e.data["dirs"] == [str(base), f"{base}/fathom", str(path.parent)]
+        assert e.what == f"{h.addr}:{path}" and e.data["dirs"] == [str(base), f"{base}/fathom", str(shared.parent),
+                                                                   str(path.parent)]
         assert e.data["key_file"] == tb.key_file and "PRIVATE" not in json.dumps(e.to_dict())
         assert saved[0][0]["entries"][0]["kind"] == SAMPLER_KIND and not saved[0][1]  # written before the upload
         srv.close()
         assert not path.exists() and not base.exists()  # the file, and the directories made for it
         assert not journal.pending(SAMPLER_KIND) and journal.entries[0].undone
-        # kept on request: nothing journalled, the file stays
+        # kept on request: nothing journalled, the file stays, where every run that keeps one shares it
         kept = Journal(fsid="f")
-        servers.Servers.open(spec.model_copy(update={"keep_sampler": True}), {}, journal=kept).close()
-        assert path.is_file() and not kept.entries
-        # a sampler that was there before (the kept one) is not fathom's to remove
+        servers.Servers.open(spec.model_copy(update={"keep_sampler": True}), {}, journal=kept,
+                             run="fathom-7-abc123").close()
+        assert shared.is_file() and not kept.entries
+        # a sampler that was there before fathom looked is not fathom's to remove
+        path.parent.mkdir(parents=True)
+        shutil.copy(servers.sampler_path(), path)
         before = Journal(fsid="f")
-        servers.Servers.open(spec, {}, journal=before).close()
-        assert path.is_file() and not before.entries
+        servers.Servers.open(spec, {}, journal=before, run="fathom-7-abc123").close()
+        assert path.is_file() and shared.is_file() and not before.entries
         # a killed run: its connection ends with no cleanup; the file and the journal's entry stay
         shutil.rmtree(base)
         saved.clear()
         killed = servers.Servers.open(spec, {}, journal=Journal(persist=lambda rec: saved.append((rec, True)),
-                                                                fsid="f"))
+                                                                fsid="f"), run="fathom-7-abc123")
         killed.hosts[0].ssh.close()
         assert path.is_file()
         # the next attempt reads the run's journal: the file is the run's, so it removes it at its end
         resumed = Journal.from_dict(saved[-1][0])
         assert [x.what for x in resumed.pending(SAMPLER_KIND)] == [f"{h.addr}:{path}"]
-        servers.Servers.open(spec, {}, journal=resumed).close()
+        servers.Servers.open(spec, {}, journal=resumed, run="fathom-7-abc123").close()
         assert not path.exists() and not base.exists() and not resumed.pending(SAMPLER_KIND)
     deadline = time.monotonic() + 30
     while _samplers(nets) and time.monotonic() < deadline:  # the killed run's ends at its next write
@@ -775,3 +890,69 @@ def test_server_host_cluster_samples_this_host_here_without_ssh(other_cluster, t
         here = [s for s in st.telemetry(point["id"]) if s["host"] == "local" and s["source"] in pids]
         assert {(s["source"], s["pid"]) for s in here} == set(pids.items())
         assert point["metrics"]["osd_cpu"] is not None and point["metrics"]["mon_mem_mib"] is not None
+
+
+def test_an_attached_run_without_server_sources_picks_this_hosts_daemons_as_status_does(tmp_path, monkeypatch):
+    """Without --server-host, an attached run's /proc sampler counts the daemons the cluster's metadata places on
+    this host, each process picked by inventory.local_process (the pid its addresses carry, else the address it
+    listens on), never every process of a name: another cluster's mon.a and mgr.x here are not counted."""
+    from types import SimpleNamespace
+
+    from fathom.cluster.attach import Attachment
+    from fathom.cluster.ceph import Connection
+    from fathom.cluster.local import Daemon
+    from fathom.errors import ClusterError
+    from fathom.run.runner import Held, Phases
+    from fathom.run.work import RunOptions
+
+    raw = {"mon": [{"name": "a", "hostname": "hosta"}],
+           "mon_dump": {"mons": [{"name": "a", "public_addrs": {"addrvec": [
+               {"type": "v2", "addr": "10.0.0.1:3300", "nonce": 0},
+               {"type": "v1", "addr": "10.0.0.1:6789", "nonce": 0}]}}]},
+           "mgr": [{"name": "x", "hostname": "hosta", "addr": "10.0.0.1:0/4242"}],
+           "mgr_dump": {"active_name": "x", "active_addrs": {"addrvec": [
+               {"type": "v2", "addr": "10.0.0.1:6800", "nonce": 4242}]}},
+           "osd": [{"id": 0, "hostname": "hostb", "front_addr": "[v2:10.0.0.2:6800/77,v1:10.0.0.2:6801/77]"}],
+           "mds": [], "service": {}}
+    failing: set[str] = set()
+
+    class FakeCeph:
+        conn = Connection(conf=str(tmp_path / "ceph.conf"))
+
+        def ceph(self, *args: str, timeout: float = 0) -> object:
+            key = next(k for k, v in inventory.COMMANDS.items() if v == args)
+            if key in failing:
+                raise ClusterError(f"`ceph {' '.join(args)}` failed: access denied")
+            return raw.get(key)
+
+    here = [Daemon("mon.a", "mon", 100), Daemon("mon.a", "mon", 200),  # ours listens on 10.0.0.1:3300
+            Daemon("mgr.x", "mgr", 4242), Daemon("mgr.x", "mgr", 300)]  # ours: the pid its addresses carry
+    monkeypatch.setattr(inventory, "this_host", lambda: inventory.ThisHost("hosta", frozenset({"127.0.0.1",
+                                                                                               "10.0.0.1"})))
+    monkeypatch.setattr(inventory, "listening", lambda pids: {100: {("10.0.0.1", 3300)}, 200: {("127.0.0.1", 3300)},
+                                                             4242: set(), 300: set()})
+    monkeypatch.setattr(Attachment, "ceph", lambda self, timeout=60.0: FakeCeph())
+    monkeypatch.setattr(Attachment, "local_daemons", lambda self: list(here))
+    said: list[str] = []
+    monkeypatch.setattr("fathom.run.runner._say", said.append)
+
+    def phases() -> Phases:
+        st = Store(tmp_path / f"r{len(said)}-{len(failing)}.db")
+        run = st.create_run("attached", suite="s")
+        return Phases(RunOptions(suite_ref=None), st, SimpleNamespace(points=[], todo=[]), run,
+                      Held(attached=Attachment(conn=FakeCeph.conn)), True, None)
+
+    p = phases()
+    p.connect_servers()
+    assert p.held.coverage is not None  # an attached cluster's daemons are placed by its metadata
+    assert [(d.name, d.pid) for d in p.local_daemons()] == [("mon.a", 100), ("mgr.x", 4242)]
+    here_env = p.store.run(p.run_id).env["here"]
+    assert here_env["daemons"] == {"mon.a": 100, "mgr.x": 4242}
+    assert here_env["not_counted"] == {"mon.a": [200], "mgr.x": [300]}
+    # metadata partly unreadable (no mgr caps): what was read places this host's daemons, and the rest is said
+    failing.add("service")
+    p = phases()
+    p.connect_servers()
+    assert [(d.name, d.pid) for d in p.local_daemons()] == [("mon.a", 100), ("mgr.x", 4242)]
+    assert "access denied" in said[-1] and "not sampled" in said[-1]
+    assert p.store.run(p.run_id).env["here"]["metadata_errors"]

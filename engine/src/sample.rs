@@ -19,16 +19,18 @@
 //!   (s, all CPUs), ncpu, mem_total, mem_avail, net {iface: {rx_bytes rx_packets
 //!   rx_errs rx_drop tx_bytes tx_packets tx_errs tx_drop [upper]}}, disk {dev: {reads
 //!   read_bytes read_s writes write_bytes write_s in_flight io_s weighted_s}}
-//!   (devices that never did I/O are left out), procs [{pid name kind daemon
-//!   start utime stime rss vctx nvctx threads [tasks: [{tid comm utime stime vctx
-//!   nvctx last_cpu}]]}], self_cpu_s (the sampler's own CPU so far).
+//!   (devices that never did I/O are left out), procs [{pid name kind daemon [fsid]
+//!   [conf] start utime stime rss vctx nvctx threads [tasks: [{tid comm utime stime
+//!   vctx nvctx last_cpu}]]}], self_cpu_s (the sampler's own CPU so far).
 //!   An interface's `upper`: the interfaces stacked on it, which count its bytes
 //!   again (/sys/class/net/IF/upper_*: a bridge port's bridge, a bond member's
 //!   bond, a VLAN parent's VLANs; re-read every 10 s); left out when none.
 //!   A proc: `name` is argv[0]'s basename, `kind` fathom's daemon kind, `daemon`
 //!   the Ceph name from argv (`-i 3` of ceph-osd: osd.3; `-n client.rgw.x`), else
 //!   from a cephadm unit in /proc/PID/cgroup, else client.admin (radosgw) or
-//!   KIND.PID (ganesha); `start` s after boot; utime/stime s of the whole process
+//!   KIND.PID (ganesha); `fsid` the cluster of its cephadm unit (`ceph-FSID@...`),
+//!   `conf` the conf argv names (`-c`, `--conf`), each when there is one: what
+//!   tells a gateway's or client's cluster (the metadata places none); `start` s after boot; utime/stime s of the whole process
 //!   (ended threads included); rss bytes (/proc/PID/stat); vctx/nvctx voluntary and
 //!   involuntary context switches summed over its threads (/proc/PID/status has the
 //!   main thread's only), ended threads included from when the sampler saw them;
@@ -365,6 +367,12 @@ impl Sampler {
             l.s("name", d.prog.name.as_bytes());
             l.s("kind", d.prog.kind.as_bytes());
             l.s("daemon", d.id.as_bytes());
+            if let Some(f) = &d.fsid {
+                l.s("fsid", f.as_bytes());
+            }
+            if let Some(c) = &d.conf {
+                l.s("conf", c.as_bytes());
+            }
             l.f("start", d.start as f64 / hz);
             l.f("utime", d.utime as f64 / hz);
             l.f("stime", d.stime as f64 / hz);

@@ -247,17 +247,48 @@ pub fn daemon_id(p: &Program, cmdline: &[u8]) -> Option<String> {
 /// The daemon a cephadm systemd unit runs (`ceph-FSID@nfs.a.0.0.host.xyz.service`
 /// in /proc/PID/cgroup): the id of a containerized daemon whose argv names none.
 pub fn cephadm_unit(cgroup: &[u8]) -> Option<String> {
+    unit(cgroup).map(|(_, name)| String::from_utf8_lossy(name).into_owned())
+}
+
+/// The cluster a cephadm systemd unit belongs to: the FSID in `ceph-FSID@NAME.service`
+/// (how a gateway or client, which the cluster's metadata does not place, is told to be
+/// this cluster's or another's).
+pub fn cephadm_fsid(cgroup: &[u8]) -> Option<String> {
+    unit(cgroup).map(|(fsid, _)| String::from_utf8_lossy(fsid).into_owned()).filter(|f| !f.is_empty())
+}
+
+/// (FSID, NAME) of the first `ceph-FSID@NAME.service` segment of a cgroup file.
+fn unit(cgroup: &[u8]) -> Option<(&[u8], &[u8])> {
     for line in cgroup.split(|&b| b == b'\n') {
         for seg in line.split(|&b| b == b'/') {
             if let (true, Some(at)) = (seg.starts_with(b"ceph-"), seg.iter().position(|&b| b == b'@'))
                 && let Some(name) = seg[at + 1..].strip_suffix(b".service")
                 && !name.is_empty()
             {
-                return Some(String::from_utf8_lossy(name).into_owned());
+                return Some((&seg[b"ceph-".len()..at], name));
             }
         }
     }
     None
+}
+
+/// The Ceph configuration file argv names (`-c PATH`, `--conf PATH`, `--conf=PATH`),
+/// the last one winning and `--` ending the options, as Ceph parses them; None when
+/// it names none (the default, /etc/ceph/$cluster.conf).
+pub fn conf_arg(cmdline: &[u8]) -> Option<String> {
+    let mut args = cmdline.split(|&b| b == 0).skip(1);
+    let mut conf: Option<&[u8]> = None;
+    while let Some(a) = args.next() {
+        if a == b"--" {
+            break;
+        }
+        if let Some(v) = a.strip_prefix(b"--conf=") {
+            conf = Some(v);
+        } else if matches!(a, b"-c" | b"--conf") {
+            conf = args.next().or(conf);
+        }
+    }
+    conf.filter(|c| !c.is_empty()).map(|c| String::from_utf8_lossy(c).into_owned())
 }
 
 #[cfg(test)]
@@ -398,5 +429,18 @@ mod tests {
         assert_eq!(cephadm_unit(cg).as_deref(), Some("nfs.a.0.0.host1.xyz"));
         assert_eq!(cephadm_unit(b"0::/user.slice/user-0.slice/session-3.scope\n"), None);
         assert_eq!(cephadm_unit(b"0::/system.slice/ceph-x@.service\n"), None);
+        assert_eq!(cephadm_fsid(cg).as_deref(), Some("9f1c"));
+        assert_eq!(cephadm_fsid(b"0::/user.slice/user-0.slice/session-3.scope\n"), None);
+    }
+
+    #[test]
+    fn conf_args() {
+        let conf = |cmd: &str| conf_arg(cmd.replace(' ', "\0").as_bytes());
+        assert_eq!(conf("ceph-fuse -c /etc/ceph/b.conf /mnt").as_deref(), Some("/etc/ceph/b.conf"));
+        assert_eq!(conf("ganesha.nfsd --conf=/x.conf -F").as_deref(), Some("/x.conf"));
+        assert_eq!(conf("rbd-fuse --conf /a.conf -c /b.conf").as_deref(), Some("/b.conf"), "the last wins");
+        assert_eq!(conf("ceph-fuse -- -c /a.conf"), None, "-- ends the options");
+        assert_eq!(conf("ceph-fuse /mnt"), None);
+        assert_eq!(conf("ceph-fuse -c"), None);
     }
 }

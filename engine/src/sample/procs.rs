@@ -168,6 +168,9 @@ pub struct Daemon {
     pub pid: u32,
     pub prog: &'static Program,
     pub id: String,
+    /// the cluster it names: the FSID of its cephadm unit, the conf its argv gives
+    pub fsid: Option<String>,
+    pub conf: Option<String>,
     /// start time, clock ticks after boot
     pub start: u64,
     pub per_thread: bool,
@@ -197,17 +200,19 @@ impl Daemon {
         let n = read_single(&stat, buf).ok()?;
         let start = parse::stat(&buf[..n]).filter(|s| s.state != b'Z' && s.state != b'X')?.start;
         let tasks = Dir::open(&format!("/proc/{pid}/task"))?;
-        let id = parse::daemon_id(prog, cmdline)
-            .or_else(|| std::fs::read(format!("/proc/{pid}/cgroup")).ok().and_then(|c| parse::cephadm_unit(&c)))
-            .unwrap_or_else(|| match prog.entity {
-                Some("client") => "client.admin".into(), // Ceph's default name
-                _ => format!("{}.{pid}", prog.kind),
-            });
+        let cgroup = std::fs::read(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+        let unnamed = || match prog.entity {
+            Some("client") => "client.admin".into(), // Ceph's default name
+            _ => format!("{}.{pid}", prog.kind),
+        };
+        let id = parse::daemon_id(prog, cmdline).or_else(|| parse::cephadm_unit(&cgroup)).unwrap_or_else(unnamed);
         Some(Daemon {
             pid,
             prog,
             per_thread: per_thread(prog, &id),
             id,
+            fsid: parse::cephadm_fsid(&cgroup),
+            conf: parse::conf_arg(cmdline),
             start,
             stat,
             tasks,

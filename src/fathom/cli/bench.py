@@ -19,7 +19,8 @@ def _connection_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("cluster connection (as the rados and rbd commands take it)")
     g.add_argument("-c", "--conf", help="ceph.conf path (default: $CEPH_CONF, then /etc/ceph/ceph.conf)")
     g.add_argument("--id", "--user", dest="id", help="client id, e.g. admin (client.admin)")
-    g.add_argument("-n", "--name", help="full client name, e.g. client.admin")
+    g.add_argument("-n", "--name", "--client-name", dest="name", metavar="NAME",
+                   help="full client name, e.g. client.admin (--client-name: the same, as the other commands spell it)")
     g.add_argument("-k", "--keyring", help="keyring path")
     g.add_argument("--connect-timeout", type=float, default=15.0, metavar="SECONDS",
                    help="give up reaching the monitors after this long (default 15)")

@@ -45,7 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="when a point fails because the cluster or its pool is full: stop the run (default; "
                         "--resume continues it once there is room) or skip the points left that write and "
                         "run those that read")
-    add_attach_args(p, client_name_flag="--client-name")  # --name is the run's name here
+    add_attach_args(p, name_alias=False)  # --name is the run's name here
     add_client_args(p)
     add_server_args(p)
     p.add_argument("--bind", metavar="ADDR", help="the disposable local cluster listens on ADDR instead of "
@@ -81,7 +81,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-cluster", action="store_true", help="leave the disposable local cluster running")
     p.add_argument("--gate-timeout", default="300s", help="wait at most this long for a clean cluster before "
                                                           "each probe (default 300s)")
-    add_attach_args(p, client_name_flag="--client-name")
+    add_attach_args(p, name_alias=False)
     add_client_args(p)
     add_server_args(p)
     p.add_argument("--bind", metavar="ADDR", help="the disposable local cluster listens on ADDR instead of "
@@ -342,6 +342,12 @@ def cmd_show(args: argparse.Namespace) -> int:
                          _f(m.get("osd_cpu"), 0), _f(m.get("osd_mem_mib"), 0)])
         for line in _text_table(head, rows, left={"workload", "engine", "status"}):
             print(f"  {line}")
+        clients = _client_rows(pts, env)
+        if clients:  # the engines' hosts (SSH hosts, Kubernetes pods), as the report's per-host tables have them
+            print("  per client host (SSH host or Kubernetes pod), each point's engines there (client CPU: % of one "
+                  "core; the point's own figures are the exact merge of every engine):")
+            for line in _client_table(clients):
+                print(f"  {line}")
         if any(h["daemons"] for h in hosts):  # a cluster's hosts; a run without one has only this host's CPU
             print("  per host, over each point's telemetry window (host CPU: % of its cores; daemons: CPU % of one "
                   "core, RSS and context switches summed over its daemons; each daemon's: `fathom export --table "
@@ -371,6 +377,37 @@ def _host_rows(st: Store, run: Any, pts: list[dict]) -> list[dict[str, Any]]:
                         "daemons_rss_mib": _sum(ds, "rss_mib"), "daemons_ctx_switches_s": _sum(ds, "ctx_switches_s"),
                         "net_rx_mib_s": h["host"].get("net_rx_mib_s"), "net_tx_mib_s": h["host"].get("net_tx_mib_s")})
     return out
+
+
+def _client_rows(pts: list[dict], env: dict[str, Any]) -> list[dict[str, Any]]:
+    """Per point and client host, what its engines did (the point's `hosts`, merge.host_rows), with how the host
+    was reached: `pod` (a Kubernetes pod, by the run's clients), `ssh` or `local`."""
+    pods = {h.get("name") for h in (env.get("clients") or {}).get("hosts") or [] if h.get("pod") is not None}
+    out = []
+    for p in pts:
+        extra = (p["result"] or {}).get("extra") or {}
+        clocks = extra.get("clocks") or {}
+        lost = extra.get("clients_lost") or {}
+        for h in extra.get("hosts") or []:
+            name = h["host"]
+            c = clocks.get(name) or {}
+            status = "lost" if h.get("lost") or name in lost else "much slower" if h.get("slow") else "ok"
+            out.append({"idx": p["idx"], "host": name,
+                        "via": "pod" if name in pods else "local" if name == "local" else "ssh",
+                        "engines": h.get("engines"), "iops": h.get("iops"), "mib_s": h.get("mib_s"),
+                        "p99_ms": h.get("p99_ms"), "client_cpu_pct": h.get("client_cpu_pct"),
+                        "offset_ms": c.get("offset_ms"), "rtt_ms": c.get("rtt_ms"), "status": status})
+    return out
+
+
+def _client_table(rows: list[dict[str, Any]]) -> list[str]:
+    head = ["#", "client host", "via", "engines", "IOPS", "MiB/s", "p99 ms", "client CPU %", "clock offset ms",
+            "status"]
+    cells = [[str(r["idx"] + 1), r["host"], r["via"], str(r["engines"] or "-"), _f(r["iops"], 0), _f(r["mib_s"], 1),
+              _f(r["p99_ms"], 3), _f(r["client_cpu_pct"], 1),
+              "-" if r["offset_ms"] is None else f"{r['offset_ms']:+.3f} ± {(r['rtt_ms'] or 0.0) / 2:.3f}",
+              r["status"]] for r in rows]
+    return _text_table(head, cells, left={"client host", "via", "status"})
 
 
 def _sum(ds: list[dict[str, Any]], figure: str) -> float | None:

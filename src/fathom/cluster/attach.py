@@ -19,12 +19,18 @@ DAEMON_PROGRAMS = {"ceph-osd": "osd", "ceph-mon": "mon", "ceph-mgr": "mgr", "cep
                    "ceph-fuse": "fuse", "rbd-fuse": "rbd_fuse", "ganesha.nfsd": "ganesha"}
 
 
-def add_attach_args(parser: argparse.ArgumentParser, client_name_flag: str = "--name") -> None:
-    """--conf/--id/--name/--keyring; a command whose --name means something else passes another flag."""
+CLIENT_NAME = "--client-name"  # the Ceph client's full name on every command (run and slo's --name is the run's)
+
+
+def add_attach_args(parser: argparse.ArgumentParser, name_alias: bool = True) -> None:
+    """--conf/--id/--client-name/--keyring; --name too, as the ceph tools spell it, unless the command's --name
+    means something else (run, slo: the run's name)."""
     g = parser.add_argument_group("existing cluster (attach); without these, fathom starts its own local cluster")
     g.add_argument("-c", "--conf", help="ceph.conf of the cluster (default: $CEPH_CONF)")
     g.add_argument("--id", dest="client_id", help="client id, e.g. admin (default admin)")
-    g.add_argument(client_name_flag, dest="client_name", help="full client name, e.g. client.admin")
+    flags = [CLIENT_NAME, "--name"] if name_alias else [CLIENT_NAME]
+    g.add_argument(*flags, dest="client_name", metavar="NAME",
+                   help="full client name, e.g. client.admin" + (" (--name: the same)" if name_alias else ""))
     g.add_argument("--keyring", help="keyring holding the client's key")
 
 
@@ -67,6 +73,8 @@ def local_for(conf: str) -> LocalCluster | None:
 
 
 def scan_local_daemons() -> list[Daemon]:
+    """Every Ceph daemon, gateway and client process in this host's /proc, with what its command line and
+    cgroup say of its cluster (conf_arg, cephadm_fsid); which of them are the cluster's is for the caller."""
     out = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
@@ -82,5 +90,34 @@ def scan_local_daemons() -> list[Daemon]:
         args = [a.decode(errors="replace") for a in argv[1:]]
         ident = next((args[i + 1] for i, a in enumerate(args[:-1]) if a in ("-i", "--id", "-n", "--name")), proc.name)
         name = ident if "." in ident else f"{kind}.{ident}"
-        out.append(Daemon(name=name, kind=kind, pid=int(proc.name)))
+        try:
+            cgroup = (proc / "cgroup").read_text(errors="replace")
+        except OSError:
+            cgroup = ""
+        out.append(Daemon(name=name, kind=kind, pid=int(proc.name), fsid=cephadm_fsid(cgroup), conf=conf_arg(args)))
     return sorted(out, key=lambda d: d.name)
+
+
+def conf_arg(args: list[str]) -> str | None:
+    """The conf a command line names (`-c PATH`, `--conf PATH`, `--conf=PATH`; the last wins, `--` ends the
+    options), as Ceph's own parsing reads it; None when it names none."""
+    conf = None
+    it = iter(args)
+    for a in it:
+        if a == "--":
+            break
+        if a.startswith("--conf="):
+            conf = a[len("--conf="):]
+        elif a in ("-c", "--conf"):
+            conf = next(it, conf)
+    return conf or None
+
+
+def cephadm_fsid(cgroup: str) -> str | None:
+    """The cluster of a cephadm unit the process runs in (`ceph-FSID@NAME.service` in /proc/PID/cgroup)."""
+    for seg in cgroup.replace("\n", "/").split("/"):
+        if seg.startswith("ceph-") and "@" in seg and seg.endswith(".service"):
+            fsid = seg[len("ceph-"):seg.index("@")]
+            if fsid:
+                return fsid
+    return None

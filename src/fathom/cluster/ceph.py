@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import subprocess
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -144,20 +145,29 @@ class Ceph:
         return self.call("radosgw-admin", *args, **kw)
 
     def probe(self, timeout: float = 30.0) -> dict[str, Any]:
-        """`ceph status`, bounded; the error names the conf and the mon addresses tried."""
+        """`ceph status`, bounded; the error names the conf, the mon addresses tried and how long it waited."""
+        t0 = time.monotonic()
         try:
             return self.ceph("status", timeout=timeout)
         except ClusterError as exc:
             mons = _mon_host(self.conn.conf)
             raise ClusterError(
                 f"cannot reach the cluster of {self.conn.conf} (mon_host {mons or 'not set'}) "
-                f"as {self.conn.name} within {timeout:.0f} s: {exc.message}",
+                f"as {self.conn.name} {waited(time.monotonic() - t0, timeout)}: {exc.message}",
                 hint="check the conf path, that the mons are running, and the --id/--keyring you gave",
             ) from None
 
     def version(self) -> str:
         proc = subprocess.run(["ceph", "--version"], capture_output=True, text=True, timeout=30)
         return proc.stdout.strip()
+
+
+def waited(elapsed: float, timeout: float) -> str:
+    """How long a call that failed waited: "within 30 s" only when it used its time; a command that failed
+    early (refused auth, no mon_host, a mon that said no) is not a timeout, and its error says what happened."""
+    if elapsed >= 0.9 * timeout:
+        return f"within {timeout:.0f} s"
+    return f"after {elapsed:.1f} s (the command failed before its {timeout:.0f} s limit, it did not time out)"
 
 
 def _mon_host(conf: str) -> str | None:

@@ -52,6 +52,9 @@ class Daemon:
     name: str  # e.g. "osd.0", "mon.a", "client.rgw.fathom"
     kind: str  # mon, mgr, osd, mds, rgw
     pid: int | None
+    # a process seen in /proc: its cephadm unit's fsid, its argv's conf (what ties a gateway to a cluster)
+    fsid: str | None = None
+    conf: str | None = None
 
     @property
     def running(self) -> bool:

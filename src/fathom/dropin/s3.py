@@ -216,7 +216,8 @@ def counters_lines(rec: dict[str, Any] | None) -> list[str]:
     rows = "   ".join(f"{r['counter']} {r['rgw']:g} (client {r['client']:g})" for r in rec["rows"])
     verdict = "match" if rec["ok"] else "MISMATCH: " + "; ".join(
         f"{r['counter']} off by {r['diff']:+g} ({r['allowed']:g} allowed)" for r in rec["rows"] if not r["ok"])
-    return [f"RGW counters: {rows}   failed_req {rec['failed_req'] or 0:g}: {verdict}"]
+    used = f" ({rec['counters']})" if rec.get("counters") else ""
+    return [f"RGW counters{used}: {rows}   failed_req {rec['failed_req'] or 0:g}: {verdict}"]
 
 
 # ---- one bench ---------------------------------------------------------------------------

@@ -269,9 +269,10 @@ class SshHost:
         await self._check_engine(path, protocol)
         return path
 
-    async def install(self, local: Path, sha: str, name: str) -> str:
-        """`local` at `<engine_dir>/<sha256 prefix>/<name>` on the host, uploaded when missing or different."""
-        d = f"{self.spec.engine_dir.rstrip('/')}/{sha[:16]}"
+    async def install(self, local: Path, sha: str, name: str, where: str | None = None) -> str:
+        """`local` at `<engine_dir>/<sha256 prefix>/<name>` on the host (or in the directory `where`), uploaded
+        when missing or different."""
+        d = where or f"{self.spec.engine_dir.rstrip('/')}/{sha[:16]}"
         path = f"{d}/{name}"
         rc, out, _ = await self.run(f"sha256sum {shlex.quote(path)} 2>/dev/null")
         if rc != 0 or out.split()[:1] != [sha]:

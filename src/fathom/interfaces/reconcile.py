@@ -21,6 +21,14 @@ that failed (a failure may or may not have reached RGW, or the op):
     failed_req    those setup 503s, up to them plus the client's errors and its retries (each retry followed
                   a failure)
 
+Squid moved the op counters into a section of their own, `rgw_op` (the global instance of RGW's labelled op
+counters, beside per-bucket and per-user ones when their caches are on): put_obj_ops/_bytes/_lat,
+get_obj_ops/_bytes/_lat, del_obj_ops/_bytes/_lat, list_obj_ops/_lat and more; Tentacle has no get, get_b, put,
+put_b in `rgw` at all, only req, failed_req and the queue gauges. Either set is read (OP_SETS): the rgw_op one
+where its counters moved, else the rgw one; with rgw_op also del_obj_ops against the client's removes and
+list_obj_ops against its lists. The result names the set it used (`counters`), and its rows the counters by
+their own names.
+
 Slack around each range: TOLERANCE of its top, at least a floor of CONTROL requests, two per bucket (a
 probe, a create) and the ops the engines abandoned in flight at exit (RGW may have counted them, the client
 never did); bytes: that many objects. No slack for requests in flight at the edges: there are none. A
@@ -33,31 +41,81 @@ from __future__ import annotations
 from typing import Any, Callable
 
 COUNTERS = ("req", "failed_req", "get", "get_b", "put", "put_b", "qlen", "qactive")
+REQUESTS = ("req", "failed_req", "qlen", "qactive")  # the rgw section's in every release
+# a set of op counters: its perf section, and fathom's name of each counter -> the set's own name
+OP_SETS: dict[str, tuple[str, dict[str, str]]] = {
+    # Pacific to Reef (Squid keeps them beside rgw_op): the rgw section's op counters
+    "rgw": ("rgw", {"get": "get", "get_b": "get_b", "put": "put", "put_b": "put_b"}),
+    # Squid and later (Tentacle's only ones): the global instance of the labelled op counters
+    "rgw_op": ("rgw_op", {"put": "put_obj_ops", "put_b": "put_obj_bytes", "get": "get_obj_ops",
+                          "get_b": "get_obj_bytes", "del": "del_obj_ops", "list": "list_obj_ops"}),
+}
+PREFERRED = ("rgw_op", "rgw")  # the newer set where both counted
 # RGW op counter -> (the client op kinds it counts, its bytes counter, the kind whose bytes those are)
-OPS = {"put": (("write",), "put_b", "write"), "get": (("read", "stat"), "get_b", "read")}
+OPS: dict[str, tuple[tuple[str, ...], str | None, str | None]] = {
+    "put": (("write",), "put_b", "write"), "get": (("read", "stat"), "get_b", "read"),
+    "del": (("remove",), None, None), "list": (("list",), None, None)}
 TOLERANCE = 0.01  # of the expected count: both sides count exactly; this absorbs what is only bounded (parts
 # failing alongside the one that aborts an upload, a retried upload's requests)
 CONTROL = 4  # the metadata object's put, get or delete, a probe or two
 NO_KIND = {"ops": 0, "bytes": 0, "errors": 0}
 
 
+def _value(v: Any) -> float | None:
+    """A counter's value (a latency average as its count)."""
+    if isinstance(v, dict):
+        v = v.get("avgcount", v.get("count"))
+    return v if isinstance(v, (int, float)) else None
+
+
+def choose(sections: dict[str, dict[str, Any]]) -> tuple[dict[str, float], str | None]:
+    """RGW's counters under fathom's names (req, failed_req, qlen, qactive, get, get_b, put, put_b[, del, list])
+    from its perf sections (`rgw`, `rgw_op`: counter -> value), and the op set they came from: the first of
+    PREFERRED whose op counters moved, else the first that is there (None: neither is)."""
+    rgw = sections.get("rgw") or {}
+    out = {k: v for k in REQUESTS if (v := _value(rgw.get(k))) is not None}
+    found: list[tuple[str, dict[str, float]]] = []
+    for name in PREFERRED:
+        section, names = OP_SETS[name]
+        sec = sections.get(section) or {}
+        got = {ours: v for ours, theirs in names.items() if (v := _value(sec.get(theirs))) is not None}
+        if got:
+            found.append((name, got))
+    name, got = next(((n, g) for n, g in found if any(g.values())), found[0] if found else (None, {}))
+    return {**out, **got}, name
+
+
 def rgw_section(dump: dict[str, Any]) -> dict[str, float]:
-    """The counters of a `perf dump`'s rgw section (latency averages as their count)."""
-    sec = dump.get("rgw") or {}
-    out: dict[str, float] = {}
-    for k in COUNTERS:
-        v = sec.get(k)
-        if isinstance(v, dict):
-            v = v.get("avgcount")
-        if isinstance(v, (int, float)):
-            out[k] = v
-    return out
+    """The counters of a `perf dump`'s rgw and rgw_op sections under fathom's names (choose)."""
+    return choose({k: dump.get(k) or {} for k in ("rgw", "rgw_op")})[0]
 
 
 def deltas(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
-    """after - before of the counters both dumps have (qlen and qactive are gauges: their after-value)."""
-    b, a = rgw_section(before), rgw_section(after)
-    return {k: (a[k] if k in ("qlen", "qactive") else a[k] - b.get(k, 0)) for k in a}
+    """after - before of the counters both dumps have (qlen and qactive are gauges: their after-value), the op
+    counters from the set that moved (choose, on the differences)."""
+    secs = ("rgw", "rgw_op")
+    diff: dict[str, dict[str, float]] = {}
+    for sec in secs:
+        b, a = before.get(sec) or {}, after.get(sec) or {}
+        for k, v in a.items():
+            av, bv = _value(v), _value(b.get(k))
+            if av is not None:
+                diff.setdefault(sec, {})[k] = av if k in ("qlen", "qactive") else av - (bv or 0)
+    return choose(diff)[0]
+
+
+def counter_set(rgw: dict[str, float]) -> str | None:
+    """Which op set RGW's counters (under fathom's names) came from: rgw_op has del and list, rgw never."""
+    return "rgw_op" if "del" in rgw or "list" in rgw else "rgw" if any(k in rgw for k in OPS) else None
+
+
+def set_text(name: str | None) -> str:
+    """The op set a check used, in words."""
+    if name is None:
+        return "no op counters (req and failed_req only)"
+    section, names = OP_SETS[name]
+    when = "Squid and later" if name == "rgw_op" else "Pacific to Reef"
+    return f"RGW's {section} section ({when}): {', '.join(names.values())}"
 
 
 def beyond_ops(engines: list[dict[str, Any] | None]) -> dict[str, int]:
@@ -98,13 +156,16 @@ def _tally(client: dict[str, dict[str, Any]], kinds: tuple[str, ...]) -> tuple[i
 
 
 def _op_rows(client: dict[str, dict[str, Any]], rgw: dict[str, float], x: dict[str, int], max_object: int,
-             allowed: Callable[..., float], floor: float) -> list[dict[str, Any]]:
-    """The put, put_b, get and get_b rows (a counter neither side used is left out)."""
+             allowed: Callable[..., float], floor: float, names: dict[str, str]) -> list[dict[str, Any]]:
+    """The put, put_b, get, get_b (and with rgw_op del and list) rows, each named by its set's own counter
+    (names); a counter neither side used is left out."""
     rows = []
     obj = max(max_object, 1024)
     for counter, (kinds, bytes_key, bytes_kind) in OPS.items():
+        if counter not in rgw:
+            continue
         ok, err = _tally(client, kinds)
-        nbytes = int((client.get(bytes_kind) or NO_KIND).get("bytes", 0))
+        nbytes = int((client.get(bytes_kind) or NO_KIND).get("bytes", 0)) if bytes_kind else 0
         low = high = ok
         if counter == "put":
             ok += x["prefill"]
@@ -112,11 +173,13 @@ def _op_rows(client: dict[str, dict[str, Any]], rgw: dict[str, float], x: dict[s
             parts = ok - x["uploads"] + x["parts"]  # each part a put (Pacific), or the upload one
             low, high = min(ok, parts), max(ok, parts)
         failed = err + x["retries"]  # requests that may have reached RGW's op, or not
-        if counter in rgw and (high + failed or rgw[counter] > floor):
-            rows.append(_row("+".join(kinds), counter, low, high + failed, rgw[counter], allowed(high + failed)))
-        if bytes_key in rgw and (nbytes or rgw[bytes_key] > floor * obj):
+        if high + failed or rgw[counter] > floor:
+            rows.append(_row("+".join(kinds), names.get(counter, counter), low, high + failed, rgw[counter],
+                             allowed(high + failed)))
+        if bytes_key and bytes_kind and bytes_key in rgw and (nbytes or rgw[bytes_key] > floor * obj):
             top = nbytes + failed * max_object
-            rows.append(_row(bytes_kind, bytes_key, nbytes, top, rgw[bytes_key], allowed(top / obj, obj)))
+            rows.append(_row(bytes_kind, names.get(bytes_key, bytes_key), nbytes, top, rgw[bytes_key],
+                             allowed(top / obj, obj)))
     return rows
 
 
@@ -132,10 +195,15 @@ def reconcile(client: dict[str, dict[str, Any]], rgw: dict[str, float], buckets:
         return max(floor, TOLERANCE * n) * size
 
     note = None
-    if any(rgw.get(k) for k in ("get", "get_b", "put", "put_b")) or not rgw.get("req"):
-        rows = _op_rows(client, rgw, x, max_object, allowed, floor)
-    else:  # Reef and later count object ops in their rgw_op section: only req and failed_req are here
-        rows, note = [], "RGW counted requests but no GET or PUT: compared req and failed_req only"
+    used = counter_set(rgw)
+    names = OP_SETS[used][1] if used else {}
+    if any(rgw.get(k) for k in OPS) or any(rgw.get(k) for k in ("get_b", "put_b")) or not rgw.get("req"):
+        rows = _op_rows(client, rgw, x, max_object, allowed, floor, names)
+    else:  # neither set's op counters moved (or RGW has neither): only req and failed_req say anything
+        rows, note = [], (f"RGW counted requests but no op in {set_text(used)}: compared req and failed_req only"
+                          if used else "RGW has no op counters (neither get/put in its rgw section nor an rgw_op "
+                          "section): compared req and failed_req only")
+        used = None
     client_errors = sum(int(c.get("errors", 0)) for c in client.values())
     ok_ops = sum(int(c.get("ops", 0)) for c in client.values())
     sure = ok_ops + x["prefill"] + x["parts"] + x["uploads"] + x["aborted"]  # the creates of aborted uploads
@@ -148,7 +216,7 @@ def reconcile(client: dict[str, dict[str, Any]], rgw: dict[str, float], buckets:
         rows.append(_row("failed", "failed_req", x["setup_503s"], failed, rgw["failed_req"], allowed(failed)))
     ok = all(r["ok"] for r in rows) and bool(rows)
     return {"ok": ok, "rows": rows, "failed_req": rgw.get("failed_req"), "client_errors": client_errors,
-            "note": note if rows else "no RGW counters to compare"}
+            "counters": set_text(used), "note": note if rows else "no RGW counters to compare"}
 
 
 def from_perf_deltas(perf: dict[str, dict[str, Any]]) -> dict[str, float] | None:
@@ -157,12 +225,20 @@ def from_perf_deltas(perf: dict[str, dict[str, Any]]) -> dict[str, float] | None
     rgws = [d for name, d in perf.items() if name.startswith("client.rgw") or name.startswith("rgw")]
     if not rgws:
         return None
-    out: dict[str, float] = {k: 0.0 for k in COUNTERS if k not in ("qlen", "qactive")}
+    sums: dict[str, dict[str, float]] = {}
     for d in rgws:
-        for k in out:
-            v = d.get(f"rgw.{k}")
-            out[k] += float(v.get("count", 0) if isinstance(v, dict) else (v or 0))
-    return out
+        for key, v in d.items():
+            sec, _, counter = key.partition(".")
+            if sec in ("rgw", "rgw_op") and (n := _value(v)) is not None:
+                sums.setdefault(sec, {})[counter] = sums.get(sec, {}).get(counter, 0.0) + float(n)
+    if not any(sums.get("rgw_op", {}).get(c) for c in OP_SETS["rgw_op"][1].values()):  # the set that moved
+        sums.pop("rgw_op", None)
+    # absent is zero: the requests, and the set's op counters (the rgw section's when none moved)
+    name = "rgw_op" if "rgw_op" in sums else "rgw"
+    for sec, names in (("rgw", {k: k for k in REQUESTS if k not in ("qlen", "qactive")}), OP_SETS[name]):
+        for counter in names.values():
+            sums.setdefault(sec, {}).setdefault(counter, 0.0)
+    return choose(sums)[0]
 
 
 def client_ops(intervals: list[dict[str, Any]]) -> dict[str, dict[str, int]]:

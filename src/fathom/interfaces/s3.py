@@ -206,7 +206,7 @@ def metrics(m: dict[str, Any], r: Any, params: dict[str, Any], intervals: list[d
     r.extra["rgw_reconcile"] = check
     if not check["ok"]:
         bad = "; ".join(reconcile.describe(x) for x in check["rows"] if not x["ok"])
-        events.append({"kind": "reconcile", "message": f"client and RGW counters disagree: {bad}"
+        events.append({"kind": "reconcile", "message": f"client and RGW counters disagree ({check['counters']}): {bad}"
                                                       + (f" ({check['note']})" if check.get("note") else ""),
                        "data": check})
 

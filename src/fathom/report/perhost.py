@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from fathom.analysis.data import RunData, throughput_for
 from fathom.results.model import daemon_kind_order, daemon_label
+from fathom.results.usage import nic_rule
 from fathom.report.doc import Table, fmt, fmt_tp
 
 
@@ -55,6 +56,15 @@ def _coverage(h: dict) -> str:
     return "missing (lost)" if c == "missing" else c
 
 
+def _nics(servers: dict[str, dict]) -> str:
+    """How the hosts' NIC figures count bytes, per source when the sources count them differently."""
+    vias = sorted({str(h.get("via", "")) for h in servers.values() if h.get("net_rx_mib_s") is not None})
+    rules = {nic_rule(v) for v in vias}
+    if len(rules) <= 1:
+        return next(iter(rules), "none sampled")
+    return "; ".join(f"{v} hosts: {nic_rule(v)}" for v in vias)
+
+
 def server_tables(runs: list[RunData], wl: str) -> list[Table]:
     """Per point measured on several cluster hosts: each host's CPU, NIC bytes and daemons (per node, as the
     RGW study gives RGW CPU and memory per node and the NIC limit per node)."""
@@ -72,8 +82,7 @@ def server_tables(runs: list[RunData], wl: str) -> list[Table]:
             heads = ["host", "source", "CPU busy (% of its cores)", "NIC rx (MiB/s)", "NIC tx (MiB/s)"] + [
                 x for k in kinds for x in (f"{daemon_label(k)} CPU (% of one core)", f"{daemon_label(k)} RSS (MiB)")]
             notes = ["Each host's figures over the point's telemetry window, from its own samples (see "
-                     "'Server measurements: sources'); NIC: each byte once, on the interfaces at the top of their "
-                     "stack. The point's row sums the hosts."]
+                     f"'Server measurements: sources'); NIC: {_nics(p.servers)}. The point's row sums the hosts."]
             short = {host: h for host, h in p.servers.items() if h.get("coverage", "whole") != "whole"}
             if short:  # a lost server host: say what its figures cover, and what the sums lack
                 heads.append("coverage")

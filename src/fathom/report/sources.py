@@ -12,6 +12,7 @@ from typing import Any
 
 from fathom.analysis.data import RunData
 from fathom.report.doc import Section, Table
+from fathom.results.usage import NIC_ALL
 
 NAME = "Server measurements: sources"
 
@@ -74,6 +75,11 @@ def table(r: RunData) -> Table | None:
     if nic:
         notes.append("NIC bytes counted on each byte's interface at the top of its stack (a bridge, not its ports; "
                      "a bond, not its members; a VLAN, not its parent): " + "; ".join(nic) + ".")
+    if prom and prom.get("hosts"):
+        notes.append(f"NIC bytes of {', '.join(prom['hosts'])} (Prometheus): {NIC_ALL}.")
+    for name, insts in sorted((prom or {}).get("scraped_twice", {}).items()):
+        notes.append(f"{name} is scraped by {len(insts)} node-exporter targets ({', '.join(insts)}) that report one "
+                     f"boot time, so one host: its figures are {insts[0]}'s, counted once.")
     where: dict[tuple[str, int], list[str]] = {}  # (daemon name, pid) -> the hosts whose /proc shows it
     for h, s in sorted(seen.items()):
         for n, pids in (s.get("foreign") or {}).items():
@@ -86,7 +92,10 @@ def table(r: RunData) -> Table | None:
     if other:
         notes.append("Not counted: processes with the name of one of this cluster's daemons that are not it "
                      "(another cluster's: on a host the metadata does not place that daemon on, or beside the "
-                     "process its addresses name), with the hosts whose /proc shows each: " + ", ".join(other) + ".")
+                     "process its addresses name), and gateways and clients (nfs-ganesha, ceph-fuse, rbd-fuse) "
+                     "nothing ties to this run or cluster (neither a pid fathom started, nor the cluster's fsid in "
+                     "their cephadm unit, nor the run's conf in their command line), with the hosts whose /proc "
+                     "shows each: " + ", ".join(other) + ".")
     lost = sorted({e["message"] for e in r.events if e["kind"] in ("server_lost", "server_late", "servers")
                    or (e["kind"] == "sources" and (e.get("data") or {}).get("error"))})
     notes += lost

@@ -186,7 +186,9 @@ DAEMON_FIGURES = {"cpu_pct": ("% of one core", "the daemon's CPU, over all its t
                   "ctx_switches_s": ("1/s", "context switches, voluntary and involuntary")}
 HOST_FIGURES = {"host_cpu_pct": ("% of the host's cores", "CPU busy over all the host's cores"),
                 "mem_used_mib": ("MiB", "memory in use (total less available)"),
-                "net_rx_mib_s": ("MiB/s", "NIC bytes received, on the interfaces at the top of their stack"),
+                "net_rx_mib_s": ("MiB/s", "NIC bytes received: ssh and k8s sources on the interfaces at the top of "
+                                 "their stack, each byte once; prometheus on every interface but loopback, stacked "
+                                 "ones each (node-exporter does not say how they stack)"),
                 "net_tx_mib_s": ("MiB/s", "NIC bytes sent, the same interfaces")}
 WINDOW = "the point's telemetry window (ramp excluded): the mean over the host's sample times in it"
 _LONG_MEANINGS = {
@@ -299,8 +301,7 @@ def host_figures(store: Store, run: Any, p: dict[str, Any]) -> dict[str, dict[st
         whole: dict[str, Any] = {}
         if hs:
             m = usage.summarize(hs, *win)
-            used = [s["rss_mib"] for s in usage.in_window(hs, *win) if s.get("rss_mib") is not None]
-            vals = {"host_cpu_pct": m.get("host_cpu_pct"), "mem_used_mib": sum(used) / len(used) if used else None,
+            vals = {"host_cpu_pct": m.get("host_cpu_pct"), "mem_used_mib": usage.window_mean(hs, *win, "rss_mib"),
                     "net_rx_mib_s": m.get("net_rx_mib_s"), "net_tx_mib_s": m.get("net_tx_mib_s")}
             whole = {k: v for k, v in vals.items() if v is not None}
         if daemons or whole:

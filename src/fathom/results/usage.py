@@ -13,13 +13,36 @@ from fathom.results.model import METRIC_COLUMNS, PointResult, base_metrics
 NCPU = os.cpu_count() or 1  # a host sample stored without its `ncpu` (this host's /proc sampler adds it)
 NOT_DAEMONS = ("host", "engine", "client_host")  # sample kinds that are not Ceph (or gateway) daemons
 MIB = 2**20
+# how a source counts a host's NIC bytes (fathom-sampler knows how interfaces stack; node-exporter does not)
+NIC_TOP = ("each byte once, on the interfaces at the top of their stack (a bridge, not its ports; a bond, not its "
+           "members; a VLAN, not its parent; loopback left out)")
+NIC_ALL = ("node-exporter's per-device counters summed over every interface but loopback: it does not say how "
+           "interfaces stack, so a byte through a bond and its member, a bridge and its port or a VLAN and its "
+           "parent counts on each")
 
 
-def in_window(samples: list[dict[str, Any]], t_from: float, t_to: float) -> list[dict[str, Any]]:
-    """The samples whose span's middle is in [t_from, t_to] (the last one up to 0.5 s past it); all of them when
-    none is (a very short window: what there is)."""
-    win = [s for s in samples if t_from <= s["ts"] - s.get("dt", 1.0) / 2 and s["ts"] <= t_to + 0.5]
-    return win or samples
+def nic_rule(via: str) -> str:
+    """How the NIC figures of a host sampled by `via` (a per-host row's source) count its bytes."""
+    return NIC_ALL if via == "prometheus" else NIC_TOP
+
+
+def overlap(s: dict[str, Any], t_from: float, t_to: float) -> float:
+    """Seconds of [t_from, t_to] a sample covers: a rate sampled at ts over dt covers [ts - dt, ts]."""
+    return max(0.0, min(s["ts"], t_to) - max(s["ts"] - (s.get("dt") or 1.0), t_from))
+
+
+def weighted(samples: list[dict[str, Any]], t_from: float, t_to: float) -> list[tuple[dict[str, Any], float]]:
+    """Each sample that covers part of [t_from, t_to], with the seconds of it it covers (its weight in the window's
+    means); every sample at its own span when none does (a window outside the samples: what there is)."""
+    win = [(s, w) for s in samples if (w := overlap(s, t_from, t_to)) > 0]
+    return win or [(s, s.get("dt") or 1.0) for s in samples]
+
+
+def window_mean(samples: list[dict[str, Any]], t_from: float, t_to: float, key: str) -> float | None:
+    """One figure's mean over [t_from, t_to], each sample weighted by the seconds of the window it covers."""
+    got = [(s[key], w) for s, w in weighted(samples, t_from, t_to) if s.get(key) is not None]
+    total = sum(w for _, w in got)
+    return sum(v * w for v, w in got) / total if total else None
 
 
 def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict[str, Any]:
@@ -29,31 +52,40 @@ def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict
     For every daemon kind in the samples (osd, mon, mgr, rgw, mds, or any other Daemon.kind):
     `{kind}_cpu` (% of one core), `{kind}_cores`, `{kind}_mem_mib` (RSS) and `{kind}_ctx_switches_s`
     (voluntary + involuntary), each summed over that kind's daemons at a host's sample time, averaged over
-    that host's sample times where the kind was seen, and summed over hosts. A kind with no samples gets no
-    keys at all. Plus host_cpu_pct (busy cores of the sampled hosts over all their cores), server_hosts (hosts
-    with a host sample: the cluster's hosts, since a server source's host holding none of the cluster's daemons
-    is `client_host`, as this host is when it is a client; given whenever a server source sampled),
+    that host's sample times where the kind was seen, and summed over hosts. A sample's weight in a mean is the
+    part of the window its interval [ts - dt, ts] covers: one that straddles the window's start or end counts
+    for its share of the window, neither whole nor not at all (a short point's edges are a large part of it).
+    A kind with no samples gets no keys at all. Plus host_cpu_pct (busy cores of the sampled hosts over all
+    their cores), server_hosts (hosts with a host sample: the cluster's hosts, since a server source's host
+    holding none of the cluster's daemons is `client_host`, as this host is when it is a client; given whenever
+    a server source sampled),
     net_rx_mib_s / net_tx_mib_s (each host's interfaces that count, hostsample.nics, summed),
     net_busiest_host_mib_s (the host whose received or sent MiB/s was highest), engine_cpu_pct (% of one core)
     and telemetry_samples (the fewest sample times of a host). A sample's `host` (default: this host) names
     its host; kind `client_host` is a host that is not one of the cluster's (left out of host_cpu_pct).
     """
-    win = in_window(samples, t_from, t_to)
-    hosts: dict[str, dict[float, dict[str, list[dict[str, Any]]]]] = {}
-    for s in win:
-        hosts.setdefault(s.get("host") or "local", {}).setdefault(s["ts"], {}).setdefault(s["kind"], []).append(s)
+    win = weighted(samples, t_from, t_to)
+    hosts: dict[str, dict[float, dict[str, list[tuple[dict[str, Any], float]]]]] = {}
+    for s, w in win:
+        hosts.setdefault(s.get("host") or "local", {}).setdefault(s["ts"], {}).setdefault(s["kind"], []).append((s, w))
 
-    def mean_of(by_ts: dict[float, dict[str, list[dict[str, Any]]]], kind: str, value: Any) -> float | None:
-        """Mean over one host's sample times of value(sample) summed over the kind's sources at that time."""
-        sums = [sum(value(x) for x in group[kind]) for group in by_ts.values() if kind in group]
-        return sum(sums) / len(sums) if sums else None
+    def mean_of(by_ts: dict[float, dict[str, list[tuple[dict[str, Any], float]]]], kind: str,
+                value: Any) -> float | None:
+        """Mean over one host's sample times of value(sample) summed over the kind's sources at that time, each
+        sample's rate weighted by the seconds of the window it covers (a time's weight: its widest sample's)."""
+        num = den = 0.0
+        for group in by_ts.values():
+            if kind in group:
+                num += sum(value(x) * w for x, w in group[kind])
+                den += max(w for _, w in group[kind])
+        return num / den if den else None
 
     def total(kind: str, value: Any) -> float | None:
         means = [m for by_ts in hosts.values() if (m := mean_of(by_ts, kind, value)) is not None]
         return sum(means) if means else None
 
     out: dict[str, Any] = {}
-    kinds = {s["kind"] for s in win} - set(NOT_DAEMONS)
+    kinds = {s["kind"] for s, _ in win} - set(NOT_DAEMONS)
     for kind in sorted(kinds):
         cpu = total(kind, lambda x: x["cpu_pct"])
         out[f"{kind}_cpu"] = cpu
@@ -67,7 +99,7 @@ def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict
         cores = mean_of(by_ts, "host", lambda x: x.get("cores", x["cpu_pct"] / 100.0 * (x.get("ncpu") or NCPU)))
         if cores is None:
             continue
-        recs = [g["host"][0] for g in by_ts.values() if "host" in g]
+        recs = [g["host"][0][0] for g in by_ts.values() if "host" in g]
         busy += cores
         ncpu += recs[-1].get("ncpu") or NCPU
         if any("net_rx_bytes_s" in r for r in recs):
@@ -77,7 +109,7 @@ def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict
             busiest = max(busiest or 0.0, r_, t_)
     server_hosts = sum(1 for by_ts in hosts.values() if any("host" in g for g in by_ts.values()))
     out["host_cpu_pct"] = 100.0 * busy / ncpu if ncpu else None
-    if server_hosts > 1 or rx is not None or any(s.get("via") for s in win):  # a server source sampled
+    if server_hosts > 1 or rx is not None or any(s.get("via") for s, _ in win):  # a server source sampled
         out["server_hosts"] = server_hosts
     if rx is not None:
         out["net_rx_mib_s"], out["net_tx_mib_s"], out["net_busiest_host_mib_s"] = rx, tx, busiest
@@ -102,7 +134,7 @@ def per_host(samples: list[dict[str, Any]], t_from: float, t_to: float,
     window_s = round(t_to - t_from, 1)
     out: dict[str, dict[str, Any]] = {}
     for host, mine in sorted(hosts.items()):
-        inside = [s for s in mine if t_from <= s["ts"] - s.get("dt", 1.0) / 2 and s["ts"] <= t_to + 0.5]
+        inside = [s for s in mine if overlap(s, t_from, t_to) > 0]
         if host in lost and not inside:
             continue
         m = summarize(mine, t_from, t_to)
@@ -112,7 +144,7 @@ def per_host(samples: list[dict[str, Any]], t_from: float, t_to: float,
             out[host] = {**keep, "via": ", ".join(sorted({str(s.get("via") or "local") for s in mine})),
                          "coverage": "whole"}
             if host in lost:
-                first = max(t_from, min(s["ts"] - s.get("dt", 1.0) for s in inside))
+                first = max(t_from, min(s["ts"] - (s.get("dt") or 1.0) for s in inside))
                 last = min(t_to, max(s["ts"] for s in inside))
                 out[host].update(coverage="partial", covered_s=round(max(0.0, last - first), 1), window_s=window_s,
                                  lost=lost[host])

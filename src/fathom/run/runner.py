@@ -42,7 +42,7 @@ from fathom.cluster import full, health
 from fathom.companion import Companion
 from fathom.cluster import rgw as rgw_prep
 from fathom.cluster.ceph import Connection
-from fathom.cluster.local import LocalCluster
+from fathom.cluster.local import Daemon, LocalCluster
 from fathom.cluster.prep import Prep
 from fathom.cluster.restore import put_back
 from fathom.cluster.attach import Attachment
@@ -301,16 +301,32 @@ class Phases:
 
     # ---- servers: the cluster's hosts sampled (SSH, Prometheus), placed by the cluster's own metadata ----
     def connect_servers(self) -> None:
+        """The coverage of the cluster's hosts: with --server-host or --prometheus, and for any attached cluster
+        that is not fathom's own (whose daemons fathom knows by the pids it started), so that this host's
+        daemons are the attached cluster's by its metadata, picked as `fathom cluster status` picks them, never
+        every process of a name (another cluster's mon.a on this host)."""
         opts, held = self.opts, self.held
-        if (opts.servers is not None or opts.prometheus) and held.ceph is not None:
+        sources = opts.servers is not None or bool(opts.prometheus)
+        users = held.attached is not None and held.attached.local is None
+        if (sources or users) and held.ceph is not None:
             from fathom import servers
 
             # the samplers it uploads are written in the run's journal first: a killed run's --resume removes them
             journal = self.journal() if opts.servers is not None else None
+            own = held.attached.local if held.attached else None  # its gateways and clients: the pids it started
             held.coverage = servers.connect(held.ceph, opts.servers, opts.prometheus, _say,
                                             held.attached.local_daemons() if held.attached else None,
-                                            journal, run=self.attempt.data_tag if self.attempt else str(self.run_id))
+                                            journal, run=self.attempt.data_tag if self.attempt else str(self.run_id),
+                                            strict=sources, started=[d.pid for d in own.daemons() if d.pid]
+                                            if own is not None else None)
             self.store.merge_env(self.run_id, **held.coverage.env)
+
+    def local_daemons(self) -> list[Daemon]:
+        """This host's daemons for its /proc sampler: a local cluster's own (by the pids fathom recorded); an
+        attached cluster's as its metadata places them here (Coverage.local), the other sources covering theirs."""
+        held = self.held
+        found = held.attached.local_daemons() if held.attached else []
+        return found if held.coverage is None else held.coverage.local(found)
 
     def journal(self) -> Journal:
         """The run's undo journal on this cluster (made once: the server hosts' samplers and prep share it)."""
@@ -397,11 +413,9 @@ class Phases:
         assert a is not None
         source, points, todo = work.source, work.points, work.todo
         ceph = held.ceph
-        daemons = held.attached.local_daemons() if held.attached else []
+        daemons = self.local_daemons()
         local = held.attached.local if held.attached else None
         cov = held.coverage
-        if cov is not None:  # the other sources cover their hosts; this host's sampler what the metadata leaves it
-            daemons = cov.local(daemons)
         held.telemetry = tel = point_mod.TelemetryCompanion(
             telemetry.Sampler(daemons, host_kind=cov.here_host if cov else "host"), daemons,
             local.run_dir if local else None,
@@ -450,8 +464,7 @@ class Phases:
             gate_timeout = max(self.opts.gate_timeout, faults.RECOVERY_GATE_S) if res.faulted else \
                 self.opts.gate_timeout
             if res.faulted and held.attached is not None:  # a restarted daemon has a new pid
-                fresh = held.attached.local_daemons()
-                tel.daemons = fresh if cov is None else cov.local(fresh)
+                tel.daemons = self.local_daemons()
                 tel.sampler.daemons = [d for d in tel.daemons if d.pid]
             prog.point_end(point, res.status, res.metrics, res.error)
             if res.status == "done":

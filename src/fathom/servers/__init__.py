@@ -17,7 +17,10 @@ pid (or, fathom gone, until its next write finds nobody reading). Host keys foll
   (another cluster's) unless it is the very process counted for osd.1 on its own host, seen through a
   shared PID namespace (same boot, pid and start time). Of several processes with one name, the one whose
   pid the daemon's addresses carry (their nonce) is taken. Daemons the metadata places on a host where no
-  process has their name are `missing`, with why.
+  process has their name are `missing`, with why. Gateways and clients (nfs-ganesha, ceph-fuse, rbd-fuse), which
+  the metadata places nowhere, count only when tied to the run or the cluster (attribution.Ours: a pid fathom
+  started, the cluster's fsid in their cephadm unit, on this host the run's conf in their command line); the
+  others are `foreign` too.
 - fathom's own host is never sampled over SSH: a host the metadata names that is this one (by hostname or
   address), and a --server-host at one of this host's addresses, is sampled here from /proc, each daemon's
   process picked as `fathom cluster status` picks it (inventory.local_process: by the pid its addresses
@@ -32,13 +35,14 @@ covered and what was missing.
 """
 
 from fathom.hosts.clients import ClientHost
-from fathom.servers.attribution import Attribution, attribute, match_host, not_counted, this_host_identities
+from fathom.servers.attribution import Attribution, Ours, attribute, match_host, not_counted, this_host_identities
 from fathom.servers.group import Coverage, Servers, ServerSource, _remote, connect
 from fathom.servers.host import ServerHost, remove_samplers
 from fathom.binaries import SAMPLER, sampler_path
 from fathom.servers.named import DISCOVER, SOURCE, ServersSpec, discovered, servers_file, \
     servers_from_args
 
-__all__ = ["DISCOVER", "SAMPLER", "SOURCE", "Attribution", "ClientHost", "Coverage", "ServerHost", "ServerSource",
-           "Servers", "ServersSpec", "_remote", "attribute", "connect", "discovered", "match_host", "not_counted",
-           "remove_samplers", "sampler_path", "servers_file", "servers_from_args", "this_host_identities"]
+__all__ = ["DISCOVER", "SAMPLER", "SOURCE", "Attribution", "ClientHost", "Coverage", "Ours", "ServerHost",
+           "ServerSource", "Servers", "ServersSpec", "_remote", "attribute", "connect", "discovered", "match_host",
+           "not_counted", "remove_samplers", "sampler_path", "servers_file", "servers_from_args",
+           "this_host_identities"]

@@ -10,9 +10,25 @@ from typing import Any
 
 from fathom.servers.inventory import UNKNOWN_HOST, ClusterDaemon
 
-# daemon kinds the cluster's metadata places; others the sampler finds (ganesha, FUSE) count where they run
+# daemon kinds the cluster's metadata places; the others the sampler finds (ganesha, FUSE clients: gateways and
+# clients) count only where something ties them to this run or this cluster (Ours)
 PLACED_KINDS = ("osd", "mon", "mgr", "mds", "rgw")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass(frozen=True)
+class Ours:
+    """What ties a gateway or client process (nfs-ganesha, ceph-fuse, rbd-fuse: the cluster's metadata places
+    none) to this run or this cluster: a pid fathom recorded when it started it, the cluster's fsid (a cephadm
+    unit's, `ceph-FSID@...`), or the conf the run uses named in its command line (on this host only: a path
+    elsewhere may be another file). Nothing else does: a name like ganesha.nfsd says nothing of whose it is."""
+
+    fsid: str | None = None
+    confs: frozenset[str] = frozenset()  # this host's paths of the run's conf (as given and resolved)
+    pids: frozenset[int] = frozenset()  # the processes fathom started on this host
+
+    def claims(self, pid: int, fsid: str | None = None, conf: str | None = None) -> bool:
+        return pid in self.pids or bool(fsid and fsid == self.fsid) or bool(conf and conf in self.confs)
 
 
 @dataclass
@@ -23,7 +39,8 @@ class Attribution:
     keep: set[int] = field(default_factory=set)  # pids that count
     found: dict[str, list[int]] = field(default_factory=dict)  # daemon -> its pids here
     missing: list[str] = field(default_factory=list)  # placed here by the metadata, no process of that name
-    foreign: dict[str, list[int]] = field(default_factory=dict)  # named as a daemon, not it: not counted
+    foreign: dict[str, list[int]] = field(default_factory=dict)  # named as a daemon, not it: not counted (also
+    # gateways and clients nothing ties to this run or cluster)
     ambiguous: list[str] = field(default_factory=list)  # several processes of one name, none by pid: all counted
 
 
@@ -41,23 +58,38 @@ def match_host(placed: dict[str, list[ClusterDaemon]], hostname: str, address: s
 
 
 def attribute(procs: list[dict[str, Any]], metadata_host: str | None,
-              placed: dict[str, list[ClusterDaemon]]) -> Attribution:
-    """The processes (a sample's `procs`, any number of samples' worth) that count for a host."""
+              placed: dict[str, list[ClusterDaemon]], ours: Ours | None = None) -> Attribution:
+    """The processes (a sample's `procs`, any number of samples' worth) that count for a host: the daemons the
+    metadata places there, and the gateways and clients `ours` claims (by pid, or the fsid or conf a sampler
+    read from the process); other gateways and clients are foreign, as another cluster's mon is."""
     here = {daemon_key(d.name): d for d in placed.get(metadata_host or "", [])} if metadata_host else {}
     by_name: dict[str, set[int]] = {}
     kinds: dict[str, str] = {}
+    claimed: set[int] = set()
     for p in procs:
-        by_name.setdefault(p["daemon"], set()).add(int(p["pid"]))
+        pid = int(p["pid"])
+        by_name.setdefault(p["daemon"], set()).add(pid)
         kinds[p["daemon"]] = p["kind"]
+        if ours is not None and ours.claims(pid, p.get("fsid"), p.get("conf")):
+            claimed.add(pid)
     out = Attribution(metadata_host)
     for name, pids in sorted(by_name.items()):
         d = here.get(daemon_key(name))
         if d is None:
-            if kinds[name] in PLACED_KINDS and placed:
-                out.foreign[name] = sorted(pids)
-            else:  # not a daemon the metadata places (ganesha, a FUSE client): it counts where it runs
-                out.keep |= pids
-                out.found[name] = sorted(pids)
+            if kinds[name] in PLACED_KINDS:
+                if placed:  # placed elsewhere (or nowhere): not this one
+                    out.foreign[name] = sorted(pids)
+                else:  # no metadata to place anything: what runs here is all there is
+                    out.keep |= pids
+                    out.found[name] = sorted(pids)
+                continue
+            # a gateway or client: the metadata places none, so only what ties it to this run or cluster counts
+            mine, theirs = pids & claimed, pids - claimed
+            if mine:
+                out.keep |= mine
+                out.found[name] = sorted(mine)
+            if theirs:
+                out.foreign[name] = sorted(theirs)
             continue
         chosen = pids & d.pids or pids
         if len(chosen) > 1:

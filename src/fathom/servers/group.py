@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shlex
 import subprocess
 import time
@@ -20,7 +21,7 @@ from fathom.hosts.ssh import LOOP, key_error, raise_any, sha256_file
 from fathom.errors import FathomError, UsageError
 from fathom.hosts.clients import ClientHost
 
-from fathom.servers.attribution import this_host_identities
+from fathom.servers.attribution import PLACED_KINDS, Ours, this_host_identities
 from fathom.servers.host import Placed, ServerHost, remove_command
 from fathom.servers.sampled import SampledHosts
 from fathom.binaries import SAMPLER, sampler_path
@@ -33,7 +34,7 @@ class Servers(SampledHosts):
     hosts: list[ServerHost]  # type: ignore[assignment]
 
     def __init__(self, spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], say: Any = None,
-                 journal: Journal | None = None):
+                 journal: Journal | None = None, run: str | None = None):
         super().__init__(spec, placed, say)
         self.journal = journal  # the run's undo journal: the sampler files fathom puts on hosts
         hosts = list(spec.hosts)
@@ -44,18 +45,22 @@ class Servers(SampledHosts):
             raise UsageError("servers: no host to sample: the cluster's metadata names none",
                              hint="name them with --server-host USER@HOST")
         opts = spec.ssh_opts()
-        self.hosts = [ServerHost(h, opts, spec.interval_s) for h in hosts]
+        # each run's sampler in a directory of its own (its data tag), so no run removes another's; a kept one
+        # is shared by the runs that keep it, and removed by none
+        mine = None if spec.keep_sampler else run
+        self.hosts = [ServerHost(h, opts, spec.interval_s, mine) for h in hosts]
         self.local: Path | None = None
         self.sha = ""
         self.version: str | None = None
 
     @classmethod
     def open(cls, spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], say: Any = None,
-             journal: Journal | None = None) -> Servers:
+             journal: Journal | None = None, run: str | None = None) -> Servers:
         """Connect to every host at once, install the sampler, check clocks, start sampling; HostError naming
-        every host that failed (the others closed again). A sampler fathom uploads is written in `journal`
-        before it is, and removed at close() unless spec.keep_sampler."""
-        s = cls(spec, placed, say, journal)
+        every host that failed (the others closed again). A sampler fathom uploads goes in a directory of the
+        run's (`run`, its data tag: host.sampler_dir), is written in `journal` before it is, and removed at
+        close() unless spec.keep_sampler."""
+        s = cls(spec, placed, say, journal, run)
         raise_any([key_error(h.ssh) for h in s.hosts], lambda: None)  # every key file, before any connection
         s.say(f"connecting to {len(s.hosts)} server host(s): {', '.join(h.name for h in s.hosts)}")
         s.local = sampler_path()
@@ -182,17 +187,28 @@ class Coverage:
     here_daemons: set[str] = field(default_factory=set)  # those this host's own sampler covers (not SSH's)
     here_host: str = "host"  # this host's host sample: a cluster host's ("host") or a client's ("client_host")
     env: dict[str, Any] = field(default_factory=dict)  # what the run records (servers, prometheus, here)
+    metadata_errors: list[str] = field(default_factory=list)  # metadata commands that failed (not strict)
+    ours: Ours = field(default_factory=Ours)  # what ties a gateway or client on this host to this run or cluster
+    gateways_here: bool = True  # this host's gateways and clients are its own sampler's (no other source's)
 
     def local(self, candidates: list[Daemon]) -> list[Daemon]:
         """This host's processes of the daemons its own sampler covers, each picked among `candidates` (the
         Ceph processes here) by inventory.local_process, as `fathom cluster status` picks them: never every
-        process of a name, which would count another cluster's mon.a on this host too."""
+        process of a name, which would count another cluster's mon.a on this host too; and its gateways and
+        clients (ganesha, ceph-fuse, rbd-fuse) that `ours` ties to this run or cluster, no other."""
         out = []
         for d in self._here():
             proc, _ = inventory.local_process(d, candidates)
             if proc is not None:
                 out.append(Daemon(name=d.name, kind=d.kind, pid=proc.pid))
-        return out
+        return out + [Daemon(name=c.name, kind=c.kind, pid=c.pid) for c in self._gateways(candidates, True)]
+
+    def _gateways(self, candidates: list[Daemon], mine: bool) -> list[Daemon]:
+        """This host's gateway and client processes that are (mine) or are not this run's or cluster's."""
+        if not self.gateways_here:
+            return []
+        return [c for c in candidates if c.kind not in PLACED_KINDS and c.pid
+                and self.ours.claims(c.pid, c.fsid, c.conf) == mine]
 
     def _here(self) -> list[ClusterDaemon]:
         return [d for ds in self.placed.values() for d in ds if d.name in self.here_daemons]
@@ -202,7 +218,9 @@ class Coverage:
         processes here named as one of them that are not it) and handed to the SSH hosts, whose foreign
         processes are these ones when they share this host's PID namespace."""
         picked = self.local(candidates)
-        pids = {d.name: d.pid for d in picked}
+        pids: dict[str, int | None] = {}
+        for d in picked:  # two gateways of one name (two ceph-fuse as client.admin): each by its pid
+            pids[d.name if d.name not in pids else f"{d.name} (pid {d.pid})"] = d.pid
         missing = {}
         for d in self._here():
             if d.name not in pids:
@@ -211,8 +229,11 @@ class Coverage:
         for c in candidates:
             if c.name in self.here_daemons and c.pid and c.pid != pids.get(c.name):
                 others.setdefault(c.name, []).append(c.pid)
+        for c in self._gateways(candidates, False):  # a gateway or client nothing ties to this run or cluster
+            others.setdefault(c.name, []).append(c.pid)  # type: ignore[arg-type]
         self.env["here"] = {"host": self.here, "hostname": inventory.this_host().hostname, "daemons": pids,
-                            "missing": missing, "not_counted": others}
+                            "missing": missing, "not_counted": others,
+                            **({"metadata_errors": self.metadata_errors} if self.metadata_errors else {})}
         if self.servers is not None:
             self.servers.here = this_host_identities([p for p in pids.values() if p])
         return picked
@@ -250,18 +271,32 @@ def _remote(spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], here: inv
 
 
 def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: Any,
-            local: list[Daemon] | None = None, journal: Journal | None = None, run: str = "run") -> Coverage:
+            local: list[Daemon] | None = None, journal: Journal | None = None, run: str = "run",
+            strict: bool = True, started: list[int] | None = None) -> Coverage:
     """The placement of the cluster's daemons; the server hosts sampling when spec names any other than this
     one (the samplers fathom uploads written in `journal`, the run's), or the nodes from a DaemonSet named for
     `run` (the run's data tag) when spec.kubernetes; the Prometheus source for the cluster's
     hosts no server host stands for; this host's processes of the daemons placed here that no other source
-    covers, picked among `local` (Coverage.pick_here)."""
+    covers, picked among `local` (Coverage.pick_here).
+
+    strict: metadata that cannot be read is an error (the server sources need it); otherwise (this host's
+    daemons only) what could be read places them, and what could not is said and recorded (env `here`).
+    started: the pids of the gateways and clients fathom started here (its local cluster's); with the cluster's
+    fsid (the monmap's) and the run's conf, what makes a gateway or client the cluster's (attribution.Ours)."""
     raw, errors = inventory.gather_raw(ceph)
-    if errors:
+    hint = "the client key needs `mon 'allow r'` and `mgr 'allow r'`"
+    if errors and strict:
         raise FathomError(f"the cluster's metadata, which places daemons on hosts, could not be read: "
-                          f"{'; '.join(errors)}", hint="the client key needs `mon 'allow r'` and `mgr 'allow r'`")
+                          f"{'; '.join(errors)}", hint=hint)
+    if errors and say is not None:
+        say(f"warning: part of the cluster's metadata could not be read ({'; '.join(errors)}): this host's daemons "
+            f"it would place are not sampled ({hint})")
     placed = inventory.placement(raw)
-    cov = Coverage(placed)
+    fsid = (raw.get("mon_dump") or {}).get("fsid") if isinstance(raw.get("mon_dump"), dict) else None
+    conf = str(getattr(getattr(ceph, "conn", None), "conf", "") or "")
+    confs = frozenset({conf, os.path.realpath(conf)} if conf else set())
+    cov = Coverage(placed, metadata_errors=list(errors),
+                   ours=Ours(fsid=fsid, confs=confs, pids=frozenset(started or ())))
     here = inventory.this_host()
     mine = [h for h, ds in placed.items() if here.claims(h, set().union(*(d.ips() for d in ds)))]
     cov.here = mine[0] if mine else None
@@ -274,10 +309,12 @@ def connect(ceph: Any, spec: ServersSpec | None, prometheus: str | None, say: An
         remote, here_too = _remote(spec, placed, here, mine, say)
         if remote or not here_too:  # none at all: Servers says the metadata names none
             cov.servers = Servers.open(spec.model_copy(update={"hosts": remote, "discover": False}), placed, say,
-                                        journal)
+                                        journal, run)
     if cov.servers is not None:
         covered = cov.servers.covered()
         cov.env["servers"] = cov.servers.describe()
+        cov.servers.ours = Ours(fsid=fsid)  # elsewhere a conf path may be another file, and fathom started nothing
+    cov.gateways_here = cov.here is None or cov.here not in covered  # a DaemonSet's pod samples this node
     cov.here_daemons = {d.name for h in mine if h not in covered for d in placed[h]}
     cov.here_host = "host" if cov.here_daemons else "client_host"
     if local is not None:

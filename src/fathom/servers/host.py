@@ -26,6 +26,18 @@ def _seconds(text: str, host: str) -> float:
 
 
 
+def sampler_dir(engine_dir: str, sha: str, run: str | None) -> str:
+    """Where a sampler goes on a host: `<engine_dir>/<sha256 prefix>/<run>`, a directory of the run's own (its
+    data tag, the same in every attempt), so that one run's end or `fathom cluster restore` removes its own
+    sampler and never another run's on a shared host; without a run (a sampler kept, --keep-sampler) the one
+    every run that keeps it shares, which no run removes."""
+    d = f"{engine_dir.rstrip('/')}/{sha[:16]}"
+    if not run:
+        return d
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in run).lstrip(".") or "run"
+    return f"{d}/{safe}"
+
+
 @dataclass
 class Placed:
     """The sampler file fathom put on a host (it was not there before): removed at the end of the run."""
@@ -75,10 +87,12 @@ class ServerHost(SamplerStream):
 
     error = HostError
 
-    def __init__(self, spec: ClientHost, opts: ClientsSpec, interval_s: float):
+    def __init__(self, spec: ClientHost, opts: ClientsSpec, interval_s: float, run: str | None = None):
         super().__init__(spec.name, spec.host, interval_s)
         self.spec, self.opts = spec, opts
+        self.run = run  # the run whose own directory the sampler goes in (sampler_dir); None: the shared one
         self.ssh = SshHost(spec, opts, role="server host")
+        self.dir: str | None = None  # the sampler's directory there
         self.path: str | None = None  # the sampler there
         self.had_file = False  # a file was at that path before fathom looked: never fathom's to remove
         self.current = False  # ... and it was this sampler (same hash): nothing to upload
@@ -122,7 +136,7 @@ class ServerHost(SamplerStream):
         if self.ssh.spec.engine:  # the host's own sampler, used as it is
             self.path, self.had_file, self.current = self.ssh.spec.engine, True, True
             return
-        d = f"{self.ssh.spec.engine_dir.rstrip('/')}/{sha[:16]}"
+        d = self.dir = sampler_dir(self.ssh.spec.engine_dir, sha, self.run)
         self.path = f"{d}/{SAMPLER}"
         dirs = [str(x) for x in reversed(PurePosixPath(d).parents) if str(x) not in (".", "/")] + [d]
         each = ' '.join(map(shlex.quote, dirs))
@@ -136,7 +150,7 @@ class ServerHost(SamplerStream):
     async def ready(self, local: Path, sha: str, version: str | None, max_offset_s: float) -> None:
         """After look(): the sampler uploaded unless it is there, the clock measured, sampling started."""
         if not self.current:
-            await self.ssh.install(local, sha, SAMPLER)
+            await self.ssh.install(local, sha, SAMPLER, self.dir)
         assert self.path is not None
         await self.clock()
         if abs(self.offset_s) > max_offset_s:

@@ -54,7 +54,7 @@ from fathom.errors import ClusterError, FathomError
 SOURCE = "mgr-prometheus"  # where a contribution's perf counters came from (its event's data.source)
 MODULE = "prometheus"
 # perf sections, as the module spells them (longest match wins: mds_cache before mds)
-SECTIONS = ("osd", "bluestore", "bluefs", "rocksdb", "objecter", "mon", "paxos", "rgw", "mds", "mds_cache",
+SECTIONS = ("osd", "bluestore", "bluefs", "rocksdb", "objecter", "mon", "paxos", "rgw", "rgw_op", "mds", "mds_cache",
             "mds_log", "mds_mem", "mds_server", "mds_sessions", "purge_queue")
 OTHER_SECTIONS = ("bluestore_pricache",)  # bluestore-pricache(:data, :kv, ...): caches' sizes, not bluestore's
 # the module's own figures under a perf section's prefix: from the OSD map, osd stats and health, not counters

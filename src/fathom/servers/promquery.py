@@ -40,6 +40,8 @@ CPU = "node_cpu_seconds_total"
 MEM_TOTAL = "node_memory_MemTotal_bytes"
 MEM_AVAIL = "node_memory_MemAvailable_bytes"
 UNAME = "node_uname_info"
+BOOT = "node_boot_time_seconds"
+SAME_BOOT_S = 1.0  # two targets whose host booted within this of each other are one host scraped twice
 # hostsample's net and disk keys, from node-exporter's counters (device label)
 NET = {"node_network_receive_bytes_total": "rx_bytes_s", "node_network_transmit_bytes_total": "tx_bytes_s",
        "node_network_receive_packets_total": "rx_packets_s", "node_network_transmit_packets_total": "tx_packets_s",
@@ -138,6 +140,9 @@ def select(instances: dict[str, str], hosts: list[str] | None = None) -> dict[st
     out: dict[str, str] = {}
     missing = []
     for h in hosts:
+        if h in instances:  # a target named as such: that one, whichever other reports its hostname
+            out[h] = instances[h]
+            continue
         found = [(inst, name) for name, inst in by_name.items() if h in (name, inst)] or \
                 [(inst, name) for name, inst in by_name.items() if _short(h) in (_short(name), _short(inst))]
         if not found:
@@ -150,6 +155,39 @@ def select(instances: dict[str, str], hosts: list[str] | None = None) -> dict[st
                               "deploy node-exporter there (cephadm: `ceph orch apply node-exporter`) or name the "
                               "host as node_uname_info's nodename")
     return out
+
+
+def shared_names(instances: dict[str, str], hosts: list[str]) -> dict[str, list[str]]:
+    """The host names of `hosts` (as select matches them) that several node-exporter targets report, each with
+    those targets: one host scraped twice, or two hosts with one hostname, which select alone cannot tell."""
+    out: dict[str, list[str]] = {}
+    for inst, name in sorted(instances.items()):
+        if any(_short(h) in (_short(name), _short(inst)) for h in hosts):
+            out.setdefault(name, []).append(inst)
+    return {name: insts for name, insts in out.items() if len(insts) > 1}
+
+
+def boot_times(data: dict[str, Any]) -> dict[str, float]:
+    """instance -> its host's boot time (epoch s) from an instant query of node_boot_time_seconds."""
+    return {r["metric"]["instance"]: float(r["value"][1]) for r in data.get("result", [])
+            if "instance" in r.get("metric", {})}
+
+
+def one_host_each(twice: dict[str, list[str]], boots: dict[str, float]) -> None:
+    """PrometheusError naming every host name that two node-exporters report without being one host (their
+    hosts booted at different times, or a boot time is unknown): fathom would give one's figures to the other."""
+    bad = []
+    for name, insts in sorted(twice.items()):
+        known = [boots[i] for i in insts if i in boots]
+        if len(known) < len(insts) or max(known) - min(known) > SAME_BOOT_S:
+            why = "booted at different times" if len(known) == len(insts) else f"no {BOOT} to tell"
+            bad.append(f"{name} at {' and '.join(insts)} ({why})")
+    if bad:
+        raise PrometheusError(
+            f"node-exporters on different hosts report one hostname: {'; '.join(bad)}; fathom cannot tell which "
+            "is the cluster's host and would give one's figures to the other",
+            "give each host its own hostname (node_uname_info's nodename), or drop the target that is not the "
+            "cluster's host from Prometheus's node-exporter job")
 
 
 def _nearest(samples: list[Sample], ts: float) -> int:
@@ -496,6 +534,10 @@ def connect(url: str, cluster_hosts: list[str], skip: set[str]) -> tuple[Prometh
     info = src.check()
     seen = src.hosts()
     want = [h for h in cluster_hosts if h not in skip]
+    twice = shared_names(seen, want)
+    if twice:  # one host scraped twice counts once; two hosts with one name are refused, both named
+        every = sorted({i for insts in twice.values() for i in insts})
+        one_host_each(twice, boot_times(src.query(f"{BOOT}{{instance=~{_promql_regex(every)}}}")))
     chosen = {i: n for i, n in select(seen).items() if any(_short(n) == _short(h) or _short(i) == _short(h)
                                                             for h in want)}
     if not chosen:
@@ -506,5 +548,7 @@ def connect(url: str, cluster_hosts: list[str], skip: set[str]) -> tuple[Prometh
     offset = clock_offset(src)
     desc = {"url": src.url, "version": info.get("version"), "scrape_interval_s": info.get("scrape_interval_s"),
             "clock_offset_s": round(offset, 6), "hosts": sorted(chosen.values()),
-            "not_scraped": sorted(h for h in want if not any(_short(h) == _short(n) for n in chosen.values()))}
+            "not_scraped": sorted(h for h in want if not any(_short(h) == _short(n) for n in chosen.values())),
+            "scraped_twice": {name: [i for i in insts if i in chosen] + [i for i in insts if i not in chosen]
+                              for name, insts in twice.items()}}
     return PrometheusSource(src, chosen, offset), desc

@@ -11,7 +11,7 @@ from typing import Any
 from fathom.servers import hostsample
 from fathom.servers.inventory import ClusterDaemon
 from fathom.hosts.ssh import LOOP
-from fathom.servers.attribution import Identities, attribute, identities, not_counted
+from fathom.servers.attribution import Identities, Ours, attribute, identities, not_counted
 from fathom.servers.named import ServersSpec
 from fathom.servers.stream import SamplerStream
 
@@ -56,6 +56,7 @@ class SampledHosts:
     def __init__(self, spec: ServersSpec, placed: dict[str, list[ClusterDaemon]], say: Any = None):
         self.spec, self.placed = spec, placed
         self.here: Identities = (0, {})  # the processes this host's own sampler counts
+        self.ours = Ours()  # what ties a gateway or client on a sampled host to this cluster (its fsid)
         self.say = say or (lambda msg: None)
         self.events: list[dict[str, Any]] = []  # what happened between points, for the next point's events
         self.hosts: list[SamplerStream] = []
@@ -115,7 +116,7 @@ class SampledHosts:
             pad = 1.5 * self.spec.interval_s
             win = [s for s in h.samples if t_from - pad <= s["ts"] <= t_to + pad]
             meta = h.metadata_host(self.placed)
-            att = attribute([p for s in win for p in s.get("procs", [])], meta, self.placed)
+            att = attribute([p for s in win for p in s.get("procs", [])], meta, self.placed, self.ours)
             seen[h.hostname] = (identities(h.header, win), identities(h.header, win, att.keep))
             lost = h.lost is not None and (h.lost_at or 0) <= t_to + pad
             if lost:  # its daemons were not sampled (from the loss on): that says nothing of whether they run

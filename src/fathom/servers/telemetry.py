@@ -26,7 +26,8 @@ from fathom.cluster.local import Daemon
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
-PERF_SECTIONS = ("osd", "bluestore", "bluefs", "rocksdb", "objecter", "mon", "mgr", "rgw", "mds")
+# rgw_op: RGW's op counters from Squid on (reconcile reads them; Tentacle's rgw section has none)
+PERF_SECTIONS = ("osd", "bluestore", "bluefs", "rocksdb", "objecter", "mon", "mgr", "rgw", "rgw_op", "mds")
 
 
 # ---- /proc readers ------------------------------------------------------------
