@@ -94,7 +94,7 @@ def format_rate(ops_s: float) -> str:
 
 def format_number(v: float) -> str:
     """A figure in plain fixed point, never an exponent: whole with separators from 1,000 (1,690), one decimal
-    from 100 (999.8), two below (12.34), three significant digits under 0.1 (0.0123, 0.000123)."""
+    from 100 (999.8), two below (12.34), three significant digits under 0.1 (0.0123, 0.000123, 0.01)."""
     if abs(v) >= 1000:
         return f"{v:,.0f}"
     if abs(v) >= 100:
@@ -103,7 +103,8 @@ def format_number(v: float) -> str:
         return f"{v:.2f}"
     if not math.isfinite(v):
         return str(v)
-    return f"{v:.{2 - math.floor(math.log10(abs(v)))}f}"
+    # three significant digits, trailing zeros dropped as %g drops them (0.01, 0.0123), without %g's exponent
+    return f"{v:.{2 - math.floor(math.log10(abs(v)))}f}".rstrip("0").rstrip(".")
 
 
 def format_size(nbytes: int) -> str:
