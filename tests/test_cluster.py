@@ -148,6 +148,15 @@ def test_free_port_never_returns_a_port_in_use() -> None:
             s.close()
 
 
+def test_free_ports_are_below_the_ephemeral_range() -> None:
+    """Never a port an outgoing connection may be given as its source port before the daemon binds it."""
+    from fathom.cluster.localconf import PORT_MIN, ephemeral_range
+
+    low, _ = ephemeral_range()
+    ports = [free_port() for _ in range(50)]
+    assert all(PORT_MIN <= p < low for p in ports), (low, ports)
+
+
 def test_replicated_pool_images_prefill_and_hygiene(ceph: Ceph) -> None:
     prep = Prep(ceph, owner_prefix="fathom-t")
     try:

@@ -52,6 +52,9 @@ fn invalid(message: &str) -> ! {
     exit(2)
 }
 
+/// Set (to anything) by an orchestrator whose engine's parent is not itself: no death signal from the parent.
+const NO_PDEATHSIG: &str = "FATHOM_ENGINE_NO_PDEATHSIG";
+
 fn main() {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
     if args.first().is_some_and(|a| a == "--sample") {
@@ -100,13 +103,18 @@ fn main() {
     interrupt::install();
     // Die with the parent (the orchestrator), through the SIGTERM path: a
     // killed fathom leaves no load running, and the parent needs no code
-    // of its own in the child before exec (so it can spawn cheaply).
-    // SAFETY: plain prctl/getppid calls.
-    unsafe {
-        let parent = libc::getppid();
-        libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
-        if libc::getppid() != parent {
-            std::process::exit(3); // the parent died before the signal was armed
+    // of its own in the child before exec (so it can spawn cheaply). Not
+    // where the parent is a launcher that exits once the engine runs (a
+    // pod's exec: `runc exec --detach`), whose exit would stop the engine at
+    // its start; there the heartbeats stand for the orchestrator.
+    if std::env::var_os(NO_PDEATHSIG).is_none() {
+        // SAFETY: plain prctl/getppid calls.
+        unsafe {
+            let parent = libc::getppid();
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            if libc::getppid() != parent {
+                std::process::exit(3); // the parent died before the signal was armed
+            }
         }
     }
     io::set_batch_callbacks(spec.callback_sched == spec::CallbackSched::Batch);

@@ -137,7 +137,7 @@ def ganesha(cluster: LocalCluster, need_cephfs: bool = False, port: int | None =
     mounts.teardown(cluster, only=GANESHA)
     cephfs = bool(st.get("mds"))
     if port is None:
-        from fathom.cluster.local import free_port
+        from fathom.cluster.localconf import free_port
 
         port = free_port()
     d = cluster.root / "ganesha"

@@ -33,7 +33,7 @@ from typing import Any, Callable
 from fathom.cluster import cephsrc
 from fathom.cluster.ceph import Ceph, Connection, require_binaries
 from fathom.cluster.cephsrc import CephSource
-from fathom.cluster.localconf import LOOPBACK, RGW_NAME, conf_text, make_rgw_certificate
+from fathom.cluster.localconf import LOOPBACK, RGW_NAME, conf_text, free_port, make_rgw_certificate
 from fathom.errors import ClusterError, FathomError, UsageError
 
 MARKER = "fathom-cluster.json"
@@ -70,17 +70,6 @@ def pid_alive(pid: int) -> bool:
         return False
 
 
-
-
-def free_port(host: str = "127.0.0.1", avoid: set[int] | None = None) -> int:
-    """A port nothing listens on now. The kernel picks it, so a port in use is never chosen."""
-    for _ in range(50):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            s.bind((host, 0))
-            port = s.getsockname()[1]
-        if not avoid or port not in avoid:
-            return port
-    raise ClusterError("could not find a free loopback port")
 
 
 class LocalCluster:

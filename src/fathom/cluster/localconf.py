@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import random
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -128,3 +131,42 @@ def make_rgw_certificate(d: Path, addr: str = "127.0.0.1") -> None:
                                hint="check that openssl works")
     for key in ("ca.key", "rgw.key"):
         os.chmod(d / key, 0o600)
+
+
+PORT_MIN = 10000  # the lowest port a local cluster's daemons (and fathom's servers) are given
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's range of source ports for outgoing connections (net.ipv4.ip_local_port_range)."""
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
+def free_port(host: str = LOOPBACK, avoid: set[int] | None = None) -> int:
+    """A port nothing listens on now, below the kernel's ephemeral range. A port the kernel picks (a bind to port
+    0) is an ephemeral one: between this check and the daemon's bind, any outgoing connection on the host may be
+    given it as its source port (a mon failed to start so, "Address already in use", with clusters beside it).
+    Ports below that range are only ever taken by a bind that names them."""
+    low = ephemeral_range()[0]
+    for _ in range(200 if low - PORT_MIN >= 1000 else 0):
+        port = random.randrange(PORT_MIN, low)
+        if avoid and port in avoid:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    continue
+                raise  # not an address of this host: the caller says so
+        return port
+    for _ in range(50):  # no room below the ephemeral range on this host: the kernel's pick
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+        if not avoid or port not in avoid:
+            return port
+    raise ClusterError("could not find a free loopback port")

@@ -179,9 +179,12 @@ class PodHost:
         return self.engine
 
     async def start(self, spec_json: str) -> PodProcess:
-        """The engine with its spec on fd 3 (a here-document, as over SSH); exec, so its status is the engine's."""
+        """The engine with its spec on fd 3 (a here-document, as over SSH); exec, so its status is the engine's.
+        Its parent is the runtime's exec launcher, which exits once the engine runs: no parent-death signal (it
+        would stop the engine at its start; engine/PROTOCOL.md), the heartbeats stand for fathom."""
         assert self.engine is not None
-        script = (f"exec {shlex.quote(self.engine)} /dev/fd/3 3<<'FATHOM_SPEC_END'\n"
+        script = (f"export FATHOM_ENGINE_NO_PDEATHSIG=1; exec {shlex.quote(self.engine)} /dev/fd/3 "
+                  f"3<<'FATHOM_SPEC_END'\n"
                   f"{spec_json}\nFATHOM_SPEC_END\n")
         return await self.exec(["/bin/sh", "-c", script])
 

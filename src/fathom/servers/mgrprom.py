@@ -240,7 +240,7 @@ def own_endpoint(attached: Any) -> tuple[str | None, int | None]:
     local = getattr(attached, "local", None)
     if local is None:
         return None, None
-    from fathom.cluster.local import LOOPBACK, free_port
+    from fathom.cluster.localconf import LOOPBACK, free_port
 
     bind = (local.state() or {}).get("bind") or LOOPBACK
     return bind, free_port(bind)
