@@ -48,15 +48,21 @@ def _run(name: str, run_id: int) -> RunData:
     return RunData(name, [run_id], "suite", "done", None, {}, None, pts, [])
 
 
-def test_a_report_build_finds_each_runs_anomalies_once_per_workload(monkeypatch: pytest.MonkeyPatch):
-    calls: Counter[tuple[str, str]] = Counter()
+@pytest.fixture
+def calls(monkeypatch: pytest.MonkeyPatch) -> Counter[tuple[str, str]]:
+    """anomalies.find's calls, counted per (run, workload)."""
+    counted: Counter[tuple[str, str]] = Counter()
     real = anom.find
 
     def counting(run: RunData, workload: str, *args: Any, **kw: Any) -> list[anom.Anomaly]:
-        calls[(run.name, workload)] += 1
+        counted[(run.name, workload)] += 1
         return real(run, workload, *args, **kw)
 
     monkeypatch.setattr(anom, "find", counting)
+    return counted
+
+
+def test_a_report_build_finds_each_runs_anomalies_once_per_workload(calls: Counter[tuple[str, str]]):
     doc = tables.build([_run("a", 1), _run("b", 2)])
     assert calls == {(r, w): 1 for r in ("a", "b") for w in ("rr", "rw")}
     # the one result reaches every place that shows it
@@ -68,15 +74,7 @@ def test_a_report_build_finds_each_runs_anomalies_once_per_workload(monkeypatch:
     assert doc.anomalies is not None and len(doc.anomalies.rows) == 8
 
 
-def test_a_comparison_finds_each_runs_anomalies_once_per_workload(monkeypatch: pytest.MonkeyPatch):
-    calls: Counter[tuple[str, str]] = Counter()
-    real = anom.find
-
-    def counting(run: RunData, workload: str, *args: Any, **kw: Any) -> list[anom.Anomaly]:
-        calls[(run.name, workload)] += 1
-        return real(run, workload, *args, **kw)
-
-    monkeypatch.setattr(anom, "find", counting)
+def test_a_comparison_finds_each_runs_anomalies_once_per_workload(calls: Counter[tuple[str, str]]):
     c = compare.compare(_run("a", 1), [_run("b", 2), _run("c", 3)])
     assert calls == {(r, w): 1 for r in ("a", "b", "c") for w in ("rr", "rw")}  # the base was found twice per new
     assert {a.kind for a in c.anomalies} == {"collapse", "host_busy"} and len(c.anomalies) == 12
