@@ -1,4 +1,4 @@
-"""fathom-engine (protocol 2) through the Python launcher: the null target with no
+"""fathom-engine (protocol 2) through its Python supervisor (the engine group): the null target with no
 cluster at all, and rados/rbd against a real local cluster (never a mock).
 
 Every engine run here lasts at most ~5 s. The session cluster comes from
@@ -17,7 +17,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,6 +24,7 @@ import pytest
 from fathom.results import hdr, merge
 from fathom import binaries
 from fathom.engines import fathom_engine as fe
+from fathom.engines import group
 from fathom.errors import FathomError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -335,27 +335,24 @@ def test_a_late_record_covers_exactly_its_grid_span_and_merges_so(engine):
     so a span's ops / dt is the rate of those seconds. Before, the late record ran to the moment it was
     written (t 2.8, dt 1.8 for tick 2), the merged span took the longest dt, and the next merged span
     counted those 0.8 s again."""
-    at = time.time() + 1.0  # both ready by then (null: nothing to connect); a past time would start at once
+    spec = null_spec({"duration_s": 5, "iodepth": 4}, target={"delay_us": 1000},
+                     control={"wait": True, "heartbeat_timeout_s": 30})
+    g = group.Group([group.Instance("local", n, dict(spec)) for n in range(2)], str(fe.check_engine()), 1.0, "fail",
+                    lambda rec: None, lambda event: None)
+    stopped: list[int] = []
 
-    def one(stop: bool) -> fe.EngineRun:
-        box: dict = {}
+    def on_record(inst: group.Instance, rec: dict) -> None:  # on the group's outbox thread, not its loop
+        if inst.index == 0 and rec["type"] == "interval" and not stopped:
+            stopped.append(inst.pid)
+            time.sleep(0.3)  # into tick 2, at ~1.3 s
+            os.kill(inst.pid, signal.SIGSTOP)
+            time.sleep(1.5)  # past the grid point at 2 s, to ~2.8 s: its record is written 0.8 s late
+            os.kill(inst.pid, signal.SIGCONT)
 
-        def on_record(rec: dict) -> None:
-            if rec["type"] == "ready":
-                box["proc"].go(at)
-            elif stop and rec["type"] == "interval" and not box.get("stopped"):
-                box["stopped"] = True
-                time.sleep(0.3)  # into tick 2, at ~1.3 s
-                os.kill(box["proc"].pid, signal.SIGSTOP)
-                time.sleep(1.5)  # past the grid point at 2 s, to ~2.8 s: its record is written 0.8 s late
-                os.kill(box["proc"].pid, signal.SIGCONT)
-
-        return fe.run_spec(null_spec({"duration_s": 5, "iodepth": 4}, target={"delay_us": 1000},
-                                      control={"wait": True}),
-                            on_record=on_record, on_proc=lambda p: box.update(proc=p), timeout=60)
-
-    with ThreadPoolExecutor(2) as pool:
-        runs = [f.result() for f in [pool.submit(one, True), pool.submit(one, False)]]
+    g.on_record = on_record
+    group.run_group(g, 30, 60)
+    runs = [i.run for i in g.instances]
+    assert stopped and not g.failed
 
     def n(rec: dict) -> int:
         return sum(o["ops"] + o["errors"] for o in rec["ops"].values())
@@ -373,6 +370,7 @@ def test_a_late_record_covers_exactly_its_grid_span_and_merges_so(engine):
         assert sum(n(x) for x in r.intervals) == r.summary["finished"]
         assert [x["finished"] for x in grid] == [sum(n(y) for y in grid[:i + 1]) for i in range(len(grid))]
     merged = merge.merge_intervals([r.intervals for r in runs])
+    assert [(x["t"], x["dt"]) for x in merged] == [(x["t"], x["dt"]) for x in g.merged]  # the group's live merge
     for x in merged:
         if not x.get("tail"):
             assert (x["t"], x["dt"]) == pytest.approx((x["tick"], x["ticks"]), abs=1e-6), x
@@ -406,33 +404,35 @@ def test_control_stop_is_a_clean_end(engine):
     assert not box["proc"].send({"type": "heartbeat"})  # the engine is gone: False, never an exception
 
 
-def test_wait_then_go_starts_at_the_given_time(engine):
-    at: dict = {}
-
-    def go(p: fe.EngineControl, _: dict) -> None:
-        at["t"] = time.time() + 1.0
-        assert p.go(at["t"])
-
-    on_record, on_proc, _ = _on("ready", go)
-    records: list[dict] = []
-
-    def both(rec: dict) -> None:
-        records.append(rec)
-        on_record(rec)
-
-    r = fe.run_spec(null_spec({"duration_s": 1.2}, control={"wait": True}), on_record=both, on_proc=on_proc,
-                     timeout=30)
-    assert [x["type"] for x in records][:3] == ["start", "ready", "interval"]
-    assert r.intervals[0]["ts"] >= at["t"]
-    assert r.summary["stop"] == "duration" and r.exit_code == 0
+def test_engines_that_wait_start_together_at_the_groups_time(engine):
+    """With control.wait the group (the one supervisor of every fathom-engine) sends `go` once both engines are
+    ready: no interval of either starts before that time."""
+    records: list[tuple[int, str]] = []
+    spec = null_spec({"duration_s": 1.2}, control={"wait": True})
+    g = group.Group([group.Instance("local", n, dict(spec)) for n in range(2)], str(fe.check_engine()), 1.0, "fail",
+                    lambda rec: None, lambda event: None)
+    g.on_record = lambda inst, rec: records.append((inst.index, rec["type"]))
+    group.run_group(g, 30, 60)
+    for n, inst in enumerate(g.instances):
+        assert [k for i, k in records if i == n][:3] == ["start", "ready", "interval"]
+        assert inst.run.exit_code == 0 and inst.run.summary["stop"] == "duration"
+        assert float(inst.run.intervals[0]["ts_host"]) - float(inst.run.intervals[0]["t"]) >= g.start_at - 0.01
+        assert inst.run.user_s + inst.run.sys_s > 0 and inst.run.max_rss_kib > 0  # wait4's count
 
 
-def test_stop_while_waiting_is_a_summary_of_zero_ops(engine):
-    on_record, on_proc, _ = _on("ready", lambda p, _: p.stop("not needed"))
-    r = fe.run_spec(null_spec({"duration_s": 5}, control={"wait": True}), on_record=on_record, on_proc=on_proc,
-                     timeout=30)
-    s = r.summary
-    assert r.exit_code == 0 and r.intervals == []
+def test_stop_while_waiting_is_a_summary_of_zero_ops(engine, tmp_path):
+    p = _engine_with_control(engine, tmp_path, null_spec({"duration_s": 5}, control={"wait": True}))
+    try:
+        assert [json.loads(p.stdout.readline())["type"] for _ in range(2)] == ["start", "ready"]
+        p.stdin.write('{"type":"stop","reason":"not needed"}\n')
+        p.stdin.flush()
+        records = [json.loads(ln) for ln in p.stdout]
+        assert p.wait(20) == 0
+    finally:
+        p.kill()
+        p.wait()
+    s = next(r for r in records if r["type"] == "summary")
+    assert not [r for r in records if r["type"] == "interval"]
     assert s["ops"]["read"]["ops"] == 0 and s["started"] == 0 and s["measured_s"] == 0
     assert s["stop"] == "control" and s["stop_reason"] == "not needed"
 

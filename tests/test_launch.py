@@ -1,4 +1,4 @@
-"""The one child launcher: streamed lines, rusage, control lines on stdin, timeout, and Ctrl-C keeping final output."""
+"""The peer tools' launcher: streamed lines, rusage, timeout, and Ctrl-C keeping final output."""
 
 from __future__ import annotations
 
@@ -23,24 +23,6 @@ def test_lines_stream_as_they_come_and_cpu_is_measured():
     assert [ln for _, ln in seen] == ["first", "second", "third"]
     assert seen[1][0] - seen[0][0] > 0.3  # the first line arrived before the child ended
     assert res.rc == 3 and res.user_s > 0 and res.host == "local" and res.wall_s >= 0.5
-
-
-def test_control_lines_reach_the_child_on_stdin():
-    code = ("import sys\nfor ln in sys.stdin:\n    print('got', ln.strip(), flush=True)\n"
-            "    if ln.strip() == 'stop': break")
-    got: list[str] = []
-
-    def on_start(child: launch.Child) -> None:
-        assert child.send(b'{"type":"heartbeat"}') and child.send(b"stop")
-
-    res = launch.run([PY, "-c", code], stdin=True, on_start=on_start, on_line=got.append, timeout=30)
-    assert res.rc == 0 and got == ['got {"type":"heartbeat"}', "got stop"]
-
-
-def test_sending_to_a_dead_child_is_harmless():
-    holder: list[launch.Child] = []
-    launch.run([PY, "-c", "pass"], stdin=True, on_start=holder.append)
-    assert holder[0].send(b"late") is False
 
 
 def test_timeout_stops_the_child_by_pid():

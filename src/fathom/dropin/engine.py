@@ -1,8 +1,9 @@
 """Running one fathom-engine point for the bench commands, and naming what went wrong.
 
-The shared launcher (fathom.engines.fathom_engine.run_spec, on engines.launch)
-runs the engine as a child in its own session: records reach `on_record` as
-they arrive, Ctrl-C stops the child, and the child's CPU comes from os.wait4.
+The engine group (fathom.engines.fathom_engine.run_spec on fathom.engines.group,
+which runs a suite's points too) runs the engine as a child in its own session:
+records reach `on_record` as they arrive, Ctrl-C stops the child, and the
+child's CPU comes from os.wait4.
 What ran is an EngineRun, the same record a suite's point gets.
 """
 
@@ -16,7 +17,7 @@ from fathom.engine_spec import EngineSpec
 from fathom.errors import ClusterError, FathomError
 
 if TYPE_CHECKING:
-    from fathom.engines.fathom_engine import EngineRun
+    from fathom.engines.records import EngineRun
 
 
 # the live view of a bench run with --metrics (fathom.live.Observer), set by the command line for the bench's
@@ -26,7 +27,7 @@ LIVE: Any = None
 
 def run_engine(spec: EngineSpec, conn: Connection | None, timeout: float,
                on_record: Callable[[dict[str, Any]], None] | None = None, clients: Any = None) -> EngineRun:
-    """Run one point to its end through the shared launcher; every record goes to on_record as it arrives.
+    """Run one point to its end through the engine group; every record goes to on_record as it arrives.
     With clients (a fathom.hosts.clients.ClientsSpec): on every engine of those hosts, merged
     (fathom.dropin.multihost)."""
     if LIVE is not None and on_record is not None:

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from fathom.results import hdr, merge
 from fathom.engine_spec import EngineSpec
-from fathom.engines.fathom_engine import EngineRun
+from fathom.engines.records import EngineRun
 from fathom.hosts.clients import ClientChoice, ClientsSpec
 
 # summary keys that are per-engine facts, not amounts: the first engine's value stands for all (not `schedule`:

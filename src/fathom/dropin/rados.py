@@ -27,7 +27,7 @@ from fathom.dropin.engine import connect_failure, run_engine
 from fathom.engine_spec import EngineSpec, Load
 
 if TYPE_CHECKING:
-    from fathom.engines.fathom_engine import EngineRun
+    from fathom.engines.records import EngineRun
 from fathom.cluster.ceph import Ceph, Connection, _mon_host
 from fathom.errors import ClusterError, FathomError, UsageError
 from fathom.units import parse_size, positive_int

@@ -21,7 +21,7 @@ from fathom.dropin.engine import connect_failure, run_engine
 from fathom.engine_spec import EngineSpec, Load
 
 if TYPE_CHECKING:
-    from fathom.engines.fathom_engine import EngineRun
+    from fathom.engines.records import EngineRun
 from fathom.dropin.rados import Out, dump_json, pool_missing, stall_error
 from fathom.cluster.ceph import Connection
 from fathom.errors import FathomError, UsageError

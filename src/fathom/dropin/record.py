@@ -13,7 +13,7 @@ from fathom.cluster.ceph import Connection
 from fathom.results.store import Store
 
 if TYPE_CHECKING:
-    from fathom.engines.fathom_engine import EngineRun
+    from fathom.engines.records import EngineRun
 
 
 def bench_env(conn: Connection | None, outcome: "EngineRun | None", extra: dict[str, Any]) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from fathom.interfaces.s3 import KEYS_FILE, S3, Mix
 from fathom.units import parse_duration, parse_size, positive_int
 
 if TYPE_CHECKING:
-    from fathom.engines.fathom_engine import EngineRun
+    from fathom.engines.records import EngineRun
 
 DEFAULT_BUCKET = "fathom-bench"
 MODES = ("put", "get", "mixed")

@@ -3,7 +3,8 @@
 An adapter turns one planned point (a dict of fio-named parameters) into a run
 of its engine and returns a PointResult. Adding an engine means one module in
 this package that defines its adapter as `ADAPTER` and its line in the package's
-TABLE; nothing else changes. Adapters run their engine as a child process through engines.launch, in its own session
+TABLE; nothing else changes. Adapters of peer tools run them as a child process through engines.launch (fathom-engine
+runs under the engine group, engines.group), in its own session
 (Ctrl-C reaches fathom only, which stops the child and marks the point), with
 PR_SET_PDEATHSIG so a SIGKILLed fathom does not leave load running, and
 measure the child's CPU with os.wait4.

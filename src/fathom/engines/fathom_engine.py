@@ -5,9 +5,11 @@ fathom.engine_spec) as a file argument and writes JSON lines: `start`, one
 `interval` a second, `summary`, and `error` records. When the spec's
 "control" is set, the engine's stdin is the control channel (JSON lines:
 stop, go, heartbeat). This module finds the binary and checks the protocol it
-speaks, runs it through fathom.engines.launch (records parsed as they arrive,
+speaks, runs one engine on this host through the engine group that also runs a
+many-host point's engines (fathom.engines.group: records parsed as they arrive,
 CPU from wait4), turns an engine failure into a FathomError carrying the
-engine's own message, and is the "fathom-engine" adapter of a suite's points.
+engine's own message (fathom.engines.records), and is the "fathom-engine"
+adapter of a suite's points.
 
 Public API (stable):
     PROTOCOL (= engine_spec.PROTOCOL)
@@ -30,10 +32,12 @@ Public API (stable):
         Run one point. on_record gets every record as it arrives; on_start the
         child's pid once it runs and None when it ends; on_proc the
         EngineControl handle (its send/stop/go reach the engine only when
-        spec["control"] is set; heartbeats go every third of
-        control.heartbeat_timeout_s). timeout: hard wall-clock limit (then
-        SIGTERM, SIGKILL and FathomError). Ctrl-C: the engine is told to stop
-        (control line, else SIGTERM) and up to drain_s more is read, so its
+        spec["control"] is set; heartbeats go every second, or every third of
+        control.heartbeat_timeout_s when that is shorter). With control.wait
+        the group starts the engine once it is ready (`go`). timeout: hard
+        wall-clock limit (then stop, SIGTERM, SIGKILL and FathomError).
+        Ctrl-C: the engine is told to stop (control line, else SIGTERM) and
+        up to drain_s more is read, so its
         final summary is kept: the KeyboardInterrupt carries `.engine_run`.
         check=True: a non-zero exit raises EngineError (.run holds the EngineRun).
     point_spec(params, ctx) -> EngineSpec      a planned point as the engine runs it
@@ -46,26 +50,23 @@ channel EOF, heartbeats stopped, stdout closed), 128+N signal N.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import signal
 import subprocess
-import tempfile
-import threading
-import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fathom import engine_spec, interfaces
 from fathom.results import merge
 from fathom.engine_spec import Control, EngineSpec, Load
-from fathom.engines import launch
+from fathom.engines import group as engine_group
+from fathom.engines.records import EngineError as EngineError  # re-exported: the public API names it here
+from fathom.engines.records import EngineRun, engine_error
 from fathom.interfaces.base import PointContext
 from fathom.binaries import BINARY, INSTALL_HINT, engine_path
 from fathom.errors import FathomError
+from fathom.hosts.clients import LOCAL
+from fathom.hosts.ssh import LOOP
 from fathom.results.model import PERCENTILES, OpStats, PointResult
 
 PROTOCOL = engine_spec.PROTOCOL
@@ -106,177 +107,69 @@ def connection_spec(conn: Any, timeout_s: float | None = None) -> dict[str, Any]
     return engine_spec.Connection.of(conn, timeout_s).to_json()
 
 
-@dataclass
-class EngineRun:
-    """Everything one engine process reported, plus the OS's view of it."""
-
-    start: dict[str, Any] | None = None
-    intervals: list[dict[str, Any]] = field(default_factory=list)
-    summary: dict[str, Any] | None = None
-    errors: list[dict[str, Any]] = field(default_factory=list)  # `error` records
-    exit_code: int | None = None
-    user_s: float = 0.0  # child CPU from os.wait4 (whole process, all threads)
-    sys_s: float = 0.0
-    max_rss_kib: int = 0
-    wall_s: float = 0.0
-    stderr: str = ""
-    started: float = 0.0  # epoch, when the process was started
-    other: list[str] = field(default_factory=list)  # stdout lines that were not records
-
-    @property
-    def fatal(self) -> dict[str, Any] | None:
-        """The first fatal error record: it names the cause; later ones follow from it."""
-        return next((e for e in self.errors if e.get("fatal")), None)
-
-    @property
-    def cpu_s(self) -> float:
-        return self.user_s + self.sys_s
-
-    @property
-    def ok(self) -> bool:
-        return self.exit_code == 0 and self.summary is not None
-
-
 class EngineControl:
-    """A running engine: its pid and, with a control channel, a way to talk to it.
+    """The engine of a run_spec as its caller sees it: its pid and, with a control channel, a way to talk to it.
 
-    send/stop/go are thread-safe and never raise: they return False when the
-    line was not delivered (no control channel, or the engine has exited).
+    send/stop/go are thread-safe and never raise: they return False when the line cannot be delivered (no
+    control channel, or the engine has exited); a line is handed to the group's loop, which writes it.
     """
 
-    def __init__(self, child: launch.Child, control: bool):
-        self.pid = child.pid
-        self._child = child
-        self._control = control
+    def __init__(self, group: engine_group.Group, inst: engine_group.Instance):
+        self.pid = inst.pid
+        self._group, self._inst = group, inst
 
     def send(self, line: dict[str, Any]) -> bool:
-        return self._control and self._child.send(json.dumps(line).encode())
+        if not self._inst.reachable:
+            return False
+        LOOP.call(self._inst.send, line)
+        return True
 
     def stop(self, reason: str) -> bool:
         """Stop cleanly: nothing new is issued, in-flight ops drain, the summary says why (exit 0)."""
-        return self.send({"type": "stop", "reason": reason})
+        if not self._inst.reachable:
+            return False
+        LOOP.call(self._group.stop_all, reason)
+        return True
 
     def go(self, at: float) -> bool:
         """Start the main phase at `at` (epoch seconds, CLOCK_REALTIME); needs control.wait."""
         return self.send({"type": "go", "at": float(at)})
 
 
-def _heartbeats(proc: EngineControl, every_s: float, done: threading.Event) -> None:
-    while not done.wait(every_s):
-        if not proc.send({"type": "heartbeat"}):
-            return
-
-
-class EngineError(FathomError):
-    """The engine failed: message from its error record; .run has what it reported before."""
-
-    def __init__(self, message: str, kind: str, run: EngineRun, hint: str | None = None):
-        code = run.exit_code if run.exit_code in (2, 3) else 1
-        super().__init__(message, hint=hint, exit_code=code)
-        self.kind = kind
-        self.run = run
-
-
-def _dispatch(run: EngineRun, line: str, on_record: Callable[[dict], None] | None) -> None:
-    line = line.strip()
-    if not line:
-        return
-    try:
-        rec = json.loads(line)
-    except json.JSONDecodeError:
-        run.other.append(line)
-        return
-    if not isinstance(rec, dict):
-        run.other.append(line)
-        return
-    kind = rec.get("type")
-    if kind == "start":
-        run.start = rec
-    elif kind == "interval":
-        run.intervals.append(rec)
-    elif kind == "summary":
-        run.summary = rec
-    elif kind == "error":
-        run.errors.append(rec)
-    if on_record is not None:
-        on_record(rec)
-
-
 def run_spec(spec: dict[str, Any], on_record: Callable[[dict[str, Any]], None] | None = None,
-              timeout: float | None = None, check: bool = True,
-              on_start: Callable[[int | None], None] | None = None,
-              on_proc: Callable[[EngineControl], None] | None = None, drain_s: float = 30.0) -> EngineRun:
-    """Run one point spec to completion; see the module docstring."""
-    binary = check_engine()
-    control = spec.get("control")
-    run = EngineRun(started=time.time())
-    env = dict(os.environ)
-    env.pop("CEPH_ARGS", None)  # the spec says where to connect; a user's CEPH_ARGS must not redirect it
-    beat_done = threading.Event()
-    handle: list[EngineControl] = []
+             timeout: float | None = None, check: bool = True,
+             on_start: Callable[[int | None], None] | None = None,
+             on_proc: Callable[[EngineControl], None] | None = None, drain_s: float = 30.0) -> EngineRun:
+    """Run one point spec on one engine of this host to completion; see the module docstring. The engine group
+    supervises it as it does a many-host point's engines (one supervisor): heartbeats, Ctrl-C, kill by pid."""
+    inst = engine_group.Instance(host=LOCAL, index=0, spec=spec)
+    g = engine_group.Group([inst], str(check_engine()), float(spec.get("interval_s") or 1.0), "fail",
+                           lambda rec: None, lambda event: None)
+    g.on_record = lambda i, rec: on_record(rec) if on_record is not None else None
 
-    def started(child: launch.Child) -> None:
-        proc = EngineControl(child, control is not None)
-        handle.append(proc)
+    def spawned(i: engine_group.Instance) -> None:
         if on_start:
-            on_start(child.pid)
-        beat = (control or {}).get("heartbeat_timeout_s")
-        if beat:
-            threading.Thread(target=_heartbeats, args=(proc, float(beat) / 3, beat_done),
-                             name="fathom-engine-heartbeat", daemon=True).start()
+            on_start(i.pid)
         if on_proc:
-            on_proc(proc)
+            on_proc(EngineControl(g, i))
 
-    def wind_down(child: launch.Child) -> float:
-        # Ctrl-C reached fathom (the engine runs in its own session): ask for a clean stop and keep
-        # reading, so the final summary with the full histograms is not lost
-        if not (handle and handle[0].stop("interrupted (Ctrl-C or SIGTERM)")):
-            child.signal(signal.SIGTERM)
-        return drain_s
-
-    # The spec goes in a file: stdin is the control channel (or nothing).
-    with tempfile.NamedTemporaryFile("w", prefix="fathom-spec-", suffix=".json", delete=False) as f:
-        json.dump(spec, f)
+    g.on_spawn = spawned
+    conn = (spec.get("target") or {}).get("connection") or {}
+    ready = 2 * float(conn.get("timeout_s") or 10.0) + 10 + engine_group.READY_GRACE_S
     try:
-        child = launch.run([str(binary), f.name], timeout=timeout, env=env, stdin=control is not None,
-                           on_line=lambda ln: _dispatch(run, ln, on_record), on_start=started,
-                           on_interrupt=wind_down, name=BINARY)
+        engine_group.run_group(g, ready, timeout, drain_s)
     except KeyboardInterrupt as exc:
-        _fill(run, getattr(exc, "child_run", None))
-        exc.engine_run = run  # type: ignore[attr-defined]
+        exc.engine_run = inst.run  # type: ignore[attr-defined]
         raise
     finally:
-        beat_done.set()
         if on_start:
             on_start(None)
-        os.unlink(f.name)
-    _fill(run, child)
+    run = inst.run
+    if g.failed and not run.errors:
+        run.errors.append({"type": "error", "kind": "spawn", "fatal": True, "message": g.failed})
     if check and run.exit_code != 0:
-        raise _error(run)
+        raise engine_error(run)
     return run
-
-
-def _fill(run: EngineRun, child: launch.ChildRun | None) -> None:
-    if child is None:
-        return
-    run.exit_code, run.stderr, run.wall_s = child.rc, child.stderr, child.wall_s
-    run.user_s, run.sys_s, run.max_rss_kib = child.user_s, child.sys_s, child.max_rss_kib
-
-
-def _error(run: EngineRun) -> EngineError:
-    if run.errors:
-        # The first fatal record names the cause; others follow from it.
-        e = next((e for e in run.errors if e.get("fatal")), run.errors[0])
-        return EngineError(f"fathom-engine: {e.get('message', 'failed')}", str(e.get("kind", "error")), run)
-    code = run.exit_code
-    if code is not None and code < 0:
-        msg = f"fathom-engine was killed by signal {-code}"
-    else:
-        msg = f"fathom-engine exited with code {code} without an error record"
-    tail = run.stderr.strip().splitlines()[-5:]
-    if tail:
-        msg += ": " + " | ".join(tail)
-    return EngineError(msg, "crash", run)
 
 
 # ---- the adapter: a suite's point on fathom-engine -------------------------------------
@@ -380,7 +273,7 @@ class FathomEngineAdapter:
                 exc.result = self._result(er, doc)  # type: ignore[attr-defined]
             raise
         if not er.summary or er.exit_code != 0:
-            raise _error(er) if er.exit_code != 0 else FathomError(
+            raise engine_error(er) if er.exit_code != 0 else FathomError(
                 f"fathom-engine ended without a summary (exit code {er.exit_code})")
         return self._result(er, doc)
 

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fathom.results import merge
-from fathom.engines.fathom_engine import EngineRun, _dispatch, _error
+from fathom.engines.records import EngineRun, dispatch, engine_error
 from fathom.hosts.ssh import LOOP, HostError
 from fathom.hosts.transport import EngineProcess, Local, Transport
 from fathom.errors import FathomError
@@ -69,9 +69,20 @@ class Instance:
     def label(self) -> str:
         return f"{self.host}#{self.index}"
 
+    @property
+    def control(self) -> dict[str, Any] | None:
+        """The spec's control section: without it the engine reads no control line (a bench's one engine)."""
+        return self.spec.get("control")
+
+    @property
+    def reachable(self) -> bool:
+        """Does a control line still reach it?"""
+        return self.control is not None and not self.done and not self.lost and self.proc is not None
+
     def send(self, line: dict[str, Any]) -> bool:
-        if self.done or self.lost or self.proc is None:
+        if not self.reachable:
             return False
+        assert self.proc is not None
         try:
             self.proc.write(json.dumps(line) + "\n")
             return True
@@ -123,6 +134,12 @@ class Group:
         self.on_interval = on_interval
         self.on_event = on_event
         self.on_span: Callable[[list[dict[str, Any]]], None] = lambda recs: None  # per-engine records (live view)
+        self.on_record: Callable[[Instance, dict[str, Any]], None] | None = None  # each engine's own records
+        self.on_spawn: Callable[[Instance], None] = lambda inst: None  # an engine started (its pid is known)
+        # engines whose spec waits for `go` start together (barrier, clocks, go); others start as they connect
+        self.waits = all((i.control or {}).get("wait") for i in instances)
+        beats = [float(t) for i in instances if (t := (i.control or {}).get("heartbeat_timeout_s"))]
+        self.heartbeat_s = min([HEARTBEAT_S, *(t / 3 for t in beats)])
         self.clocks: dict[str, HostClock] = {}
         self.start_at: float | None = None
         self.merged: list[dict[str, Any]] = []
@@ -154,10 +171,13 @@ class Group:
             beat = asyncio.ensure_future(self._heartbeats())
             watch = asyncio.ensure_future(self._watchdog())
             try:
-                await self._barrier(ready_timeout)
+                if self.waits:
+                    await self._barrier(ready_timeout)
+                else:
+                    self._running = True
                 if self.stop_reason:  # asked before every engine was there to hear it: tell them all again
                     self.stop_all(self.stop_reason)
-                elif not self.failed:
+                elif not self.failed and self.waits:
                     await self._measure_clocks()
                     self._go()
                 await asyncio.gather(*readers)
@@ -186,6 +206,9 @@ class Group:
         inst.last_seen = time.monotonic()
         inst.proc = await _transport(inst).start(json.dumps(inst.spec))
         inst.pid = inst.proc.pid
+        inst.run.started = time.time()
+        if inst.pid is not None:
+            self._hand(self.on_spawn, inst)
 
     async def _read(self, inst: Instance) -> None:
         """Every record of one engine until it exits (or its host is lost), then its exit status."""
@@ -206,6 +229,7 @@ class Group:
         finally:
             if not _transport(inst).remote or inst.lost is None:  # a lost host's channel has no status
                 inst.run.exit_code = await proc.wait()
+                _fill_usage(inst.run, getattr(proc, "rusage", None))
             stderr.cancel()
             inst.done = True
             self._changed.set()
@@ -236,11 +260,13 @@ class Group:
             rec["host"], rec["instance"] = inst.host, inst.index
             rec["ts_host"] = rec["ts"]
             rec["ts"] = float(rec["ts"]) - (clock.offset_s if clock else 0.0)
+        if self.on_record is not None:
+            self._hand(self.on_record, inst, rec)
         if kind == "interval":
             inst.run.intervals.append(rec)
             self._merge_ready()
             return
-        _dispatch(inst.run, line, None)
+        dispatch(inst.run, line, None)
         if kind == "start":
             inst.pid = int(rec.get("pid") or 0) or inst.pid
         elif kind == "ready":
@@ -275,7 +301,7 @@ class Group:
                 pass
 
     def _engine_failed(self, inst: Instance) -> str:
-        return f"engine {inst.label}: {_error(inst.run).message}"
+        return f"engine {inst.label}: {engine_error(inst.run).message}"
 
     def ended_badly(self) -> str | None:
         """Why the point fails although no host was lost under policy `fail`: an engine of a host not lost that
@@ -328,7 +354,7 @@ class Group:
     # ---- liveness -------------------------------------------------------------------
     async def _heartbeats(self) -> None:
         while True:
-            await asyncio.sleep(HEARTBEAT_S)
+            await asyncio.sleep(self.heartbeat_s)
             for i in self.instances:
                 i.send({"type": "heartbeat"})
 
@@ -403,6 +429,9 @@ class Group:
         """Ctrl-C: stop lines, the summaries read for up to drain_s, then kill by pid; check by pid."""
         self.interrupted = True
         self.stop_all("interrupted (Ctrl-C or SIGTERM)")
+        for i in self.instances:  # no control channel: SIGTERM is its clean stop (it still writes its summary)
+            if i.control is None and not i.done and not i.lost and i.pid:
+                await _transport(i).kill(i.pid, "TERM")
         await self._wait_done(drain_s)
         await self.kill_left()
 
@@ -440,6 +469,14 @@ class Group:
                 self.left_running.append(f"{i.label} (pid {i.pid})")
 
 
+def _fill_usage(run: EngineRun, ru: Any) -> None:
+    """The process's own CPU and peak memory, from wait4 where its transport reaped it (this host); elsewhere
+    the engine's summary carries its own."""
+    run.wall_s = time.time() - run.started if run.started else 0.0
+    if ru is not None:
+        run.user_s, run.sys_s, run.max_rss_kib = ru.ru_utime, ru.ru_stime, ru.ru_maxrss
+
+
 def _transport(inst: Instance) -> Transport:
     assert inst.transport is not None  # the group gives every instance one
     return inst.transport
@@ -456,19 +493,19 @@ class GroupHandle:
         return True
 
 
-def run_group(group: Group, ready_timeout: float, timeout: float | None) -> None:
+def run_group(group: Group, ready_timeout: float, timeout: float | None, drain_s: float = DRAIN_S) -> None:
     """Run the group to its end from the calling (main) thread; Ctrl-C there stops every engine
     (Group.interrupt) before the KeyboardInterrupt goes on. Every record and event the group handed over has
     reached the point's side when it returns (or raises)."""
     group.outbox = outbox = Outbox()
     try:
-        _run_group(group, ready_timeout, timeout)
+        _run_group(group, ready_timeout, timeout, drain_s)
     finally:
         outbox.close()
         group.outbox = None
 
 
-def _run_group(group: Group, ready_timeout: float, timeout: float | None) -> None:
+def _run_group(group: Group, ready_timeout: float, timeout: float | None, drain_s: float) -> None:
     fut = LOOP.submit(group.run(ready_timeout))
     deadline = None if timeout is None else time.monotonic() + timeout
     try:
@@ -484,7 +521,7 @@ def _run_group(group: Group, ready_timeout: float, timeout: float | None) -> Non
                                       "stopped them") from None
     except KeyboardInterrupt:
         try:
-            LOOP.run(group.interrupt())
+            LOOP.run(group.interrupt(drain_s))
             fut.result(30)
         except (KeyboardInterrupt, concurrent.futures.TimeoutError):
             pass  # a second Ctrl-C: what was read so far is kept

@@ -1,11 +1,12 @@
-"""One launcher for every child fathom runs (fathom-engine, fio, rados bench), behind an executor seam.
+"""One launcher for the peer tools fathom runs (fio, rados bench), behind an executor seam.
+
+fathom-engine is not started here: the engine group (fathom.engines.group) runs it, one engine on this host
+as many on many hosts, so it has one supervisor.
 
 An executor starts a process somewhere: `LocalExecutor` on this host (hyperfine's
-Executor trait is the model). fathom-engine on client hosts is started by a
-transport instead (fathom.hosts.transport), which the engine group drives.
-The launcher streams the child's stdout as lines to the caller, keeps an
-optional stdin pipe for a control channel, enforces a wall-clock limit, and
-stops the child (SIGTERM, then SIGKILL) on timeout or interruption. Its record
+Executor trait is the model).
+The launcher streams the child's stdout as lines to the caller, enforces a
+wall-clock limit, and stops the child (SIGTERM, then SIGKILL) on timeout or interruption. Its record
 of "a child ran" is `ChildRun`.
 
 Children run in their own session, so a Ctrl-C on the terminal reaches fathom
@@ -19,7 +20,6 @@ import select
 import signal
 import subprocess
 import tempfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,7 +50,7 @@ class ChildRun:
 
 
 class Child:
-    """A running child: its pid, and its stdin as a control channel (thread-safe, never raises on a dead child)."""
+    """A running child: its pid, a signal to it, its end (status and rusage)."""
 
     def __init__(self, proc: subprocess.Popen, host: str):
         self.proc = proc
@@ -58,27 +58,6 @@ class Child:
         self.host = host
         self.status: int | None = None
         self.rusage: Any = None
-        self._lock = threading.Lock()
-
-    def send(self, line: bytes) -> bool:
-        """Write one line to the child's stdin; False when the child is gone or has no stdin."""
-        with self._lock:
-            if self.proc.stdin is None or self.proc.stdin.closed:
-                return False
-            try:
-                self.proc.stdin.write(line if line.endswith(b"\n") else line + b"\n")
-                self.proc.stdin.flush()
-                return True
-            except (BrokenPipeError, OSError, ValueError):
-                return False
-
-    def close_stdin(self) -> None:
-        with self._lock:
-            if self.proc.stdin is not None and not self.proc.stdin.closed:
-                try:
-                    self.proc.stdin.close()
-                except OSError:
-                    pass
 
     def signal(self, sig: int) -> None:
         if self.status is None:
@@ -117,18 +96,17 @@ class Child:
 class Executor(Protocol):
     host: str
 
-    def spawn(self, argv: list[str], env: dict[str, str] | None, cwd: Path | None, stdin: bool, stderr: Any,
+    def spawn(self, argv: list[str], env: dict[str, str] | None, cwd: Path | None, stderr: Any,
               preexec: Callable[[], None] | None) -> subprocess.Popen: ...
 
 
 class LocalExecutor:
     host = "local"
 
-    def spawn(self, argv: list[str], env: dict[str, str] | None, cwd: Path | None, stdin: bool, stderr: Any,
+    def spawn(self, argv: list[str], env: dict[str, str] | None, cwd: Path | None, stderr: Any,
               preexec: Callable[[], None] | None) -> subprocess.Popen:
-        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr,
-                                stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, env=env, cwd=cwd,
-                                start_new_session=True, preexec_fn=preexec)
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=stderr, stdin=subprocess.DEVNULL, env=env,
+                                cwd=cwd, start_new_session=True, preexec_fn=preexec)
 
 
 LOCAL = LocalExecutor()
@@ -136,13 +114,12 @@ LOCAL = LocalExecutor()
 
 def run(argv: list[str], *, timeout: float | None = None, env: dict[str, str] | None = None,
         cwd: Path | None = None, on_line: Callable[[str], None] | None = None, split_cr: bool = False,
-        stdin: bool = False, on_start: Callable[[Child], None] | None = None,
+        on_start: Callable[[Child], None] | None = None,
         on_interrupt: Callable[[Child], float] | None = None, executor: Executor = LOCAL,
         preexec: Callable[[], None] | None = None, name: str | None = None) -> ChildRun:
     """Run argv to its end, calling on_line for every stdout line as it arrives (also '\\r'-ended with split_cr).
 
-    stdin=True keeps a pipe open for control lines (`Child.send`); it is closed when the
-    child ends. On timeout the child is stopped and FathomError raised. On
+    On timeout the child is stopped and FathomError raised. On
     KeyboardInterrupt, on_interrupt(child) may ask the child to wind down and return how
     many seconds to keep reading its output (its final records); then the child is stopped
     and the interrupt re-raised, with the ChildRun so far as `exc.child_run`.
@@ -152,7 +129,7 @@ def run(argv: list[str], *, timeout: float | None = None, env: dict[str, str] | 
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as err:
         try:
-            proc = executor.spawn(argv, env, cwd, stdin, err, preexec)
+            proc = executor.spawn(argv, env, cwd, err, preexec)
         except OSError as exc:
             raise FathomError(f"cannot start {name}: {exc.strerror or exc}", exit_code=4) from None
         child = Child(proc, executor.host)
@@ -212,7 +189,6 @@ def run(argv: list[str], *, timeout: float | None = None, env: dict[str, str] | 
             child.stop()
             raise
         finally:
-            child.close_stdin()
             proc.stdout.close()
         feed(b"", final=True)
         _finish(res, child, err, t0, out)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import subprocess
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -110,26 +111,46 @@ async def open_all(spec: ClientsSpec, engine: Path, protocol: int, ctx: OpenCont
 
 
 class LocalProcess:
-    """An engine child of this process (asyncio subprocess)."""
+    """An engine child of this process: its pipes on the loop, and reaped by wait4 (its CPU and peak memory are
+    the OS's count, whole process, all threads)."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, specfile: str):
-        self.proc, self.specfile, self.pid = proc, specfile, proc.pid
+    def __init__(self, popen: subprocess.Popen, specfile: str):
+        self.popen, self.specfile, self.pid = popen, specfile, popen.pid
+        self.rusage: Any = None
+        self._stdout = asyncio.StreamReader(limit=STREAM_LIMIT)
+        self._stderr = asyncio.StreamReader(limit=STREAM_LIMIT)
+        self._stdin: asyncio.WriteTransport | None = None
+
+    async def connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        for reader, pipe in ((self._stdout, self.popen.stdout), (self._stderr, self.popen.stderr)):
+            await loop.connect_read_pipe(lambda r=reader: asyncio.StreamReaderProtocol(r), pipe)
+        # never blocks the loop: an engine that stops reading (SIGSTOP) holds lines in the transport's buffer
+        self._stdin, _ = await loop.connect_write_pipe(asyncio.BaseProtocol, self.popen.stdin)
 
     async def readline(self) -> str:
-        assert self.proc.stdout is not None
-        return (await self.proc.stdout.readline()).decode(errors="replace")
+        return (await self._stdout.readline()).decode(errors="replace")
 
     async def read_stderr(self) -> str:
-        assert self.proc.stderr is not None
-        return (await self.proc.stderr.read()).decode(errors="replace")
+        return (await self._stderr.read()).decode(errors="replace")
 
     def write(self, data: str) -> None:
-        self.proc.stdin.write(data.encode())  # type: ignore[union-attr]
+        if self._stdin is None or self._stdin.is_closing():
+            raise BrokenPipeError("the engine's stdin is closed")
+        self._stdin.write(data.encode())
 
     async def wait(self) -> int | None:
-        return await self.proc.wait()
+        if self.popen.returncode is None:
+            _, status, self.rusage = await asyncio.get_running_loop().run_in_executor(None, os.wait4, self.pid, 0)
+            self.popen.returncode = os.waitstatus_to_exitcode(status)
+        return self.popen.returncode
 
     def release(self) -> None:
+        if self._stdin is not None:
+            self._stdin.close()
+        for f in (self.popen.stdout, self.popen.stderr):
+            if f is not None:
+                f.close()
         try:
             os.unlink(self.specfile)
         except OSError:
@@ -160,13 +181,14 @@ class Local:
         env = dict(os.environ)
         env.pop("CEPH_ARGS", None)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                self.engine, f.name, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE, env=env, start_new_session=True, limit=STREAM_LIMIT)
+            popen = subprocess.Popen([self.engine, f.name], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env, start_new_session=True)
         except BaseException:
             os.unlink(f.name)
             raise
-        return LocalProcess(proc, f.name)
+        proc = LocalProcess(popen, f.name)
+        await proc.connect()
+        return proc
 
     async def kill(self, pid: int, sig: str = "TERM") -> None:
         try:
