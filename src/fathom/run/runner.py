@@ -216,9 +216,9 @@ class Phases:
         return phases
 
     def run(self) -> None:
+        # SIGTERM as Ctrl-C: the teardown runs (SIGINT's handler is the CLI's, fathom.cli.main.interruptible)
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-        # a shell starts background jobs with SIGINT ignored; fathom run always stops cleanly on it
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        old_int = signal.getsignal(signal.SIGINT)
         try:
             # SSH hosts are checked before any cluster starts; pods are made after it, with its conf and journal
             steps = [self.connect_clients, self.start_cluster]
@@ -243,7 +243,7 @@ class Phases:
             finally:
                 assert self.attempt is not None
                 self.attempt.close()
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGINT, signal.default_int_handler if old_int is None else old_int)
                 signal.signal(signal.SIGTERM, old_term)
 
     # ---- clients: connected and their engines checked (before any cluster starts; pods after it) ----
