@@ -144,6 +144,12 @@ def test_one_spelling_for_the_ceph_client_name_on_every_command(argv: list[str],
 
 # an attached cluster that is not there: its one mon's port refuses, so any `ceph` call fails (after its timeout)
 NO_CLUSTER_CONF = "[global]\nmon_host = 127.0.0.1:1\n"
+RADOS_SUITE = """\
+name: far
+prep: {pools: [{name: far, application: rados, pg_num: 8}]}
+defaults: {engine: fathom-engine, interface: rados, pool: far, bs: 4k, iodepth: 1, runtime: 2s}
+workloads: [{name: w, rw: write}]
+"""
 
 
 def _engine_child(parent: int) -> int | None:
@@ -192,3 +198,19 @@ def test_a_bench_started_with_sigint_ignored_still_stops_on_sigint(tmp_path: Pat
     assert proc.returncode == 130 and "fathom: interrupted" in err, (proc.returncode, err)
     assert "cannot reach the cluster" not in err and "Traceback" not in err, err
     assert not _running(engine)  # no engine left behind
+
+
+def test_a_bad_client_host_is_named_before_the_cluster_is_asked_anything(tmp_path: Path, engine_ready: Path) -> None:
+    """SSH client hosts are connected before any `ceph` call: with a host that refuses SSH and an attached cluster
+    that is not there either, the host's error is the one said (had the cluster's checks gone first, its probe
+    would have waited for the mon and failed on the cluster), and the refused run makes no store."""
+    conf, suite, db = tmp_path / "ceph.conf", tmp_path / "far.yaml", tmp_path / "r.db"
+    conf.write_text(NO_CLUSTER_CONF)
+    suite.write_text(RADOS_SUITE)
+    p = run_fathom("run", str(suite), "--conf", str(conf), "--client", "root@127.0.0.1:1", "--db", str(db),
+                   env=SRC, timeout=120)
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert "client host 127.0.0.1:1 is unreachable over SSH (port 1)" in p.stderr, p.stderr
+    assert "hint: check the address, that sshd runs there" in p.stderr, p.stderr
+    assert "cannot reach the cluster" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert not db.exists()

@@ -13,6 +13,7 @@ import shutil
 import subprocess
 
 import pytest
+from conftest import SRC, run_fathom
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from fathom.cli.clientargs import add_client_args
@@ -153,6 +154,19 @@ def test_a_missing_kubeconfig_is_named_with_its_path_and_the_fix(tmp_path, monke
         assert f"{path} does not exist" in text or f"{path}, " in text, text
         assert who in text and "current-context" not in text, text
         assert "hint: give an existing kubeconfig with --kubeconfig" in text and "set KUBECONFIG" in text, text
+
+
+def test_a_run_on_pods_with_a_missing_kubeconfig_says_so_before_anything_is_made(tmp_path, engine_ready):
+    """`fathom run --k8s-pods N --kubeconfig PATH` with no file at PATH: named as the run's checks find it, before a
+    cluster or a results store is made (a suite on the null interface: no cluster, no Kubernetes reached)."""
+    suite, db, missing = tmp_path / "null.yaml", tmp_path / "r.db", tmp_path / "no.kubeconfig"
+    suite.write_text('name: n\ndefaults: {engine: fathom-engine, interface: "null", runtime: 1s}\n'
+                     'workloads: [{name: n, rw: randread}]\n')
+    p = run_fathom("run", str(suite), "--db", str(db), "--k8s-pods", "1", "--kubeconfig", str(missing), env=SRC,
+                   timeout=120)
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert f"no usable kubeconfig: {missing} does not exist" in p.stderr and "--kubeconfig" in p.stderr, p.stderr
+    assert "current-context" not in p.stderr and not db.exists()
 
 
 def _refusal(status: int, message: str) -> ApiException:
