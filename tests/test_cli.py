@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from conftest import FATHOM, run_fathom
+from conftest import FATHOM, SRC, run_fathom
 
 from fathom.cli.main import COMMANDS, build_parser, main
 from fathom.results.store import Store
@@ -138,3 +140,77 @@ def test_one_spelling_for_the_ceph_client_name_on_every_command(argv: list[str],
     args = build_parser(argv[0]).parse_args([*argv, "--name", "x"])
     assert getattr(args, dest) == (None if name_is_the_runs else "x")
     assert not name_is_the_runs or args.name == "x"  # run and slo: the run's name
+
+
+# an attached cluster that is not there: its one mon's port refuses, so any `ceph` call fails (after its timeout)
+NO_CLUSTER_CONF = "[global]\nmon_host = 127.0.0.1:1\n"
+RADOS_SUITE = """\
+name: far
+prep: {pools: [{name: far, application: rados, pg_num: 8}]}
+defaults: {engine: fathom-engine, interface: rados, pool: far, bs: 4k, iodepth: 1, runtime: 2s}
+workloads: [{name: w, rw: write}]
+"""
+
+
+def _engine_child(parent: int) -> int | None:
+    """The fathom-engine process `parent` started, if one runs."""
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text() if proc.name.isdigit() else ""
+            if stat and int(stat.rsplit(")", 1)[1].split()[1]) == parent and \
+                    os.readlink(proc / "exe").endswith("fathom-engine"):
+                return int(proc.name)
+        except OSError:
+            continue
+    return None
+
+
+def _running(pid: int) -> bool:
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_a_bench_started_with_sigint_ignored_still_stops_on_sigint(tmp_path: Path, engine_ready: Path) -> None:
+    """A shell starts a script's background jobs with SIGINT ignored, and Python keeps it so: the CLI entry
+    undoes that for every command, so `fathom bench` stops on SIGINT as `fathom run` does (exit 130, its engine
+    stopped) instead of running on to its own end. Here the bench waits for a cluster whose mon refuses, up to
+    --connect-timeout, and gets SIGINT meanwhile (its engine, told to stop, still ends its mon connect first)."""
+    conf = tmp_path / "ceph.conf"
+    conf.write_text(NO_CLUSTER_CONF)
+    proc = subprocess.Popen([FATHOM, "bench", "rados", "-p", "p", "10", "write", "--conf", str(conf),
+                             "--connect-timeout", "10", "--db", str(tmp_path / "b.db")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
+                            env={**os.environ, **SRC},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        engine = None
+        while engine is None and proc.poll() is None:  # the engine runs: fathom's handlers are set by then
+            engine = _engine_child(proc.pid)
+            time.sleep(0.05)
+        assert engine is not None, proc.communicate()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130 and "fathom: interrupted" in err, (proc.returncode, err)
+    assert "cannot reach the cluster" not in err and "Traceback" not in err, err
+    assert not _running(engine)  # no engine left behind
+
+
+def test_a_bad_client_host_is_named_before_the_cluster_is_asked_anything(tmp_path: Path, engine_ready: Path) -> None:
+    """SSH client hosts are connected before any `ceph` call: with a host that refuses SSH and an attached cluster
+    that is not there either, the host's error is the one said (had the cluster's checks gone first, its probe
+    would have waited for the mon and failed on the cluster), and the refused run makes no store."""
+    conf, suite, db = tmp_path / "ceph.conf", tmp_path / "far.yaml", tmp_path / "r.db"
+    conf.write_text(NO_CLUSTER_CONF)
+    suite.write_text(RADOS_SUITE)
+    p = run_fathom("run", str(suite), "--conf", str(conf), "--client", "root@127.0.0.1:1", "--db", str(db),
+                   env=SRC, timeout=120)
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert "client host 127.0.0.1:1 is unreachable over SSH (port 1)" in p.stderr, p.stderr
+    assert "hint: check the address, that sshd runs there" in p.stderr, p.stderr
+    assert "cannot reach the cluster" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+    assert not db.exists()

@@ -1,20 +1,26 @@
 """The pure logic of pods as client hosts: the `clients.kubernetes` section and its options, the names and labels
-of what fathom makes, Ceph access (mon addresses, Rook's endpoints, the key kept out of every repr), and the
-access read from a real conf and keyring with Ceph's own tools."""
+of what fathom makes, Ceph access (mon addresses, Rook's endpoints, the key kept out of every repr), the
+access read from a real conf and keyring with Ceph's own tools, and the errors said before any API answers (a
+missing kubeconfig) or of what it answered (a refusal)."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
+import json
 import shutil
 import subprocess
 
 import pytest
+from conftest import SRC, run_fathom
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from fathom.cli.clientargs import add_client_args
 from fathom.errors import UsageError
 from fathom.hosts.clients import ClientChoice, ClientsSpec, clients_from_args
 from fathom.hosts.k8s import access, objects
+from fathom.hosts.k8s.api import Api, K8sError
 
 
 def test_the_pods_are_the_hosts_unless_hosts_are_named_and_survive_a_round_trip():
@@ -127,3 +133,62 @@ def test_show_has_a_row_per_pod_as_per_ssh_host(tmp_path, capsys):
     assert [r[:4] for r in rows] == [["1", "10.0.0.2", "ssh", "1"], ["1", "pod-0", "pod", "1"],
                                      ["1", "pod-1", "pod", "1"]]
     assert rows[1][4:] == ["2000", "7.8", "2.500", "41.0", "+0.250", "±", "0.250", "ok"] and rows[2][-1] == "lost"
+
+
+def test_a_missing_kubeconfig_is_named_with_its_path_and_the_fix(tmp_path, monkeypatch):
+    """The Kubernetes client skips a kubeconfig that is not there and then says `Invalid kube-config file.
+    Expected key current-context`: fathom says which file does not exist, who named it, and how to name one."""
+    missing = tmp_path / "no.kubeconfig"
+    with pytest.raises(K8sError) as given:
+        asyncio.run(Api.open(str(missing), None))
+    with pytest.raises(K8sError) as env:
+        monkeypatch.setenv("KUBECONFIG", f"{missing}:{tmp_path / 'nor.this'}")
+        asyncio.run(Api.open(None, None))
+    with pytest.raises(K8sError) as default:
+        monkeypatch.delenv("KUBECONFIG")
+        monkeypatch.setenv("HOME", str(tmp_path))
+        asyncio.run(Api.open(None, None))
+    for exc, path, who in ((given, missing, "--kubeconfig"), (env, missing, "which KUBECONFIG names"),
+                           (default, tmp_path / ".kube" / "config", "KUBECONFIG is not set")):
+        text = str(exc.value)
+        assert f"{path} does not exist" in text or f"{path}, " in text, text
+        assert who in text and "current-context" not in text, text
+        assert "hint: give an existing kubeconfig with --kubeconfig" in text and "set KUBECONFIG" in text, text
+
+
+def test_a_run_on_pods_with_a_missing_kubeconfig_says_so_before_anything_is_made(tmp_path, engine_ready):
+    """`fathom run --k8s-pods N --kubeconfig PATH` with no file at PATH: named as the run's checks find it, before a
+    cluster or a results store is made (a suite on the null interface: no cluster, no Kubernetes reached)."""
+    suite, db, missing = tmp_path / "null.yaml", tmp_path / "r.db", tmp_path / "no.kubeconfig"
+    suite.write_text('name: n\ndefaults: {engine: fathom-engine, interface: "null", runtime: 1s}\n'
+                     'workloads: [{name: n, rw: randread}]\n')
+    p = run_fathom("run", str(suite), "--db", str(db), "--k8s-pods", "1", "--kubeconfig", str(missing), env=SRC,
+                   timeout=120)
+    assert p.returncode == 4, p.stdout + p.stderr
+    assert f"no usable kubeconfig: {missing} does not exist" in p.stderr and "--kubeconfig" in p.stderr, p.stderr
+    assert "current-context" not in p.stderr and not db.exists()
+
+
+def _refusal(status: int, message: str) -> ApiException:
+    exc = ApiException(status=status, reason="Forbidden" if status == 403 else "Not Found")
+    exc.body = json.dumps({"kind": "Status", "status": "Failure", "message": message, "code": status})
+    return exc
+
+
+def test_a_forbidden_call_says_the_namespace_may_be_missing_and_how_to_check():
+    """To a user bound only to a Role in a namespace, the API answers a namespace that is not there with 403: the
+    error names the namespace and `kubectl get namespace NS` besides the RBAC, for the run's pods (objects.Call)
+    and for a single object fathom makes (the sampler's DaemonSet, journaled.create) alike."""
+    forbidden = _refusal(403, 'pods is forbidden: User "bench" cannot create resource "pods" in API group "" in '
+                              'the namespace "nowhere"')
+    pods = str(objects.Call("https://k8s:6443", "nowhere").error("create pod fathom-r-0", forbidden))
+    assert pods.startswith("forbidden to create pod fathom-r-0: pods is forbidden"), pods
+    assert "namespace nowhere may also not exist" in pods and "`kubectl get namespace nowhere`" in pods, pods
+    assert "pods/exec (create, get)" in pods and "kubernetes.namespace (--k8s-namespace)" in pods, pods
+    ds = str(objects.api_error("make DaemonSet nowhere/fathom-sampler-r", forbidden, "nowhere",
+                               "daemonsets (apps: get, create, delete)", "the servers file's kubernetes.namespace"))
+    assert "namespace nowhere may also not exist" in ds and "`kubectl get namespace nowhere`" in ds, ds
+    assert "daemonsets (apps: get, create, delete)" in ds and "the servers file's kubernetes.namespace" in ds, ds
+    # where the API can say so (a user allowed to read namespaces), a missing namespace is named as such
+    gone = str(objects.Call("", "nowhere").error("create pod p", _refusal(404, 'namespaces "nowhere" not found')))
+    assert gone.startswith("namespace nowhere does not exist") and "kubectl create namespace nowhere" in gone, gone

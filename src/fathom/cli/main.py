@@ -48,7 +48,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def interruptible() -> None:
+    """Ctrl-C (SIGINT) raises KeyboardInterrupt in every command, which each stops on cleanly (a bench's engine
+    told to stop, a run's teardown) and main() turns into exit code 130. A shell starts a script's background jobs
+    with SIGINT ignored, and Python then installs no handler of its own: a command started so (a bench) ran on to
+    its own end. Only an ignored SIGINT is undone; a handler someone set is theirs."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
+    interruptible()  # here, for every command: none of them sets SIGINT up itself
     argv = sys.argv[1:] if argv is None else argv
     parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)

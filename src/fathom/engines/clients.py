@@ -35,11 +35,19 @@ class Clients:
     hosts: dict[str, Transport] = field(default_factory=dict)  # remote hosts by name, connected
 
     @classmethod
-    def open(cls, spec: ClientsSpec, ctx: OpenContext | None = None) -> Clients:
-        """ctx: the run (its tag, connection and journal) for a transport that makes hosts (pods)."""
-        binary = check_engine()
-        hosts = LOOP.run(open_all(spec, binary, PROTOCOL, ctx)) if spec.remote else []
-        return cls(spec, {h.name: h for h in hosts})
+    def open(cls, spec: ClientsSpec, ctx: OpenContext | None = None, needs_cluster: bool | None = None) -> Clients:
+        """ctx: the run (its tag, connection and journal) for a transport that makes hosts (pods). needs_cluster:
+        only the hosts of the transports that need the cluster, or of those that do not (the rest: `add`)."""
+        out = cls(spec)
+        out.add(ctx, needs_cluster)
+        return out
+
+    def add(self, ctx: OpenContext | None = None, needs_cluster: bool | None = None) -> None:
+        """The spec's remote hosts of the transports needs_cluster selects (fathom.hosts.transport.open_all)
+        connected, with those connected before."""
+        if self.spec.remote:
+            binary = check_engine()
+            self.hosts.update({h.name: h for h in LOOP.run(open_all(self.spec, binary, PROTOCOL, ctx, needs_cluster))})
 
     def close(self) -> None:
         hosts, self.hosts = list(self.hosts.values()), {}

@@ -31,7 +31,7 @@ from fathom.hosts.clients import ClientsSpec, KubeSpec
 from fathom.hosts.k8s import objects
 from fathom.hosts.k8s.api import Api, K8sError
 from fathom.hosts.k8s.image import ENGINE_IN_IMAGE
-from fathom.hosts.k8s.access import MOUNT, CephAccess, from_conn, from_rook, mon_addrs
+from fathom.hosts.k8s.access import MOUNT, ROOK_ENDPOINTS, ROOK_SECRET, CephAccess, from_conn, from_rook, mon_addrs
 
 STDIN, STDOUT, STDERR, STATUS = 0, 1, 2, 3
 STREAM_LIMIT = 64 << 20  # a summary line with many histograms
@@ -260,8 +260,11 @@ class Pods:
     async def _create(self, image: str, conn: Any) -> None:
         s, n, core = self.spec, self.names, self.api.core()
         call = objects.Call(self.api.server, s.namespace)
-        if s.rook is not None:
-            self.access = await call(f"read Rook's mon endpoints in {s.rook.namespace}",
+        if s.rook is not None:  # read in Rook's namespace: a refusal names that one
+            rook = objects.Call(self.api.server, s.rook.namespace,
+                                needs=f"get on ConfigMap {ROOK_ENDPOINTS} and Secret {ROOK_SECRET}",
+                                where="kubernetes.rook.namespace (--rook-namespace)")
+            self.access = await rook(f"read Rook's mon endpoints in {s.rook.namespace}",
                                      from_rook(core, s.rook.namespace))
         elif conn is not None:
             self.access = await asyncio.to_thread(from_conn, conn.conf, conn.name, conn.keyring)

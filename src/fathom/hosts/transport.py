@@ -35,6 +35,10 @@ from fathom.plugins import Table
 STREAM_LIMIT = 64 << 20  # longest record line of a local engine (a summary with many histograms)
 # transport name -> the module whose `open_transports` connects the run's remote client hosts it serves
 TABLE: Table[Any] = Table("transport", {"ssh": "fathom.hosts.ssh", "k8s": "fathom.hosts.pods"}, "open_transports")
+# the transports that make their hosts for a run out of the cluster it uses (pods get its conf and keyring in a
+# Secret, and are written in its journal): opened once the cluster is there. The others reach hosts that exist
+# already and need nothing of the cluster: a run connects them before any Ceph call, so a bad host is named at once
+NEEDS_CLUSTER = frozenset({"k8s"})
 
 
 @runtime_checkable
@@ -96,14 +100,16 @@ class OpenContext:
     say: Callable[[str], None] = print
 
 
-async def open_all(spec: ClientsSpec, engine: Path, protocol: int, ctx: OpenContext | None = None) \
-        -> list[Transport]:
-    """Every remote host of spec connected by the transport that serves it, the engine provided there; what
+async def open_all(spec: ClientsSpec, engine: Path, protocol: int, ctx: OpenContext | None = None,
+                   needs_cluster: bool | None = None) -> list[Transport]:
+    """Every remote host of spec connected by the transport that serves it, the engine provided there (with
+    needs_cluster, only those of the transports that do, or do not, need the cluster: NEEDS_CLUSTER); what
     one transport opened is closed again when a later one fails."""
     out: list[Transport] = []
     try:
-        for open_transports in TABLE.all().values():
-            out += await open_transports(spec, engine, protocol, ctx)
+        for name in TABLE.names():
+            if needs_cluster is None or (name in NEEDS_CLUSTER) == needs_cluster:
+                out += await TABLE.get(name)(spec, engine, protocol, ctx)
     except BaseException:
         await asyncio.gather(*(h.aclose() for h in out), return_exceptions=True)
         raise

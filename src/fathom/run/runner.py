@@ -1,5 +1,6 @@
-"""Running a suite: one attempt in phases (Phases): clients, cluster, prepare, points (point.py, each committed when it
-ends), teardown.
+"""Running a suite: one attempt in phases (Phases): cluster, clients, prepare, points (point.py, each committed when it
+ends), teardown. The client hosts that exist already (SSH) are connected by the checks before any Ceph call, the
+pods made for the run once its cluster is there.
 
 Data flows one way: spec -> plan -> cluster -> prep -> points (engine + companions) -> store. The runner owns the
 lifecycle: a disposable local cluster (when no attached cluster is given, and some workload needs one) is stopped
@@ -86,6 +87,20 @@ def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001
     raise KeyboardInterrupt
 
 
+def _connect(cs: Any) -> Any:
+    """The client hosts of cs (a ClientsSpec) that need nothing of the cluster (SSH), connected and their engines
+    checked; the pods are added once the cluster is there (Phases.connect_clients)."""
+    from fathom.engines.clients import Clients
+
+    if cs.kubernetes is not None:  # a missing kubeconfig is known now, not after a cluster started for the pods
+        from fathom.hosts.k8s.api import existing_kubeconfig
+
+        existing_kubeconfig(cs.kubernetes.kubeconfig)
+    if cs.ssh:
+        _say(f"connecting to {len(cs.ssh)} client host(s) over SSH")
+    elif not cs.remote:
+        _say(f"{sum(h.instances for h in cs.hosts)} engines on this host")
+    return Clients.open(cs, needs_cluster=False)
 
 
 @dataclass
@@ -118,7 +133,13 @@ class Checked:
     work: Work
     attached: Attachment | None
     needs_cluster: bool
-    clients: Any
+    clients: Any  # fathom.hosts.clients.ClientsSpec, or None
+    connected: Any = None  # fathom.engines.clients.Clients: the hosts that need no cluster (SSH), connected
+
+    def close(self) -> None:
+        """Let go of the connected hosts (a run that does not go on to its phases)."""
+        if self.connected is not None:
+            self.connected.close()
 
 
 def run(opts: RunOptions) -> Outcome:
@@ -127,15 +148,19 @@ def run(opts: RunOptions) -> Outcome:
     # an existing store is opened before the checks (a file that is no results store is refused first); a new one
     # is made only once they pass, to record the run: a refused run leaves no empty store behind
     store = Store(opts.db) if Path(opts.db).exists() else None
+    checked = None
     try:
         checked = Phases.check(opts, store)
         store = store or Store(opts.db)
         phases = Phases.begin(opts, store, checked)
     except BaseException:
+        if checked is not None:
+            checked.close()
         if store is not None:
             store.close()
         raise
     if phases.attempt is None:  # nothing left to do
+        checked.close()
         store.close()
         return phases.outcome
     try:
@@ -148,8 +173,9 @@ def run(opts: RunOptions) -> Outcome:
 
 
 class Phases:
-    """One attempt at a run, in named phases: clients, cluster, prepare, points, then teardown whatever
-    happened. Each phase leaves what the next needs in `held`; the attempt keeps the run's state record."""
+    """One attempt at a run, in named phases: cluster, clients (the pods; SSH hosts come connected from check()),
+    prepare, points, then teardown whatever happened. Each phase leaves what the next needs in `held`; the
+    attempt keeps the run's state record."""
 
     def __init__(self, opts: RunOptions, store: Store, work: Work, run_id: int, held: Held, needs_cluster: bool,
                  clients: Any):
@@ -161,7 +187,9 @@ class Phases:
     @staticmethod
     def check(opts: RunOptions, store: Store | None) -> Checked:
         """Checks that fail before anything is made, the results store included (None: there is none yet):
-        the suite or the run to resume, engines, client hosts, the attached cluster, faults."""
+        the suite or the run to resume, engines, client hosts, the attached cluster, faults. The client hosts
+        that exist already (SSH) are connected before any Ceph call: a bad host is named at once, not after the
+        cluster's checks (or a cluster that does not answer in time)."""
         work = Work.of(opts, store)
         todo = work.todo
         for name in sorted({p.engine for p in todo}):
@@ -170,20 +198,29 @@ class Phases:
         clients = hosts.clients_for(work.suite.clients, opts.clients, {p.engine for p in todo})
         attached = opts.attach
         c = work.suite.cluster
-        if attached is not None:
-            attached.ceph().probe(timeout=30.0)
-        elif c.kind == "attached":
+        if attached is None and c.kind == "attached":
             attached = Attachment(conn=Connection.from_args(c.conf, c.id, None, c.keyring))
-            attached.ceph().probe()
-        schedules = {p.workload: [faults.Fault.model_validate(f) for f in p.params.get("faults") or []] for p in todo}
-        schedules = {wl: fs for wl, fs in schedules.items() if fs}
         if (opts.servers is not None or opts.prometheus) and attached is None:
             raise UsageError("--server-host and --prometheus measure the hosts of an attached cluster; the "
                              "disposable cluster runs on this host, which fathom samples itself",
                              hint="attach with --conf, or leave them out")
-        if attached is not None and schedules:  # before anything is made: a fault this cluster cannot take
-            fault_run.check_cluster(schedules, attached.ceph(), attached.local)
-        return Checked(work, attached, needs_cluster, clients)
+        if clients is not None and clients.remote and attached is None and needs_cluster and not opts.bind:
+            raise UsageError("client hosts other than this one cannot reach a disposable cluster bound to "
+                             "127.0.0.1", hint="pass --bind ADDR (an address of this host they reach), or "
+                                               "attach to a cluster with --conf")
+        schedules = {p.workload: [faults.Fault.model_validate(f) for f in p.params.get("faults") or []] for p in todo}
+        schedules = {wl: fs for wl, fs in schedules.items() if fs}
+        checked = Checked(work, attached, needs_cluster, clients,
+                          _connect(clients) if clients is not None and todo else None)
+        try:
+            if attached is not None:
+                attached.ceph().probe(timeout=30.0)
+            if attached is not None and schedules:  # before anything is made: a fault this cluster cannot take
+                fault_run.check_cluster(schedules, attached.ceph(), attached.local)
+        except BaseException:
+            checked.close()
+            raise
+        return checked
 
     @classmethod
     def begin(cls, opts: RunOptions, store: Store, checked: Checked) -> Phases:
@@ -204,8 +241,8 @@ class Phases:
                                            **({"slo": {"settings": src.settings.to_dict()}} if src else {})})
         elif opts.labels:  # --resume with --label: the stored labels, the new ones over them
             store.merge_env(run_id, labels={**(store.run(run_id).env.get("labels") or {}), **opts.labels})
-        phases = cls(opts, store, work, run_id, Held(attached=checked.attached), checked.needs_cluster,
-                     checked.clients)
+        phases = cls(opts, store, work, run_id, Held(attached=checked.attached, clients=checked.connected),
+                     checked.needs_cluster, checked.clients)
         if work.run_id is not None and not todo:
             store.finish_run(run_id, "done")
             _say(f"run {run_id}: all {len(work.points)} points are done; nothing to resume")
@@ -216,14 +253,14 @@ class Phases:
         return phases
 
     def run(self) -> None:
+        # SIGTERM as Ctrl-C: the teardown runs (SIGINT's handler is the CLI's, fathom.cli.main.interruptible)
         old_term = signal.signal(signal.SIGTERM, _raise_interrupt)
-        # a shell starts background jobs with SIGINT ignored; fathom run always stops cleanly on it
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+        old_int = signal.getsignal(signal.SIGINT)
         try:
-            # SSH hosts are checked before any cluster starts; pods are made after it, with its conf and journal
-            steps = [self.connect_clients, self.start_cluster]
-            for step in steps[::-1] if self.clients_spec and self.clients_spec.kubernetes else steps:
-                step()
+            # SSH hosts were connected by check(), before any Ceph call; pods are made once the cluster is
+            # there, with its conf and journal
+            self.start_cluster()
+            self.connect_clients()
             self.connect_servers()
             self.prepare()
             self.run_points()
@@ -243,28 +280,22 @@ class Phases:
             finally:
                 assert self.attempt is not None
                 self.attempt.close()
-                signal.signal(signal.SIGINT, signal.default_int_handler)
+                signal.signal(signal.SIGINT, signal.default_int_handler if old_int is None else old_int)
                 signal.signal(signal.SIGTERM, old_term)
 
-    # ---- clients: connected and their engines checked (before any cluster starts; pods after it) ----
+    # ---- clients: the pods, made for the run once its cluster is there (SSH hosts: connected by check()) ----
     def connect_clients(self) -> None:
-        cs = self.clients_spec
-        if cs is None:
+        cs, held = self.clients_spec, self.held
+        if cs is None or held.clients is None:
             return
-        from fathom.engines.clients import Clients
         from fathom.hosts.transport import OpenContext
 
-        if cs.remote and self.held.attached is None and self.needs_cluster and not self.opts.bind:
-            raise UsageError("client hosts other than this one cannot reach a disposable cluster bound to "
-                             "127.0.0.1", hint="pass --bind ADDR (an address of this host they reach), or "
-                                               "attach to a cluster with --conf")
-        _say(f"connecting to {len(cs.remote)} client host(s)" if cs.remote else
-             f"{sum(h.instances for h in cs.hosts)} engines on this host")
-        held, tag = self.held, self.attempt.tag.removeprefix("fathom-")  # type: ignore[union-attr]
-        ctx = OpenContext(tag, held.attached.conn, self.journal() if held.ceph is not None else None, _say) \
-            if cs.kubernetes is not None and held.attached is not None else OpenContext(tag, say=_say)
-        self.held.clients = Clients.open(cs, ctx)
-        self.store.merge_env(self.run_id, clients=self.held.clients.describe())
+        if cs.kubernetes is not None:
+            tag = self.attempt.tag.removeprefix("fathom-")  # type: ignore[union-attr]
+            ctx = OpenContext(tag, held.attached.conn, self.journal() if held.ceph is not None else None, _say) \
+                if held.attached is not None else OpenContext(tag, say=_say)
+            held.clients.add(ctx, needs_cluster=True)
+        self.store.merge_env(self.run_id, clients=held.clients.describe())
 
     # ---- cluster: the attached one, or a disposable one (adopted from a killed attempt, or started) ----
     def start_cluster(self) -> None:

@@ -48,6 +48,8 @@ CLOCK = ("while read -r _; do t=$(adjtimex 2>/dev/null | sed -n 's/.*tv_sec: *//
          "tr '\\n' ' '); [ -n \"$t\" ] && echo \"$t\" || date +'%s %N'; done")
 POD_PROBLEMS = (*objects.IMAGE_REASONS, "CrashLoopBackOff",
                 "CreateContainerConfigError", "CreateContainerError", "RunContainerError")
+# what the sampler's DaemonSet needs in its namespace (docs/kubernetes.md), said when the API forbids a call
+RBAC = "daemonsets (apps: get, create, delete); pods (list); pods/exec (create)"
 
 
 @dataclass(frozen=True)
@@ -226,7 +228,8 @@ class DaemonSetServers(SampledHosts):
                 journal.write(journaled.entry(s.k8s.kubeconfig or os.environ.get("KUBECONFIG"), s.k8s.context,
                                             s.k8s.namespace, "DaemonSet", s.name, labels(run)))
             s.made = True
-            uid = LOOP.run(journaled.create(s.api, s.k8s.namespace, "DaemonSet", body))
+            uid = LOOP.run(journaled.create(s.api, s.k8s.namespace, "DaemonSet", body, RBAC,
+                                            "the servers file's kubernetes.namespace"))
             if journal is not None:
                 journal.write(Entry(K8S_KIND, s.what, data={"uid": uid}))  # added to the entry written before
             pods = LOOP.run(s._running(len(chosen) or None), timeout=s.k8s.ready_timeout_s + 30)

@@ -15,7 +15,7 @@ from typing import Any
 
 from fathom.cluster.journal import K8S_KIND, Entry, Journal
 from fathom.hosts.k8s.api import Api, K8sError
-from fathom.hosts.k8s.objects import LABEL_RUN, MANAGED_BY
+from fathom.hosts.k8s.objects import LABEL_RUN, MANAGED_BY, WHERE, api_error
 from fathom.hosts.ssh import LOOP
 
 # kind -> (API group class, the snake name of its namespaced calls)
@@ -52,17 +52,18 @@ def _api(api: Api, kind: str) -> tuple[Any, str]:
     return getattr(client, group)(api.rest), snake
 
 
-async def create(api: Api, namespace: str, kind: str, body: dict[str, Any]) -> str:
-    """Make the object (its entry written already); its uid."""
+async def create(api: Api, namespace: str, kind: str, body: dict[str, Any], needs: str | None = None,
+                 where: str = WHERE) -> str:
+    """Make the object (its entry written already); its uid. needs, where: what the caller must be allowed in
+    the namespace, and the setting that names it, said when the API refuses (objects.api_error)."""
     from kubernetes_asyncio.client.exceptions import ApiException
 
     group, snake = _api(api, kind)
     try:
         obj = await getattr(group, f"create_namespaced_{snake}")(namespace, body)
     except ApiException as exc:
-        raise K8sError(f"cannot make {kind} {namespace}/{body['metadata']['name']}: {exc.status} {exc.reason}"
-                       + (" (the namespace is missing)" if exc.status == 404 else ""),
-                       hint="docs/kubernetes.md lists the verbs fathom needs" if exc.status == 403 else None) from None
+        raise api_error(f"make {kind} {namespace}/{body['metadata']['name']}", exc, namespace, needs,
+                        where) from None
     return str(obj.metadata.uid)
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,7 @@ from typing import Any, Awaitable, TypeVar
 
 from fathom.cluster.journal import K8S_KIND
 from fathom.errors import FathomError
-from fathom.hosts.k8s.api import Api, K8sError
+from fathom.hosts.k8s.api import Api, K8sError, kubeconfig_files
 
 LABEL_RUN = "fathom.io/run"
 MANAGED_BY = ("app.kubernetes.io/managed-by", "fathom")  # on every object fathom makes
@@ -31,6 +30,7 @@ RBAC = (("", "pods", "create get list delete"), ("", "pods/exec", "create get"),
 IMAGE_FIX = ("make the image with `fathom k8s image -o engine.tar` and import it on every node that runs the pods "
              "(containerd: `ctr -n k8s.io images import engine.tar`), or push it to a registry the nodes pull "
              "from and name it in kubernetes.image")
+WHERE = "kubernetes.namespace (--k8s-namespace)"  # where the pods' namespace is named
 T = TypeVar("T")
 
 
@@ -67,8 +67,7 @@ class Names:
 
 def kubeconfig_path(given: str | None) -> str:
     """The kubeconfig a client would read (as written in the journal, so that a later restore reads the same)."""
-    path = given or os.environ.get("KUBECONFIG", "").split(os.pathsep)[0] or "~/.kube/config"
-    return str(Path(path).expanduser().resolve())
+    return str(Path(kubeconfig_files(given)[0]).resolve())
 
 
 def entry(spec: Any, names: Names, secret: bool) -> Any:
@@ -93,10 +92,11 @@ def _status_message(exc: Any) -> str:
 
 
 class Call:
-    """An API call whose failure becomes a K8sError naming what was done, the problem and its fix."""
+    """An API call whose failure becomes a K8sError naming what was done, the problem and its fix (needs, where:
+    as api_error takes them)."""
 
-    def __init__(self, server: str, namespace: str):
-        self.server, self.namespace = server, namespace
+    def __init__(self, server: str, namespace: str, needs: str | None = None, where: str = WHERE):
+        self.server, self.namespace, self.needs, self.where = server, namespace, needs, where
 
     async def __call__(self, doing: str, aw: Awaitable[T]) -> T:
         import aiohttp
@@ -113,19 +113,29 @@ class Call:
                                 "kubeconfig), and that this host reaches it") from None
 
     def error(self, doing: str, exc: Any) -> K8sError:
-        msg = _status_message(exc)
-        if exc.status == 403:
-            return K8sError(f"forbidden to {doing}: {msg}",
-                            hint=f"fathom needs, in namespace {self.namespace}: {rbac_text()}; docs/kubernetes.md "
-                                 "gives a Role and RoleBinding")
-        if exc.status == 401:
-            return K8sError(f"the Kubernetes API refused the kubeconfig's credentials ({doing}): {msg}",
-                            hint="renew the kubeconfig's credentials, or name another context")
-        if exc.status == 404 and "namespaces" in msg:
-            return K8sError(f"namespace {self.namespace} does not exist ({doing})",
-                            hint=f"create it (`kubectl create namespace {self.namespace}`) or name an existing one "
-                                 "in kubernetes.namespace")
-        return K8sError(f"cannot {doing}: {exc.status} {msg}")
+        return api_error(doing, exc, self.namespace, self.needs, self.where)
+
+
+def api_error(doing: str, exc: Any, namespace: str, needs: str | None = None, where: str = WHERE) -> K8sError:
+    """The API's refusal of `doing` in `namespace` (an ApiException) as an error naming the problem and the fix:
+    the one wording of every refusal of a call fathom makes in a namespace. needs: what the caller must be
+    allowed there (default: the engine pods' RBAC); where: the setting that names the namespace."""
+    msg = _status_message(exc)
+    if exc.status == 403:
+        # to a user bound only to a Role in the namespace, the API answers 403, not 404, for a namespace that is
+        # not there: the RBAC alone would send them after verbs they may well have
+        return K8sError(f"forbidden to {doing}: {msg}; namespace {namespace} may also not exist (to a user with "
+                        f"only a Role in it, the API answers a missing namespace with 403)",
+                        hint=f"check it with `kubectl get namespace {namespace}` (create it, or name an existing "
+                             f"one in {where}); if it exists, fathom needs, in namespace {namespace}: "
+                             f"{needs or rbac_text()}; docs/kubernetes.md gives a Role and RoleBinding")
+    if exc.status == 401:
+        return K8sError(f"the Kubernetes API refused the kubeconfig's credentials ({doing}): {msg}",
+                        hint="renew the kubeconfig's credentials, or name another context")
+    if exc.status == 404 and "namespaces" in msg:
+        return K8sError(f"namespace {namespace} does not exist ({doing})",
+                        hint=f"create it (`kubectl create namespace {namespace}`) or name an existing one in {where}")
+    return K8sError(f"cannot {doing}: {exc.status} {msg}")
 
 
 async def wait_running(core: Any, spec: Any, names: Names, image: str, say: Any) -> None:
