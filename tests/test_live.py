@@ -686,3 +686,78 @@ def test_bench_metrics_during_a_rados_bench(cluster, rados_pool, tmp_path: Path)
     assert all(round(v, 6) in stored for v in seen), (seen, stored)  # the page's seconds are the stored ones
     run_fathom("cleanup", "-p", rados_pool, "--run-name", "live", "--conf", str(cluster.conf_path), "--keyring",
                str(cluster.keyring_path), timeout=120)
+
+
+# --- the exposition by Prometheus' own rules: histogram_quantile -------------------------------------------------
+
+def _families(text: str) -> dict[str, tuple[str, dict[str, float]]]:
+    """An exposition's families: name -> (its HELP text, {sample name and labels: value})."""
+    out: dict[str, tuple[str, dict[str, float]]] = {}
+    name = ""
+    for ln in text.splitlines():
+        if ln.startswith("# HELP "):
+            name, _, doc = ln[len("# HELP "):].partition(" ")
+            out[name] = (doc, {})
+        elif ln and not ln.startswith("#"):
+            series, _, value = ln.rpartition(" ")
+            out[name][1][series] = float(value)
+    return out
+
+
+def _histogram_quantile(q: float, by_le: dict[str, float]) -> float:
+    """Prometheus' histogram_quantile on cumulative bucket counts by `le` (promql/quantile.go, bucketQuantile): the
+    bucket that holds the rank, linear inside it (from 0 in the first one); in +Inf, the highest finite bound."""
+    bs = sorted((float(le), n) for le, n in by_le.items())
+    rank = q * bs[-1][1]
+    b = next((i for i, (_, n) in enumerate(bs[:-1]) if n >= rank), len(bs) - 1)
+    if b == len(bs) - 1:
+        return bs[-2][0]
+    start, below = (0.0, 0.0) if b == 0 else bs[b - 1]
+    end, n = bs[b]
+    return start + (end - start) * (rank - below) / (n - below)
+
+
+@pytest.fixture(scope="module")
+def null_run_metrics(tmp_path_factory: pytest.TempPathFactory, engine_ready: Path) -> dict[str, Any]:
+    """A real null-target `fathom run --metrics`: /metrics as scraped during a measured second of a point and once
+    the run has ended (served on by --metrics-linger), and the last point as stored."""
+    tmp = tmp_path_factory.mktemp("null-metrics")
+    suite, db, port = tmp / "null.yaml", tmp / "r.db", free_port()
+    suite.write_text(NULL_SUITE.replace("RUNTIME", "2s"))
+    url = f"http://127.0.0.1:{port}/metrics"
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db), "--metrics", f"127.0.0.1:{port}",
+                             "--metrics-linger", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    got: dict[str, Any] = {}
+
+    def scraped(when: str, pattern: str) -> bool:
+        text = _get(url).decode()
+        if re.search(pattern, text, re.M):
+            got[when] = text
+        return when in got
+
+    try:
+        _wait(lambda: scraped("during", r"^fathom_ramp\{.*\} 0\.0$"), 60, "a measured second exposed", proc)
+        _wait(lambda: scraped("after", r'^fathom_run_info\{.*status="done"'), 120, "the run's final status", proc)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    with Store(db) as st:
+        got["last"] = st.points(st.run("latest").id)[-1]
+    return got
+
+
+def test_histogram_quantile_of_a_null_point_is_near_its_stored_p99(null_run_metrics: dict[str, Any]) -> None:
+    """The exposed latency buckets reach down to a null target's ops (tens of ns): histogram_quantile's p99 over the
+    last point's buckets, computed from the exposition as Prometheus does, is within a factor of 2 of its stored p99."""
+    by_le: dict[str, float] = {}
+    for series, n in _families(null_run_metrics["after"])["fathom_latency_seconds"][1].items():
+        m = re.match(r'fathom_latency_seconds_bucket\{.*le="([^"]+)"', series)
+        if m:
+            by_le[m.group(1)] = by_le.get(m.group(1), 0.0) + n
+    assert by_le["+Inf"] > 0
+    p99 = _histogram_quantile(0.99, by_le)
+    stored = null_run_metrics["last"]["metrics"]["p99_ms"] / 1e3
+    assert stored / 2 <= p99 <= stored * 2, (p99, stored)
