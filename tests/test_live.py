@@ -356,7 +356,7 @@ def test_many_hosts_are_series_of_their_own_and_counted_once() -> None:
     assert val("fathom_errors_total", host="root@b") == 2
     assert val("fathom_latency_seconds_count", host="root@a") == 100  # the ramp's second left out
     assert val("fathom_engine_cpu_seconds_total", host="root@a") == 1.0
-    assert val("fathom_iops") == 400 and val("fathom_offered_rate_ops") == 500
+    assert val("fathom_ops_per_second") == 400 and val("fathom_offered_ops_per_second") == 500
     assert 'host=""' not in text and 'host="local"' not in text
     cum = [0] * (len(buckets.BOUNDS_S) + 1)
     for host in ("root@a", "root@b"):
@@ -500,8 +500,8 @@ def test_prometheus_and_the_page_during_a_cluster_run(prom_scraping, cluster, ra
     assert "<svg" in dom1 and "polyline" in dom2
 
     prom = PromSource(url, timeout=10)
-    # IOPS: every scraped value of fathom_iops is the stored figure of a second that had ended by the scrape
-    got = prom.query("fathom_iops[5m]")["result"]
+    # IOPS: every scraped value of fathom_ops_per_second is the stored figure of a second that had ended by the scrape
+    got = prom.query("fathom_ops_per_second[5m]")["result"]
     assert len(got) == 1 and got[0]["metric"]["run"] == run.name and got[0]["metric"]["point"] == pt["key"]
     samples = [(float(ts), float(v)) for ts, v in got[0]["values"]]
     assert len(samples) >= 8, samples
@@ -688,7 +688,17 @@ def test_bench_metrics_during_a_rados_bench(cluster, rados_pool, tmp_path: Path)
                str(cluster.keyring_path), timeout=120)
 
 
-# --- the exposition by Prometheus' own rules: histogram_quantile -------------------------------------------------
+# --- the exposition by Prometheus' own rules: promtool, histogram_quantile ---------------------------------------
+
+# the names renamed to Prometheus' conventions (base units, ratios): old -> new, each old one still exported for one
+# version (DEPRECATED in its HELP); the factor takes an old name's figure to its new unit
+RENAMED = {"fathom_iops": ("fathom_ops_per_second", 1.0), "fathom_mib_s": ("fathom_bytes_per_second", 2.0**20),
+           "fathom_offered_rate_ops": ("fathom_offered_ops_per_second", 1.0),
+           "fathom_achieved_rate_ops": ("fathom_achieved_ops_per_second", 1.0),
+           "fathom_point_iops": ("fathom_point_ops_per_second", 1.0),
+           "fathom_point_mib_s": ("fathom_point_bytes_per_second", 2.0**20),
+           "fathom_point_osd_cpu_percent": ("fathom_point_osd_cpu_ratio", 0.01)}
+
 
 def _families(text: str) -> dict[str, tuple[str, dict[str, float]]]:
     """An exposition's families: name -> (its HELP text, {sample name and labels: value})."""
@@ -702,6 +712,39 @@ def _families(text: str) -> dict[str, tuple[str, dict[str, float]]]:
             series, _, value = ln.rpartition(" ")
             out[name][1][series] = float(value)
     return out
+
+
+def _without_deprecated(text: str) -> str:
+    """The exposition without the families whose HELP says DEPRECATED (the old names, kept for one version)."""
+    keep, drop = [], False
+    for ln in text.splitlines():
+        if ln.startswith("# HELP "):
+            drop = ln.split(" ", 3)[3].startswith("DEPRECATED")
+        if not drop:
+            keep.append(ln)
+    return "\n".join(keep) + "\n"
+
+
+def _promtool(text: str) -> tuple[int, str]:
+    """`promtool check metrics` (Debian's prometheus package) on an exposition: its exit code and what it said."""
+    assert shutil.which("promtool"), "promtool not installed: `make deps` installs it (Debian's prometheus package)"
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    return p.returncode, (p.stdout + p.stderr).strip()
+
+
+def _check_names(text: str) -> set[str]:
+    """promtool has nothing to say of the text without its deprecated families, and of the whole text only of
+    deprecated names; each old name exported carries the figures of its new name, in its old unit. The names
+    with samples (promtool skips a family without any)."""
+    assert _promtool(_without_deprecated(text)) == (0, "")
+    fams = _families(text)
+    said = _promtool(text)[1]
+    assert {ln.split()[0] for ln in said.splitlines()} <= set(RENAMED), said
+    for old, (new, factor) in RENAMED.items():
+        assert fams[old][0].startswith(f"DEPRECATED: use {new}"), fams[old][0]
+        renamed = {s.replace(old, new, 1): v * factor for s, v in fams[old][1].items()}
+        assert renamed == pytest.approx(fams[new][1], rel=1e-12), (old, new)
+    return {name for name, (_, samples) in fams.items() if samples}
 
 
 def _histogram_quantile(q: float, by_le: dict[str, float]) -> float:
@@ -747,6 +790,44 @@ def null_run_metrics(tmp_path_factory: pytest.TempPathFactory, engine_ready: Pat
     with Store(db) as st:
         got["last"] = st.points(st.run("latest").id)[-1]
     return got
+
+
+def test_a_null_runs_exposition_passes_promtool(null_run_metrics: dict[str, Any]) -> None:
+    """`promtool check metrics` finds nothing to say of a real run's names, during a point and after the run; the
+    old names it would flag are exported beside their new ones for one version, the same figures in the old units."""
+    during = _check_names(null_run_metrics["during"])
+    after = _check_names(null_run_metrics["after"])
+    assert {"fathom_ops_per_second", "fathom_bytes_per_second", "fathom_latency_seconds"} <= during
+    assert {"fathom_point_ops_per_second", "fathom_point_bytes_per_second"} <= after
+
+
+def test_every_name_passes_promtool_and_the_old_ones_are_documented() -> None:
+    """Every family with samples (a running open-loop point, a finished one with its OSD CPU, a lost host, a fault):
+    promtool has nothing to say of the names, the old names carry the new ones' figures in their old units, and
+    docs/live.md lists each old name with its new one."""
+    from fathom.live import exposition
+    from fathom.live.state import LiveState
+
+    st = LiveState()
+    st.run_start(1, "r", "s", "suite", 2)
+    st.point_start(1, "w/rate=500", "w", "w read", {"rate": 500.0}, 10.0)
+    st.interval({**_rec("local", 400, 200_000), "host": ""})
+    st.point_end("done", {"iops": 400.0, "bw_mib_s": 1.5625, "p99_ms": 0.2, "osd_cpu": 250.0, "unissued_ops": 100,
+                          "offered_rate_ops_s": 500.0, "achieved_rate_ops_s": 400.0, "schedule_kept": False}, None)
+    ended = exposition.render(exposition.registry(st))[0].decode()
+    st.point_start(2, "w/rate=1000", "w", "w read", {"rate": 1000.0}, 10.0)
+    st.event({"kind": "fault", "message": "osd.0 down", "data": {"t_s": 1.0}})
+    st.event({"kind": "client_lost", "message": "root@b is gone", "data": {"host": "root@b"}})
+    st.interval({**_rec("local", 400, 200_000), "host": ""})
+    running = exposition.render(exposition.registry(st))[0].decode()
+    sampled = _check_names(ended) | _check_names(running)
+    assert sampled == set(_families(running)), set(_families(running)) - sampled  # promtool saw every name
+    fams = _families(running)
+    assert list(fams["fathom_bytes_per_second"][1].values()) == [400 * 4096]
+    assert list(fams["fathom_point_osd_cpu_ratio"][1].values()) == [2.5]
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "live.md").read_text()
+    for old, (new, _) in RENAMED.items():
+        assert f"| `{old}` | `{new}` |" in docs, old
 
 
 def test_histogram_quantile_of_a_null_point_is_near_its_stored_p99(null_run_metrics: dict[str, Any]) -> None:
