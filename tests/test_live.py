@@ -678,10 +678,16 @@ def test_bench_metrics_during_a_rados_bench(cluster, rados_pool, tmp_path: Path)
             proc.kill()
     assert proc.returncode == 0, err
     assert _closed(port)
-    assert 'fathom_run_info{kind="bench",run="bench-rados-write"' in metrics and "fathom_ops_total{" in metrics
     assert all(v > 0 for v in seen)
     with Store(tmp_path / "b.db") as st:
-        recs = st.timeline(st.points(st.run("latest").id)[0]["id"])
+        run = st.run("latest")
+        pt = st.points(run.id)[0]
+        recs = st.timeline(pt["id"])
+    # the labels are the names the bench is stored under (`fathom ls`, `fathom show`)
+    assert run.name == "bench-rados-write-live"
+    assert f'fathom_run_info{{kind="bench",run="{run.name}"' in metrics
+    ops = [ln for ln in metrics.splitlines() if ln.startswith("fathom_ops_total{")]
+    assert ops and all(f'point="{pt["key"]}"' in ln and f'run="{run.name}"' in ln for ln in ops), ops
     stored = {round(_second(r)[0], 6) for r in recs}
     assert all(round(v, 6) in stored for v in seen), (seen, stored)  # the page's seconds are the stored ones
     run_fathom("cleanup", "-p", rados_pool, "--run-name", "live", "--conf", str(cluster.conf_path), "--keyring",
@@ -842,3 +848,47 @@ def test_histogram_quantile_of_a_null_point_is_near_its_stored_p99(null_run_metr
     p99 = _histogram_quantile(0.99, by_le)
     stored = null_run_metrics["last"]["metrics"]["p99_ms"] / 1e3
     assert stored / 2 <= p99 <= stored * 2, (p99, stored)
+
+
+# --- a bench's labels are its stored names ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, stored", [
+    (["rados", "-p", "pool", "60", "write", "--run-name", "live"], "bench-rados-write-live"),
+    (["rbd", "pool/img", "--io-type", "rw", "--io-pattern", "RAND"], "bench-rbd-readwrite-rand-img"),
+    (["s3", "put", "--duration", "60s", "--run-name", "live", "--bucket", "fathom-live"], "bench-s3-put-live"),
+], ids=["rados", "rbd", "s3"])
+def test_a_benchs_run_label_is_the_name_it_is_stored_under(argv: list[str], stored: str, tmp_path: Path,
+                                                           engine_ready: Path) -> None:
+    """`fathom bench ... --metrics`: the `run` label on /metrics is the name the bench's run is stored under (the one
+    `fathom ls` shows; test_bench_rados and test_s3 check those names on a cluster, and
+    test_bench_metrics_during_a_rados_bench both on one). No cluster here: the monitors and the S3 endpoint are a
+    socket that takes connections and never answers, so the bench gives up connecting after --connect-timeout,
+    while /metrics is read; its final state is served on (--metrics-linger) until a Ctrl-C."""
+    (tmp_path / "keyring").write_text("[client.admin]\nkey = AQAAAAAAAAAAABAAAAECAwQFBgcICQoLDA0ODw==\n")  # well formed
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # connections queue, nothing answers
+        where = f"127.0.0.1:{silent.getsockname()[1]}"
+        (tmp_path / "ceph.conf").write_text(f"[global]\nmon_host = {where}\n")
+        (tmp_path / "s3.json").write_text(json.dumps({"access_key": "a", "secret_key": "b",
+                                                      "endpoint": f"http://{where}"}))
+        conn = ["--keys-file", str(tmp_path / "s3.json")] if argv[0] == "s3" else \
+            ["--conf", str(tmp_path / "ceph.conf"), "--keyring", str(tmp_path / "keyring")]
+        proc = subprocess.Popen([FATHOM, "bench", *argv, *conn, "--connect-timeout", "3", "--stall-timeout", "3",
+                                 "--db", str(tmp_path / "b.db"), "--metrics", f"127.0.0.1:{port}",
+                                 "--metrics-linger", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        try:  # asked while the bench runs, the server serves its final state until the Ctrl-C
+            _wait(lambda: 'run="bench-' in _get(url).decode(), 60, "the bench named", proc)
+            _wait(lambda: 'status="failed"' in _get(url).decode(), 60, "the bench given up", proc)
+            info = _families(_get(url).decode())["fathom_run_info"][1]
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 3 and "cannot reach" in err, err
+    assert [re.search(r'run="([^"]*)"', s).group(1) for s in info] == [stored], info  # type: ignore[union-attr]
