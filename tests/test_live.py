@@ -356,7 +356,7 @@ def test_many_hosts_are_series_of_their_own_and_counted_once() -> None:
     assert val("fathom_errors_total", host="root@b") == 2
     assert val("fathom_latency_seconds_count", host="root@a") == 100  # the ramp's second left out
     assert val("fathom_engine_cpu_seconds_total", host="root@a") == 1.0
-    assert val("fathom_iops") == 400 and val("fathom_offered_rate_ops") == 500
+    assert val("fathom_ops_per_second") == 400 and val("fathom_offered_ops_per_second") == 500
     assert 'host=""' not in text and 'host="local"' not in text
     cum = [0] * (len(buckets.BOUNDS_S) + 1)
     for host in ("root@a", "root@b"):
@@ -500,8 +500,8 @@ def test_prometheus_and_the_page_during_a_cluster_run(prom_scraping, cluster, ra
     assert "<svg" in dom1 and "polyline" in dom2
 
     prom = PromSource(url, timeout=10)
-    # IOPS: every scraped value of fathom_iops is the stored figure of a second that had ended by the scrape
-    got = prom.query("fathom_iops[5m]")["result"]
+    # IOPS: every scraped value of fathom_ops_per_second is the stored figure of a second that had ended by the scrape
+    got = prom.query("fathom_ops_per_second[5m]")["result"]
     assert len(got) == 1 and got[0]["metric"]["run"] == run.name and got[0]["metric"]["point"] == pt["key"]
     samples = [(float(ts), float(v)) for ts, v in got[0]["values"]]
     assert len(samples) >= 8, samples
@@ -678,11 +678,217 @@ def test_bench_metrics_during_a_rados_bench(cluster, rados_pool, tmp_path: Path)
             proc.kill()
     assert proc.returncode == 0, err
     assert _closed(port)
-    assert 'fathom_run_info{kind="bench",run="bench-rados-write"' in metrics and "fathom_ops_total{" in metrics
     assert all(v > 0 for v in seen)
     with Store(tmp_path / "b.db") as st:
-        recs = st.timeline(st.points(st.run("latest").id)[0]["id"])
+        run = st.run("latest")
+        pt = st.points(run.id)[0]
+        recs = st.timeline(pt["id"])
+    # the labels are the names the bench is stored under (`fathom ls`, `fathom show`)
+    assert run.name == "bench-rados-write-live"
+    assert f'fathom_run_info{{kind="bench",run="{run.name}"' in metrics
+    ops = [ln for ln in metrics.splitlines() if ln.startswith("fathom_ops_total{")]
+    assert ops and all(f'point="{pt["key"]}"' in ln and f'run="{run.name}"' in ln for ln in ops), ops
     stored = {round(_second(r)[0], 6) for r in recs}
     assert all(round(v, 6) in stored for v in seen), (seen, stored)  # the page's seconds are the stored ones
     run_fathom("cleanup", "-p", rados_pool, "--run-name", "live", "--conf", str(cluster.conf_path), "--keyring",
                str(cluster.keyring_path), timeout=120)
+
+
+# --- the exposition by Prometheus' own rules: promtool, histogram_quantile ---------------------------------------
+
+# the names renamed to Prometheus' conventions (base units, ratios): old -> new, each old one still exported for one
+# version (DEPRECATED in its HELP); the factor takes an old name's figure to its new unit
+RENAMED = {"fathom_iops": ("fathom_ops_per_second", 1.0), "fathom_mib_s": ("fathom_bytes_per_second", 2.0**20),
+           "fathom_offered_rate_ops": ("fathom_offered_ops_per_second", 1.0),
+           "fathom_achieved_rate_ops": ("fathom_achieved_ops_per_second", 1.0),
+           "fathom_point_iops": ("fathom_point_ops_per_second", 1.0),
+           "fathom_point_mib_s": ("fathom_point_bytes_per_second", 2.0**20),
+           "fathom_point_osd_cpu_percent": ("fathom_point_osd_cpu_ratio", 0.01)}
+
+
+def _families(text: str) -> dict[str, tuple[str, dict[str, float]]]:
+    """An exposition's families: name -> (its HELP text, {sample name and labels: value})."""
+    out: dict[str, tuple[str, dict[str, float]]] = {}
+    name = ""
+    for ln in text.splitlines():
+        if ln.startswith("# HELP "):
+            name, _, doc = ln[len("# HELP "):].partition(" ")
+            out[name] = (doc, {})
+        elif ln and not ln.startswith("#"):
+            series, _, value = ln.rpartition(" ")
+            out[name][1][series] = float(value)
+    return out
+
+
+def _without_deprecated(text: str) -> str:
+    """The exposition without the families whose HELP says DEPRECATED (the old names, kept for one version)."""
+    keep, drop = [], False
+    for ln in text.splitlines():
+        if ln.startswith("# HELP "):
+            drop = ln.split(" ", 3)[3].startswith("DEPRECATED")
+        if not drop:
+            keep.append(ln)
+    return "\n".join(keep) + "\n"
+
+
+def _promtool(text: str) -> tuple[int, str]:
+    """`promtool check metrics` (Debian's prometheus package) on an exposition: its exit code and what it said."""
+    assert shutil.which("promtool"), "promtool not installed: `make deps` installs it (Debian's prometheus package)"
+    p = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=60)
+    return p.returncode, (p.stdout + p.stderr).strip()
+
+
+def _check_names(text: str) -> set[str]:
+    """promtool has nothing to say of the text without its deprecated families, and of the whole text only of
+    deprecated names; each old name exported carries the figures of its new name, in its old unit. The names
+    with samples (promtool skips a family without any)."""
+    assert _promtool(_without_deprecated(text)) == (0, "")
+    fams = _families(text)
+    said = _promtool(text)[1]
+    assert {ln.split()[0] for ln in said.splitlines()} <= set(RENAMED), said
+    for old, (new, factor) in RENAMED.items():
+        assert fams[old][0].startswith(f"DEPRECATED: use {new}"), fams[old][0]
+        renamed = {s.replace(old, new, 1): v * factor for s, v in fams[old][1].items()}
+        assert renamed == pytest.approx(fams[new][1], rel=1e-12), (old, new)
+    return {name for name, (_, samples) in fams.items() if samples}
+
+
+def _histogram_quantile(q: float, by_le: dict[str, float]) -> float:
+    """Prometheus' histogram_quantile on cumulative bucket counts by `le` (promql/quantile.go, bucketQuantile): the
+    bucket that holds the rank, linear inside it (from 0 in the first one); in +Inf, the highest finite bound."""
+    bs = sorted((float(le), n) for le, n in by_le.items())
+    rank = q * bs[-1][1]
+    b = next((i for i, (_, n) in enumerate(bs[:-1]) if n >= rank), len(bs) - 1)
+    if b == len(bs) - 1:
+        return bs[-2][0]
+    start, below = (0.0, 0.0) if b == 0 else bs[b - 1]
+    end, n = bs[b]
+    return start + (end - start) * (rank - below) / (n - below)
+
+
+@pytest.fixture(scope="module")
+def null_run_metrics(tmp_path_factory: pytest.TempPathFactory, engine_ready: Path) -> dict[str, Any]:
+    """A real null-target `fathom run --metrics`: /metrics as scraped during a measured second of a point and once
+    the run has ended (served on by --metrics-linger), and the last point as stored."""
+    tmp = tmp_path_factory.mktemp("null-metrics")
+    suite, db, port = tmp / "null.yaml", tmp / "r.db", free_port()
+    suite.write_text(NULL_SUITE.replace("RUNTIME", "2s"))
+    url = f"http://127.0.0.1:{port}/metrics"
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db), "--metrics", f"127.0.0.1:{port}",
+                             "--metrics-linger", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    got: dict[str, Any] = {}
+
+    def scraped(when: str, pattern: str) -> bool:
+        text = _get(url).decode()
+        if re.search(pattern, text, re.M):
+            got[when] = text
+        return when in got
+
+    try:
+        _wait(lambda: scraped("during", r"^fathom_ramp\{.*\} 0\.0$"), 60, "a measured second exposed", proc)
+        _wait(lambda: scraped("after", r'^fathom_run_info\{.*status="done"'), 120, "the run's final status", proc)
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    with Store(db) as st:
+        got["last"] = st.points(st.run("latest").id)[-1]
+    return got
+
+
+def test_a_null_runs_exposition_passes_promtool(null_run_metrics: dict[str, Any]) -> None:
+    """`promtool check metrics` finds nothing to say of a real run's names, during a point and after the run; the
+    old names it would flag are exported beside their new ones for one version, the same figures in the old units."""
+    during = _check_names(null_run_metrics["during"])
+    after = _check_names(null_run_metrics["after"])
+    assert {"fathom_ops_per_second", "fathom_bytes_per_second", "fathom_latency_seconds"} <= during
+    assert {"fathom_point_ops_per_second", "fathom_point_bytes_per_second"} <= after
+
+
+def test_every_name_passes_promtool_and_the_old_ones_are_documented() -> None:
+    """Every family with samples (a running open-loop point, a finished one with its OSD CPU, a lost host, a fault):
+    promtool has nothing to say of the names, the old names carry the new ones' figures in their old units, and
+    docs/live.md lists each old name with its new one."""
+    from fathom.live import exposition
+    from fathom.live.state import LiveState
+
+    st = LiveState()
+    st.run_start(1, "r", "s", "suite", 2)
+    st.point_start(1, "w/rate=500", "w", "w read", {"rate": 500.0}, 10.0)
+    st.interval({**_rec("local", 400, 200_000), "host": ""})
+    st.point_end("done", {"iops": 400.0, "bw_mib_s": 1.5625, "p99_ms": 0.2, "osd_cpu": 250.0, "unissued_ops": 100,
+                          "offered_rate_ops_s": 500.0, "achieved_rate_ops_s": 400.0, "schedule_kept": False}, None)
+    ended = exposition.render(exposition.registry(st))[0].decode()
+    st.point_start(2, "w/rate=1000", "w", "w read", {"rate": 1000.0}, 10.0)
+    st.event({"kind": "fault", "message": "osd.0 down", "data": {"t_s": 1.0}})
+    st.event({"kind": "client_lost", "message": "root@b is gone", "data": {"host": "root@b"}})
+    st.interval({**_rec("local", 400, 200_000), "host": ""})
+    running = exposition.render(exposition.registry(st))[0].decode()
+    sampled = _check_names(ended) | _check_names(running)
+    assert sampled == set(_families(running)), set(_families(running)) - sampled  # promtool saw every name
+    fams = _families(running)
+    assert list(fams["fathom_bytes_per_second"][1].values()) == [400 * 4096]
+    assert list(fams["fathom_point_osd_cpu_ratio"][1].values()) == [2.5]
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "live.md").read_text()
+    for old, (new, _) in RENAMED.items():
+        assert f"| `{old}` | `{new}` |" in docs, old
+
+
+def test_histogram_quantile_of_a_null_point_is_near_its_stored_p99(null_run_metrics: dict[str, Any]) -> None:
+    """The exposed latency buckets reach down to a null target's ops (tens of ns): histogram_quantile's p99 over the
+    last point's buckets, computed from the exposition as Prometheus does, is within a factor of 2 of its stored p99."""
+    by_le: dict[str, float] = {}
+    for series, n in _families(null_run_metrics["after"])["fathom_latency_seconds"][1].items():
+        m = re.match(r'fathom_latency_seconds_bucket\{.*le="([^"]+)"', series)
+        if m:
+            by_le[m.group(1)] = by_le.get(m.group(1), 0.0) + n
+    assert by_le["+Inf"] > 0
+    p99 = _histogram_quantile(0.99, by_le)
+    stored = null_run_metrics["last"]["metrics"]["p99_ms"] / 1e3
+    assert stored / 2 <= p99 <= stored * 2, (p99, stored)
+
+
+# --- a bench's labels are its stored names ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, stored", [
+    (["rados", "-p", "pool", "60", "write", "--run-name", "live"], "bench-rados-write-live"),
+    (["rbd", "pool/img", "--io-type", "rw", "--io-pattern", "RAND"], "bench-rbd-readwrite-rand-img"),
+    (["s3", "put", "--duration", "60s", "--run-name", "live", "--bucket", "fathom-live"], "bench-s3-put-live"),
+], ids=["rados", "rbd", "s3"])
+def test_a_benchs_run_label_is_the_name_it_is_stored_under(argv: list[str], stored: str, tmp_path: Path,
+                                                           engine_ready: Path) -> None:
+    """`fathom bench ... --metrics`: the `run` label on /metrics is the name the bench's run is stored under (the one
+    `fathom ls` shows; test_bench_rados and test_s3 check those names on a cluster, and
+    test_bench_metrics_during_a_rados_bench both on one). No cluster here: the monitors and the S3 endpoint are a
+    socket that takes connections and never answers, so the bench gives up connecting after --connect-timeout,
+    while /metrics is read; its final state is served on (--metrics-linger) until a Ctrl-C."""
+    (tmp_path / "keyring").write_text("[client.admin]\nkey = AQAAAAAAAAAAABAAAAECAwQFBgcICQoLDA0ODw==\n")  # well formed
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/metrics"
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # connections queue, nothing answers
+        where = f"127.0.0.1:{silent.getsockname()[1]}"
+        (tmp_path / "ceph.conf").write_text(f"[global]\nmon_host = {where}\n")
+        (tmp_path / "s3.json").write_text(json.dumps({"access_key": "a", "secret_key": "b",
+                                                      "endpoint": f"http://{where}"}))
+        conn = ["--keys-file", str(tmp_path / "s3.json")] if argv[0] == "s3" else \
+            ["--conf", str(tmp_path / "ceph.conf"), "--keyring", str(tmp_path / "keyring")]
+        proc = subprocess.Popen([FATHOM, "bench", *argv, *conn, "--connect-timeout", "3", "--stall-timeout", "3",
+                                 "--db", str(tmp_path / "b.db"), "--metrics", f"127.0.0.1:{port}",
+                                 "--metrics-linger", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                text=True)
+        try:  # asked while the bench runs, the server serves its final state until the Ctrl-C
+            _wait(lambda: 'run="bench-' in _get(url).decode(), 60, "the bench named", proc)
+            _wait(lambda: 'status="failed"' in _get(url).decode(), 60, "the bench given up", proc)
+            info = _families(_get(url).decode())["fathom_run_info"][1]
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 3 and "cannot reach" in err, err
+    assert [re.search(r'run="([^"]*)"', s).group(1) for s in info] == [stored], info  # type: ignore[union-attr]

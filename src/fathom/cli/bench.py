@@ -154,22 +154,22 @@ def _s3_args(p: argparse.ArgumentParser, bucket_default: str | None) -> None:
 def _rados(args: argparse.Namespace) -> int:
     from fathom.dropin.rados import run_bench
 
-    return _live(args, "rados", run_bench)
+    return _live(args, run_bench)
 
 
 def _rbd(args: argparse.Namespace) -> int:
     from fathom.dropin.rbd import run_bench
 
-    return _live(args, "rbd", run_bench)
+    return _live(args, run_bench)
 
 
 def _s3(args: argparse.Namespace) -> int:
     from fathom.dropin.s3 import run_bench
 
-    return _live(args, "s3", run_bench)
+    return _live(args, run_bench)
 
 
-def _live(args: argparse.Namespace, tool: str, run_bench: Callable[[argparse.Namespace], int]) -> int:
+def _live(args: argparse.Namespace, run_bench: Callable[[argparse.Namespace], int]) -> int:
     """With --metrics: the live server bound before the bench starts, fed by its engine records, closed at
     its end whatever happens."""
     if not args.metrics:
@@ -178,9 +178,7 @@ def _live(args: argparse.Namespace, tool: str, run_bench: Callable[[argparse.Nam
     from fathom.dropin import engine
 
     sess = live.Session(args.metrics, linger_s=linger_s(args))
-    mode = getattr(args, "mode", None) or getattr(args, "io_type", None) or "bench"
-    sess.observer.bench_start(f"bench-{tool}-{mode}", f"{tool}-{mode}", f"fathom bench {tool} {mode}", {})
-    engine.LIVE = sess.observer
+    engine.LIVE = sess.observer  # the bench names itself to it once its arguments are read (engine.named)
     status = "failed"
     try:
         rc = run_bench(args)

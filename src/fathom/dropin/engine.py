@@ -25,6 +25,13 @@ if TYPE_CHECKING:
 LIVE: Any = None
 
 
+def named(name: str, key: str, label: str) -> None:
+    """The bench names itself once its arguments are read: the run's name and its point's key as the store will
+    have them (`fathom ls`, `fathom show`), given to the live view too, so /metrics' `run` and `point` are those."""
+    if LIVE is not None:
+        LIVE.bench_start(name, key, label, {})
+
+
 def run_engine(spec: EngineSpec, conn: Connection | None, timeout: float,
                on_record: Callable[[dict[str, Any]], None] | None = None, clients: Any = None) -> EngineRun:
     """Run one point to its end through the engine group; every record goes to on_record as it arrives.

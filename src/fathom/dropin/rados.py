@@ -23,7 +23,7 @@ from fathom.dropin import output as fmt
 from fathom import engine_spec as es
 from fathom.interfaces.rados import Rados
 from fathom.dropin.record import check_db
-from fathom.dropin.engine import connect_failure, run_engine
+from fathom.dropin.engine import connect_failure, named, run_engine
 from fathom.engine_spec import EngineSpec, Load
 
 if TYPE_CHECKING:
@@ -189,6 +189,11 @@ class RadosArgs:
     connect_timeout: float = 15.0
     db: str = "fathom-results.db"
 
+    @property
+    def names(self) -> tuple[str, str]:
+        """The stored run's name and its point's key (the live view's `run` and `point` too)."""
+        return f"bench-rados-{self.mode}-{self.run_name}", f"rados-{self.mode}"
+
 
 def parse_args(a: Any) -> RadosArgs:
     if a.mode not in ("write", "seq", "rand"):
@@ -240,6 +245,7 @@ def run_bench(a: Any) -> int:
     from fathom.dropin import multihost
 
     r = parse_args(a)
+    named(*r.names, f"fathom bench rados {r.mode}")
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
     prefix = object_prefix(r.run_name)
     out = Out(json_mode=r.format != "plain")
@@ -330,7 +336,7 @@ def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.Rad
             cleanup_info = cleanup_run(conn, r.pool, prefix, r.concurrent, out, r.connect_timeout,
                                        r.stall_timeout, meta_present=True if written else None)
 
-    workload = f"rados-{r.mode}"
+    name, workload = r.names
     params = {"interface": "rados", "rw": {"write": "write", "seq": "read", "rand": "randread"}[r.mode],
               "bs": op_size, "object_size": object_size, "iodepth": r.concurrent, "numjobs": 1,
               "runtime": r.seconds, "pool": r.pool, "run_name": r.run_name, "object_prefix": prefix,
@@ -338,8 +344,8 @@ def finish(r: RadosArgs, conn: Connection, prefix: str, out: Out, table: fmt.Rad
               "cleanup": r.mode == "write" and not r.no_cleanup}
     run_id = None
     try:
-        run_id = save_bench(r.db, f"bench-rados-{r.mode}-{r.run_name}", workload, params, conn, outcome,
-                            status, error=error.message if error else None,
+        run_id = save_bench(r.db, name, workload, params, conn, outcome, status,
+                            error=error.message if error else None,
                             extra_env={"pool": r.pool, "health_after": health},
                             result_extra={"rados_bench_summary": summary, "cleanup": cleanup_info})
     except FathomError as exc:

@@ -17,7 +17,7 @@ from fathom.dropin import output as fmt
 from fathom import engine_spec as es
 from fathom.interfaces.rbd import Rbd
 from fathom.dropin.record import check_db
-from fathom.dropin.engine import connect_failure, run_engine
+from fathom.dropin.engine import connect_failure, named, run_engine
 from fathom.engine_spec import EngineSpec, Load
 
 if TYPE_CHECKING:
@@ -35,6 +35,11 @@ def engine_rw(io_type: str, pattern: str) -> str:
     rnd = pattern == "rand"
     return {"read": "randread" if rnd else "read", "write": "randwrite" if rnd else "write",
             "readwrite": "randrw" if rnd else "rw"}[io_type]
+
+
+def names(io_type: str, pattern: str, image: str) -> tuple[str, str]:
+    """The stored run's name and its point's key (the live view's `run` and `point` too)."""
+    return f"bench-rbd-{io_type}-{pattern}-{image}", f"rbd-{io_type}-{pattern}"
 
 
 def parse_image(spec: str, pool: str | None) -> tuple[str, str]:
@@ -93,6 +98,7 @@ def run_bench(a: Any) -> int:
     if out_fmt not in ("plain", "json", "json-pretty"):
         raise UsageError(f"--format: {a.format!r}: use plain, json or json-pretty")
     pool, image = parse_image(a.image, a.pool)
+    named(*names(io_type, pattern, image), f"fathom bench rbd {io_type}")
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
     check_db(a.db)
     out = Out(json_mode=out_fmt != "plain")
@@ -163,8 +169,8 @@ def finish(outcome: "EngineRun", conn: Connection, out: Out, table: fmt.RbdTable
               "rbd_cache": bool(a.rbd_cache)}
     run_id = None
     try:
-        run_id = save_bench(a.db, f"bench-rbd-{io_type}-{pattern}-{image}", f"rbd-{io_type}-{pattern}", params,
-                            conn, outcome, status, error=error.message if error else None,
+        run_id = save_bench(a.db, *names(io_type, pattern, image), params, conn, outcome, status,
+                            error=error.message if error else None,
                             extra_env={"pool": pool, "image": image, "health_after": health},
                             result_extra={"rbd_bench_summary": summary})
     except FathomError as exc:

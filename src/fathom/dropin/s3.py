@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from fathom.dropin import output as fmt
 from fathom.dropin.record import check_db
-from fathom.dropin.engine import run_engine
+from fathom.dropin.engine import named, run_engine
 from fathom.dropin.rados import DEFAULT_RUN, Out, check_run_name, dump_json, object_prefix
 from fathom.engine_spec import EngineSpec, Load
 from fathom.errors import FathomError, UsageError
@@ -242,6 +242,11 @@ class S3Args:
     db: str
     clients_args: str = ""  # the bench's --client/--clients-file options, for the cleanup command it prints
 
+    @property
+    def names(self) -> tuple[str, str]:
+        """The stored run's name and its point's key (the live view's `run` and `point` too)."""
+        return f"bench-s3-{self.mode}-{self.run_name}", f"s3-{self.mode}"
+
 
 def parse_args(a: Any) -> S3Args:
     if a.mode not in MODES:
@@ -326,6 +331,7 @@ def run_bench(a: Any) -> int:
     from fathom.dropin import multihost
 
     r = parse_args(a)
+    named(*r.names, f"fathom bench s3 {r.mode}")
     check_db(r.db)
     out = Out(json_mode=r.format != "plain")
     cs = multihost.from_args(a)
@@ -455,8 +461,8 @@ def finish(r: S3Args, out: Out, table: fmt.RadosTable, outcome: "EngineRun", spe
         params["mix"] = r.mix.to_json()
     run_id = None
     try:
-        run_id = save_bench(r.db, f"bench-s3-{r.mode}-{r.run_name}", f"s3-{r.mode}", params, None, outcome,
-                            status, error=error.message if error else None, extra_env={"s3": r.ep.describe()},
+        run_id = save_bench(r.db, *r.names, params, None, outcome, status,
+                            error=error.message if error else None, extra_env={"s3": r.ep.describe()},
                             result_extra={"s3_bench_summary": summary, "cleanup": cleanup_info,
                                           "rgw_counters": counters})
     except FathomError as exc:

@@ -1,8 +1,10 @@
 """Fixed log latency buckets for Prometheus, from the engines' HDR histograms.
 
 Prometheus' histogram_quantile adds buckets across series (hosts, engines, op kinds) only when every series
-has the same bounds, so the bounds are fixed here, not derived from a run: five per decade from 10 us to
-100 s (1, 1.58, 2.51, 3.98, 6.31 x 10^k), 36 bounds. histogram_quantile interpolates linearly inside a
+has the same bounds, so the bounds are fixed here, not derived from a run: five per decade from 10 ns to
+100 s (1, 1.58, 2.51, 3.98, 6.31 x 10^k), 51 bounds. They start at 10 ns, not at a Ceph op's tens of us:
+an op of the null target (and the engine's own clock reads) takes tens of ns, and every value under the
+lowest bound is read back as if spread from 0 to it. histogram_quantile interpolates linearly inside a
 bucket, so a quantile read back is within its bucket: at most 58% above the bucket's lower bound.
 """
 
@@ -17,8 +19,12 @@ from hdrh.histogram import HdrHistogram
 from fathom.results import hdr
 
 PER_DECADE = 5
-BOUNDS_S: tuple[float, ...] = tuple(float(f"{10 ** (k / PER_DECADE - 5):.6g}") for k in range(0, 7 * PER_DECADE + 1))
-BOUNDS_NS: tuple[int, ...] = tuple(round(b * 1e9) for b in BOUNDS_S)
+LOWEST_EXP, HIGHEST_EXP = -8, 2  # 10 ns .. 100 s
+BOUNDS_S: tuple[float, ...] = tuple(float(f"{10 ** (k / PER_DECADE + LOWEST_EXP):.6g}")
+                                    for k in range(0, (HIGHEST_EXP - LOWEST_EXP) * PER_DECADE + 1))
+# whole ns at or under each bound (an op of 16 ns is above 15.8 ns, not in its bucket): exact for the lowest
+# decades, where the HDR histogram's buckets are single nanoseconds
+BOUNDS_NS: tuple[int, ...] = tuple(math.floor(round(b * 1e9, 6)) for b in BOUNDS_S)
 
 
 def _edges() -> list[int]:

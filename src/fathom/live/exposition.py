@@ -1,7 +1,10 @@
 """The live state as Prometheus metrics (prometheus_client's collector protocol, its text format).
 
-Names and units are listed in docs/live.md. Every series carries `run` and `suite`; per-point series add
-`workload` and `point` (the point's key), per-op series `op`, per-engine-host series `host`. Per-point series
+Names and units are listed in docs/live.md: Prometheus' conventions (`promtool check metrics` has nothing to
+say), base units (bytes, seconds), ratios rather than percent. The names of fathom 0.1.0 that broke them are
+exported as well, beside their new ones, for one version (DEPRECATED in their HELP).
+Every series carries `run` and `suite`; per-point series add `workload` and `point` (the point's key), per-op
+series `op`, per-engine-host series `host`. Per-point series
 are the running (or last) point's only: they leave when the next point starts, so a scrape costs the same
 after a thousand points as after one; the run's own counters (`fathom_run_ops_total`...) add every point's.
 The latency histogram has fixed bounds (buckets.py) so `histogram_quantile` adds hosts and op kinds up.
@@ -22,6 +25,17 @@ from fathom.live.state import LiveState
 
 _LE = [f"{b:g}" for b in buckets.BOUNDS_S] + ["+Inf"]
 _STATES = ("running", "done", "failed", "interrupted")
+# new name -> (old name, the factor from the new unit to the old one, the old unit): each old one still exported, a
+# dashboard or alert on it working on, until the next version (docs/live.md has the table)
+DEPRECATED: dict[str, tuple[str, float, str]] = {
+    "fathom_ops_per_second": ("fathom_iops", 1.0, "ops/s"),
+    "fathom_bytes_per_second": ("fathom_mib_s", 2.0**-20, "MiB/s"),
+    "fathom_offered_ops_per_second": ("fathom_offered_rate_ops", 1.0, "ops/s"),
+    "fathom_achieved_ops_per_second": ("fathom_achieved_rate_ops", 1.0, "ops/s"),
+    "fathom_point_ops_per_second": ("fathom_point_iops", 1.0, "ops/s"),
+    "fathom_point_bytes_per_second": ("fathom_point_mib_s", 2.0**-20, "MiB/s"),
+    "fathom_point_osd_cpu_ratio": ("fathom_point_osd_cpu_percent", 100.0, "% of one core"),
+}
 
 
 class LiveCollector(Collector):
@@ -35,7 +49,23 @@ class LiveCollector(Collector):
 
 
 def families(v: dict[str, Any]) -> Iterator[Metric]:
-    """The metric families of one metrics_view() (LiveState), which nothing else holds."""
+    """The metric families of one metrics_view() (LiveState), which nothing else holds; a renamed one followed by
+    its deprecated old name."""
+    for m in _families(v):
+        yield m
+        if m.name in DEPRECATED:
+            yield _deprecated(m, *DEPRECATED[m.name])
+
+
+def _deprecated(m: Metric, old: str, factor: float, unit: str) -> Metric:
+    """A renamed gauge under its old name, its figures in the old unit."""
+    out = Metric(old, f"DEPRECATED: use {m.name}, the same figure in base units; this name, in {unit}, goes in "
+                      f"fathom's next version", m.type)
+    out.samples = [s._replace(name=old, value=s.value * factor) for s in m.samples]
+    return out
+
+
+def _families(v: dict[str, Any]) -> Iterator[Metric]:
     r = v["run"]
     run = [str(r.get("name") or ""), str(r.get("suite") or r.get("kind") or "")]
     base = ["run", "suite"]
@@ -57,12 +87,12 @@ def families(v: dict[str, Any]) -> Iterator[Metric]:
                               labels=[*pl, "state"])
     sec = v["last"]
     g = {k: GaugeMetricFamily(f"fathom_{k}", h, labels=pl) for k, h in (
-        ("iops", "ops/s of the last second, all op kinds and engines"),
-        ("mib_s", "MiB/s of the last second, all op kinds and engines"),
+        ("ops_per_second", "ops completed in the last second, all op kinds and engines"),
+        ("bytes_per_second", "bytes moved per second in the last second, all op kinds and engines"),
         ("latency_p50_seconds", "median latency of the last second (merged HDR histograms), s"),
         ("latency_p99_seconds", "99th percentile latency of the last second (merged HDR histograms), s"),
-        ("offered_rate_ops", "open loop: the offered rate, ops/s over all engines"),
-        ("achieved_rate_ops", "open loop: the ops/s achieved in the last second"),
+        ("offered_ops_per_second", "open loop: the offered rate, ops per second over all engines"),
+        ("achieved_ops_per_second", "open loop: the ops per second achieved in the last second"),
         ("unissued_ops", "open loop: ops the point's schedule never issued (known when it ends)"),
         ("ramp", "1 while the running point is in its ramp"))}
     if p is not None:
@@ -70,16 +100,16 @@ def families(v: dict[str, Any]) -> Iterator[Metric]:
         for s in _STATES:
             state.add_metric([*pv, s], 1.0 if p["status"] == s else 0.0)
         if sec:
-            g["iops"].add_metric(pv, sec["iops"])
-            g["mib_s"].add_metric(pv, sec["mib_s"])
+            g["ops_per_second"].add_metric(pv, sec["iops"])
+            g["bytes_per_second"].add_metric(pv, sec["mib_s"] * 2**20)  # a power of 2: exactly the bytes/s
             g["ramp"].add_metric(pv, 1.0 if sec["ramp"] else 0.0)
             for q in ("p50", "p99"):
                 if sec[f"{q}_ms"] is not None:
                     g[f"latency_{q}_seconds"].add_metric(pv, sec[f"{q}_ms"] / 1e3)
         if p.get("offered_rate") is not None:
-            g["offered_rate_ops"].add_metric(pv, float(p["offered_rate"]))
+            g["offered_ops_per_second"].add_metric(pv, float(p["offered_rate"]))
             if sec:
-                g["achieved_rate_ops"].add_metric(pv, sec["iops"])
+                g["achieved_ops_per_second"].add_metric(pv, sec["iops"])
         if p.get("unissued_ops") is not None:
             g["unissued_ops"].add_metric(pv, float(p["unissued_ops"]))
     yield idx
@@ -131,15 +161,17 @@ def families(v: dict[str, Any]) -> Iterator[Metric]:
 def _finished(rows: list[dict[str, Any]], base: list[str], run: list[str]) -> Iterator[Metric]:
     """The last finished point's stored figures, server ones included where fathom measured them (each point's
     are exposed from its end until the next one ends: Prometheus keeps one series per point)."""
-    names = {"iops": ("fathom_point_iops", 1.0, "a finished point's IOPS (measured window)"),
-             "bw_mib_s": ("fathom_point_mib_s", 1.0, "a finished point's MiB/s"),
-             "p99_ms": ("fathom_point_latency_p99_seconds", 1e-3, "a finished point's p99 latency, s"),
-             "osd_cpu": ("fathom_point_osd_cpu_percent", 1.0, "a finished point's OSD CPU, % of one core summed")}
+    # stored figure -> (name, what the stored unit is divided by for the base unit, help)
+    names = {"iops": ("fathom_point_ops_per_second", 1.0, "a finished point's ops per second (measured window)"),
+             "bw_mib_s": ("fathom_point_bytes_per_second", 2.0**-20, "a finished point's bytes per second"),
+             "p99_ms": ("fathom_point_latency_p99_seconds", 1e3, "a finished point's p99 latency, s"),
+             "osd_cpu": ("fathom_point_osd_cpu_ratio", 100.0, "a finished point's OSD CPU, seconds busy per second "
+                                                             "summed over its OSDs (1: one core's worth)")}
     fams = {k: GaugeMetricFamily(n, h, labels=[*base, "workload", "point"]) for k, (n, _, h) in names.items()}
     for row in rows:
-        for k, (_, scale, _) in names.items():
+        for k, (_, div, _) in names.items():
             if row.get(k) is not None:
-                fams[k].add_metric([*run, row["workload"], row["key"]], float(row[k]) * scale)
+                fams[k].add_metric([*run, row["workload"], row["key"]], float(row[k]) / div)
     yield from fams.values()
 
 
@@ -186,4 +218,4 @@ class Renderer:
             return self._cached[1]
 
 
-__all__: list[Any] = ["LiveCollector", "Renderer", "families", "registry", "render"]
+__all__: list[Any] = ["DEPRECATED", "LiveCollector", "Renderer", "families", "registry", "render"]
