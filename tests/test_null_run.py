@@ -8,6 +8,8 @@ a run whose workloads need no cluster starts none.
 
 from __future__ import annotations
 
+import asyncio
+
 import csv
 import json
 import os
@@ -194,9 +196,12 @@ def test_a_point_whose_engines_stopped_on_their_own_is_not_done(tmp_path, engine
     from fathom.run import point
     from fathom.suite import plan, spec
 
-    monkeypatch.setattr(fathom_engine, "_heartbeats", lambda proc, every_s, done: None)  # one engine: none sent
-    monkeypatch.setattr(fathom_engine, "HEARTBEAT_TIMEOUT_S", 2.0)
-    monkeypatch.setattr(group_mod, "HEARTBEAT_S", 3600.0)  # a group: the first would go after an hour
+    async def silent(self: group_mod.Group) -> None:  # the one supervisor of every engine sends no heartbeat
+        await asyncio.sleep(3600)
+
+    monkeypatch.setattr(group_mod.Group, "_heartbeats", silent)
+    monkeypatch.setattr(fathom_engine, "HEARTBEAT_TIMEOUT_S", 2.0)  # one engine's own timeout
+    monkeypatch.setattr(group_mod, "HEARTBEAT_TIMEOUT_S", 2.0)  # a group's
     pts = plan.expand(spec.parse(SUITE.replace("runtime: 2s", "runtime: 60s"), "null.yaml"))
     clients = Clients(ClientsSpec(hosts=[ClientHost(host="local", instances=2)])) if engines > 1 else None
     with Store(tmp_path / "r.db") as st:
