@@ -520,14 +520,18 @@ class LocalCluster:
             mounts.teardown(self)
         ours = [d for d in self.daemons() if d.pid is not None and d.running and self._owns(d)
                 and (names is None or d.name in names)]
-        for d in ours:
-            try:
-                os.kill(d.pid, signal.SIGTERM)  # type: ignore[arg-type]
-            except ProcessLookupError:
-                pass
         deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and any(d.running for d in ours):
-            time.sleep(0.2)
+        # in waves, the mons last: an OSD told to stop reports itself down to a mon and, with no mon left to
+        # answer, waits out osd_mon_shutdown_timeout (5 s) before it exits
+        for wave in (("mon", "mgr"), ("mon",), ()):
+            now = [d for d in ours if d.kind not in wave and d.running]
+            for d in now:
+                try:
+                    os.kill(d.pid, signal.SIGTERM)  # type: ignore[arg-type]
+                except ProcessLookupError:
+                    pass
+            while time.monotonic() < deadline and any(d.running for d in now):
+                time.sleep(0.05)
         for d in ours:
             if d.running:
                 try:
