@@ -180,7 +180,7 @@ def test_a_bench_started_with_sigint_ignored_still_stops_on_sigint(tmp_path: Pat
     conf = tmp_path / "ceph.conf"
     conf.write_text(NO_CLUSTER_CONF)
     proc = subprocess.Popen([FATHOM, "bench", "rados", "-p", "p", "10", "write", "--conf", str(conf),
-                             "--connect-timeout", "10", "--db", str(tmp_path / "b.db")],
+                             "--connect-timeout", "5", "--db", str(tmp_path / "b.db")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True,
                             env={**os.environ, **SRC},
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
