@@ -159,3 +159,17 @@ def test_zip_rows_repeating_values_in_one_axis_are_distinct_points():
         (0.0, 1, 1), (4.0, 1, 1), (0.0, 8, 1), (4.0, 8, 1), (0.0, 1, 2), (4.0, 1, 2), (0.0, 8, 2), (4.0, 8, 2)]
     assert len({p.key for p in pts}) == len(pts)
     assert a[1].key == "a/ramp_time=4.0/iodepth=1/rep=1"
+
+
+def test_each_repetition_and_each_slo_probe_draws_its_own_seed():
+    """One point of the first repetition keeps seed 1 (two runs draw the same offsets and arrivals); repetitions
+    and SLO probes draw their own, and the engines of a many-engine point theirs (never in lockstep)."""
+    from fathom.engines.clients import instance_seed
+
+    s = spec.parse("name: s\nrepetitions: 3\nworkloads:\n  - {name: a, interface: null, rw: randread}\n", "s.yaml")
+    pts = plan.expand(s)
+    assert [plan.seed(p) for p in pts] == [1, 1 + plan.SEEDS_PER_REPETITION, 1 + 2 * plan.SEEDS_PER_REPETITION]
+    probes = [plan.Point(idx=n, key=f"a/slo/{n}", workload="a", engine="fathom-engine", rep=1,
+                         params={**pts[0].params, "slo_probe": n}, swept={}) for n in range(1, 40)]
+    assert len({plan.seed(p) for p in probes} | {plan.seed(pts[0])}) == 40
+    assert instance_seed(5, 0) == 5 and len({instance_seed(5, k) for k in range(64)}) == 64

@@ -170,7 +170,10 @@ def test_a_null_target_search_never_answers_above_what_it_achieved(tmp_path, eng
         run = st.run("latest")
         res = run.env["slo"]["result"]
         achieved = {pt["params"]["rate"]: pt["metrics"]["achieved_rate_ops_s"] for pt in st.points(run.id)}
+        seeds = [pt["result"]["extra"]["spec"]["seed"] for pt in st.points(run.id)]
     assert res["status"] == "found", res["message"]
+    # each probe its own draw of arrivals (one seed replays one sequence: repeats would not be independent)
+    assert len(set(seeds)) == len(seeds) == len(res["probes"]), seeds
     met = next(pr for pr in res["probes"] if pr["outcome"] == "meets" and pr["load"] == (res["offered"] or res["load"]))
     assert res["load"] <= met["obs"]["achieved"] <= achieved[met["load"]] and res["load"] <= 400
     over = [pr for pr in res["probes"] if pr["load"] >= 425]

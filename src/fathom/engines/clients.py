@@ -114,6 +114,7 @@ class Clients:
             for n in range(h.instances):
                 spec = make_spec()
                 spec.control = Control(wait=True, heartbeat_timeout_s=group_mod.HEARTBEAT_TIMEOUT_S)
+                spec.seed = instance_seed(spec.seed, len(out))
                 if spec.load.rate is not None:  # a suite's rate is offered over all engines: each its share
                     spec.load.rate /= engines
                 t = spec.target
@@ -129,6 +130,12 @@ class Clients:
                         setattr(conn, k, v)
                 out.append(group_mod.Instance(host=h.name, index=n, spec=spec.to_json(), transport=there))
         return out
+
+
+def instance_seed(seed: int, k: int) -> int:
+    """The seed of a point's k-th engine: the point's own for the first, others apart from it (engines of one seed
+    would issue their open-loop arrivals in lockstep, the sum far burstier than the rate it offers)."""
+    return seed + k * 7919
 
 
 def client_prefix(prefix: str, host: str, instance: int) -> str:
@@ -159,7 +166,8 @@ def _result(g: group_mod.Group) -> tuple[PointResult, dict[str, Any]]:
                         "hist": all_h[0] if len(all_h) == 1 else (merge.hdr.encode(merge.hdr.merge(all_h))
                                                                   if all_h else None),
                         "lost": i.lost, "exit_code": i.run.exit_code, "complete": t["complete"],
-                        "stop": (i.run.summary or {}).get("stop"), "prefix": i.spec["target"].get("prefix")})
+                        "stop": (i.run.summary or {}).get("stop"), "prefix": i.spec["target"].get("prefix"),
+                        "seed": i.spec.get("seed")})
         intervals += i.run.intervals
     res = merge.point_result(totals)
     offsets = [g.clocks[i.host].offset_s if i.host in g.clocks else 0.0 for i in g.instances]

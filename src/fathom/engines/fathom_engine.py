@@ -192,7 +192,7 @@ def point_spec(p: dict[str, Any], ctx: PointContext) -> EngineSpec:
                       load=Load(iodepth=int(p["iodepth"]), duration_s=float(p["runtime"]) + float(p["ramp_time"]),
                                 ramp_s=float(p["ramp_time"]), bytes=per_job, rate=p.get("rate"),
                                 arrival=p.get("arrival") or "uniform"),
-                      on_error=p.get("on_error") or "stop",
+                      on_error=p.get("on_error") or "stop", seed=ctx.seed,
                       op_timeout_s=float(op_timeout) if op_timeout is not None else None,
                       stall_timeout_s=float(p.get("stall_timeout") or 60.0))
 

@@ -119,3 +119,4 @@ class PointContext:
     # what the interface's prepare step made for the point (fathom.interfaces.prepare): a mount's path, a server
     prepared: dict[str, Any] = field(default_factory=dict)
     prep: Any = None  # the run's fathom.cluster.prep.Prep (what fathom made on the cluster), for prepare steps
+    seed: int = 1  # the point's engine seed (fathom.suite.plan.seed); a many-engine point's engines derive theirs

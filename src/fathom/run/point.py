@@ -30,6 +30,7 @@ from fathom.cluster import full, health
 from fathom.cluster.local import Daemon
 from fathom.errors import FathomError
 from fathom.results.model import METRIC_COLUMNS, PointResult
+from fathom.suite import plan
 from fathom.suite.plan import Point
 from fathom.run.progress import Progress
 from fathom.results.store import Store
@@ -123,6 +124,7 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
         print(f"  {e['message']}", file=sys.stderr, flush=True)
 
     ctx.on_event, ctx.on_engines = on_event, engine_rows.update
+    ctx.seed = plan.seed(point)
     started_companions: list[Companion] = []
     try:
         # ---- prepare: what the interface needs made (a mount, a server, empty buckets), before the gate ----

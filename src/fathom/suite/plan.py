@@ -78,6 +78,17 @@ def expand(suite: Suite) -> list[Point]:
     return points
 
 
+SEEDS_PER_REPETITION = 1000  # more than any search's probes
+
+
+def seed(point: Point) -> int:
+    """The engine's random seed for a point (its offsets, its open-loop arrivals). A point of the first
+    repetition gets 1, so one point in two runs draws the same offsets and arrivals (a comparison sees the
+    change, not a new draw); each repetition and each SLO probe gets its own, so that repeated measurements are
+    independent draws and their merged interval does not narrow as if they were while replaying one sequence."""
+    return 1 + (point.rep - 1) * SEEDS_PER_REPETITION + int(point.params.get("slo_probe") or 0)
+
+
 def _cap_inflight(params: dict[str, Any]) -> None:
     """s3 `max_inflight`: lower iodepth so jobs x iodepth x object size fits (never below 1); the asked
     iodepth stays in `iodepth_asked`. The same cap for every placement, so large objects compare fairly."""
