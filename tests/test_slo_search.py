@@ -416,3 +416,19 @@ def test_the_reports_method_note_names_both_intervals():
     assert rule == report_slo.RULE
     assert "order statistics" in rule and "batch means" in rule and "the wider of two" in rule
     assert "per-second" in rule and "docs/slo.md" in rule
+
+
+def test_the_floor_rule_needs_intervals_that_carry_it():
+    """p99 at 7.5, 28.8 and 14.5 ms with wide intervals (they overlap whatever the estimates) is noise, not a
+    floor: the search halves on; estimates with tight intervals that stay put are one."""
+    def run(at: dict[float, tuple[float, float, float]]) -> slo.Search:
+        s = slo.Search(P99_5MS, start=800, lo=3, hi=1600)
+        while (load := s.next_load()) is not None and load in at:
+            s.record(slo.judge(slo.Observation(load, 20_000, 0, {"p99": at[load]}, schedule_kept=True), P99_5MS,
+                               "ops/s", final=s.final(load)))
+        return s
+
+    noisy = run({800: (7.5, 5.5, 15.0), 400: (28.8, 14.0, 45.0), 200: (14.5, 7.0, 22.0)})
+    assert noisy.next_load() == 100  # each fails, and the three overlap: before, "p99 stays at ~15 ms"
+    tight = run({800: (15.0, 14.5, 15.5), 400: (15.5, 15.0, 16.0), 200: (14.8, 14.3, 15.3)})
+    assert tight.next_load() is None and "p99 stays at ~15 ms" in tight.result().message

@@ -45,7 +45,8 @@ failing probe and its reasons say why the step above failed.
 
 A floor the load does not move ends the halving: once FLAT_HALVINGS successive halvings (the last
 FLAT_HALVINGS + 1 failing probes) leave each percentile that fails its target where it was (consecutive
-estimates whose 95% intervals overlap, or within FLAT_FRACTION of each other), with every schedule kept,
+estimates whose 95% intervals overlap, or within FLAT_FRACTION of each other, each interval within
+FLAT_WIDTH of its estimate: wide intervals overlap whatever the estimates), with every schedule kept,
 the percentile is not load-driven there: halving further to the lower bound (at probes that grow to
 max_probe_s at low rates) would not meet it. The answer is none, and says where the percentile stays.
 """
@@ -67,6 +68,7 @@ MIN_BATCHES = 5  # fewer per-second intervals: their variance is too noisy to sa
 MAX_BATCHES = 30  # longer probes get longer batches, which span longer bursts
 FLAT_HALVINGS = 2  # successive halvings that leave a failing percentile where it was: the floor is not the load's
 FLAT_FRACTION = 0.10  # estimates this close agree even where their intervals do not overlap
+FLAT_WIDTH = 0.25  # an estimate whose 95% interval reaches further than this from it cannot show a floor
 # Student t, two-sided 95% (the 97.5% quantile), by degrees of freedom 1..30
 T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
@@ -234,6 +236,13 @@ class Result:
                 "floor": self.floor}
 
 
+def _tight(e: tuple[float, float, float]) -> bool:
+    """An estimate (est, lo, hi) precise enough to say where a percentile stays: its 95% interval within
+    FLAT_WIDTH of it (wide intervals overlap whatever the estimates: 7.5, 28.8 and 14.5 ms are no floor)."""
+    est, lo, hi = e
+    return est > 0 and lo >= est * (1 - FLAT_WIDTH) and hi <= est * (1 + FLAT_WIDTH)
+
+
 def _agree(a: tuple[float, float, float], b: tuple[float, float, float]) -> bool:
     """Two estimates (est, lo, hi) of one percentile agree: their intervals overlap, or they are within
     FLAT_FRACTION of each other."""
@@ -250,7 +259,8 @@ def flat_floor(down: Sequence[Verdict], targets: Targets) -> dict[str, Any] | No
         return None
     over = [k for k, limit in targets.latency_ms.items()
             if all(k in v.obs.percentiles and v.obs.percentiles[k][0] > limit for v in last)]
-    flat = [k for k in over if all(_agree(a.obs.percentiles[k], b.obs.percentiles[k]) for a, b in zip(last, last[1:]))]
+    flat = [k for k in over if all(_tight(v.obs.percentiles[k]) for v in last)
+            and all(_agree(a.obs.percentiles[k], b.obs.percentiles[k]) for a, b in zip(last, last[1:]))]
     if not flat:
         return None
     k = min(flat, key=lambda x: QUANTILES[x])
