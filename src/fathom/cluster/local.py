@@ -19,6 +19,7 @@ from the moment it starts it, and `down` stops exactly those pids.
 from __future__ import annotations
 
 import json
+import contextlib
 import os
 import shutil
 import signal
@@ -59,6 +60,17 @@ class Daemon:
     @property
     def running(self) -> bool:
         return self.pid is not None and pid_alive(self.pid)
+
+
+# the order daemons are stopped in: the gateways and MDSs (every kind not named), then the OSDs, the mgr, the mons
+STOP_WAVES: tuple[tuple[str, ...], ...] = ((), ("osd",), ("mgr",), ("mon",))
+MDS_GRACE_S = 2.0
+
+
+def _kill(daemons: list[Daemon], sig: int = signal.SIGKILL) -> None:
+    for d in daemons:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(d.pid, sig)  # type: ignore[arg-type]
 
 
 def pid_alive(pid: int) -> bool:
@@ -521,23 +533,18 @@ class LocalCluster:
         ours = [d for d in self.daemons() if d.pid is not None and d.running and self._owns(d)
                 and (names is None or d.name in names)]
         deadline = time.monotonic() + timeout
-        # in waves, the mons last: an OSD told to stop reports itself down to a mon and, with no mon left to
-        # answer, waits out osd_mon_shutdown_timeout (5 s) before it exits
-        for wave in (("mon", "mgr"), ("mon",), ()):
-            now = [d for d in ours if d.kind not in wave and d.running]
-            for d in now:
-                try:
-                    os.kill(d.pid, signal.SIGTERM)  # type: ignore[arg-type]
-                except ProcessLookupError:
-                    pass
+        # in waves, each before what it needs: an RGW told to stop with its OSDs gone waits out the whole timeout
+        # on its ops, and an OSD with no mon left to hear it is down waits out osd_mon_shutdown_timeout (5 s)
+        for wave in STOP_WAVES:
+            now = [d for d in ours if (d.kind in wave if wave else d.kind not in ("osd", "mgr", "mon")) and d.running]
+            _kill(now, signal.SIGTERM)
+            # an MDS told to stop takes ~10 s over its own shutdown; a cluster that is going away needs none of it
+            grace = time.monotonic() + MDS_GRACE_S if names is None else deadline
             while time.monotonic() < deadline and any(d.running for d in now):
+                if time.monotonic() > grace:
+                    _kill([d for d in now if d.kind == "mds" and d.running])
                 time.sleep(0.05)
-        for d in ours:
-            if d.running:
-                try:
-                    os.kill(d.pid, signal.SIGKILL)  # type: ignore[arg-type]
-                except ProcessLookupError:
-                    pass
+        _kill([d for d in ours if d.running])
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline and any(d.running for d in ours):
             time.sleep(0.1)
