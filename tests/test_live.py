@@ -655,6 +655,87 @@ def test_two_watchers_follow_a_run_and_show_its_final_state(tmp_path: Path, engi
         assert abs(float(i) - p["metrics"]["iops"]) <= 0.5 and abs(float(p99) - p["metrics"]["p99_ms"]) <= 5e-4
 
 
+# --- the page's charts in Chromium, on a null run --------------------------------------------------------------
+
+# two workloads of two points: closed loop, then open loop (each point offered its rate) stopping at steady state
+PAGE_SUITE = """\
+name: page-live
+defaults: {engine: fathom-engine, interface: "null", ramp_time: 0.5s, bs: 4k, iodepth: 4, rw: randread}
+workloads:
+  - {name: closed, runtime: 2s, sweep: {iodepth: [2, 4]}}
+  - name: open
+    delay_us: 1000
+    steady_state: {metric: iops, window_s: 2s, criteria: {deviation: 50%}, max_s: 4s}
+    sweep: {rate: [300, 600]}
+"""
+
+
+def _svg(dom: str, el_id: str) -> str:
+    m = re.search(rf'<svg id="{el_id}"[^>]*>(.*?)</svg>', dom, re.S)
+    assert m, f"no svg #{el_id} in the page"
+    return m.group(1)
+
+
+def _elements(svg: str, tag: str) -> list[dict[str, str]]:
+    """Each <tag> of an svg as its attributes."""
+    return [dict(re.findall(r'([\w-]+)="([^"]*)"', a)) for a in re.findall(rf"<{tag}\b([^>]*)>", svg)]
+
+
+def _xy(polyline: dict[str, str]) -> list[tuple[float, float]]:
+    return [(float(x), float(y)) for x, y in (p.split(",") for p in polyline["points"].split())]
+
+
+@pytest.fixture(scope="module")
+def page_run(tmp_path_factory: pytest.TempPathFactory, engine_ready: Path) -> dict[str, Any]:
+    """A real null-target `fathom run --metrics` of PAGE_SUITE: its page as Chromium draws it once the run has
+    ended (the final state, served on by --metrics-linger), the same run's page from `fathom watch`, and the stored
+    points."""
+    tmp = tmp_path_factory.mktemp("page")
+    suite, db, port, wport = tmp / "page.yaml", tmp / "r.db", free_port(), free_port()
+    suite.write_text(PAGE_SUITE)
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db), "--metrics", f"127.0.0.1:{port}",
+                             "--metrics-linger", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    watch = None
+    try:
+        _wait(lambda: _state(port)["run"]["status"] == "done", 120, "the run's final state", proc)
+        got: dict[str, Any] = {"dom": _dom(f"http://127.0.0.1:{port}/", tmp)}
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        watch = subprocess.Popen([FATHOM, "watch", "--db", str(db), "--listen", f"127.0.0.1:{wport}"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _wait(lambda: _state(wport)["run"]["status"] == "done", 30, "watch's page", watch)
+        got["watch_dom"] = _dom(f"http://127.0.0.1:{wport}/", tmp)
+    finally:
+        for p in (proc, watch):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGINT)
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    with Store(db) as st:
+        got["points"] = st.points(st.run("latest").id)
+    return got
+
+
+@pytest.mark.parametrize("page", ["dom", "watch_dom"])
+def test_the_finished_points_are_a_curve_per_workload(page_run: dict[str, Any], page: str) -> None:
+    """The finished points' chart draws each workload as a curve of its own, named in its legend, and each point as
+    a dot of its own (its key): no line runs from one workload's points to another's."""
+    pts = page_run["points"]
+    curve = _svg(page_run[page], "chart-curve")
+    workloads = ["closed", "open"]
+    assert [p["workload"] for p in pts] == ["closed", "closed", "open", "open"]
+    lines = [x for x in _elements(curve, "polyline") if not x.get("stroke-dasharray")]
+    assert max(len(_xy(x)) for x in lines) == 2, lines  # one workload's two points, never the run's four
+    assert [x.get("data-series") for x in lines] == workloads
+    assert [t for t in re.findall(r'<text class="legend"[^>]*>([^<]*)<', curve) if t in workloads] == workloads
+    for w in workloads:
+        dots = [d["data-key"] for d in _elements(curve, "circle") if d.get("data-series") == w]
+        assert dots == [p["key"] for p in pts if p["workload"] == w]
+
+
 def test_bench_metrics_during_a_rados_bench(cluster, rados_pool, tmp_path: Path) -> None:
     """`fathom bench rados --metrics`: the bench's seconds are exposed while it runs, the port closed after."""
     port = free_port()
