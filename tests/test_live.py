@@ -277,16 +277,19 @@ def test_a_partial_last_second_is_counted_but_not_plotted(tmp_path: Path) -> Non
 
 def test_the_running_points_seconds_are_stored_until_the_point_is(tmp_path: Path) -> None:
     """fathom.live.seconds: the running point's header, seconds and marks in the store as they come, the page's
-    shape (LiveState.snapshot's point); gone when the point is stored, when the writer ends, when a new attempt of
-    the run starts and when the run ends; a reader's open read transaction does not hold the writer up."""
+    shape (LiveState.snapshot's point, the marks where the run's page puts them); gone when the point is stored,
+    when the writer ends, when a new attempt of the run starts and when the run ends; a reader's open read
+    transaction does not hold the writer up."""
     from types import SimpleNamespace
 
     from fathom.live import seconds
+    from fathom.live.state import LiveState
 
     db = tmp_path / "r.db"
     with Store(db) as st:
         run_id, other = st.create_run("r"), st.create_run("other")
-    pt = SimpleNamespace(key="rr/1", workload="rr", label=lambda: "rr randread", est_s=3.0, params={"rate": 500})
+    pt = SimpleNamespace(key="rr/1", workload="rr", label=lambda: "rr randread", est_s=3.0,
+                         params={"rate": 500, "ramp_time": 1.0})
     recs = [{**_rec("local", 100 * i, 1000 * i), "t": float(i), "ts": 100.0 + i} for i in (1, 2, 3)]
     reader = Store(db, read_only=True)
     reader.db.execute("BEGIN")  # a reader in the middle of a read, all along
@@ -295,15 +298,25 @@ def test_the_running_points_seconds_are_stored_until_the_point_is(tmp_path: Path
     w.point_start(pt, 1, 2)
     for r in recs:
         w.interval(r)
-    w.event({"kind": "fault", "message": "osd.0 down", "data": {"t_s": 1.5}})
-    w.event({"kind": "warning", "message": "not a mark"})
-    _wait(lambda: _live_rows(db) == 5, 10, "the header, 3 seconds and a mark")
+    events = [{"kind": "fault", "message": "osd.0 down", "data": {"t_s": 1.5}},
+              {"kind": "warning", "message": "not a mark"},
+              {"kind": "steady", "message": "steady state at 2 s", "data": {"at_s": 2.0}}]  # 2 s after the ramp
+    live = LiveState()
+    live.point_start(1, pt.key, pt.workload, pt.label(), pt.params, pt.est_s)
+    for r in recs:
+        live.interval(r)
+    for e in events:
+        w.event(e)
+        live.event(e)
+    _wait(lambda: _live_rows(db) == 6, 10, "the header, 3 seconds and 2 marks")
     reader.db.execute("COMMIT")
     p = seconds.rows(reader.db, run_id, set(), 900)
     assert p is not None and (p["n"], p["key"], p["label"], p["offered_rate"], p["status"]) == (
         1, "rr/1", "rr randread", 500, "running")
     assert p["series"] == [second(r) for r in recs]
-    assert p["marks"] == [{"t": 1.5, "kind": "fault", "message": "osd.0 down"}]
+    assert p["marks"] == [{"t": 1.5, "kind": "fault", "message": "osd.0 down"},
+                          {"t": 3.0, "kind": "steady", "message": "steady state at 2 s"}]
+    assert p["marks"] == live.snapshot()["point"]["marks"]
     assert seconds.rows(reader.db, run_id, set(), 2)["series"] == [second(r) for r in recs[1:]]
     assert seconds.rows(reader.db, run_id, {"rr/1"}, 900) is None  # stored already: not the running point
     assert seconds.rows(reader.db, other, set(), 900) is None
@@ -685,6 +698,13 @@ def _xy(polyline: dict[str, str]) -> list[tuple[float, float]]:
     return [(float(x), float(y)) for x, y in (p.split(",") for p in polyline["points"].split())]
 
 
+def _cells(dom: str, key: str) -> dict[str, str]:
+    """A finished point's row of the page's table: its cells by class."""
+    m = re.search(rf'<tr data-key="{re.escape(key)}">(.*?)</tr>', dom, re.S)
+    assert m, f"no row of {key}"
+    return {c.split()[-1]: v for c, v in re.findall(r'<td class="([^"]+)">([^<]*)</td>', m.group(1))}
+
+
 @pytest.fixture(scope="module")
 def page_run(tmp_path_factory: pytest.TempPathFactory, engine_ready: Path) -> dict[str, Any]:
     """A real null-target `fathom run --metrics` of PAGE_SUITE: its page as Chromium draws it once the run has
@@ -734,6 +754,26 @@ def test_the_finished_points_are_a_curve_per_workload(page_run: dict[str, Any], 
     for w in workloads:
         dots = [d["data-key"] for d in _elements(curve, "circle") if d.get("data-series") == w]
         assert dots == [p["key"] for p in pts if p["workload"] == w]
+
+
+@pytest.mark.parametrize("page", ["dom", "watch_dom"])
+def test_a_point_that_reached_steady_state_shows_it_after_it_ended(page_run: dict[str, Any], page: str) -> None:
+    """A point that stopped at steady state keeps its mark once the next point has started and after the run: its
+    row says when, its dot is ringed, and the last point's chart marks it at its second (the ramp plus the measured
+    seconds the watch counts)."""
+    dom, pts = page_run[page], page_run["points"]
+    steady = [p for p in pts if p["metrics"].get("steady_s") is not None]
+    assert [p["workload"] for p in steady] == ["open", "open"], [p["metrics"].get("steady_state") for p in pts]
+    for p in pts:
+        want = f"reached at {p['metrics']['steady_s']:.0f} s" if p in steady else "-"
+        assert _cells(dom, p["key"])["steady"] == want
+    ringed = [d["data-key"] for d in _elements(_svg(dom, "chart-curve"), "circle") if d.get("data-steady")]
+    assert ringed == [p["key"] for p in steady]
+    last = pts[-1]
+    at = last["params"]["ramp_time"] + last["metrics"]["steady_s"]
+    marks = [m for m in _elements(_svg(dom, "chart-ops"), "line") if m.get("data-kind") == "steady"]
+    assert [float(m["data-t"]) for m in marks] == [pytest.approx(at, abs=1e-3)], marks
+    assert f"steady at {at:.1f} s" in _text(dom, "marks")
 
 
 def test_bench_metrics_during_a_rados_bench(cluster, rados_pool, tmp_path: Path) -> None:

@@ -3,9 +3,10 @@
 It asks /state once a second and redraws when the state's version moved: the suite's progress, the
 running point's ops/s and p50/p99 per second (SVG, fault and steady-state marks as vertical lines), the
 finished points as growing curves (IOPS against the point's position, one curve per workload, each point a
-dot) and a table, and the flags so far. Figures are also written as text with ids (`now-iops`, `now-p99`,
-`done`, `status`, rows of `finished`) and the charts' elements carry data attributes (`data-series`,
-`data-key`), so a reader, or a test, can check them against the store.
+dot, ringed when it reached steady state) and a table, and the flags so far. Figures are also written as
+text with ids (`now-iops`, `now-p99`, `done`, `status`, rows of `finished`) and the charts' elements carry
+data attributes (`data-series`, `data-key`, `data-kind`), so a reader, or a test, can check them against the
+store.
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ svg{background:#fafafa;border:1px solid #ddd}
 <h2>Finished points</h2>
 <svg id="chart-curve" width="900" height="180"></svg>
 <table id="finished"><thead><tr><th>#</th><th class="l">point</th><th class="l">status</th><th>IOPS</th>
-<th>MiB/s</th><th>p50 ms</th><th>p99 ms</th></tr></thead><tbody></tbody></table>
+<th>MiB/s</th><th>p50 ms</th><th>p99 ms</th><th class="l">steady state</th></tr></thead>
+<tbody></tbody></table>
 <h2>Flags</h2>
 <ul id="flags"><li class="muted">none</li></ul>
 <script>
@@ -58,14 +60,15 @@ function runs(pts) {
   pts.forEach(p => { if (has(p[1])) out[out.length - 1].push(p); else if (out[out.length - 1].length) out.push([]); });
   return out.filter(r => r.length);
 }
-// series: [{name, color, dash, pts: [[x, y, dot]]}]; a dot ({key, title}) draws that point on its own
+// series: [{name, color, dash, pts: [[x, y, dot]]}]; a dot ({key, title, steady}) draws that point on its own
 function line(svg, series, marks, xlab) {
   const W = +svg.getAttribute("width"), H = +svg.getAttribute("height"), L = 60, B = 20;
   let xs = [], ys = [];
   series.forEach(s => s.pts.forEach(p => { if (has(p[1])) { xs.push(p[0]); ys.push(p[1]); } }));
   let out = "";
   if (!xs.length) { svg.innerHTML = '<text x="70" y="90" fill="#777">no data yet</text>'; return; }
-  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1), y1 = Math.max(...ys) * 1.1 || 1;
+  const mt = (marks || []).map(m => m.t).filter(has);  // a mark is never drawn off the chart
+  const x0 = Math.min(...xs, ...mt), x1 = Math.max(...xs, ...mt, x0 + 1), y1 = Math.max(...ys) * 1.1 || 1;
   const X = x => L + (x - x0) / (x1 - x0) * (W - L - 10), Y = y => H - B - y / y1 * (H - B - 10);
   for (let k = 0; k <= 4; k++) {
     const y = y1 * k / 4, lab = y >= 100 ? y.toFixed(0) : y.toPrecision(2);
@@ -75,10 +78,10 @@ function line(svg, series, marks, xlab) {
   out += `<text x="${W-10}" y="${H-4}" text-anchor="end" font-size="10">` +
          `${esc(xlab)} ${x0.toFixed(0)}..${x1.toFixed(0)}</text>`;
   (marks || []).forEach(m => {
-    if (m.t === null || m.t === undefined) return;
+    if (!has(m.t)) return;
     const c = m.kind === "steady" ? "#2a2" : "#d22";
-    out += `<line x1="${X(m.t)}" x2="${X(m.t)}" y1="10" y2="${H-B}" stroke="${c}" stroke-dasharray="4 3">` +
-           `<title>${esc(m.message)}</title></line>`;
+    out += `<line class="mark" data-kind="${esc(m.kind)}" data-t="${m.t}" x1="${X(m.t)}" x2="${X(m.t)}" y1="10" ` +
+           `y2="${H-B}" stroke="${c}" stroke-dasharray="4 3"><title>${esc(m.message)}</title></line>`;
   });
   let lx = L + 6;
   series.forEach(s => {
@@ -88,8 +91,9 @@ function line(svg, series, marks, xlab) {
              (s.dash ? ' stroke-dasharray="6 4"' : "") +
              ` points="${r.map(p => `${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join(" ")}"/>`;
       r.filter(p => p[2]).forEach(p => {
-        out += `<circle class="dot" ${attrs} data-key="${esc(p[2].key)}" cx="${X(p[0]).toFixed(1)}" ` +
-               `cy="${Y(p[1]).toFixed(1)}" r="4" fill="${s.color}"><title>${esc(p[2].title)}</title></circle>`;
+        const d = p[2], ring = d.steady ? ' stroke="#2a2" stroke-width="2.5" data-steady="1"' : "";
+        out += `<circle class="dot" ${attrs} data-key="${esc(d.key)}" cx="${X(p[0]).toFixed(1)}" ` +
+               `cy="${Y(p[1]).toFixed(1)}" r="4" fill="${s.color}"${ring}><title>${esc(d.title)}</title></circle>`;
       });
     });
     out += `<text class="legend" x="${lx}" y="14" font-size="11" fill="${s.color}">${esc(s.name)}</text>`;
@@ -97,14 +101,16 @@ function line(svg, series, marks, xlab) {
   });
   svg.innerHTML = out;
 }
+const steadyText = f => has(f.steady_s) ? `reached at ${fmt(f.steady_s, 0)} s` : (f.steady_state || "-");
 // the finished points: one curve per workload (a workload's points that other workloads' points interrupt are
-// runs of their own), each point a dot of its own
+// runs of their own), each point a dot of its own, ringed green when it reached steady state
 function curves(fin) {
   const names = [...new Set(fin.map(f => f.workload))];
   return names.flatMap((w, i) => {
     const color = PALETTE[i % PALETTE.length];
     const at = (f, y, dot) => f.workload === w ? [f.n, y, dot] : [f.n, null];
-    const dot = f => ({key: f.key, title: `${f.label}: ${fmt(f.iops, 0)} IOPS`});
+    const dot = f => ({key: f.key, steady: has(f.steady_s), title: `${f.label}: ${fmt(f.iops, 0)} IOPS` +
+                       (has(f.steady_s) ? `, steady state ${steadyText(f)}` : "")});
     return [{name: w, color, pts: fin.map(f => at(f, f.iops, dot(f)))}];
   });
 }
@@ -134,7 +140,8 @@ function draw(s) {
   line($("chart-curve"), curves(fin), [], "point");
   $("finished").tBodies[0].innerHTML = fin.map(f => `<tr data-key="${esc(f.key)}"><td>${f.n}</td>` +
     `<td class="l">${esc(f.label)}</td><td class="l">${esc(f.status)}</td><td class="iops">${fmt(f.iops, 0)}</td>` +
-    `<td>${fmt(f.bw_mib_s, 1)}</td><td>${fmt(f.p50_ms, 3)}</td><td class="p99">${fmt(f.p99_ms, 3)}</td></tr>`
+    `<td>${fmt(f.bw_mib_s, 1)}</td><td>${fmt(f.p50_ms, 3)}</td><td class="p99">${fmt(f.p99_ms, 3)}</td>` +
+    `<td class="l steady">${esc(steadyText(f))}</td></tr>`
   ).join("");
   const fl = s.flags || [];
   $("flags").innerHTML = fl.length ? fl.map(f => `<li class="flag">${esc(f.what)}` +
