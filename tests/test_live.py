@@ -776,6 +776,26 @@ def test_a_point_that_reached_steady_state_shows_it_after_it_ended(page_run: dic
     assert f"steady at {at:.1f} s" in _text(dom, "marks")
 
 
+@pytest.mark.parametrize("page", ["dom", "watch_dom"])
+def test_an_open_loop_points_offered_rate_is_drawn_beside_what_it_achieved(page_run: dict[str, Any],
+                                                                          page: str) -> None:
+    """The running (here the last) open-loop point's chart draws its offered rate, a level line named in the legend,
+    beside the ops/s achieved each second; the finished points' chart draws each open-loop workload's offered rates
+    beside its IOPS, and the table has them as stored."""
+    dom, pts = page_run[page], page_run["points"]
+    last = pts[-1]
+    assert last["params"]["rate"] == 600 and _text(dom, "now-offered") == "600"
+    ops = {x["data-series"]: _xy(x) for x in _elements(_svg(dom, "chart-ops"), "polyline")}
+    assert set(ops) == {"achieved ops/s", "offered ops/s"}
+    assert len(ops["offered ops/s"]) == len(ops["achieved ops/s"]) >= 2
+    assert len({y for _, y in ops["offered ops/s"]}) == 1  # the one rate offered all along
+    offered = [x for x in _elements(_svg(dom, "chart-curve"), "polyline") if x.get("data-series") == "open offered"]
+    assert len(offered) == 1 and len(_xy(offered[0])) == 2 and offered[0].get("stroke-dasharray")
+    for p in pts:
+        rate = p["metrics"].get("offered_rate_ops_s")
+        assert _cells(dom, p["key"])["offered"] == ("-" if rate is None else f"{rate:.0f}")
+
+
 def test_bench_metrics_during_a_rados_bench(cluster, rados_pool, tmp_path: Path) -> None:
     """`fathom bench rados --metrics`: the bench's seconds are exposed while it runs, the port closed after."""
     port = free_port()

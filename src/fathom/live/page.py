@@ -1,12 +1,12 @@
 """The live page: one self-contained HTML document (no external script, style, font or image).
 
 It asks /state once a second and redraws when the state's version moved: the suite's progress, the
-running point's ops/s and p50/p99 per second (SVG, fault and steady-state marks as vertical lines), the
-finished points as growing curves (IOPS against the point's position, one curve per workload, each point a
-dot, ringed when it reached steady state) and a table, and the flags so far. Figures are also written as
-text with ids (`now-iops`, `now-p99`, `done`, `status`, rows of `finished`) and the charts' elements carry
-data attributes (`data-series`, `data-key`, `data-kind`), so a reader, or a test, can check them against the
-store.
+running point's ops/s (an open-loop point's offered rate beside it) and p50/p99 per second (SVG, fault and
+steady-state marks as vertical lines), the finished points as growing curves (IOPS against the point's
+position, one curve per workload, each point a dot, ringed when it reached steady state) and a table, and the
+flags so far. Figures are also written as text with ids (`now-iops`, `now-p99`, `done`, `status`, rows of
+`finished`) and the charts' elements carry data attributes (`data-series`, `data-key`, `data-kind`), so a
+reader, or a test, can check them against the store.
 """
 
 from __future__ import annotations
@@ -31,7 +31,8 @@ svg{background:#fafafa;border:1px solid #ddd}
 <div><span id="done">0</span> of <span id="planned">?</span> point(s) finished; running: <span id="point">-</span></div>
 <div class="bar"><div id="progress" style="width:0%"></div></div>
 <h2>Running point</h2>
-<div class="figs"><span>ops/s <b id="now-iops">-</b></span><span>MiB/s <b id="now-mib">-</b></span>
+<div class="figs"><span>ops/s <b id="now-iops">-</b></span><span>offered ops/s <b id="now-offered">-</b></span>
+<span>MiB/s <b id="now-mib">-</b></span>
 <span>p50 <b id="now-p50">-</b> ms</span><span>p99 <b id="now-p99">-</b> ms</span>
 <span>errors <b id="now-errors">-</b></span><span>second <b id="now-t">-</b></span></div>
 <svg id="chart-ops" width="900" height="180"></svg>
@@ -40,7 +41,7 @@ svg{background:#fafafa;border:1px solid #ddd}
 <h2>Finished points</h2>
 <svg id="chart-curve" width="900" height="180"></svg>
 <table id="finished"><thead><tr><th>#</th><th class="l">point</th><th class="l">status</th><th>IOPS</th>
-<th>MiB/s</th><th>p50 ms</th><th>p99 ms</th><th class="l">steady state</th></tr></thead>
+<th>MiB/s</th><th>p50 ms</th><th>p99 ms</th><th>offered ops/s</th><th class="l">steady state</th></tr></thead>
 <tbody></tbody></table>
 <h2>Flags</h2>
 <ul id="flags"><li class="muted">none</li></ul>
@@ -101,9 +102,17 @@ function line(svg, series, marks, xlab) {
   });
   svg.innerHTML = out;
 }
+// the running point's ops/s; an open-loop point's offered rate beside what it achieved each second
+function opsSeries(p, ser) {
+  const open = p && has(p.offered_rate);
+  const out = [{name: open ? "achieved ops/s" : "ops/s", color: "#3b7dd8", pts: ser.map(x => [x.t, x.iops])}];
+  if (open) out.push({name: "offered ops/s", color: "#777", dash: true, pts: ser.map(x => [x.t, +p.offered_rate])});
+  return out;
+}
 const steadyText = f => has(f.steady_s) ? `reached at ${fmt(f.steady_s, 0)} s` : (f.steady_state || "-");
 // the finished points: one curve per workload (a workload's points that other workloads' points interrupt are
-// runs of their own), each point a dot of its own, ringed green when it reached steady state
+// runs of their own), each point a dot of its own, ringed green when it reached steady state; an open-loop
+// workload's offered rates as a dashed curve of its colour beside the IOPS achieved
 function curves(fin) {
   const names = [...new Set(fin.map(f => f.workload))];
   return names.flatMap((w, i) => {
@@ -111,7 +120,10 @@ function curves(fin) {
     const at = (f, y, dot) => f.workload === w ? [f.n, y, dot] : [f.n, null];
     const dot = f => ({key: f.key, steady: has(f.steady_s), title: `${f.label}: ${fmt(f.iops, 0)} IOPS` +
                        (has(f.steady_s) ? `, steady state ${steadyText(f)}` : "")});
-    return [{name: w, color, pts: fin.map(f => at(f, f.iops, dot(f)))}];
+    const out = [{name: w, color, pts: fin.map(f => at(f, f.iops, dot(f)))}];
+    if (fin.some(f => f.workload === w && has(f.offered_rate_ops_s)))
+      out.push({name: `${w} offered`, color, dash: true, pts: fin.map(f => at(f, f.offered_rate_ops_s))});
+    return out;
   });
 }
 function draw(s) {
@@ -126,13 +138,14 @@ function draw(s) {
   $("progress").style.width = r.planned ? `${Math.min(100, 100 * s.done / r.planned)}%` : "0%";
   const ser = p ? p.series : [], last = ser.length ? ser[ser.length - 1] : null;
   $("now-iops").textContent = last ? fmt(last.iops, 0) : "-";
+  $("now-offered").textContent = p && has(p.offered_rate) ? fmt(p.offered_rate, 0) : "-";
   $("now-mib").textContent = last ? fmt(last.mib_s, 1) : "-";
   $("now-p50").textContent = last ? fmt(last.p50_ms, 3) : "-";
   $("now-p99").textContent = last ? fmt(last.p99_ms, 3) : "-";
   $("now-errors").textContent = last ? last.errors : "-";
   $("now-t").textContent = last ? fmt(last.t, 0) : "-";
   const marks = p ? p.marks : [];
-  line($("chart-ops"), [{name: "ops/s", color: "#3b7dd8", pts: ser.map(x => [x.t, x.iops])}], marks, "s");
+  line($("chart-ops"), opsSeries(p, ser), marks, "s");
   line($("chart-lat"), [{name: "p50 ms", color: "#2a9d8f", pts: ser.map(x => [x.t, x.p50_ms])},
                         {name: "p99 ms", color: "#e76f51", pts: ser.map(x => [x.t, x.p99_ms])}], marks, "s");
   $("marks").textContent = marks.map(m => `${m.kind} at ${fmt(m.t, 1)} s: ${m.message}`).join(" · ");
@@ -141,7 +154,7 @@ function draw(s) {
   $("finished").tBodies[0].innerHTML = fin.map(f => `<tr data-key="${esc(f.key)}"><td>${f.n}</td>` +
     `<td class="l">${esc(f.label)}</td><td class="l">${esc(f.status)}</td><td class="iops">${fmt(f.iops, 0)}</td>` +
     `<td>${fmt(f.bw_mib_s, 1)}</td><td>${fmt(f.p50_ms, 3)}</td><td class="p99">${fmt(f.p99_ms, 3)}</td>` +
-    `<td class="l steady">${esc(steadyText(f))}</td></tr>`
+    `<td class="offered">${fmt(f.offered_rate_ops_s, 0)}</td><td class="l steady">${esc(steadyText(f))}</td></tr>`
   ).join("");
   const fl = s.flags || [];
   $("flags").innerHTML = fl.length ? fl.map(f => `<li class="flag">${esc(f.what)}` +
