@@ -277,16 +277,19 @@ def test_a_partial_last_second_is_counted_but_not_plotted(tmp_path: Path) -> Non
 
 def test_the_running_points_seconds_are_stored_until_the_point_is(tmp_path: Path) -> None:
     """fathom.live.seconds: the running point's header, seconds and marks in the store as they come, the page's
-    shape (LiveState.snapshot's point); gone when the point is stored, when the writer ends, when a new attempt of
-    the run starts and when the run ends; a reader's open read transaction does not hold the writer up."""
+    shape (LiveState.snapshot's point, the marks where the run's page puts them); gone when the point is stored,
+    when the writer ends, when a new attempt of the run starts and when the run ends; a reader's open read
+    transaction does not hold the writer up."""
     from types import SimpleNamespace
 
     from fathom.live import seconds
+    from fathom.live.state import LiveState
 
     db = tmp_path / "r.db"
     with Store(db) as st:
         run_id, other = st.create_run("r"), st.create_run("other")
-    pt = SimpleNamespace(key="rr/1", workload="rr", label=lambda: "rr randread", est_s=3.0, params={"rate": 500})
+    pt = SimpleNamespace(key="rr/1", workload="rr", label=lambda: "rr randread", est_s=3.0,
+                         params={"rate": 500, "ramp_time": 1.0})
     recs = [{**_rec("local", 100 * i, 1000 * i), "t": float(i), "ts": 100.0 + i} for i in (1, 2, 3)]
     reader = Store(db, read_only=True)
     reader.db.execute("BEGIN")  # a reader in the middle of a read, all along
@@ -295,15 +298,25 @@ def test_the_running_points_seconds_are_stored_until_the_point_is(tmp_path: Path
     w.point_start(pt, 1, 2)
     for r in recs:
         w.interval(r)
-    w.event({"kind": "fault", "message": "osd.0 down", "data": {"t_s": 1.5}})
-    w.event({"kind": "warning", "message": "not a mark"})
-    _wait(lambda: _live_rows(db) == 5, 10, "the header, 3 seconds and a mark")
+    events = [{"kind": "fault", "message": "osd.0 down", "data": {"t_s": 1.5}},
+              {"kind": "warning", "message": "not a mark"},
+              {"kind": "steady", "message": "steady state at 2 s", "data": {"at_s": 2.0}}]  # 2 s after the ramp
+    live = LiveState()
+    live.point_start(1, pt.key, pt.workload, pt.label(), pt.params, pt.est_s)
+    for r in recs:
+        live.interval(r)
+    for e in events:
+        w.event(e)
+        live.event(e)
+    _wait(lambda: _live_rows(db) == 6, 10, "the header, 3 seconds and 2 marks")
     reader.db.execute("COMMIT")
     p = seconds.rows(reader.db, run_id, set(), 900)
     assert p is not None and (p["n"], p["key"], p["label"], p["offered_rate"], p["status"]) == (
         1, "rr/1", "rr randread", 500, "running")
     assert p["series"] == [second(r) for r in recs]
-    assert p["marks"] == [{"t": 1.5, "kind": "fault", "message": "osd.0 down"}]
+    assert p["marks"] == [{"t": 1.5, "kind": "fault", "message": "osd.0 down"},
+                          {"t": 3.0, "kind": "steady", "message": "steady state at 2 s"}]
+    assert p["marks"] == live.snapshot()["point"]["marks"]
     assert seconds.rows(reader.db, run_id, set(), 2)["series"] == [second(r) for r in recs[1:]]
     assert seconds.rows(reader.db, run_id, {"rr/1"}, 900) is None  # stored already: not the running point
     assert seconds.rows(reader.db, other, set(), 900) is None
@@ -653,6 +666,134 @@ def test_two_watchers_follow_a_run_and_show_its_final_state(tmp_path: Path, engi
     assert [k for k, _, _ in rows] == [p["key"] for p in pts]
     for (_, i, p99), p in zip(rows, pts):
         assert abs(float(i) - p["metrics"]["iops"]) <= 0.5 and abs(float(p99) - p["metrics"]["p99_ms"]) <= 5e-4
+
+
+# --- the page's charts in Chromium, on a null run --------------------------------------------------------------
+
+# two workloads of two points: closed loop, then open loop (each point offered its rate) stopping at steady state
+PAGE_SUITE = """\
+name: page-live
+defaults: {engine: fathom-engine, interface: "null", ramp_time: 0.5s, bs: 4k, iodepth: 4, rw: randread}
+workloads:
+  - {name: closed, runtime: 2s, sweep: {iodepth: [2, 4]}}
+  - name: open
+    delay_us: 1000
+    steady_state: {metric: iops, window_s: 2s, criteria: {deviation: 50%}, max_s: 4s}
+    sweep: {rate: [300, 600]}
+"""
+
+
+def _svg(dom: str, el_id: str) -> str:
+    m = re.search(rf'<svg id="{el_id}"[^>]*>(.*?)</svg>', dom, re.S)
+    assert m, f"no svg #{el_id} in the page"
+    return m.group(1)
+
+
+def _elements(svg: str, tag: str) -> list[dict[str, str]]:
+    """Each <tag> of an svg as its attributes."""
+    return [dict(re.findall(r'([\w-]+)="([^"]*)"', a)) for a in re.findall(rf"<{tag}\b([^>]*)>", svg)]
+
+
+def _xy(polyline: dict[str, str]) -> list[tuple[float, float]]:
+    return [(float(x), float(y)) for x, y in (p.split(",") for p in polyline["points"].split())]
+
+
+def _cells(dom: str, key: str) -> dict[str, str]:
+    """A finished point's row of the page's table: its cells by class."""
+    m = re.search(rf'<tr data-key="{re.escape(key)}">(.*?)</tr>', dom, re.S)
+    assert m, f"no row of {key}"
+    return {c.split()[-1]: v for c, v in re.findall(r'<td class="([^"]+)">([^<]*)</td>', m.group(1))}
+
+
+@pytest.fixture(scope="module")
+def page_run(tmp_path_factory: pytest.TempPathFactory, engine_ready: Path) -> dict[str, Any]:
+    """A real null-target `fathom run --metrics` of PAGE_SUITE: its page as Chromium draws it once the run has
+    ended (the final state, served on by --metrics-linger), the same run's page from `fathom watch`, and the stored
+    points."""
+    tmp = tmp_path_factory.mktemp("page")
+    suite, db, port, wport = tmp / "page.yaml", tmp / "r.db", free_port(), free_port()
+    suite.write_text(PAGE_SUITE)
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db), "--metrics", f"127.0.0.1:{port}",
+                             "--metrics-linger", "600"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    watch = None
+    try:
+        _wait(lambda: _state(port)["run"]["status"] == "done", 120, "the run's final state", proc)
+        got: dict[str, Any] = {"dom": _dom(f"http://127.0.0.1:{port}/", tmp)}
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        watch = subprocess.Popen([FATHOM, "watch", "--db", str(db), "--listen", f"127.0.0.1:{wport}"],
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        _wait(lambda: _state(wport)["run"]["status"] == "done", 30, "watch's page", watch)
+        got["watch_dom"] = _dom(f"http://127.0.0.1:{wport}/", tmp)
+    finally:
+        for p in (proc, watch):
+            if p is not None and p.poll() is None:
+                p.send_signal(signal.SIGINT)
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+    with Store(db) as st:
+        got["points"] = st.points(st.run("latest").id)
+    return got
+
+
+@pytest.mark.parametrize("page", ["dom", "watch_dom"])
+def test_the_finished_points_are_a_curve_per_workload(page_run: dict[str, Any], page: str) -> None:
+    """The finished points' chart draws each workload as a curve of its own, named in its legend, and each point as
+    a dot of its own (its key): no line runs from one workload's points to another's."""
+    pts = page_run["points"]
+    curve = _svg(page_run[page], "chart-curve")
+    workloads = ["closed", "open"]
+    assert [p["workload"] for p in pts] == ["closed", "closed", "open", "open"]
+    lines = [x for x in _elements(curve, "polyline") if not x.get("stroke-dasharray")]
+    assert max(len(_xy(x)) for x in lines) == 2, lines  # one workload's two points, never the run's four
+    assert [x.get("data-series") for x in lines] == workloads
+    assert [t for t in re.findall(r'<text class="legend"[^>]*>([^<]*)<', curve) if t in workloads] == workloads
+    for w in workloads:
+        dots = [d["data-key"] for d in _elements(curve, "circle") if d.get("data-series") == w]
+        assert dots == [p["key"] for p in pts if p["workload"] == w]
+
+
+@pytest.mark.parametrize("page", ["dom", "watch_dom"])
+def test_a_point_that_reached_steady_state_shows_it_after_it_ended(page_run: dict[str, Any], page: str) -> None:
+    """A point that stopped at steady state keeps its mark once the next point has started and after the run: its
+    row says when, its dot is ringed, and the last point's chart marks it at its second (the ramp plus the measured
+    seconds the watch counts)."""
+    dom, pts = page_run[page], page_run["points"]
+    steady = [p for p in pts if p["metrics"].get("steady_s") is not None]
+    assert [p["workload"] for p in steady] == ["open", "open"], [p["metrics"].get("steady_state") for p in pts]
+    for p in pts:
+        want = f"reached at {p['metrics']['steady_s']:.0f} s" if p in steady else "-"
+        assert _cells(dom, p["key"])["steady"] == want
+    ringed = [d["data-key"] for d in _elements(_svg(dom, "chart-curve"), "circle") if d.get("data-steady")]
+    assert ringed == [p["key"] for p in steady]
+    last = pts[-1]
+    at = last["params"]["ramp_time"] + last["metrics"]["steady_s"]
+    marks = [m for m in _elements(_svg(dom, "chart-ops"), "line") if m.get("data-kind") == "steady"]
+    assert [float(m["data-t"]) for m in marks] == [pytest.approx(at, abs=1e-3)], marks
+    assert f"steady at {at:.1f} s" in _text(dom, "marks")
+
+
+@pytest.mark.parametrize("page", ["dom", "watch_dom"])
+def test_an_open_loop_points_offered_rate_is_drawn_beside_what_it_achieved(page_run: dict[str, Any],
+                                                                          page: str) -> None:
+    """The running (here the last) open-loop point's chart draws its offered rate, a level line named in the legend,
+    beside the ops/s achieved each second; the finished points' chart draws each open-loop workload's offered rates
+    beside its IOPS, and the table has them as stored."""
+    dom, pts = page_run[page], page_run["points"]
+    last = pts[-1]
+    assert last["params"]["rate"] == 600 and _text(dom, "now-offered") == "600"
+    ops = {x["data-series"]: _xy(x) for x in _elements(_svg(dom, "chart-ops"), "polyline")}
+    assert set(ops) == {"achieved ops/s", "offered ops/s"}
+    assert len(ops["offered ops/s"]) == len(ops["achieved ops/s"]) >= 2
+    assert len({y for _, y in ops["offered ops/s"]}) == 1  # the one rate offered all along
+    offered = [x for x in _elements(_svg(dom, "chart-curve"), "polyline") if x.get("data-series") == "open offered"]
+    assert len(offered) == 1 and len(_xy(offered[0])) == 2 and offered[0].get("stroke-dasharray")
+    for p in pts:
+        rate = p["metrics"].get("offered_rate_ops_s")
+        assert _cells(dom, p["key"])["offered"] == ("-" if rate is None else f"{rate:.0f}")
 
 
 def test_bench_metrics_during_a_rados_bench(cluster, rados_pool, tmp_path: Path) -> None:

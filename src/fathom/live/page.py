@@ -1,10 +1,12 @@
 """The live page: one self-contained HTML document (no external script, style, font or image).
 
 It asks /state once a second and redraws when the state's version moved: the suite's progress, the
-running point's ops/s and p50/p99 per second (SVG, fault and steady-state marks as vertical lines), the
-finished points as a growing curve (IOPS and p99 against the point's position), and the flags so far.
-Figures are also written as text with ids (`now-iops`, `now-p99`, `done`, `status`, rows of `finished`)
-so a reader, or a test, can check them against the store.
+running point's ops/s (an open-loop point's offered rate beside it) and p50/p99 per second (SVG, fault and
+steady-state marks as vertical lines), the finished points as growing curves (IOPS against the point's
+position, one curve per workload, each point a dot, ringed when it reached steady state) and a table, and the
+flags so far. Figures are also written as text with ids (`now-iops`, `now-p99`, `done`, `status`, rows of
+`finished`) and the charts' elements carry data attributes (`data-series`, `data-key`, `data-kind`), so a
+reader, or a test, can check them against the store.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ svg{background:#fafafa;border:1px solid #ddd}
 <div><span id="done">0</span> of <span id="planned">?</span> point(s) finished; running: <span id="point">-</span></div>
 <div class="bar"><div id="progress" style="width:0%"></div></div>
 <h2>Running point</h2>
-<div class="figs"><span>ops/s <b id="now-iops">-</b></span><span>MiB/s <b id="now-mib">-</b></span>
+<div class="figs"><span>ops/s <b id="now-iops">-</b></span><span>offered ops/s <b id="now-offered">-</b></span>
+<span>MiB/s <b id="now-mib">-</b></span>
 <span>p50 <b id="now-p50">-</b> ms</span><span>p99 <b id="now-p99">-</b> ms</span>
 <span>errors <b id="now-errors">-</b></span><span>second <b id="now-t">-</b></span></div>
 <svg id="chart-ops" width="900" height="180"></svg>
@@ -38,7 +41,8 @@ svg{background:#fafafa;border:1px solid #ddd}
 <h2>Finished points</h2>
 <svg id="chart-curve" width="900" height="180"></svg>
 <table id="finished"><thead><tr><th>#</th><th class="l">point</th><th class="l">status</th><th>IOPS</th>
-<th>MiB/s</th><th>p50 ms</th><th>p99 ms</th></tr></thead><tbody></tbody></table>
+<th>MiB/s</th><th>p50 ms</th><th>p99 ms</th><th>offered ops/s</th><th class="l">steady state</th></tr></thead>
+<tbody></tbody></table>
 <h2>Flags</h2>
 <ul id="flags"><li class="muted">none</li></ul>
 <script>
@@ -47,13 +51,25 @@ let seen = -1;
 const $ = id => document.getElementById(id);
 const fmt = (v, d) => v === null || v === undefined ? "-" : Number(v).toFixed(d);
 const esc = s => String(s).replace(/[&<>"]/g, c => ({"&":"&amp;","<":"&lt;",">":"&gt;",'"':"&quot;"}[c]));
-function line(svg, series, colors, marks, xlab) {
+// one colour per workload of the finished points' curve, in the order the run reached them
+const PALETTE = ["#3b7dd8", "#e76f51", "#2a9d8f", "#8e44ad", "#f4a261", "#264653", "#d62f8c", "#7a9a01"];
+const has = v => v !== null && v !== undefined;
+// a series' points as the runs of points it draws: a null value (no figure, or a gap the series leaves) ends a
+// line, so nothing is drawn between figures that do not follow each other
+function runs(pts) {
+  const out = [[]];
+  pts.forEach(p => { if (has(p[1])) out[out.length - 1].push(p); else if (out[out.length - 1].length) out.push([]); });
+  return out.filter(r => r.length);
+}
+// series: [{name, color, dash, pts: [[x, y, dot]]}]; a dot ({key, title, steady}) draws that point on its own
+function line(svg, series, marks, xlab) {
   const W = +svg.getAttribute("width"), H = +svg.getAttribute("height"), L = 60, B = 20;
   let xs = [], ys = [];
-  series.forEach(s => s.pts.forEach(p => { if (p[1] !== null) { xs.push(p[0]); ys.push(p[1]); } }));
+  series.forEach(s => s.pts.forEach(p => { if (has(p[1])) { xs.push(p[0]); ys.push(p[1]); } }));
   let out = "";
   if (!xs.length) { svg.innerHTML = '<text x="70" y="90" fill="#777">no data yet</text>'; return; }
-  const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1), y1 = Math.max(...ys) * 1.1 || 1;
+  const mt = (marks || []).map(m => m.t).filter(has);  // a mark is never drawn off the chart
+  const x0 = Math.min(...xs, ...mt), x1 = Math.max(...xs, ...mt, x0 + 1), y1 = Math.max(...ys) * 1.1 || 1;
   const X = x => L + (x - x0) / (x1 - x0) * (W - L - 10), Y = y => H - B - y / y1 * (H - B - 10);
   for (let k = 0; k <= 4; k++) {
     const y = y1 * k / 4, lab = y >= 100 ? y.toFixed(0) : y.toPrecision(2);
@@ -63,16 +79,52 @@ function line(svg, series, colors, marks, xlab) {
   out += `<text x="${W-10}" y="${H-4}" text-anchor="end" font-size="10">` +
          `${esc(xlab)} ${x0.toFixed(0)}..${x1.toFixed(0)}</text>`;
   (marks || []).forEach(m => {
-    if (m.t === null || m.t === undefined) return;
+    if (!has(m.t)) return;
     const c = m.kind === "steady" ? "#2a2" : "#d22";
-    out += `<line x1="${X(m.t)}" x2="${X(m.t)}" y1="10" y2="${H-B}" stroke="${c}" stroke-dasharray="4 3">` +
-           `<title>${esc(m.message)}</title></line>`;
+    out += `<line class="mark" data-kind="${esc(m.kind)}" data-t="${m.t}" x1="${X(m.t)}" x2="${X(m.t)}" y1="10" ` +
+           `y2="${H-B}" stroke="${c}" stroke-dasharray="4 3"><title>${esc(m.message)}</title></line>`;
   });
-  series.forEach((s, i) => {
-    const pts = s.pts.filter(p => p[1] !== null).map(p => `${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`);
-    out += `<polyline fill="none" stroke="${colors[i]}" stroke-width="1.5" points="${pts.join(" ")}"/>` +
-           `<text x="${L+6+i*90}" y="14" font-size="11" fill="${colors[i]}">${esc(s.name)}</text>`; });
+  let lx = L + 6;
+  series.forEach(s => {
+    const attrs = `data-series="${esc(s.name)}" stroke="${s.color}"`;
+    runs(s.pts).forEach(r => {
+      out += `<polyline class="series" ${attrs} fill="none" stroke-width="1.5"` +
+             (s.dash ? ' stroke-dasharray="6 4"' : "") +
+             ` points="${r.map(p => `${X(p[0]).toFixed(1)},${Y(p[1]).toFixed(1)}`).join(" ")}"/>`;
+      r.filter(p => p[2]).forEach(p => {
+        const d = p[2], ring = d.steady ? ' stroke="#2a2" stroke-width="2.5" data-steady="1"' : "";
+        out += `<circle class="dot" ${attrs} data-key="${esc(d.key)}" cx="${X(p[0]).toFixed(1)}" ` +
+               `cy="${Y(p[1]).toFixed(1)}" r="4" fill="${s.color}"${ring}><title>${esc(d.title)}</title></circle>`;
+      });
+    });
+    out += `<text class="legend" x="${lx}" y="14" font-size="11" fill="${s.color}">${esc(s.name)}</text>`;
+    lx += 7 * s.name.length + 18;
+  });
   svg.innerHTML = out;
+}
+// the running point's ops/s; an open-loop point's offered rate beside what it achieved each second
+function opsSeries(p, ser) {
+  const open = p && has(p.offered_rate);
+  const out = [{name: open ? "achieved ops/s" : "ops/s", color: "#3b7dd8", pts: ser.map(x => [x.t, x.iops])}];
+  if (open) out.push({name: "offered ops/s", color: "#777", dash: true, pts: ser.map(x => [x.t, +p.offered_rate])});
+  return out;
+}
+const steadyText = f => has(f.steady_s) ? `reached at ${fmt(f.steady_s, 0)} s` : (f.steady_state || "-");
+// the finished points: one curve per workload (a workload's points that other workloads' points interrupt are
+// runs of their own), each point a dot of its own, ringed green when it reached steady state; an open-loop
+// workload's offered rates as a dashed curve of its colour beside the IOPS achieved
+function curves(fin) {
+  const names = [...new Set(fin.map(f => f.workload))];
+  return names.flatMap((w, i) => {
+    const color = PALETTE[i % PALETTE.length];
+    const at = (f, y, dot) => f.workload === w ? [f.n, y, dot] : [f.n, null];
+    const dot = f => ({key: f.key, steady: has(f.steady_s), title: `${f.label}: ${fmt(f.iops, 0)} IOPS` +
+                       (has(f.steady_s) ? `, steady state ${steadyText(f)}` : "")});
+    const out = [{name: w, color, pts: fin.map(f => at(f, f.iops, dot(f)))}];
+    if (fin.some(f => f.workload === w && has(f.offered_rate_ops_s)))
+      out.push({name: `${w} offered`, color, dash: true, pts: fin.map(f => at(f, f.offered_rate_ops_s))});
+    return out;
+  });
 }
 function draw(s) {
   const r = s.run || {}, p = s.point;
@@ -86,21 +138,24 @@ function draw(s) {
   $("progress").style.width = r.planned ? `${Math.min(100, 100 * s.done / r.planned)}%` : "0%";
   const ser = p ? p.series : [], last = ser.length ? ser[ser.length - 1] : null;
   $("now-iops").textContent = last ? fmt(last.iops, 0) : "-";
+  $("now-offered").textContent = p && has(p.offered_rate) ? fmt(p.offered_rate, 0) : "-";
   $("now-mib").textContent = last ? fmt(last.mib_s, 1) : "-";
   $("now-p50").textContent = last ? fmt(last.p50_ms, 3) : "-";
   $("now-p99").textContent = last ? fmt(last.p99_ms, 3) : "-";
   $("now-errors").textContent = last ? last.errors : "-";
   $("now-t").textContent = last ? fmt(last.t, 0) : "-";
   const marks = p ? p.marks : [];
-  line($("chart-ops"), [{name: "ops/s", pts: ser.map(x => [x.t, x.iops])}], ["#3b7dd8"], marks, "s");
-  line($("chart-lat"), [{name: "p50 ms", pts: ser.map(x => [x.t, x.p50_ms])},
-                        {name: "p99 ms", pts: ser.map(x => [x.t, x.p99_ms])}], ["#2a9d8f", "#e76f51"], marks, "s");
+  line($("chart-ops"), opsSeries(p, ser), marks, "s");
+  line($("chart-lat"), [{name: "p50 ms", color: "#2a9d8f", pts: ser.map(x => [x.t, x.p50_ms])},
+                        {name: "p99 ms", color: "#e76f51", pts: ser.map(x => [x.t, x.p99_ms])}], marks, "s");
   $("marks").textContent = marks.map(m => `${m.kind} at ${fmt(m.t, 1)} s: ${m.message}`).join(" · ");
   const fin = s.finished || [];
-  line($("chart-curve"), [{name: "IOPS", pts: fin.map(f => [f.n, f.iops])}], ["#3b7dd8"], [], "point");
+  line($("chart-curve"), curves(fin), [], "point");
   $("finished").tBodies[0].innerHTML = fin.map(f => `<tr data-key="${esc(f.key)}"><td>${f.n}</td>` +
     `<td class="l">${esc(f.label)}</td><td class="l">${esc(f.status)}</td><td class="iops">${fmt(f.iops, 0)}</td>` +
-    `<td>${fmt(f.bw_mib_s, 1)}</td><td>${fmt(f.p50_ms, 3)}</td><td class="p99">${fmt(f.p99_ms, 3)}</td></tr>`).join("");
+    `<td>${fmt(f.bw_mib_s, 1)}</td><td>${fmt(f.p50_ms, 3)}</td><td class="p99">${fmt(f.p99_ms, 3)}</td>` +
+    `<td class="offered">${fmt(f.offered_rate_ops_s, 0)}</td><td class="l steady">${esc(steadyText(f))}</td></tr>`
+  ).join("");
   const fl = s.flags || [];
   $("flags").innerHTML = fl.length ? fl.map(f => `<li class="flag">${esc(f.what)}` +
     `${f.point ? " (" + esc(f.point) + ")" : ""}: ${esc(f.message)}</li>`).join("") : '<li class="muted">none</li>';

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fathom.live.state import plotted, second
+from fathom.live.state import mark_t, plotted, second
 from fathom.results import store
 
 MARKS = ("fault", "steady", "client_lost", "recovery")
@@ -54,7 +54,8 @@ class Writer:
     # ---- fathom.run.progress.Progress hooks: queue only --------------------------------
     def point_start(self, point: Any, n: int, total: int | None) -> None:  # noqa: ARG002
         self.q.put(("point", {"n": n, "key": point.key, "workload": point.workload, "label": point.label(),
-                              "est_s": point.est_s, "offered_rate": point.params.get("rate"), "started": time.time()}))
+                              "est_s": point.est_s, "offered_rate": point.params.get("rate"),
+                              "ramp_s": float(point.params.get("ramp_time") or 0.0), "started": time.time()}))
 
     def interval(self, rec: dict[str, Any]) -> None:
         if plotted(rec):  # a partial last second is no second of the page
@@ -82,6 +83,7 @@ class Writer:
             return
         key: str | None = None
         last_t: float | None = None
+        ramp_s = 0.0
         done = False
         while not done:
             batch = [self.q.get()]
@@ -94,7 +96,7 @@ class Writer:
             stmts: list[store.Statement] = []  # the SQL is the store's (it owns the table)
             for op, arg in batch:
                 if op == "point":
-                    key, last_t = arg["key"], None
+                    key, last_t, ramp_s = arg["key"], None, arg["ramp_s"]
                     stmts.append(store.live_insert(self.run_id, key, "point", None, _dumps(arg)))
                 elif op == "second" and key is not None:
                     sec = second(arg)
@@ -102,9 +104,7 @@ class Writer:
                     self.seconds += 1
                     stmts.append(store.live_insert(self.run_id, key, "second", sec["t"], _dumps(sec)))
                 elif op == "mark" and key is not None:
-                    data = arg.get("data") or {}
-                    t = data.get("t_s", last_t) if arg["kind"] == "fault" else \
-                        data.get("at_s", last_t) if arg["kind"] == "steady" else last_t
+                    t = mark_t(arg, ramp_s, last_t)
                     stmts.append(store.live_insert(self.run_id, key, "mark", t, _dumps(
                         {"t": t, "kind": arg["kind"], "message": arg.get("message") or ""})))
                 elif op == "end":

@@ -62,11 +62,35 @@ def schedule_flag(m: dict[str, Any], point: str, ts: float | None) -> dict[str, 
 
 def point_row(n: int, key: str, workload: str, label: str, status: str, metrics: dict[str, Any] | None,
               error: str | None) -> dict[str, Any]:
-    """A finished point as the page's curve has it."""
+    """A finished point as the page's curve has it: its workload (a curve of its own), the rate it was offered
+    (open loop) and whether it reached steady state (`steady_s`, measured seconds) stay with it after it ended."""
     m = metrics or {}
     return {"n": n, "key": key, "workload": workload, "label": label, "status": status, "error": error,
             **{k: m.get(k) for k in ("iops", "bw_mib_s", "p50_ms", "p99_ms", "clat_ms", "osd_cpu",
-                                     "offered_rate_ops_s", "achieved_rate_ops_s", "unissued_ops")}}
+                                     "offered_rate_ops_s", "achieved_rate_ops_s", "unissued_ops",
+                                     "steady_state", "steady_s")}}
+
+
+def mark_t(e: dict[str, Any], ramp_s: float, last_t: float | None) -> float | None:
+    """Where an event's mark stands on the point's seconds, whose `t` counts from the engine's start, ramp
+    included: a fault at its time on that clock, steady state at the ramp plus the measured seconds the watch
+    counts (its `at_s` starts after the ramp), anything else at the last second plotted."""
+    data = e.get("data") or {}
+    if e.get("kind") == "fault":
+        return data.get("t_s", last_t)
+    if e.get("kind") == "steady" and data.get("at_s") is not None:
+        return round(ramp_s + float(data["at_s"]), 3)
+    return last_t
+
+
+def steady_mark(metrics: dict[str, Any] | None, ramp_s: float) -> dict[str, Any] | None:
+    """A stored point's steady-state mark, where the steady-state watch's own stood on the running point's
+    seconds, or None (not reached, or no steady_state)."""
+    at_s = (metrics or {}).get("steady_s")
+    if at_s is None:
+        return None
+    return {"t": mark_t({"kind": "steady", "data": {"at_s": at_s}}, ramp_s, None), "kind": "steady",
+            "message": f"steady state at {float(at_s):.0f} s"}
 
 
 def plotted(rec: dict[str, Any]) -> bool:
@@ -131,7 +155,8 @@ class LiveState:
         with self.lock:
             self.point = {"n": n, "key": key, "workload": workload, "label": label, "status": "running",
                           "started": time.time(), "est_s": est_s, "offered_rate": params.get("rate"),
-                          "series": [], "marks": [], "unissued_ops": None}
+                          "ramp_s": float(params.get("ramp_time") or 0.0), "series": [], "marks": [],
+                          "unissued_ops": None}
             self.last = {}
             self._spans = False
             self.series = {}  # the last point's per-point series leave /metrics (the run's totals stay)
@@ -210,16 +235,12 @@ class LiveState:
     def event(self, e: dict[str, Any]) -> None:
         with self.lock:
             p = self.point
-            t = None
-            if p is not None and p["series"]:
-                t = p["series"][-1]["t"]
+            last_t = p["series"][-1]["t"] if p is not None and p["series"] else None
+            t = mark_t(e, p["ramp_s"] if p is not None else 0.0, last_t)
             kind = e.get("kind")
             data = e.get("data") or {}
             if kind == "fault":
                 self.faults += 1
-                t = data.get("t_s", t)
-            elif kind == "steady":
-                t = data.get("at_s", t)
             elif kind == "client_lost":
                 host = data.get("host") or data.get("hostname") or "?"
                 self.lost_hosts[str(host)] = e.get("message") or ""

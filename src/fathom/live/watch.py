@@ -19,7 +19,7 @@ from typing import Any
 
 from fathom.errors import FathomError
 from fathom.live import seconds
-from fathom.live.state import SERIES_KEEP, flag_of, plotted, point_row, schedule_flag, second
+from fathom.live.state import SERIES_KEEP, flag_of, plotted, point_row, schedule_flag, second, steady_mark
 from fathom.results.store import Store, StoreBusyError
 
 CACHE_S = 0.5  # one store read serves every watcher's request within this long
@@ -93,9 +93,12 @@ class StoreView:
                                             if r.get("t") is not None and plotted(r)]
             marks = [{"t": (e.get("data") or {}).get("t_s"), "kind": e["kind"], "message": e["message"]}
                      for e in events if e["point_id"] == last["id"] and e["kind"] in ("fault", "recovery")]
+            ramp_s = float(last["params"].get("ramp_time") or 0.0)
+            steady = steady_mark(last["metrics"], ramp_s)  # the stored point's, where the run's page had its own
+            marks += [steady] if steady is not None else []
             point = {"n": last["idx"] + 1, "key": last["key"], "workload": last["workload"], "label": _label(last),
                      "status": last["status"], "series": self._series[last["id"]], "marks": marks,
-                     "offered_rate": last["params"].get("rate"),
+                     "offered_rate": last["params"].get("rate"), "ramp_s": ramp_s,
                      "unissued_ops": (last["metrics"] or {}).get("unissued_ops")}
         planned = None if run.env.get("slo") else run.env.get("plan_points", len(pts) if run.kind != "suite" else None)
         snap_run = {"id": run.id, "name": run.name, "suite": run.suite, "kind": run.kind, "status": run.status,
