@@ -57,3 +57,25 @@ def test_readers_of_finished_writes_and_pools_holding_data():
     assert [p.key for p in resume.readers_without_data(points, {"w1", "seq", "w2"}, suite)] == ["rand"]
     assert resume.data_pools(points, {"w1", "seq"}, suite) == {"a"}
     assert resume.data_pools(points, set(), suite) == set()
+
+
+def test_an_s3_get_reads_the_last_s3_put_never_a_rados_write():
+    suite = spec.parse("""\
+name: m
+cluster: {rgw: true}
+prep:
+  pools: [{name: a, application: rados}]
+defaults: {engine: fathom-engine, runtime: 1s, ramp_time: 0s}
+workloads:
+  - {name: put, interface: s3, rw: write}
+  - {name: w, interface: rados, rw: write, pool: a}
+  - {name: get, interface: s3, rw: randread}
+  - {name: r, interface: rados, rw: read, pool: a}
+""", "m.yaml", False, None)
+    pts = {p.key: p for p in plan.expand(suite)}
+    points = list(pts.values())
+    assert resume.producer(points, pts["get"], suite).key == "put"
+    assert resume.producer(points, pts["r"], suite).key == "w"
+    # the run's buckets were removed when an attempt ended: the PUT runs again before the GET
+    got = resume.rewrites(points, {"put", "w"}, {"put"}, suite)
+    assert [(r.write.key, r.before.key) for r in got] == [("put", "get")]
