@@ -842,3 +842,40 @@ def test_a_killed_runs_bucket_stays_until_cluster_restore_removes_it(rgw, rgw_cl
     p = run_fathom("cluster", "restore", "--conf", str(rgw_cluster.conf_path), "--keyring",
                    str(rgw_cluster.keyring_path), "--db", str(db), timeout=300)
     assert p.returncode == 0 and "nothing to restore" in p.stdout, p.stdout + p.stderr
+
+
+INTERRUPTED_SUITE = """\
+name: s3-interrupted
+cluster: {kind: attached}
+defaults: {interface: s3, object_size: 4KiB}
+workloads:
+  - {name: put, rw: write, runtime: 1s}
+  - {name: get, rw: randread, runtime: 3s}
+"""
+
+
+def test_ctrl_c_removes_what_the_run_wrote_and_resume_writes_it_again_for_its_gets(rgw, rgw_cluster, engine_ready,
+                                                                                     tmp_path):
+    import signal
+
+    from conftest import kill_after_first_point, run_fathom
+
+    from fathom.results.store import Store
+
+    ceph = rgw_cluster.ceph()
+    before = set(ceph.radosgw_admin("bucket", "list", timeout=60))
+    argv, db = attached_run(rgw_cluster, tmp_path, INTERRUPTED_SUITE)
+    out = kill_after_first_point(argv, db, sig=signal.SIGINT)  # Ctrl-C once the PUT is stored
+    tag, entries = s3_entries(db)
+    assert f"removed S3 bucket {tag}-0 and the " in out, out
+    assert set(ceph.radosgw_admin("bucket", "list", timeout=60)) == before and entries[f"{tag}-0"]["undone"]
+    # the GET reads what the PUT wrote: written again, unmeasured, before it; then removed again at the end
+    with Store(db) as store:
+        run_id = store.run("latest").id
+    p = run_fathom("run", "--resume", str(run_id), *argv[2:], timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert "writing it again, unmeasured, before get" in p.stderr and f"removed S3 bucket {tag}-0" in p.stderr
+    with Store(db) as store:
+        assert [(q["workload"], q["status"]) for q in store.points(run_id)] == [("put", "done"), ("get", "done")]
+        assert [e for e in store.events(run_id) if e["kind"] == "rewrite"]
+    assert set(ceph.radosgw_admin("bucket", "list", timeout=60)) == before
