@@ -69,12 +69,15 @@ defaults: {engine: fathom-engine, runtime: 1s, ramp_time: 0s}
 workloads:
   - {name: put, interface: s3, rw: write}
   - {name: w, interface: rados, rw: write, pool: a}
+  - {name: put-b, interface: s3, rw: write, bucket: b-1}
   - {name: get, interface: s3, rw: randread}
   - {name: r, interface: rados, rw: read, pool: a}
+  - {name: get-b, interface: s3, rw: randread, bucket: b-1}
 """, "m.yaml", False, None)
     pts = {p.key: p for p in plan.expand(suite)}
     points = list(pts.values())
-    assert resume.producer(points, pts["get"], suite).key == "put"
+    assert resume.producer(points, pts["get"], suite).key == "put"  # the run's own buckets, not b-1
+    assert resume.producer(points, pts["get-b"], suite).key == "put-b"
     assert resume.producer(points, pts["r"], suite).key == "w"
     # the run's buckets were removed when an attempt ended: the PUT runs again before the GET
     got = resume.rewrites(points, {"put", "w"}, {"put"}, suite)

@@ -38,10 +38,11 @@ def writes_run_data(p: Point) -> bool:
 
 def producer(points: list[Point], reader: Point, suite: Suite) -> Point | None:
     """The write whose objects `reader` reads: the last one before it of the same interface and engine on the same
-    pool (an s3 GET reads what the last s3 PUT left, never a rados write's objects)."""
+    pool (an s3 GET reads what the last s3 PUT into its bucket left, never a rados write's objects)."""
     pool = pool_of(reader, suite)
     for p in reversed(points[:reader.idx]):
         if writes_run_data(p) and p.params["interface"] == reader.params["interface"] \
+                and p.params.get("bucket") == reader.params.get("bucket") \
                 and p.engine == reader.engine and pool_of(p, suite) == pool:
             return p
     return None
