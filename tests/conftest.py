@@ -8,6 +8,7 @@ Tests that need RGW or an MDS start their own cluster (it costs ~25 s).
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -36,9 +37,10 @@ def run_fathom(*args: str, check: bool = False, timeout: float = 600, env: dict 
     return proc
 
 
-def kill_after_first_point(argv: list[str], db: Path, limit_s: float = 300) -> str:
-    """Start `fathom ARGV`, SIGKILL it once its run has a point stored (or at limit_s); its output so far."""
-    import signal
+def kill_after_first_point(argv: list[str], db: Path, limit_s: float = 300,
+                           sig: int = signal.SIGKILL) -> str:
+    """Start `fathom ARGV`, SIGKILL it (or send sig) once its run has a point stored (or at limit_s); its output
+    once it ended."""
     import time
 
     from fathom.results.store import Store
@@ -56,7 +58,7 @@ def kill_after_first_point(argv: list[str], db: Path, limit_s: float = 300) -> s
             except Exception:  # noqa: BLE001 (the store may not exist yet)
                 pass
             time.sleep(0.5)
-        proc.send_signal(signal.SIGKILL)
+        proc.send_signal(sig)
     finally:
         proc.wait()
     return proc.stdout.read() if proc.stdout else ""

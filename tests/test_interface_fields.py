@@ -32,7 +32,7 @@ def unbound(decorator: Any) -> Any:
 
 def test_the_fields_are_declared_in_their_interfaces_module_and_merged_into_the_workload():
     assert set(OWNERS) >= {"s3", "nfs", "null"}
-    assert interfaces.get("s3").own_fields == ("placement", "tls", "max_inflight")
+    assert interfaces.get("s3").own_fields == ("placement", "tls", "max_inflight", "bucket")
     assert interfaces.get("null").own_fields == ("delay_us",)
     assert interfaces.get("nfs").own_fields == ("server", "export")
     for name, iface in OWNERS.items():
@@ -67,7 +67,7 @@ def test_sweepable_interface_fields_are_marked_in_their_module():
     assert interfaces.get("s3").sweepable == ("placement", "tls")
     assert interfaces.get("null").sweepable == ("delay_us",)
     assert {"placement", "tls", "delay_us"} <= set(workload.SWEEPABLE)
-    assert not {"max_inflight", "server", "export"} & set(workload.SWEEPABLE)
+    assert not {"max_inflight", "bucket", "server", "export"} & set(workload.SWEEPABLE)
     assert workload.SWEEPABLE[-len(interfaces.sweepable()):] == interfaces.sweepable()
 
 
@@ -88,6 +88,13 @@ def test_own_fields_on_their_interface_keep_their_validation_and_defaults():
                                  "tls": "true", "placement": "p"})
     assert (w.max_inflight, w.tls, w.placement) == (16 << 20, True, "p")
     assert w.params()["max_inflight"] == 16 << 20
+    for bad in ("My_Bucket", "ab", "-ab", "a" * 64):  # a bucket: S3's names only, and not with a placement
+        with pytest.raises(ValidationError, match=f"bucket '{bad}' is not an S3 bucket name"):
+            Workload.model_validate({"name": "w", "interface": "s3", "bucket": bad})
+    assert Workload.model_validate({"name": "w", "interface": "s3", "bucket": "my.bucket-1"}).params()["bucket"] \
+        == "my.bucket-1"
+    with pytest.raises(ValidationError, match="bucket and placement: a placement applies to the buckets fathom"):
+        Workload.model_validate({"name": "w", "interface": "s3", "bucket": "b-1", "placement": "p"})
     with pytest.raises(ValidationError) as e:
         Workload.model_validate({"name": "w", "interface": "s3", "max_inflight": "lots"})
     assert e.value.errors()[0]["loc"] == ("max_inflight",) and "expected a size" in str(e.value)

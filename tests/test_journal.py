@@ -106,3 +106,47 @@ def test_a_local_clusters_mounts_record_of_before_becomes_its_journal(tmp_path):
     assert j.pending()[2].data == {"dev": "/dev/loop7"}
     assert not (tmp_path / mounts.LEGACY).exists()  # read once: the journal file holds it now
     assert mounts.journal(LocalCluster(tmp_path)).to_dict()["entries"] == j.to_dict()["entries"]
+
+
+def test_s3_requests_are_signed_as_aws_signs_them(tmp_path):
+    """fathom.cluster.buckets' SigV4 signer on AWS's own example (S3 API reference, "GET Object" with a Range)."""
+    from fathom.cluster.buckets import Client
+
+    keys = tmp_path / "keys.json"
+    keys.write_text(json.dumps({"access_key": "AKIAIOSFODNN7EXAMPLE", "region": "us-east-1",
+                                "secret_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"}))
+    c = Client("https://examplebucket.s3.amazonaws.com", str(keys))
+    h = c._headers("GET", "/test.txt", {}, b"", {"Range": "bytes=0-9"}, amz="20130524T000000Z")
+    assert h["authorization"] == (
+        "AWS4-HMAC-SHA256 Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/aws4_request, "
+        "SignedHeaders=host;range;x-amz-content-sha256;x-amz-date, "
+        "Signature=f0e8bdb87c964420e857bd35b5d6ed310bd44f0170aba48dd91039c6036bdb41")
+    assert "wJalr" not in repr(c.__dict__.get("url")) and c.region == "us-east-1"
+
+
+def test_s3_buckets_are_journaled_once_and_removed_by_what_the_journal_says(tmp_path):
+    """What a run wrote is its prefix's objects only; a bucket pending in the journal keeps its record (no request);
+    a bucket of an RGW user fathom made goes with the user; on a full cluster nothing is tried, all is left."""
+    from fathom.cluster import buckets
+    from fathom.cluster.journal import S3_KIND
+
+    keys = ["fathom-7-ab12cd/0/0", "fathom-7-ab12cd.meta", "fathom-7-ab12cd.host-b.0/1/5", "fathom-7-ab12cde/0/0",
+            "fathom-7-ab12cd", "theirs/fathom-7-ab12cd/0", "fathom-7-ab12"]
+    assert buckets.run_objects(keys, "fathom-7-ab12cd") == keys[:3]
+    j = Journal()
+    j.note("rgw_user", "fathom-7-ab12cd")
+    mine = j.note(S3_KIND, "b-0", endpoint="http://127.0.0.1:1", keys_file=str(tmp_path / "none.json"),
+                  prefix="fathom-7-ab12cd", made=True, user="fathom-7-ab12cd")
+    # pending: kept as recorded, no keys file read, no request sent
+    assert buckets.claim(j, "b-0", "fathom-7-ab12cd", None, str(tmp_path / "none.json")) is mine
+    j.note(S3_KIND, "b-1", endpoint="http://127.0.0.1:1", keys_file=str(tmp_path / "none.json"),
+           prefix="fathom-7-ab12cd", made=False)
+    said: list[str] = []
+    assert buckets.remove(j, said.append, full=lambda: "POOL_FULL: 1 pool(s) full") == \
+        ([], ["S3 bucket b-1 (POOL_FULL: 1 pool(s) full: deletes would wait)",
+              "S3 bucket b-0 (POOL_FULL: 1 pool(s) full: deletes would wait)"])
+    assert len(j.pending(S3_KIND)) == 2 and said == []
+    done, left = buckets.remove(j, said.append)
+    assert done == said == ["S3 bucket b-0 goes with RGW user fathom-7-ab12cd, which fathom made"]
+    assert left == [f"S3 bucket b-1 (S3 keys file {tmp_path / 'none.json'}: No such file or directory)"]
+    assert [e.what for e in j.pending(S3_KIND)] == ["b-1"] and "No such file" in j.pending(S3_KIND)[0].error

@@ -57,3 +57,28 @@ def test_readers_of_finished_writes_and_pools_holding_data():
     assert [p.key for p in resume.readers_without_data(points, {"w1", "seq", "w2"}, suite)] == ["rand"]
     assert resume.data_pools(points, {"w1", "seq"}, suite) == {"a"}
     assert resume.data_pools(points, set(), suite) == set()
+
+
+def test_an_s3_get_reads_the_last_s3_put_never_a_rados_write():
+    suite = spec.parse("""\
+name: m
+cluster: {rgw: true}
+prep:
+  pools: [{name: a, application: rados}]
+defaults: {engine: fathom-engine, runtime: 1s, ramp_time: 0s}
+workloads:
+  - {name: put, interface: s3, rw: write}
+  - {name: w, interface: rados, rw: write, pool: a}
+  - {name: put-b, interface: s3, rw: write, bucket: b-1}
+  - {name: get, interface: s3, rw: randread}
+  - {name: r, interface: rados, rw: read, pool: a}
+  - {name: get-b, interface: s3, rw: randread, bucket: b-1}
+""", "m.yaml", False, None)
+    pts = {p.key: p for p in plan.expand(suite)}
+    points = list(pts.values())
+    assert resume.producer(points, pts["get"], suite).key == "put"  # the run's own buckets, not b-1
+    assert resume.producer(points, pts["get-b"], suite).key == "put-b"
+    assert resume.producer(points, pts["r"], suite).key == "w"
+    # the run's buckets were removed when an attempt ended: the PUT runs again before the GET
+    got = resume.rewrites(points, {"put", "w"}, {"put"}, suite)
+    assert [(r.write.key, r.before.key) for r in got] == [("put", "get")]

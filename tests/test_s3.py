@@ -743,3 +743,139 @@ def test_full_rgw_pool_is_named_by_run_and_bench_in_bounded_time(rgw, rgw_cluste
         for b in set(ceph.radosgw_admin("bucket", "list", timeout=60)) - buckets0:
             ceph.radosgw_admin("bucket", "rm", "--bucket", b, "--purge-objects", "--bypass-gc", fmt_json=False,
                                timeout=120)
+
+
+# ---- a run on an attached cluster leaves it as found: its objects and the buckets it made go --------------
+
+ATTACHED_SUITE = """\
+name: s3-attached
+cluster: {kind: attached}
+defaults: {interface: s3, object_size: 4KiB, runtime: 1s}
+workloads:
+  - {name: put, rw: write, numjobs: 2}
+  - {name: get, rw: randread, numjobs: 2}
+  - {name: found, rw: write, bucket: s3-found}
+  - {name: found-get, rw: randread, bucket: s3-found}
+  - {name: named, rw: write, bucket: s3-named}
+"""
+
+
+def attached_run(rgw_cluster: LocalCluster, tmp_path: Path, text: str) -> tuple[list[str], Path]:
+    """`fathom run` of a suite on the module's cluster attached (--conf, --keyring; its s3.json beside the conf)."""
+    suite, db = tmp_path / "s.yaml", tmp_path / "r.db"
+    suite.write_text(text)
+    return ["run", str(suite), "--db", str(db), "--conf", str(rgw_cluster.conf_path), "--keyring",
+            str(rgw_cluster.keyring_path)], db
+
+
+def s3_entries(db: Path) -> tuple[str, dict[str, dict]]:
+    """The run's data tag and its journal's S3 bucket entries by bucket."""
+    from fathom.results.store import Store
+
+    with Store(db) as store:
+        st = store.run("latest").state
+    return st["data_tag"], {e["what"]: e for e in st["journal"]["entries"] if e["kind"] == "s3_bucket"}
+
+
+def test_run_on_an_attached_cluster_removes_what_it_wrote_and_the_buckets_it_made(rgw, rgw_cluster, engine_ready,
+                                                                                    tmp_path):
+    from conftest import run_fathom
+
+    from fathom.results.store import Store
+
+    ceph = rgw_cluster.ceph()
+    # the user's bucket, with an object of the user's: fathom writes into it (bucket: s3-found) and reads back
+    assert sigv4_request(rgw, "PUT", "/s3-found")[0] == 200
+    assert sigv4_request(rgw, "PUT", "/s3-found/theirs/o", body=b"x" * 100)[0] == 200
+    try:
+        before = set(ceph.radosgw_admin("bucket", "list", timeout=60))
+        argv, db = attached_run(rgw_cluster, tmp_path, ATTACHED_SUITE)
+        p = run_fathom(*argv, timeout=300)
+        assert p.returncode == 0 and rgw["secret_key"] not in p.stdout + p.stderr, p.stdout + p.stderr[-3000:]
+        with Store(db) as store:  # the reads found what the writes left
+            assert {q["workload"]: q["status"] for q in store.points(store.run("latest").id)} == dict.fromkeys(
+                ("put", "get", "found", "found-get", "named"), "done")
+        tag, entries = s3_entries(db)
+        # each written down before it was made or written into, made or found as it was then; all undone
+        assert {b: e["data"]["made"] for b, e in entries.items()} == {f"{tag}-0": True, f"{tag}-1": True,
+                                                                       "s3-found": False, "s3-named": True}
+        assert all(e["undone"] and e["data"]["prefix"] == tag for e in entries.values()), entries
+        assert set(ceph.radosgw_admin("bucket", "list", timeout=60)) == before
+        assert bucket_keys(rgw, "s3-found") == ["theirs/o"]  # every object fathom did not write, and only those
+        for b in (f"{tag}-0", f"{tag}-1", "s3-named"):
+            assert f"removed S3 bucket {b} and the " in p.stderr, p.stderr[-3000:]
+        assert f"under {tag} in S3 bucket s3-found; the bucket was there before the run and keeps every other " \
+               "object" in p.stderr, p.stderr[-3000:]
+    finally:
+        sigv4_request(rgw, "DELETE", "/s3-found/theirs/o")
+        sigv4_request(rgw, "DELETE", "/s3-found")
+
+
+KILLED_SUITE = """\
+name: s3-killed
+cluster: {kind: attached}
+defaults: {interface: s3, object_size: 4KiB}
+workloads:
+  - {name: put, rw: write, runtime: 1s}
+  - {name: get, rw: randread, runtime: 120s}
+"""
+
+
+def test_a_killed_runs_bucket_stays_until_cluster_restore_removes_it(rgw, rgw_cluster, engine_ready, tmp_path):
+    from conftest import kill_after_first_point, run_fathom
+
+    ceph = rgw_cluster.ceph()
+    before = set(ceph.radosgw_admin("bucket", "list", timeout=60))
+    argv, db = attached_run(rgw_cluster, tmp_path, KILLED_SUITE)
+    kill_after_first_point(argv, db)  # SIGKILL during the GET: nothing is cleaned up
+    tag, entries = s3_entries(db)
+    bucket = f"{tag}-0"
+    assert set(ceph.radosgw_admin("bucket", "list", timeout=60)) - before == {bucket}
+    assert f"{tag}.meta" in (bucket_keys(rgw, bucket) or [])
+    assert list(entries) == [bucket] and entries[bucket]["data"]["made"] and not entries[bucket]["undone"]
+    p = run_fathom("cluster", "restore", "--conf", str(rgw_cluster.conf_path), "--keyring",
+                   str(rgw_cluster.keyring_path), "--db", str(db), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "1 S3 bucket(s)" in p.stdout and f"removed S3 bucket {bucket} and the " in p.stdout, p.stdout
+    assert set(ceph.radosgw_admin("bucket", "list", timeout=60)) == before
+    assert s3_entries(db)[1][bucket]["undone"]
+    p = run_fathom("cluster", "restore", "--conf", str(rgw_cluster.conf_path), "--keyring",
+                   str(rgw_cluster.keyring_path), "--db", str(db), timeout=300)
+    assert p.returncode == 0 and "nothing to restore" in p.stdout, p.stdout + p.stderr
+
+
+INTERRUPTED_SUITE = """\
+name: s3-interrupted
+cluster: {kind: attached}
+defaults: {interface: s3, object_size: 4KiB}
+workloads:
+  - {name: put, rw: write, runtime: 1s}
+  - {name: get, rw: randread, runtime: 3s}
+"""
+
+
+def test_ctrl_c_removes_what_the_run_wrote_and_resume_writes_it_again_for_its_gets(rgw, rgw_cluster, engine_ready,
+                                                                                     tmp_path):
+    import signal
+
+    from conftest import kill_after_first_point, run_fathom
+
+    from fathom.results.store import Store
+
+    ceph = rgw_cluster.ceph()
+    before = set(ceph.radosgw_admin("bucket", "list", timeout=60))
+    argv, db = attached_run(rgw_cluster, tmp_path, INTERRUPTED_SUITE)
+    out = kill_after_first_point(argv, db, sig=signal.SIGINT)  # Ctrl-C once the PUT is stored
+    tag, entries = s3_entries(db)
+    assert f"removed S3 bucket {tag}-0 and the " in out, out
+    assert set(ceph.radosgw_admin("bucket", "list", timeout=60)) == before and entries[f"{tag}-0"]["undone"]
+    # the GET reads what the PUT wrote: written again, unmeasured, before it; then removed again at the end
+    with Store(db) as store:
+        run_id = store.run("latest").id
+    p = run_fathom("run", "--resume", str(run_id), *argv[2:], timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr[-3000:]
+    assert "writing it again, unmeasured, before get" in p.stderr and f"removed S3 bucket {tag}-0" in p.stderr
+    with Store(db) as store:
+        assert [(q["workload"], q["status"]) for q in store.points(run_id)] == [("put", "done"), ("get", "done")]
+        assert [e for e in store.events(run_id) if e["kind"] == "rewrite"]
+    assert set(ceph.radosgw_admin("bucket", "list", timeout=60)) == before

@@ -81,7 +81,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     rs = csub.add_parser("restore", help="undo what a killed run left on an attached cluster: put back the settings "
                                          "it changed and remove what its journal says it made (pools, images, EC "
-                                         "profiles, RGW users and placements), naming each; nothing else")
+                                         "profiles, RGW users and placements, S3 buckets and the objects it wrote "
+                                         "in them), naming each; nothing else")
     add_attach_args(rs)
     rs.add_argument("--db", default="fathom-results.db", help="results store of the runs (default ./fathom-results.db)")
     rs.add_argument("--run", help="only this run (id, name or latest); default: every run that changed this cluster")
@@ -230,10 +231,11 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_restore(args: argparse.Namespace) -> int:
     """Undo what killed runs left on this cluster (matched by fsid), newest run first: the settings they changed put
-    back, then what their journals say they made (RGW users and placements, images, pools, EC profiles, the
-    fathom-sampler on server hosts, the Kubernetes objects fathom made) removed."""
+    back, then what their journals say they made (the objects their PUTs wrote and the S3 buckets they made, RGW
+    users and placements, images, pools, EC profiles, the fathom-sampler on server hosts, the Kubernetes objects
+    fathom made) removed."""
     from fathom.cluster import restore
-    from fathom.cluster.journal import K8S_KIND, OBJECT_KINDS, RGW_KINDS, SAMPLER_KIND, SETTING, Journal
+    from fathom.cluster.journal import K8S_KIND, OBJECT_KINDS, RGW_KINDS, S3_KIND, SAMPLER_KIND, SETTING, Journal
     from fathom.results.store import Store
 
     if not Path(args.db).is_file():
@@ -250,7 +252,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
         for run in runs:
             rec = run.state.get("journal") or {}
             pending = [e for e in rec.get("entries", []) if not e.get("undone")
-                       and e.get("kind") in (SETTING, *OBJECT_KINDS, *RGW_KINDS, SAMPLER_KIND, K8S_KIND)]
+                       and e.get("kind") in (SETTING, *OBJECT_KINDS, *RGW_KINDS, S3_KIND, SAMPLER_KIND, K8S_KIND)]
             if not pending or rec.get("moot"):
                 continue
             who = f"run {run.id} ({run.name})"
@@ -274,8 +276,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
             n, bad = _undo_run(store, run.id, ceph, journal, args.db)
             undone, failed = undone + n, failed + bad
     if undone == failed == 0:
-        print(f"nothing to restore on cluster {fsid}: no run in {args.db} left a setting changed or a pool, image "
-              "or RGW user it made there")
+        print(f"nothing to restore on cluster {fsid}: no run in {args.db} left a setting changed or a pool, image, "
+              "RGW user or S3 bucket it made there")
     return 3 if failed else 0
 
 
@@ -288,11 +290,11 @@ def _left(entries: list[dict]) -> str:
 
 
 def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) -> tuple[int, int]:
-    """One run's journal undone: settings put back, then what it made removed (RGW users and placements before
-    the pools they use, images with their pools; samplers on server hosts), each named as it goes. Returns
-    (undone, failed)."""
+    """One run's journal undone: settings put back, then what it made removed (the objects its PUTs wrote and the S3
+    buckets they made, RGW users and placements before the pools they use, images with their pools; samplers on
+    server hosts), each named as it goes. Returns (undone, failed)."""
     from fathom import servers
-    from fathom.cluster import restore, rgw
+    from fathom.cluster import buckets, restore, rgw
     from fathom.cluster.journal import OBJECT_KINDS, RGW_KINDS
     from fathom.cluster.prep import Prep
     from fathom.errors import FathomError
@@ -305,6 +307,12 @@ def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) 
         msg = restore.unrestored_message(left, journal.to_dict(), db)
         store.add_event(run_id, "warning", msg, data={"unrestored": [e.to_dict() for e in left],
                                                       "commands": restorer.repair_commands(left)})
+        print(msg)
+    s3_done, s3_left = buckets.remove(journal, lambda m: print(f"  {m}"), lambda: buckets.full_now(ceph))
+    said += s3_done
+    if s3_left:
+        msg = f"could not remove {'; '.join(s3_left)}: run `fathom cluster restore` again once that is fixed"
+        store.add_event(run_id, "warning", msg, data={"left": s3_left})
         print(msg)
     made = journal.pending(*RGW_KINDS, *OBJECT_KINDS)
     removed: dict[str, list[str]] = {}
@@ -339,8 +347,8 @@ def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) 
                "the Kubernetes objects it made", "the API answers")
     if said:
         store.add_event(run_id, "restore", f"`fathom cluster restore` {'; '.join(said)}", data={"removed": removed})
-    return (settings - len(left) + len(made) - len(still) + len(samplers) + len(objs),
-            len(left) + len(still) + len(bad) + len(bad_objs))
+    return (settings - len(left) + len(s3_done) + len(made) - len(still) + len(samplers) + len(objs),
+            len(left) + len(s3_left) + len(still) + len(bad) + len(bad_objs))
 
 
 def _said_left(store: Store, run_id: int, said: list[str], removed: dict[str, list[str]], key: str,
@@ -372,8 +380,8 @@ def _remove_k8s(journal: Journal) -> tuple[list[str], list[str]]:
 
 
 def _kind_name(kind: str) -> str:
-    """A journal kind as said: 'pool', 'image', 'ec profile', 'rgw user', 'rgw placement'."""
-    return "Kubernetes object" if kind == "k8s" else kind.replace("_", " ")
+    """A journal kind as said: 'pool', 'image', 'ec profile', 'rgw user', 'rgw placement', 'S3 bucket'."""
+    return {"k8s": "Kubernetes object", "s3_bucket": "S3 bucket"}.get(kind, kind.replace("_", " "))
 
 
 def cmd_env(args: argparse.Namespace) -> int:

@@ -8,6 +8,9 @@ Kinds, and the module that writes and undoes them:
     setting                      fathom.cluster.restore (hygiene: OSD flags, balancer, config db, pool options)
     pool, ec_profile, image      fathom.cluster.prep
     rgw_user, rgw_placement      fathom.cluster.rgw
+    s3_bucket                    fathom.cluster.buckets (a bucket a run's PUT makes or writes into, written by the s3
+                                 interface's prepare step: data names its endpoint, keys file, the run's object
+                                 prefix and whether fathom made it)
     fuse, loop, mount, daemon    fathom.cluster.mounts and .ganesha (on fathom's local cluster)
     sampler                      fathom.servers (the fathom-sampler uploaded to a server host over SSH)
     k8s                          fathom.hosts.k8s.objects (a run's pods, their owner and Secret: data names the
@@ -34,6 +37,7 @@ Persist = Callable[[dict[str, Any]], None]
 SETTING = "setting"
 OBJECT_KINDS = ("pool", "ec_profile", "image")
 RGW_KINDS = ("rgw_user", "rgw_placement")
+S3_KIND = "s3_bucket"  # data: endpoint, keys_file, ca_file (paths, never a key), prefix, made, user
 MOUNT_KINDS = ("fuse", "loop", "mount", "daemon")
 SAMPLER_KIND = "sampler"  # data: host, port, user, key_file, known_hosts (paths, never a key), path, dirs
 # data: kubeconfig (a path), context, namespace, and either run, owner, pods, secret (a run's pods) or kind,

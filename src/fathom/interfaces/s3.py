@@ -26,17 +26,35 @@ KEYS_FILE = "s3.json"  # the local cluster's keys file, beside its ceph.conf
 
 
 class Fields(OwnFields):
-    """s3's workload fields: the RGW placement of prep.rgw the buckets are made on, TLS at RGW, and a cap on the
-    bytes in flight (jobs x iodepth x object size; iodepth is lowered to fit, never below 1)."""
+    """s3's workload fields: the RGW placement of prep.rgw the buckets are made on, TLS at RGW, a cap on the
+    bytes in flight (jobs x iodepth x object size; iodepth is lowered to fit, never below 1), and a bucket the
+    user names for every job (made when missing; one that exists keeps all but the run's own objects)."""
 
     placement: Annotated[str | None, SWEEP] = None
     tls: Annotated[bool | None, SWEEP] = None
     max_inflight: int | None = None
+    bucket: str | None = None
 
     @field_validator("max_inflight", mode="before")
     @classmethod
     def _s3_inflight(cls, v: Any) -> Any:
         return None if v is None else size_value(v, "max_inflight")
+
+
+BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+def check(w: Any) -> None:
+    """A workload's bucket: a valid name (as the engine checks it), and not with a placement."""
+    if w.bucket is not None and not BUCKET_RE.fullmatch(w.bucket):
+        raise ValueError(f"bucket {w.bucket!r} is not an S3 bucket name: 3 to 63 of a-z 0-9 . -, starting and "
+                         "ending with a letter or digit")
+    if w.bucket is not None and w.placement is not None:
+        raise ValueError(BOTH)
+
+
+BOTH = ("bucket and placement: a placement applies to the buckets fathom makes for its clients; "
+        "leave bucket out, or placement")
 
 
 @dataclass
@@ -137,6 +155,8 @@ def section(p: dict[str, Any], ctx: Any) -> S3:
     placement = p.get("placement")
     if placement is not None and (not rgw or placement not in rgw.get("placements", {})):
         raise FathomError(f"placement {placement!r} is not prepared: the suite's prep.rgw must define it")
+    if placement is not None and p.get("bucket"):
+        raise FathomError(BOTH)
     if rgw and placement is not None:
         tag = f"{rgw['bucket_tag']}-{placement}"
         t = S3(keys_file=rgw["keys_file"], buckets=[bucket_name(tag, j) for j in range(jobs)],
@@ -145,8 +165,8 @@ def section(p: dict[str, Any], ctx: Any) -> S3:
             t.location_constraint = rgw["placements"][placement]
     else:
         t = S3(keys_file=rgw["keys_file"] if rgw else str(Path(ctx.conn.conf).parent / KEYS_FILE),
-               buckets=[bucket_name(ctx.run_tag, j) for j in range(jobs)], op=op,  # type: ignore[arg-type]
-               pattern=pattern, prefix=ctx.run_tag, jobs=jobs)  # type: ignore[arg-type]
+               buckets=[p["bucket"]] if p.get("bucket") else [bucket_name(ctx.run_tag, j) for j in range(jobs)],
+               op=op, pattern=pattern, prefix=ctx.run_tag, jobs=jobs)  # type: ignore[arg-type]
     if p.get("tls"):
         local = _local_s3(ctx) if not rgw else rgw
         if not local or not local.get("tls_endpoint"):
@@ -160,13 +180,20 @@ def section(p: dict[str, Any], ctx: Any) -> S3:
 
 
 def prepare(p: dict[str, Any], ctx: Any) -> str | None:
-    """A PUT with prep.rgw starts on empty buckets: what earlier points wrote goes first, bypassing GC (never
-    overwriting: overwritten tails would go to GC; never short of space). Only the run's own user's buckets."""
-    if ctx.s3 is None or ctx.prep is None or p["rw"] != "write":
+    """A PUT's buckets are written to the run's undo journal before its engine makes them or writes into them
+    (fathom.cluster.buckets: removed at the run's end, or by `fathom cluster restore`; one that was there keeps
+    all but the run's objects). With prep.rgw it starts on empty buckets: what earlier points wrote goes first,
+    bypassing GC (never overwriting: overwritten tails would go to GC; never short of space). Only the run's own
+    user's buckets."""
+    if ctx.prep is None or p["rw"] != "write":
         return None
-    from fathom.cluster import rgw
+    from fathom.cluster import buckets, rgw
 
-    gone = rgw.purge_user_buckets(ctx.prep, ctx.s3["user"])
+    gone = rgw.purge_user_buckets(ctx.prep, ctx.s3["user"]) if ctx.s3 is not None else []
+    t = section(p, ctx)
+    for b in dict.fromkeys(t.buckets):
+        buckets.claim(ctx.prep.journal, b, ctx.run_tag, t.endpoint, t.keys_file, t.ca_file,
+                      user=ctx.s3["user"] if ctx.s3 is not None else None)
     return f"purged {len(gone)} bucket(s) of user {ctx.s3['user']}" if gone else None
 
 
@@ -211,6 +238,7 @@ def metrics(m: dict[str, Any], r: Any, params: dict[str, Any], intervals: list[d
                        "data": check})
 
 
+# run_data: a GET reads what the run's last PUT left (its prefix is the run's data tag, its buckets the run's)
 INTERFACE = Interface(name="s3", needs_cluster=True, rw_modes=tuple(MODES), section=section, prepare=prepare,
-                      fields=Fields, rgw=True,
+                      fields=Fields, check=check, rgw=True, run_data=True,
                       metrics=metrics, op_size_key="object_size")

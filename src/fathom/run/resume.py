@@ -2,7 +2,9 @@
 
 A read point on the rados interface reads the objects the run's last earlier write
 point of the same engine left in the same pool (rados bench --run-name, fio's rados
-object, fathom-engine's object prefix are all named after the run, not the attempt).
+object, fathom-engine's object prefix are all named after the run, not the attempt);
+an s3 GET, what the last s3 PUT left in the run's buckets (removed when an attempt
+ends on an attached cluster: fathom.cluster.buckets).
 When a resumed run finds that pool made anew (a new disposable cluster, a pool that
 was gone), the data is lost: the write point that produced it runs again, unmeasured,
 before its first remaining reader, and the run records that as an event. Its stored
@@ -35,10 +37,13 @@ def writes_run_data(p: Point) -> bool:
 
 
 def producer(points: list[Point], reader: Point, suite: Suite) -> Point | None:
-    """The write whose objects `reader` reads: the last one before it of the same engine on the same pool."""
+    """The write whose objects `reader` reads: the last one before it of the same interface and engine on the same
+    pool (an s3 GET reads what the last s3 PUT into its bucket left, never a rados write's objects)."""
     pool = pool_of(reader, suite)
     for p in reversed(points[:reader.idx]):
-        if writes_run_data(p) and p.engine == reader.engine and pool_of(p, suite) == pool:
+        if writes_run_data(p) and p.params["interface"] == reader.params["interface"] \
+                and p.params.get("bucket") == reader.params.get("bucket") \
+                and p.engine == reader.engine and pool_of(p, suite) == pool:
             return p
     return None
 

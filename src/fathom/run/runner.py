@@ -39,7 +39,7 @@ from fathom.suite import faults, plan, spec, steady
 from fathom.hosts import clients as hosts
 from fathom.servers import telemetry
 from fathom.run import point as point_mod
-from fathom.cluster import full, health
+from fathom.cluster import buckets, full, health
 from fathom.companion import Companion
 from fathom.cluster import rgw as rgw_prep
 from fathom.cluster.ceph import Connection
@@ -531,7 +531,8 @@ class Phases:
         readers = resume.readers_without_data(self.work.points, self.store.done_keys(self.run_id), self.work.suite)
         if readers and self.held.prep is not None:
             cluster = self.held.cluster
-            gone = "disposable cluster" if cluster is not None else "pools"
+            gone = "disposable cluster" if cluster is not None else " and ".join(sorted(
+                {"S3 buckets" if r.params["interface"] == "s3" else "pools" for r in readers}, reverse=True))
             gone = "objects" if cluster is not None and self.opts.keep_cluster else gone
             _say(f"{len(readers)} remaining read point(s) read data that finished write points left; it goes now "
                  f"with the run's {gone}, so `--resume` writes it again (unmeasured, recorded as an event) first")
@@ -549,7 +550,7 @@ class Phases:
         store.finish_run(run_id, self.outcome.status)
         _teardown(store, run_id, a, held, self.opts.keep_cluster, on_cleaned=lambda engine, pool: a.lose(
             _writes_into(work.points, store.done_keys(run_id), work.suite, held.prepared.pools, engine, pool),
-            f"the run's objects in pool {pool} were removed when attempt {a.tag} ended"))
+            f"the run's objects in {f'pool {pool}' if pool else 'S3'} were removed when attempt {a.tag} ended"))
 
 
 def _prepare(suite: spec.Suite, prep: Prep, attached: bool, data_tag: str, earlier_pools: dict[str, str],
@@ -632,9 +633,11 @@ def _rewrite(rw: resume.Rewrite, lost: str, ctx: engines.PointContext, store: St
 
 def _writes_into(points: list[plan.Point], done: set[str], suite: spec.Suite, pools: dict[str, str], engine: str,
                  pool: str | None) -> set[str]:
-    """Finished write points whose data an engine's cleanup of `pool` (actual name) removed."""
-    return {w.key for w in points if w.key in done and resume.writes_run_data(w) and w.engine == engine
-            and pools.get(resume.pool_of(w, suite) or "", resume.pool_of(w, suite)) == pool}
+    """Finished write points whose data an engine's cleanup of `pool` (actual name) removed; pool None: the
+    run's S3 buckets' (engine: the interface, s3)."""
+    return {w.key for w in points if w.key in done and resume.writes_run_data(w) and (
+        w.params["interface"] == engine if pool is None else
+        w.engine == engine and pools.get(resume.pool_of(w, suite) or "", resume.pool_of(w, suite)) == pool)}
 
 
 def _teardown(store: Store, run_id: int, a: Attempt, held: Held, keep: bool,
@@ -657,6 +660,10 @@ def _teardown(store: Store, run_id: int, a: Attempt, held: Held, keep: bool,
         put_back(prep.restorer, store.path, lambda kind, msg, data=None: store.add_event(run_id, kind, msg, data=data),
                  _say)
     if prep is not None and cluster is None:
+        # the objects the run's PUTs wrote and the buckets they made (a resumed attempt writes again what reads need)
+        if buckets.at_end(prep.journal, prep.ceph, _say, errors, lambda msg: store.add_event(run_id, "cleanup", msg),
+                          store.path, run_id):
+            on_cleaned("s3", None)
         try:
             # RGW's users and placements before the pools they use (and radosgw-admin only if fathom made some)
             rgw_prep.cleanup(prep)
