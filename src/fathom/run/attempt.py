@@ -12,7 +12,9 @@ A run is attempted until its points are done: the first `fathom run`, then each
 - `data_lost`: finished write points whose data is gone, and why, until written again;
 - `pools` and `prefill`: the pools the attempts prepared and how their images were filled;
 - `journal`: the undo journal of what the attempts made and changed on the cluster
-  (fathom.cluster.journal: pools, images, RGW users and placements, settings).
+  (fathom.cluster.journal: pools, images, RGW users and placements, settings);
+- `attached_with`: the options the run was attached with (fathom.run.reattach), which
+  `--resume` uses where its command line gives none.
 """
 
 from __future__ import annotations
