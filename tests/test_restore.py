@@ -5,8 +5,10 @@ journal's pure logic is tested without a cluster."""
 
 from __future__ import annotations
 
+import platform
 import signal
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -24,8 +26,11 @@ from fathom.cluster.restore import (
     config_entry,
     describe_prior,
     flag_entry,
+    last_process,
     pool_entry,
     repair_commands,
+    run_alive,
+    run_gone,
     setting,
     unrestored_message,
 )
@@ -114,6 +119,32 @@ def test_unreachable_cluster_leaves_entries_unrestored_with_their_commands(tmp_p
     assert f"ceph --conf {conf} --name client.admin balancer on" in msg
     assert msg.index("balancer on") < msg.index("osd unset noscrub")
     assert f"fathom cluster restore --conf {conf} --db r.db" in msg
+
+
+def test_a_runs_process_is_alive_gone_or_not_to_be_told():
+    """Restore leaves a run whose process runs alone, and ends one only when it knows the process is gone."""
+    here = platform.node()
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "fathom", "run"])
+    try:
+        deadline = time.monotonic() + 10  # its command line is fathom's once it has exec'd
+        while b"fathom" not in Path(f"/proc/{child.pid}/cmdline").read_bytes() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        live = {"attempts": [{"tag": "a1"}, {"tag": "a2", "host": here, "pid": child.pid}],
+                "journal": {"host": here, "pid": 1}}
+        assert last_process(live) == {"host": here, "pid": child.pid}
+        assert run_alive(live) and run_gone(live) is None
+        # an attempt of an older fathom names no process: its journal's last writer does
+        old = {"attempts": [{"tag": "a1"}], "journal": {"host": here, "pid": child.pid}}
+        assert last_process(old) == {"host": here, "pid": child.pid} and run_alive(old)
+        # the journal's writer alive (a newer attempt's record lost) is alive too: never touched
+        assert run_alive({"attempts": [{"tag": "a1", "host": here, "pid": 1}], "journal": old["journal"]})
+    finally:
+        child.kill()
+        child.wait()
+    assert not run_alive(live) and run_gone(live) == f"its process (pid {child.pid} on {here}) is gone"
+    elsewhere = {"attempts": [{"tag": "a1", "host": "not-" + here, "pid": child.pid}]}
+    assert not run_alive(elsewhere) and run_gone(elsewhere) is None  # another host's pid: cannot be told
+    assert last_process({}) == {} and run_gone({"attempts": [{"tag": "a1"}]}) is None
 
 
 # ---- real cluster ----------------------------------------------------------------------------
@@ -290,6 +321,67 @@ def test_sigkill_leaves_settings_that_cluster_restore_puts_back(cluster, ceph, e
         assert p.returncode == 0 and "nothing to restore" in p.stdout, p.stdout + p.stderr
     finally:
         remove_run_pools(ceph, run_id)
+
+
+@pytest.mark.cluster
+def test_cluster_restore_ends_a_killed_run_and_leaves_a_live_one_alone(cluster, ceph, engine_ready, found,
+                                                                       tmp_path):
+    """While the run's process lives, restore touches nothing of it; once it is killed (kill -9: it cannot mark
+    its end), restore undoes what it left and marks it interrupted, as Ctrl-C leaves a run, saying so."""
+    db = tmp_path / "e.db"
+    suite = tmp_path / "slow.yaml"
+    suite.write_text(SUITE.replace("runtime: 2s", "runtime: 8s"))  # restore runs during the first point
+    before = state(ceph)
+    proc, _ = start_until_first_point([FATHOM, "run", str(suite), "--db", str(db), "--name", "ended",
+                                       *attach(cluster)])
+    try:
+        run_id, _ = record(db)
+        changed = state(ceph)
+        p = run_fathom("cluster", "restore", *attach(cluster), "--db", str(db))
+        assert p.returncode == 0 and f"skipped run {run_id} (ended) is still running (pid {proc.pid})" in p.stdout, \
+            p.stdout + p.stderr
+        assert proc.poll() is None and state(ceph) == changed
+        with Store(db) as st:
+            run = st.run(run_id)
+            assert run.status == "running" and not any(e["undone"] for e in run.state["journal"]["entries"])
+        deadline = time.monotonic() + 60
+        while not stored_points(db) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert stored_points(db) == 1
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    try:
+        assert ls_status(db, "ended") == "running"  # killed: nobody marked its end
+        p = run_fathom("cluster", "restore", *attach(cluster), "--db", str(db))
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert state(ceph) == before
+        assert f"run {run_id} (ended) was still marked running, but its process (pid {proc.pid} on " in p.stdout
+        assert f"resume with: fathom run --resume {run_id} --db {db} --conf {cluster.conf_path}" in p.stdout
+        assert ls_status(db, "ended") == "interrupted"
+        with Store(db) as st:
+            run = st.run(run_id)
+            assert run.status == "interrupted" and run.finished is not None
+            ends = [e for e in st.events(run_id) if e["kind"] == "interrupt"]
+            assert len(ends) == 1 and ends[0]["message"].startswith("`fathom cluster restore`: ")
+            assert ends[0]["data"]["pid"] == proc.pid and ends[0]["data"]["by"] == "fathom cluster restore"
+        # a second restore finds nothing: the run is no longer running, and nothing of it is left
+        p = run_fathom("cluster", "restore", *attach(cluster), "--db", str(db))
+        assert p.returncode == 0 and "nothing to restore" in p.stdout, p.stdout + p.stderr
+    finally:
+        remove_run_pools(ceph, run_id)
+
+
+def stored_points(db: Path) -> int:
+    with Store(db) as st:
+        return len(st.points(st.run("latest").id))
+
+
+def ls_status(db: Path, name: str) -> str:
+    """The run's status as `fathom ls` shows it."""
+    out = run_fathom("ls", "--db", str(db), check=True).stdout
+    row = next(line for line in out.splitlines() if line.split()[1:2] == [name])
+    return row.split()[3]
 
 
 def rec_tag(db: Path) -> str:

@@ -18,10 +18,11 @@ import sqlite3
 import subprocess
 import threading
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
-from conftest import FATHOM, export_table, perf_rows, run_fathom
+from conftest import FATHOM, export_table, kill_after_first_point, perf_rows, run_fathom
 
 import fathom
 from fathom.cluster.ceph import Connection
@@ -59,7 +60,11 @@ def points_done(db: Path) -> int:
     if not db.exists():
         return 0
     try:
-        with sqlite3.connect(db, timeout=5) as c:
+        # closed here: a connection is otherwise closed only by the cyclic GC (its statement cache refers to it),
+        # and any close of a file descriptor of the store in this process (db.read_bytes()) drops the POSIX locks of
+        # the connections left open, so that a fathom process ending removes the WAL they still map: "database disk
+        # image is malformed" at this test's next open
+        with closing(sqlite3.connect(db, timeout=5)) as c:
             return c.execute("SELECT count(*) FROM points WHERE status = 'done'").fetchone()[0]
     except sqlite3.Error:
         return 0
@@ -203,6 +208,77 @@ def test_resume_after_sigkill(cluster, ceph, tmp_path):
         assert "key" not in json.dumps(st.run("latest").env["cluster"]["connection"]).replace("keyring", "")
     p = run_fathom("run", "--resume", str(run.id), "--db", str(db), *attach(cluster))
     assert p.returncode == 0 and "nothing to resume" in p.stderr
+
+
+REATTACH = """\
+name: reattach
+prep:
+  pools: [{name: p, pg_num: 8, size: 1, application: rados}]
+defaults: {engine: fathom-engine, interface: rados, pool: p, bs: 4k, runtime: 2s, ramp_time: 0s}
+workloads:
+  - {name: w, rw: write}
+sweep: {iodepth: [1, 2, 4, 8]}
+"""
+
+
+def test_a_bare_resume_goes_on_against_the_cluster_the_run_was_attached_to(cluster, ceph, engine_ready, tmp_path):
+    """A run attached with --conf and --keyring, killed after its first point, is resumed with no option but
+    --db: it goes on against the same cluster, saying which stored options it used (it started a disposable
+    cluster and ran the rest there, or, where the killed attempt had changed settings on the attached cluster,
+    stopped with rc 3); and the resume line an interrupted attempt prints names them."""
+    suite = tmp_path / "reattach.yaml"
+    suite.write_text(REATTACH)
+    db = tmp_path / "ra.db"
+    fsid = ceph.ceph("fsid")["fsid"]
+    bare = [FATHOM, "run", "--resume", "ra", "--db", str(db)]
+    try:
+        kill_after_first_point(["run", str(suite), "--db", str(db), "--name", "ra", *attach(cluster)], db)
+        first = points_done(db)
+        with Store(db) as st:
+            run = st.run("ra")
+            assert run.status == "running"
+            conn = run.state["attached_with"]["conn"]
+        assert conn == {"conf": str(cluster.conf_path), "name": "client.admin", "keyring": str(cluster.keyring_path)}
+        secret = re.search(r"key = (\S+)", cluster.keyring_path.read_text()).group(1)
+        assert secret.encode() not in db.read_bytes()
+
+        # a bare resume, interrupted after a point of its own: the line it prints resumes against the cluster
+        proc = subprocess.Popen(bare, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env_without_ceph(), cwd=tmp_path)
+        try:
+            wait_for(lambda: points_done(db) > first or proc.poll() is not None, 180, "a point of the resume")
+            proc.send_signal(signal.SIGINT)
+            out, err = proc.communicate(timeout=120)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        assert proc.returncode == 130, out + err
+        assert "starting a disposable local cluster" not in err
+        assert (f"with what it was attached with, stored with the run, as the command line gives none of it: "
+                f"--conf {cluster.conf_path} --client-name client.admin --keyring {cluster.keyring_path}") in err
+        said = [line for line in err.splitlines() if line.startswith("resume with: ")]
+        assert said == [f"resume with: fathom run --resume {run.id} --db {db} --conf {cluster.conf_path} "
+                        f"--client-name client.admin --keyring {cluster.keyring_path}"], err
+
+        # the bare resume again: it finishes the points against the same cluster
+        p = subprocess.run(bare, capture_output=True, text=True, env=env_without_ceph(), cwd=tmp_path,
+                           timeout=300)
+        assert p.returncode == 0, p.stdout + p.stderr
+        assert "starting a disposable local cluster" not in p.stderr
+        with Store(db) as st:
+            run = st.run("ra")
+            pts = st.points(run.id)
+            assert run.status == "done" and len(pts) == 4 and all(pt["status"] == "done" for pt in pts)
+            assert len(run.state["attempts"]) == 3
+            assert run.state["journal"]["fsid"] == fsid  # every attempt's journal on the session cluster
+            assert run.env["cluster"]["kind"] == "attached"
+            assert run.env["cluster"]["connection"]["conf"] == str(cluster.conf_path)
+            resumes = [e for e in st.events(run.id) if e["kind"] == "resume" and "attached with" in e["message"]]
+            assert len(resumes) == 2 and resumes[0]["data"]["used"][:2] == ["--conf", str(cluster.conf_path)]
+        assert not [pl for pl in our_pools(ceph) if pl.startswith(run.state["data_tag"])]
+    finally:  # the session cluster as found, whatever failed: the run's settings back, its pools gone
+        if db.exists():
+            run_fathom("cluster", "restore", *attach(cluster), "--db", str(db))
 
 
 def test_ctrl_c_on_own_disposable_cluster(tmp_path):

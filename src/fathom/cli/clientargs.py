@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -75,7 +76,7 @@ def add_server_args(p: argparse.ArgumentParser) -> None:
 
 def server_spec(args: argparse.Namespace) -> Any:
     """The server hosts the options name (a fathom.servers.ServersSpec), or None."""
-    if not any(getattr(args, a, None) for a in ("server_host", "server_hosts_file", "server_k8s")):
+    if not server_spec_named(args):
         return None
     from fathom.servers import servers_file, servers_from_args
 
@@ -83,6 +84,30 @@ def server_spec(args: argparse.Namespace) -> Any:
     return servers_from_args(args.server_host, args.server_key, getattr(args, "known_hosts", None),
                              bool(getattr(args, "accept_new_host_keys", False)), base,
                              bool(getattr(args, "keep_sampler", False)), getattr(args, "server_k8s", None))
+
+
+def server_words(args: argparse.Namespace) -> list[str]:
+    """The server-host options as given, files as absolute paths: what a printed resume command repeats (the run
+    keeps them with what it was attached with, fathom.run.reattach)."""
+    if not server_spec_named(args):
+        return []
+    out: list[str] = []
+    for h in getattr(args, "server_host", None) or []:
+        out += ["--server-host", h]
+    for flag, attr in (("--server-hosts-file", "server_hosts_file"), ("--server-key", "server_key"),
+                       ("--known-hosts", "known_hosts")):
+        if getattr(args, attr, None):
+            out += [flag, str(Path(getattr(args, attr)).expanduser().resolve())]
+    if getattr(args, "server_k8s", None):
+        out += ["--server-k8s", args.server_k8s]
+    out += ["--keep-sampler"] if getattr(args, "keep_sampler", False) else []
+    out += ["--accept-new-host-keys"] if getattr(args, "accept_new_host_keys", False) else []
+    return out
+
+
+def server_spec_named(args: argparse.Namespace) -> bool:
+    """Whether the options name server hosts at all."""
+    return any(getattr(args, a, None) for a in ("server_host", "server_hosts_file", "server_k8s"))
 
 
 def client_choice(args: argparse.Namespace) -> ClientChoice:

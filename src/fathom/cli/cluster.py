@@ -17,7 +17,7 @@ from fathom.units import parse_size, positive_int
 if TYPE_CHECKING:
     from fathom.cluster.ceph import Ceph
     from fathom.cluster.journal import Journal
-    from fathom.results.store import Store
+    from fathom.results.store import Run, Store
 
 SECTIONS = ("global", "mon", "mgr", "osd", "mds", "client")
 
@@ -82,7 +82,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     rs = csub.add_parser("restore", help="undo what a killed run left on an attached cluster: put back the settings "
                                          "it changed and remove what its journal says it made (pools, images, EC "
                                          "profiles, RGW users and placements, S3 buckets and the objects it wrote "
-                                         "in them), naming each; nothing else")
+                                         "in them), naming each; nothing else. A killed run still marked running "
+                                         "is marked interrupted")
     add_attach_args(rs)
     rs.add_argument("--db", default="fathom-results.db", help="results store of the runs (default ./fathom-results.db)")
     rs.add_argument("--run", help="only this run (id, name or latest); default: every run that changed this cluster")
@@ -233,7 +234,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
     """Undo what killed runs left on this cluster (matched by fsid), newest run first: the settings they changed put
     back, then what their journals say they made (the objects their PUTs wrote and the S3 buckets they made, RGW
     users and placements, images, pools, EC profiles, the fathom-sampler on server hosts, the Kubernetes objects
-    fathom made) removed."""
+    fathom made) removed. A run still marked running whose process is gone is marked interrupted; a run whose
+    process still runs is left alone."""
     from fathom.cluster import restore
     from fathom.cluster.journal import K8S_KIND, OBJECT_KINDS, RGW_KINDS, S3_KIND, SAMPLER_KIND, SETTING, Journal
     from fathom.results.store import Store
@@ -246,14 +248,17 @@ def cmd_restore(args: argparse.Namespace) -> int:
                          hint="pass --conf PATH (and --id/--keyring as for the ceph tools), or set CEPH_CONF")
     ceph = attached.ceph()
     fsid = restore.read_fsid(ceph)
-    undone = failed = 0
+    undone = failed = ended = 0
     with Store(args.db) as store:
         runs = [store.run(args.run)] if args.run else list(reversed(store.runs()))
         for run in runs:
             rec = run.state.get("journal") or {}
-            pending = [e for e in rec.get("entries", []) if not e.get("undone")
-                       and e.get("kind") in (SETTING, *OBJECT_KINDS, *RGW_KINDS, S3_KIND, SAMPLER_KIND, K8S_KIND)]
-            if not pending or rec.get("moot"):
+            pending = [] if rec.get("moot") else [
+                e for e in rec.get("entries", []) if not e.get("undone")
+                and e.get("kind") in (SETTING, *OBJECT_KINDS, *RGW_KINDS, S3_KIND, SAMPLER_KIND, K8S_KIND)]
+            # a run on this cluster still marked running: killed, it could not mark its end (restore does)
+            stale = run.status == "running" and rec.get("fsid") == fsid and not rec.get("moot")
+            if not pending and not stale:
                 continue
             who = f"run {run.id} ({run.name})"
             what = _left(pending)
@@ -265,20 +270,49 @@ def cmd_restore(args: argparse.Namespace) -> int:
                                        hint="pass the --conf of the cluster the run used")
                 print(f"skipped {msg}")
                 continue
-            if run.status == "running" and restore.process_alive(rec):
-                msg = f"{who} is still running (pid {rec.get('pid')}); it restores its settings when it ends"
+            if restore.run_alive(run.state):
+                msg = (f"{who} is still running (pid {restore.last_process(run.state).get('pid')}); it restores "
+                       "its settings when it ends")
                 if args.run:
                     raise ClusterError(msg, hint="wait for it to end, or stop it with Ctrl-C or SIGTERM")
                 print(f"skipped {msg}")
                 continue
-            print(f"{who}: undoing {what} on cluster {fsid}")
-            journal = Journal.from_dict(rec, persist=lambda d, rid=run.id: store.merge_state(rid, journal=d))
-            n, bad = _undo_run(store, run.id, ceph, journal, args.db)
-            undone, failed = undone + n, failed + bad
-    if undone == failed == 0:
+            if pending:
+                print(f"{who}: undoing {what} on cluster {fsid}")
+                journal = Journal.from_dict(rec, persist=lambda d, rid=run.id: store.merge_state(rid, journal=d))
+                n, bad = _undo_run(store, run.id, ceph, journal, args.db)
+                undone, failed = undone + n, failed + bad
+            if stale:
+                ended += _end_killed(store, run, args.db)
+    if undone == failed == ended == 0:
         print(f"nothing to restore on cluster {fsid}: no run in {args.db} left a setting changed or a pool, image, "
               "RGW user or S3 bucket it made there")
     return 3 if failed else 0
+
+
+def _end_killed(store: Store, run: Run, db: str) -> int:
+    """A run still marked running whose process is gone (SIGKILL, the OOM killer, a reboot: it could not mark its
+    end) marked interrupted, as Ctrl-C leaves a run, with an event saying restore ended it; 1 when it was. One whose
+    process restore cannot see (another host, none recorded) keeps its status, said so."""
+    from fathom.cluster import restore
+    from fathom.run import reattach
+
+    who = f"run {run.id} ({run.name})"
+    why = restore.run_gone(run.state)
+    if why is None:
+        proc = restore.last_process(run.state)
+        where = (f"its process ran on {proc['host']}, not on this host: `fathom cluster restore` there ends it"
+                 if proc else "no process of it is recorded (an attempt of an older fathom)")
+        print(f"  {who} stays marked running: {where}; restore cannot tell that it ended")
+        return 0
+    msg = (f"`fathom cluster restore`: {who} was still marked running, but {why}: it was killed before it could "
+           "mark its end. Marked interrupted; finished points kept")
+    store.finish_run(run.id, "interrupted")
+    store.add_event(run.id, "interrupt", msg, data={**restore.last_process(run.state), "by": "fathom cluster restore"})
+    if run.kind == "suite" and not run.env.get("slo"):
+        msg += f"; resume with: {reattach.command(run.id, db, reattach.stored(run))}"
+    print(f"  {msg}")
+    return 1
 
 
 def _left(entries: list[dict]) -> str:

@@ -14,7 +14,7 @@ from fathom.errors import FathomError, UsageError
 from fathom.results.store import DEFAULT_DB, Store
 from fathom.cluster.attach import add_attach_args, attach_from_args
 from fathom.cli.live import linger_s, metrics_arg
-from fathom.cli.clientargs import add_client_args, add_server_args, client_choice, server_spec
+from fathom.cli.clientargs import add_client_args, add_server_args, client_choice, server_spec, server_words
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -36,7 +36,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     _db(p)
     p.add_argument("--name", help="run name (default: suite name and time)")
     _engine(p)
-    p.add_argument("--resume", metavar="RUN", help="continue run RUN (id or name): only points not done are run")
+    p.add_argument("--resume", metavar="RUN", help="continue run RUN (id or name): only points not done are run, "
+                                                   "on the cluster (and server hosts) it was attached with unless "
+                                                   "options here name others")
     _label(p)
     p.add_argument("--keep-cluster", action="store_true", help="leave the disposable local cluster running")
     p.add_argument("--gate-timeout", default="300s", help="wait at most this long for a clean cluster before "
@@ -236,13 +238,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if not args.suite and not args.resume:
         raise UsageError("run: name a suite (built-in name or YAML file), or --resume RUN",
                          hint="see `fathom suites`")
+    attach = attach_from_args(args, probe_timeout=None)
     opts = work.RunOptions(
         suite_ref=args.suite, quick=args.quick, engine=args.engine, db=Path(args.db), name=args.name,
         resume=args.resume,
         keep_cluster=args.keep_cluster, gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"),
-        on_full=args.on_full, bind=args.bind, ceph=args.ceph, attach=attach_from_args(args, probe_timeout=None),
-        clients=client_choice(args), servers=server_spec(args), mgr_prometheus=args.mgr_prometheus,
-        prometheus=args.prometheus, labels=labels.parse(args.label),
+        on_full=args.on_full, bind=args.bind, ceph=args.ceph, attach=attach,
+        attach_env=attach is not None and not any((args.conf, args.client_id, args.client_name, args.keyring)),
+        clients=client_choice(args), servers=server_spec(args), server_args=server_words(args),
+        mgr_prometheus=args.mgr_prometheus, prometheus=args.prometheus, labels=labels.parse(args.label),
     )
     return _run_live(opts, args.metrics, linger_s(args))
 
@@ -260,7 +264,8 @@ def cmd_slo(args: argparse.Namespace) -> int:
                              gate_timeout=parse_duration(args.gate_timeout, "--gate-timeout"), bind=args.bind,
                              ceph=args.ceph,
                              slo=given, attach=attach_from_args(args, probe_timeout=None), clients=client_choice(args),
-                             servers=server_spec(args), mgr_prometheus=args.mgr_prometheus,
+                             servers=server_spec(args), server_args=server_words(args),
+                             mgr_prometheus=args.mgr_prometheus,
                              prometheus=args.prometheus, labels=labels.parse(args.label))
     return _run_live(opts, args.metrics, linger_s(args))
 

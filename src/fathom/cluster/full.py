@@ -34,15 +34,14 @@ def describe(state: dict[str, str]) -> str:
     return "; ".join(f"{k}: {v}" for k, v in state.items())
 
 
-def on_full(store: Any, run_id: int, point: Any, state: dict[str, str], policy: str, db: Any) -> None:
+def on_full(store: Any, run_id: int, point: Any, state: dict[str, str], policy: str, resume: str) -> None:
     """A point failed on a full cluster, and every write after it would too. Policy `stop` ends the run (the
-    rest stays to do: `--resume` runs it once there is room); `skip` records the writes left as skipped, each
-    with why, and still runs the reads (a full cluster serves them)."""
+    rest stays to do: `resume`, the command that resumes the run, runs it once there is room); `skip` records
+    the writes left as skipped, each with why, and still runs the reads (a full cluster serves them)."""
     why = f"the cluster is full ({describe(state)})"
     if policy != "skip":
         raise FathomError(f"point {point.key} ended because {why}; run {run_id} stopped, finished points kept",
-                          hint=f"free space (or raise the pool's quota), then "
-                               f"`fathom run --resume {run_id} --db {db}`")
+                          hint=f"free space (or raise the pool's quota), then `{resume}`")
     store.add_event(run_id, "skipped", f"point {point.key} failed because {why}: the writes after it are "
                     "skipped, the reads run (--on-full skip)", data={"full": state, "point": point.key})
 

@@ -128,6 +128,31 @@ def process_alive(record: dict[str, Any]) -> bool:
         return False
 
 
+def last_process(state: dict[str, Any]) -> dict[str, Any]:
+    """The host and pid of the process that worked on a run last, from its state record: its latest attempt's
+    (fathom.run.attempt), or, for an attempt recorded before attempts named their process, the last writer of its
+    journal. {} when neither names one."""
+    attempts = state.get("attempts") or []
+    rec = attempts[-1] if attempts and attempts[-1].get("pid") else state.get("journal") or {}
+    return {"host": rec.get("host"), "pid": rec.get("pid")} if rec.get("pid") else {}
+
+
+def run_alive(state: dict[str, Any]) -> bool:
+    """Whether a fathom process of the run still runs on this host: its latest attempt's, or the last writer of its
+    journal. Such a run is left alone: it restores on its own when it ends."""
+    attempts = state.get("attempts") or []
+    return process_alive(attempts[-1] if attempts else {}) or process_alive(state.get("journal") or {})
+
+
+def run_gone(state: dict[str, Any]) -> str | None:
+    """Why the run's process is known to be gone (its pid on this host runs no fathom), or None when that cannot
+    be told: no process recorded, one on another host, or one that still runs."""
+    proc = last_process(state)
+    if not proc or proc["host"] != platform.node() or run_alive(state):
+        return None
+    return f"its process (pid {proc['pid']} on {proc['host']}) is gone"
+
+
 def read_fsid(ceph: Ceph, timeout: float = 30.0) -> str:
     out = ceph.ceph("fsid", timeout=timeout)
     fsid = out.get("fsid") if isinstance(out, dict) else None

@@ -8,6 +8,7 @@ faults.py    a fault schedule as it runs: its checks against the cluster, the ex
 steady.py    the steady-state watch (SteadyStateCompanion): stops a point once its series has settled
 probes.py    `fathom slo`: the search as a run, each probe a point built once the last was judged
 resume.py    which finished writes a remaining read needs; what a resumed attempt writes again
+reattach.py  what a run was attached with, kept for --resume and named by the resume command fathom prints
 progress.py  live progress on stderr (point, elapsed, ETA, IOPS, latency), which the live view observes
 envinfo.py   facts a result depends on, recorded with every run: versions, build, host, cluster config
 """

@@ -6,17 +6,22 @@ A run is attempted until its points are done: the first `fathom run`, then each
 - `data_tag`: names what the run's points leave in the cluster (objects, pools on an
   attached cluster); the same for every attempt, so a resumed read finds what an
   earlier attempt wrote;
-- `attempts`: one record per attempt (tag, start, its scratch directory and its
-  disposable cluster's directory, recorded before either is used, so the next attempt
-  removes or adopts what a killed one left);
+- `attempts`: one record per attempt (tag, start, the host and pid of its process, its
+  scratch directory and its disposable cluster's directory, recorded before either is
+  used, so the next attempt removes or adopts what a killed one left, and
+  `fathom cluster restore` knows whether the run's process is gone);
 - `data_lost`: finished write points whose data is gone, and why, until written again;
 - `pools` and `prefill`: the pools the attempts prepared and how their images were filled;
 - `journal`: the undo journal of what the attempts made and changed on the cluster
-  (fathom.cluster.journal: pools, images, RGW users and placements, settings).
+  (fathom.cluster.journal: pools, images, RGW users and placements, settings);
+- `attached_with`: the options the run was attached with (fathom.run.reattach), which
+  `--resume` uses where its command line gives none.
 """
 
 from __future__ import annotations
 
+import os
+import platform
 import secrets
 import shlex
 import shutil
@@ -55,7 +60,10 @@ class Attempt:
         # the random part keeps two runs with the same id (two result databases) apart on one cluster
         data_tag = state.get("data_tag") or f"fathom-{run_id}-{secrets.token_hex(3)}"
         records = [*state.get("attempts", []), {"tag": f"{data_tag}-a{len(state.get('attempts', [])) + 1}",
-                                                "started": time.time(), "todo": todo}]
+                                                "started": time.time(), "todo": todo,
+                                                # whose process this is: `fathom cluster restore` leaves a run
+                                                # alone while it lives, and ends it as interrupted once gone
+                                                "host": platform.node(), "pid": os.getpid()}]
         store.merge_state(run_id, attempts=records, data_tag=data_tag)
         a = cls(store, run_id, data_tag, records[-1]["tag"], records, state, say, dict(state.get("data_lost") or {}))
         # Scratch files (engine specs, job files, client conf) stay per attempt: a killed attempt's

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from fathom import engines, interfaces, live
-from fathom.run import envinfo, resume
+from fathom.run import envinfo, reattach, resume
 from fathom.run import faults as fault_run
 from fathom.run import steady as steady_run
 from fathom.suite import faults, plan, spec, steady
@@ -150,6 +150,7 @@ def run(opts: RunOptions) -> Outcome:
     store = Store(opts.db) if Path(opts.db).exists() else None
     checked = None
     try:
+        opts = reattach.resumed(opts, store)  # --resume: what the run was attached with, where none is given
         checked = Phases.check(opts, store)
         store = store or Store(opts.db)
         phases = Phases.begin(opts, store, checked)
@@ -249,6 +250,7 @@ class Phases:
             phases.outcome = Outcome(run_id, "done", skipped=len(work.points))
             return phases
         phases.attempt = Attempt.begin(store, run_id, len(todo), _say)
+        phases.attempt.save(**{reattach.KEY: reattach.record(opts)})  # what a later --resume attaches with
         store.update_run(run_id, status="running")
         return phases
 
@@ -506,9 +508,9 @@ class Phases:
             if local is not None and not all(d.running for d in local.daemons()):
                 dead = [d.name for d in local.daemons() if not d.running]
                 raise FathomError(f"{', '.join(dead)} stopped during point {point.key}; run {run_id} stopped",
-                                  hint=f"resume later with `fathom run --resume {run_id} --db {self.opts.db}`")
+                                  hint=f"resume later with `{self.resume_command()}`")
             if res.full:
-                full.on_full(store, run_id, point, res.full, self.opts.on_full, self.opts.db)
+                full.on_full(store, run_id, point, res.full, self.opts.on_full, self.resume_command())
                 full_state = res.full
         outcome.status = "done" if outcome.failed == 0 else "failed"
         if source is not None:
@@ -516,6 +518,9 @@ class Phases:
             store.merge_env(run_id, slo=answer)
             store.add_event(run_id, "slo", answer["result"]["message"], data={"status": answer["result"]["status"]})
             _say(f"SLO search: {answer['result']['message']}")
+
+    def resume_command(self) -> str:
+        return reattach.command(self.run_id, self.opts.db, reattach.record(self.opts))
 
     def interrupted(self) -> None:
         """Ctrl-C or SIGTERM: finished points kept; a search says what its probes so far show."""
@@ -692,4 +697,4 @@ def _summary(o: Outcome, opts: RunOptions) -> None:
             f"{f', {o.skipped} already done' if o.skipped else ''} in {o.wall_s:.0f} s{cost}; results in {opts.db}")
     print(line)
     if o.status == "interrupted":
-        print(f"resume with: fathom run --resume {o.run_id} --db {opts.db}", file=sys.stderr)
+        print(f"resume with: {reattach.command(o.run_id, opts.db, reattach.record(opts))}", file=sys.stderr)

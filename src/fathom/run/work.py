@@ -36,8 +36,10 @@ class RunOptions:
     slo: dict[str, Any] | None = None  # an SLO search instead of the plan: the command line's settings over the
     # suite's `slo:` (fathom.run.probes.settings)
     attach: Attachment | None = None  # the cluster the command line attached to (the runner checks it is reachable)
+    attach_env: bool = False  # that attachment is CEPH_CONF's alone: no option named it (--resume's stored one wins)
     clients: ClientChoice | None = None  # the command line's client hosts, over the suite's
     servers: Any = None  # fathom.servers.ServersSpec: the cluster's hosts sampled over SSH (attached clusters)
+    server_args: list[str] = field(default_factory=list)  # the options that gave them, as the resume command names them
     mgr_prometheus: bool = False  # every daemon's perf counters from the mgr's prometheus module (enabled if off)
     prometheus: str | None = None  # an existing Prometheus with node-exporter: the cluster hosts' figures
     labels: dict[str, str] = field(default_factory=dict)  # --label, over the suite's labels (fathom.suite.labels)
