@@ -77,6 +77,8 @@ def resumed(opts: RunOptions, store: Store | None) -> RunOptions:
     if not opts.resume or store is None:
         return opts
     run = store.run(opts.resume)
+    if run.kind != "suite" or run.env.get("slo"):  # not resumed at all: Work.of says why
+        return opts
     rec = stored(run)
     used: dict[str, Any] = {}
     overridden: dict[str, Any] = {}
