@@ -422,15 +422,7 @@ def test_engines_that_wait_start_together_at_the_groups_time(engine):
 
 def test_stop_while_waiting_is_a_summary_of_zero_ops(engine, tmp_path):
     p = _engine_with_control(engine, tmp_path, null_spec({"duration_s": 5}, control={"wait": True}))
-    try:
-        assert [json.loads(p.stdout.readline())["type"] for _ in range(2)] == ["start", "ready"]
-        p.stdin.write('{"type":"stop","reason":"not needed"}\n')
-        p.stdin.flush()
-        records = [json.loads(ln) for ln in p.stdout]
-        assert p.wait(20) == 0
-    finally:
-        p.kill()
-        p.wait()
+    records = _after_lines(p, '{"type":"stop","reason":"not needed"}\n', ["start", "ready"])
     s = next(r for r in records if r["type"] == "summary")
     assert not [r for r in records if r["type"] == "interval"]
     assert s["ops"]["read"]["ops"] == 0 and s["started"] == 0 and s["measured_s"] == 0
@@ -447,6 +439,21 @@ def _engine_with_control(engine: Path, tmp_path: Path, spec: dict) -> subprocess
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))
     return subprocess.Popen([str(engine), str(path)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def _after_lines(p: subprocess.Popen, lines: str, first: list[str] | None = None) -> list[dict]:
+    """The engine's records once `first` (their types) are read and `lines` are written on its control channel;
+    it must end with exit 0."""
+    try:
+        assert [json.loads(p.stdout.readline())["type"] for _ in first or []] == (first or [])
+        p.stdin.write(lines)
+        p.stdin.flush()
+        records = [json.loads(ln) for ln in p.stdout]
+        assert p.wait(20) == 0
+    finally:
+        p.kill()
+        p.wait()
+    return records
 
 
 def _lost(p: subprocess.Popen) -> list[dict]:
@@ -488,14 +495,7 @@ def test_stdin_eof_means_the_orchestrator_is_gone(engine, tmp_path):
 def test_unknown_control_lines_are_reported_and_ignored(engine, tmp_path):
     p = _engine_with_control(engine, tmp_path, null_spec({"duration_s": 30}, target={"delay_us": 500},
                                                          control={}))
-    try:
-        p.stdin.write('{"type":"pause"}\nnot json\n{"type":"stop","reason":"done here"}\n')
-        p.stdin.flush()
-        records = [json.loads(ln) for ln in p.stdout]
-        assert p.wait(20) == 0
-    finally:
-        p.kill()
-        p.wait()
+    records = _after_lines(p, '{"type":"pause"}\nnot json\n{"type":"stop","reason":"done here"}\n')
     bad = [r for r in records if r["type"] == "error"]
     assert [r["kind"] for r in bad] == ["invalid_control", "invalid_control"]
     assert all(r["fatal"] is False for r in bad) and "pause" in bad[0]["message"]

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fathom.results import merge
-from fathom.engines.records import EngineRun, dispatch, engine_error
+from fathom.engines.records import EngineRun, engine_error, keep
 from fathom.hosts.ssh import LOOP, HostError
 from fathom.hosts.transport import EngineProcess, Local, Transport
 from fathom.errors import FathomError
@@ -262,11 +262,10 @@ class Group:
             rec["ts"] = float(rec["ts"]) - (clock.offset_s if clock else 0.0)
         if self.on_record is not None:
             self._hand(self.on_record, inst, rec)
+        keep(inst.run, rec)
         if kind == "interval":
-            inst.run.intervals.append(rec)
             self._merge_ready()
             return
-        dispatch(inst.run, line, None)
         if kind == "start":
             inst.pid = int(rec.get("pid") or 0) or inst.pid
         elif kind == "ready":

@@ -3,8 +3,6 @@ that names what went wrong (below the group that runs engines and the adapter th
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,18 +50,8 @@ class EngineError(FathomError):
         self.run = run
 
 
-def dispatch(run: EngineRun, line: str, on_record: Callable[[dict], None] | None) -> None:
-    line = line.strip()
-    if not line:
-        return
-    try:
-        rec = json.loads(line)
-    except json.JSONDecodeError:
-        run.other.append(line)
-        return
-    if not isinstance(rec, dict):
-        run.other.append(line)
-        return
+def keep(run: EngineRun, rec: dict[str, Any]) -> None:
+    """One parsed record of the engine's, kept where its kind goes (a `pong` or `ready` is the group's alone)."""
     kind = rec.get("type")
     if kind == "start":
         run.start = rec
@@ -73,8 +61,6 @@ def dispatch(run: EngineRun, line: str, on_record: Callable[[dict], None] | None
         run.summary = rec
     elif kind == "error":
         run.errors.append(rec)
-    if on_record is not None:
-        on_record(rec)
 
 
 def engine_error(run: EngineRun) -> EngineError:
