@@ -24,4 +24,33 @@ fi
 CARGO="$CARGO" bash scripts/lint.sh
 echo "engine unit tests: cargo test"
 (cd engine && "$CARGO" test --release --quiet)
-.venv/bin/python -m pytest -q -p no:cacheprovider --timeout=900 --durations=25 "$@"
+pytest=(.venv/bin/python -m pytest -q -p no:cacheprovider --timeout=900)
+if [ $# -gt 0 ] || [ "${FATHOM_TEST_LANES:-2}" = 1 ]; then  # named tests, or one lane asked for: one pytest
+  "${pytest[@]}" --durations=25 "$@"
+  exit
+fi
+# Two lanes side by side (tests/conftest.py: SIDE_LANE says which tests and why): the side lane in its own session,
+# its output kept in a file and printed after the main lane's; an interrupted `make test` stops it too.
+side_log=$(mktemp --tmpdir fathom-test-side.XXXXXX)
+FATHOM_TEST_LANE=side setsid "${pytest[@]}" --durations=15 >"$side_log" 2>&1 </dev/null &
+side=$!
+# stopped as Ctrl-C stops a pytest (SIGINT: fixtures tear down what they started), then for good after a minute
+stop_side() {
+  if jobs -rp | grep -qx "$side"; then
+    kill -INT -- "-$side" 2>/dev/null || true
+    for _ in $(seq 60); do jobs -rp | grep -qx "$side" || break; sleep 1; done
+    if jobs -rp | grep -qx "$side"; then kill -- "-$side" 2>/dev/null || true; fi
+  fi
+  if [ -n "$build" ] && jobs -rp | grep -qx "$build"; then kill -- "-$build"; fi
+  rm -f "$side_log"
+}
+trap stop_side EXIT
+echo "tests: two lanes side by side; the side lane's output follows the main lane's"
+main_rc=0
+FATHOM_TEST_LANE=main "${pytest[@]}" --durations=15 || main_rc=$?
+side_rc=0
+wait "$side" || side_rc=$?
+echo "---- side lane ----"
+cat "$side_log"
+echo "lanes: main exit $main_rc, side exit $side_rc"
+[ "$main_rc" = 0 ] && [ "$side_rc" = 0 ]

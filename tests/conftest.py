@@ -154,6 +154,17 @@ _STOP_AFTER_LAST_USE: dict[str, ExitStack] = {}
 QUICK_MGR_STATS = (("mgr/prometheus/scrape_interval", "5"), ("mgr_stats_period", "2"))
 # the Kubernetes test bed's modules run last: a fresh machine builds the bed's binaries meanwhile (scripts/test.sh)
 BED_LAST = ("test_k8sbed.py", "test_k8s.py", "test_k8s_sampler.py")
+# `make test` runs the tests in two lanes side by side (scripts/test.sh; FATHOM_TEST_LANE=main|side picks one):
+# the tests spend most of their time waiting (clusters reaching HEALTH_OK, points of fixed length, timeouts that
+# are the behaviour under test), so on two cores a serial run kept the CPU 42% busy. The side lane holds modules
+# that mostly wait and assert nothing of speed; a session fixture's users stay in one lane (quick_runs:
+# test_run and test_report; shared_rgw_cluster4: test_rgw_prep and test_rgw_suite), and the bed's modules,
+# last, in the side lane. Test beds of both lanes pick their own names and subnets (fathom.hosts.netns).
+SIDE_LANE = frozenset({
+    *BED_LAST, "test_releases.py", "test_slo_run.py", "test_restore.py", "test_s3.py", "test_rgw_prep.py",
+    "test_rgw_suite.py", "test_mounts.py", "test_telemetry.py", "test_transport.py", "test_open_loop.py",
+    "test_mgrprom.py", "test_nfs.py", "test_steady_run.py",
+})
 
 
 # `make check` (FATHOM_CHECK=1): the tests that start no Ceph daemon, test bed or browser, for everyday work in
@@ -163,14 +174,14 @@ REAL_FIXTURES = frozenset({
     "cluster", "ceph", "rbd_pool", "rados_pool", "quick_runs", "quick_osd_run", "quick_reef_run",
     "shared_rgw_cluster4", "k8s_bed", "k8s_cluster", "bed", "bed_cluster", "bound_cluster", "ec_cluster",
     "faults_run", "four_osds", "fs_cluster", "image", "killed_attempts", "module_cluster", "nfs_cluster",
-    "other_cluster", "paused_osds", "pod_cluster", "prom", "prom_scraping", "quick_run", "reef", "rgw",
+    "other_cluster", "paused_osds", "pod_cluster", "prom", "prom_scraping", "quick_run", "newer", "rgw",
     "rgw_cluster", "topology", "quick_mgr_stats", "_ec_cluster_starts_with_the_module",
     "_faults_run_starts_with_the_module",
 })
 REAL_MODULES = frozenset({
     "test_bench_rados.py", "test_bench_rbd.py", "test_cephsrc.py", "test_cleanup.py", "test_cluster.py",
     "test_faults.py", "test_hosts.py", "test_k8s.py", "test_k8s_sampler.py", "test_k8sbed.py", "test_live.py",
-    "test_mounts.py", "test_nfs.py", "test_null_run.py", "test_posix.py", "test_reef.py", "test_reef_compare.py",
+    "test_mounts.py", "test_nfs.py", "test_null_run.py", "test_posix.py", "test_releases.py", "test_reef_compare.py",
     "test_restore.py", "test_resume.py", "test_rgw_prep.py", "test_rgw_suite.py", "test_run.py", "test_s3.py",
     "test_servers.py", "test_slo_run.py", "test_steady_run.py",
 })
@@ -196,6 +207,11 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if os.environ.get("FATHOM_CHECK") == "1":
         left = [i for i in items if not check_only(i)]
         items[:] = [i for i in items if check_only(i)]
+        config.hook.pytest_deselected(items=left)
+    lane = os.environ.get("FATHOM_TEST_LANE")
+    if lane in ("main", "side"):
+        left = [i for i in items if (i.path.name in SIDE_LANE) != (lane == "side")]
+        items[:] = [i for i in items if (i.path.name in SIDE_LANE) == (lane == "side")]
         config.hook.pytest_deselected(items=left)
     items.sort(key=lambda i: i.path.name in BED_LAST)  # stable: the order within each part is kept
 
@@ -295,8 +311,8 @@ def session_wants(request: pytest.FixtureRequest, fixture: str) -> bool:
 @pytest.fixture(scope="session")
 def quick_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict:
     """`fathom run osd-classic --quick` with no target options, run "oc" in one store, shared by the session; and,
-    when the session holds a test that takes `quick_reef_run`, the same suite with `--ceph reef`, run "oc-reef",
-    into the same store at the same time.
+    when the session holds a test that takes `quick_reef_run` (FATHOM_TEST_REEF=1: test_reef_compare), the same
+    suite with `--ceph reef`, run "oc-reef", into the same store at the same time.
 
     Each takes the user's path: fathom starts its own disposable cluster, runs all 40 points on fathom-engine,
     stops the cluster. The two go side by side because their points are time based (a point lasts its ramp and
@@ -311,7 +327,7 @@ def quick_runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPath
     env = {k: v for k, v in os.environ.items() if k not in ("CEPH_CONF", "CEPH_ARGS")}  # no cluster to attach
     argv = {"oc": [FATHOM, "run", "osd-classic", "--quick", "--db", str(db), "--name", "oc"]}
     reef_skip = None
-    if session_wants(request, "quick_reef_run"):
+    if session_wants(request, "quick_reef_run") and os.environ.get("FATHOM_TEST_REEF"):
         try:
             rootfs.build("reef", progress=lambda m: print(m, file=sys.stderr))
             argv["oc-reef"] = [*argv["oc"][:-1], "oc-reef", "--ceph", "reef"]

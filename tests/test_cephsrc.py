@@ -1,5 +1,5 @@
 """Where a local cluster's daemons come from (fathom.cluster.cephsrc) and the cached roots (fathom.cluster.rootfs):
-the pure rules. The Reef cluster itself runs in tests/test_reef.py."""
+the pure rules. The clusters of other releases run in tests/test_releases.py."""
 
 from __future__ import annotations
 

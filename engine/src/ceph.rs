@@ -35,6 +35,10 @@ pub struct Connection {
     /// Apply the engine's client tuning defaults (see PROTOCOL.md).
     #[serde(default = "yes")]
     pub engine_defaults: bool,
+    /// Where the Ceph client libraries must come from (a directory prefix);
+    /// null: wherever the loader found them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library_dir: Option<String>,
 }
 
 fn connect_timeout() -> f64 {
@@ -54,6 +58,7 @@ impl Default for Connection {
             options: BTreeMap::new(),
             timeout_s: connect_timeout(),
             engine_defaults: true,
+            library_dir: None,
         }
     }
 }

@@ -8,6 +8,7 @@ mod errno;
 mod ffi;
 mod interrupt;
 mod io;
+mod libs;
 mod out;
 mod process;
 mod rate;
@@ -148,9 +149,13 @@ fn run(spec: &Spec) -> Result<i32, Fatal> {
         s.job = (i / l.iodepth as usize) as u32;
     }
     let spec_json = serde_json::to_value(spec).expect("spec serializes");
+    let libraries = libs::loaded();
+    if let Some(dir) = spec_json["target"]["connection"]["library_dir"].as_str() {
+        libs::check(dir, &libraries)?;
+    }
     out::emit(&json!({"type": "start", "protocol": spec::PROTOCOL, "engine": "fathom-engine", "version": VERSION,
                       "ts": wall_s(), "pid": std::process::id(), "target": spec.target.kind(), "spec": spec_json,
-                      "connect_s": connect_s, "slots": nslots}));
+                      "connect_s": connect_s, "slots": nslots, "libraries": libraries}));
 
     // The engine lives for the rest of the process: library callbacks may
     // reach it until the very end (see Shared).

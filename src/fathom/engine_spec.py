@@ -28,14 +28,17 @@ class Connection:
     options: dict[str, str] = field(default_factory=dict)  # client config, applied last
     timeout_s: float = 10.0
     engine_defaults: bool = True
+    library_dir: str | None = None  # where the Ceph libraries must come from (the engine refuses others)
 
     @classmethod
     def of(cls, conn: Any, timeout_s: float | None = None, **options: str) -> "Connection":
         """From a fathom.cluster.ceph.Connection (paths only; no secrets)."""
         opts = {str(k): str(v) for k, v in (getattr(conn, "options", None) or {}).items()}
         opts.update(options)
+        client = getattr(conn, "client", None)
         return cls(conf=conn.conf, name=conn.name, keyring=conn.keyring or None, options=opts,
-                   timeout_s=float(timeout_s) if timeout_s is not None else 10.0)
+                   timeout_s=float(timeout_s) if timeout_s is not None else 10.0,
+                   library_dir=client.library_dir() if client is not None else None)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"conf": self.conf, "name": self.name, "timeout_s": self.timeout_s}
@@ -45,6 +48,8 @@ class Connection:
             out["options"] = dict(self.options)
         if not self.engine_defaults:
             out["engine_defaults"] = False
+        if self.library_dir:
+            out["library_dir"] = self.library_dir
         return out
 
 

@@ -22,6 +22,10 @@ def _connection_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("-n", "--name", "--client-name", dest="name", metavar="NAME",
                    help="full client name, e.g. client.admin (--client-name: the same, as the other commands spell it)")
     g.add_argument("-k", "--keyring", help="keyring path")
+    g.add_argument("--client-ceph", metavar="host|RELEASE|DIR",
+                   help="whose Ceph client (the rados and rbd calls, the engine's librados and librbd): host, a "
+                        "release built by `fathom cluster rootfs` (reef, tentacle), a root or build directory; "
+                        "default: a local cluster's own release, else this host's")
     g.add_argument("--connect-timeout", type=float, default=15.0, metavar="SECONDS",
                    help="give up reaching the monitors after this long (default 15)")
 

@@ -43,7 +43,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                     help="run the daemons from another Ceph: a build directory as vstart.sh uses it (DIR/bin, "
                          "DIR/lib), a root file system (DIR/usr/bin/ceph-mon: chrooted in a private mount "
                          "namespace), or a release built by `fathom cluster rootfs` (e.g. reef); fathom's "
-                         "client side stays this host's Ceph")
+                         "client is that release's too, unless --client-ceph says otherwise")
+    up.add_argument("--client-ceph", metavar="host|RELEASE|DIR", default=None,
+                    help="whose Ceph client fathom reaches this cluster with (every ceph, rados, rbd call and the "
+                         "engine's libraries): host (this host's: an older client meets a newer cluster; a Ceph 20 "
+                         "cluster then makes aes keys for it), a release, a root or build directory; default: "
+                         "--ceph's")
     up.set_defaults(func=cmd_up)
 
     rf = csub.add_parser("rootfs", help="build (once, cached) a root file system with another Ceph release for "
@@ -112,7 +117,7 @@ def cmd_up(args: argparse.Namespace) -> int:
         return 0
     t0 = time.monotonic()
     if not cluster.up(osds=osds, osd_size=size, objectstore=args.objectstore, rgw=args.rgw, mds=args.mds,
-                      settings=settings, bind=args.bind, ceph=args.ceph):
+                      settings=settings, bind=args.bind, ceph=args.ceph, client=args.client_ceph):
         print(f"the cluster in {cluster.root} is already up; nothing to do")
         return 0
     took = time.monotonic() - t0
@@ -210,6 +215,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     src = st.get("ceph_source") or {}
     if src.get("kind") not in (None, "host"):
         print(f"  daemons from the Ceph {src['kind']} {src['dir']}")
+    if st.get("client"):
+        print(f"  client: {st['client'].get('version') or 'unknown version'} "
+              f"({st['client'].get('dir') or 'this host'})")
     for name, msg in st.get("health_checks", {}).items():
         print(f"  {name}: {msg}")
     for d in st["daemons"]:
@@ -436,6 +444,7 @@ def attached_status(attached: Attachment) -> dict:
     here = attached.local_daemons()
     return {
         "dir": None, "conf": attached.conn.conf, "fsid": s.get("fsid"), "health": s["health"]["status"],
+        "client": attached.conn.client.describe(),
         "health_checks": {k: v["summary"]["message"] for k, v in s["health"].get("checks", {}).items()},
         "osds_up": int(osdmap.get("num_up_osds", 0)), "osds_in": int(osdmap.get("num_in_osds", 0)),
         "daemons": [{"name": d.name, "pid": d.pid, "running": True} for d in here],

@@ -12,6 +12,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from fathom.cluster import client
 from fathom.cluster.ceph import Ceph, Connection
 from fathom.cluster.local import Daemon, LocalCluster, pid_alive
 
@@ -32,6 +33,11 @@ def add_attach_args(parser: argparse.ArgumentParser, name_alias: bool = True) ->
     g.add_argument(*flags, dest="client_name", metavar="NAME",
                    help="full client name, e.g. client.admin" + (" (--name: the same)" if name_alias else ""))
     g.add_argument("--keyring", help="keyring holding the client's key")
+    parser.add_argument("--client-ceph", metavar="host|RELEASE|DIR",
+                        help="whose Ceph client fathom uses (every ceph, rados, rbd, radosgw-admin call and the "
+                             "engine's librados, librbd, libcephfs): host (this host's), a release built by `fathom "
+                             "cluster rootfs` (reef, tentacle), a root file system or a Ceph build directory; "
+                             "default: a local cluster's own release, else this host's")
 
 
 @dataclass
@@ -59,10 +65,21 @@ def attach_from_args(args: argparse.Namespace, probe_timeout: float | None = 30.
     if not any((conf, cid, name, keyring)) and not os.environ.get("CEPH_CONF"):
         return None
     conn = Connection.from_args(conf, cid, name, keyring)
-    attached = Attachment(conn=conn, local=local_for(conn.conf))
+    local = local_for(conn.conf)
+    conn = conn.with_client(client_for(getattr(args, "client_ceph", None), conn.conf))
+    attached = Attachment(conn=conn, local=local)
     if probe_timeout is not None:
         attached.ceph().probe(timeout=probe_timeout)
     return attached
+
+
+def client_for(asked: str | None, conf: str) -> client.Client:
+    """Whose Ceph client reaches the cluster of `conf`: the one asked for (--client-ceph, clients.ceph), else
+    fathom's own local cluster's (its daemons' release), else this host's."""
+    if asked:
+        return client.resolve(asked)
+    local = local_for(conf)
+    return local.client() if local else client.HOST
 
 
 def local_for(conf: str) -> LocalCluster | None:

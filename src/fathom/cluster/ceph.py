@@ -12,10 +12,12 @@ import os
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from fathom.cluster import keys
+from fathom.cluster.client import HOST, Client
 from fathom.errors import ClusterError, FathomError
 
 CEPH_TOOLS_HINT = "install Ceph's packages with `make install` (Debian: ceph-common ceph-mon ceph-osd ceph-mgr)"
@@ -32,12 +34,14 @@ def require_binaries(*names: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Connection:
-    """What a client needs to reach a cluster. The keyring is a path; its secret is never read here."""
+    """What a client needs to reach a cluster. The keyring is a path; its secret is never read here. `client`:
+    whose Ceph programs and libraries reach it (fathom.cluster.client; default this host's)."""
 
     conf: str
     name: str = "client.admin"
     keyring: str | None = None
     options: dict[str, str] = field(default_factory=dict)
+    client: Client = HOST
 
     @property
     def client_id(self) -> str:
@@ -51,10 +55,17 @@ class Connection:
         return out
 
     def env(self) -> dict[str, str]:
-        env = dict(os.environ)
+        env = self.client.env(dict(os.environ))
         env["CEPH_CONF"] = self.conf
         env.pop("CEPH_ARGS", None)  # a user's CEPH_ARGS must not redirect our calls
         return env
+
+    def tool(self, name: str) -> list[str]:
+        """argv prefix of one of Ceph's programs (ceph, rados, rbd, ...) of this connection's client."""
+        return self.client.argv(name)
+
+    def with_client(self, client: Client) -> "Connection":
+        return replace(self, client=client)
 
     def describe(self) -> dict[str, Any]:
         """Safe to store: paths and names, never key material."""
@@ -85,8 +96,8 @@ class Ceph:
         self.conn = conn
         self.timeout = timeout
 
-    def _run(self, argv: list[str], timeout: float | None,
-             input_data: str | None = None) -> subprocess.CompletedProcess:
+    def _run(self, argv: list[str], timeout: float | None, input_data: str | None = None,
+             shown: str = "") -> subprocess.CompletedProcess:
         t = timeout or self.timeout
         try:
             return subprocess.run(
@@ -95,17 +106,20 @@ class Ceph:
             )
         except subprocess.TimeoutExpired:
             raise ClusterError(
-                f"`{' '.join(argv[:1] + argv[len(self.conn.args()) + 1:][:6])}` did not answer within {t:.0f} s",
+                f"`{shown}` did not answer within {t:.0f} s",
                 hint=f"check that the mons in {self.conn.conf} are reachable and the cluster is up",
             ) from None
         except FileNotFoundError:
-            require_binaries(argv[0])
-            raise
+            if self.conn.client.kind == "host":
+                require_binaries(argv[0])
+            raise ClusterError(f"{argv[0]} does not exist: the Ceph client {self.conn.client.label()} lacks it",
+                               hint="rebuild the root (`fathom cluster rootfs RELEASE --rebuild`) or choose "
+                                    "another --client-ceph") from None
 
     def call(self, tool: str, *args: str, fmt_json: bool = True, timeout: float | None = None,
              check: bool = True, input_data: str | None = None) -> Any:
         """Run `tool <conn> args`; JSON output decoded when fmt_json. Errors name the command and its stderr."""
-        argv = [tool, *self.conn.args()]
+        argv = [*self.conn.tool(tool), *self.conn.args()]
         if tool == "ceph":
             argv += ["--connect-timeout", str(int(min(timeout or self.timeout, 30)))]
         else:
@@ -113,7 +127,7 @@ class Ceph:
         argv += list(args)
         if fmt_json:
             argv += ["--format", "json"]
-        proc = self._run(argv, timeout, input_data)
+        proc = self._run(argv, timeout, input_data, shown=" ".join([tool, *args[:6]]))
         if check and proc.returncode != 0:
             err = (proc.stderr or proc.stdout).strip().splitlines()
             last = err[-1] if err else f"exit code {proc.returncode}"
@@ -150,6 +164,9 @@ class Ceph:
         try:
             return self.ceph("status", timeout=timeout)
         except ClusterError as exc:
+            refused = key_refused(self.conn, exc.message)
+            if refused is not None:
+                raise refused from None
             mons = _mon_host(self.conn.conf)
             raise ClusterError(
                 f"cannot reach the cluster of {self.conn.conf} (mon_host {mons or 'not set'}) "
@@ -158,8 +175,8 @@ class Ceph:
             ) from None
 
     def version(self) -> str:
-        proc = subprocess.run(["ceph", "--version"], capture_output=True, text=True, timeout=30)
-        return proc.stdout.strip()
+        return self.conn.client.version() or ""
+
 
 
 def waited(elapsed: float, timeout: float) -> str:
@@ -168,6 +185,41 @@ def waited(elapsed: float, timeout: float) -> str:
     if elapsed >= 0.9 * timeout:
         return f"within {timeout:.0f} s"
     return f"after {elapsed:.1f} s (the command failed before its {timeout:.0f} s limit, it did not time out)"
+
+
+def key_refused(conn: Connection, detail: str) -> ClusterError | None:
+    """The error for a client that cannot read its own key's type (a Ceph 16 client, a Ceph 20 aes256k key),
+    or None when that is not why `detail` failed."""
+    why = keys.unreadable_key(conn.keyring or conf_keyring(conn.conf, conn.name), conn.name, conn.client.major(),
+                              detail)
+    if why is None:
+        return None
+    return ClusterError(f"cannot reach the cluster of {conn.conf} as {conn.name} with "
+                        f"{conn.client.version() or 'this client'}: {why}",
+                        hint="use that release's client: --client-ceph tentacle (built once with `fathom cluster "
+                             "rootfs tentacle`), or a root or build directory of Ceph 20 or later")
+
+
+def conf_keyring(conf: str, name: str) -> str | None:
+    """The keyring a client finds for `name` with no --keyring: the conf's `keyring` (its [name], [client] or
+    [global] section, $cluster and $name expanded), else the first of Ceph's default paths that exists."""
+    import configparser
+
+    cp = configparser.RawConfigParser(strict=False, interpolation=None)
+    try:
+        with open(conf) as f:
+            cp.read_string("\n".join(line.strip() for line in f))
+    except (OSError, configparser.Error):
+        cp = configparser.RawConfigParser()
+    found = next((cp.get(s, k) for s in (name, "client", "global") if cp.has_section(s)
+                  for k in ("keyring",) if cp.has_option(s, k)), None)
+    cands = found.split(",") if found else [f"/etc/ceph/ceph.{name}.keyring", "/etc/ceph/ceph.keyring",
+                                            "/etc/ceph/keyring"]
+    for c in cands:
+        p = c.strip().replace("$cluster", "ceph").replace("$name", name)
+        if Path(p).is_file():
+            return p
+    return None
 
 
 def _mon_host(conf: str) -> str | None:

@@ -11,9 +11,9 @@
           inside and out. Nothing appears in this host's mount table; the namespace and its mounts end
           when the holder and the daemons in it end.
 
-Only the daemons and their own tools (mkfs, keyrings, radosgw-admin) come from the source. fathom's client
-side (the ceph CLI, the engine's librados and librbd) stays this host's Ceph: an older client meets a newer
-cluster, as it does in production.
+Only the daemons and their own tools (mkfs, keyrings, radosgw-admin) come from the source here. fathom's client
+side (the ceph CLI, the engine's librados and librbd) is fathom.cluster.client's: by default the same release,
+or this host's Ceph when asked (an older client meets a newer cluster, as it does in production).
 """
 
 from __future__ import annotations

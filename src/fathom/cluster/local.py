@@ -31,7 +31,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fathom.cluster import cephsrc
+from fathom.cluster import cephsrc, keys
+from fathom.cluster import client as client_mod
+from fathom.cluster.client import Client
 from fathom.cluster.ceph import Ceph, Connection, require_binaries
 from fathom.cluster.cephsrc import CephSource
 from fathom.cluster.localconf import LOOPBACK, RGW_NAME, conf_text, free_port, make_rgw_certificate
@@ -41,10 +43,6 @@ MARKER = "fathom-cluster.json"
 DEFAULT_DIR = Path(".fathom/cluster")
 BASE_BINARIES = ("ceph", "ceph-mon", "ceph-mgr", "ceph-osd", "ceph-authtool", "monmaptool")
 FS_NAME = "fathomfs"
-# Ceph 20's checks on aes (pre-20) keys and tickets, which a cluster serving older clients raises
-AUTH_INSECURE_CHECKS = ("AUTH_INSECURE_CLIENT_KEY_TYPE", "AUTH_INSECURE_KEYS_ALLOWED", "AUTH_INSECURE_KEYS_CREATABLE",
-                        "AUTH_INSECURE_SERVICE_TICKETS", "AUTH_INSECURE_ROTATING_SERVICE_KEY_TYPE",
-                        "AUTH_INSECURE_SERVICE_KEY_TYPE")
 S3_USER = "fathom"
 
 
@@ -80,8 +78,6 @@ def pid_alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
-
-
 
 
 class LocalCluster:
@@ -125,7 +121,12 @@ class LocalCluster:
     def connection(self) -> Connection:
         if not self.exists():
             raise ClusterError(f"no fathom cluster in {self.root}", hint="start one with `fathom cluster up`")
-        return Connection(conf=str(self.conf_path), name="client.admin", keyring=str(self.keyring_path))
+        return Connection(conf=str(self.conf_path), name="client.admin", keyring=str(self.keyring_path),
+                          client=self.client())
+
+    def client(self) -> Client:
+        """Whose Ceph client reaches this cluster: chosen at `up` (by default its daemons' release)."""
+        return Client.from_dict((self.state() or {}).get("client"))
 
     def ceph(self, timeout: float = 60.0) -> Ceph:
         return Ceph(self.connection(), timeout=timeout)
@@ -162,7 +163,8 @@ class LocalCluster:
     def up(self, osds: int = 1, osd_size: int = 10 * 1024**3, objectstore: str = "bluestore",
            rgw: bool = False, mds: bool = False, timeout: float = 120.0,
            settings: dict[str, dict[str, str]] | None = None, bind: str | None = None,
-           places: dict[str, dict[str, Any]] | None = None, ceph: str | CephSource | None = None) -> bool:
+           places: dict[str, dict[str, Any]] | None = None, ceph: str | CephSource | None = None,
+           client: str | Client | None = None) -> bool:
         """Start the cluster. Returns False (and changes nothing) if it is already up.
 
         settings: extra ceph.conf options by section ({"osd": {"osd_op_num_shards": "8"}}).
@@ -173,6 +175,8 @@ class LocalCluster:
         topology on one machine, as tests build with fathom.hosts.netns).
         ceph: where the daemons come from: a Ceph build directory, a root file system, or a release built with
         `fathom cluster rootfs` (fathom.cluster.cephsrc); default this host's Ceph.
+        client: whose Ceph client fathom reaches it with (fathom.cluster.client): default the daemons' own
+        release; `host` keeps this host's (an older client meets a newer cluster).
         """
         addr = _bind_address(bind or LOOPBACK)
         if osds < 1:
@@ -185,6 +189,8 @@ class LocalCluster:
                 + (["ceph-mds"] if mds else []))
         src = ceph if isinstance(ceph, CephSource) else cephsrc.resolve(ceph)
         _require(src, bins)
+        cl = client if isinstance(client, Client) else (client_mod.resolve(client) if client
+                                                          else client_mod.of_source(src.to_dict()))
         if self.exists():
             if self.is_up():
                 return False
@@ -217,12 +223,10 @@ class LocalCluster:
             "osds": osds, "osd_size": osd_size, "objectstore": objectstore, "rgw": rgw, "mds": mds,
             "rgw_port": rgw_port, "rgw_tls_port": rgw_tls_port, "daemons": [], "created": time.time(), "ready_s": None,
             "settings": settings or {}, "places": places or {}, "ceph_source": src.to_dict(),
+            "client": cl.to_dict(),
         }
         self._save_state(state)
-        if src.kind == "rootfs":
-            self.progress(f"daemons from the root file system {src.dir} (chrooted, private mount namespace)")
-        elif src.kind == "build":
-            self.progress(f"daemons from the Ceph build directory {src.dir}")
+        self._say_sources(src, cl)
         if src.kind == "rootfs":
             self._holder(state, start=True)  # the namespace first: mkfs runs in it
         if rgw:
@@ -254,6 +258,14 @@ class LocalCluster:
         state["ready_s"] = round(time.monotonic() - t0, 2)
         self._save_state(state)
         return True
+
+    def _say_sources(self, src: CephSource, cl: Client) -> None:
+        if src.kind == "rootfs":
+            self.progress(f"daemons from the root file system {src.dir} (chrooted, private mount namespace)")
+        elif src.kind == "build":
+            self.progress(f"daemons from the Ceph build directory {src.dir}")
+        if cl.kind != "host":
+            self.progress(f"Ceph client: {cl.version() or 'unknown version'} from {cl.dir}")
 
     def _cmd(self, argv: list[str], st: dict[str, Any] | None = None) -> list[str]:
         """argv of one of the cluster's own programs (a daemon, mkfs, authtool) run from its Ceph source."""
@@ -309,28 +321,16 @@ class LocalCluster:
             return ""
         return p.stdout + p.stderr
 
-    def _cipher_args(self) -> tuple[list[str], list[str]]:
-        """(ceph-authtool, monmaptool) options that keep this host's older clients able to authenticate.
-
-        Ceph 20 makes aes256k keys and tickets by default, which clients before it cannot parse ("Malformed
-        input" on the keyring). Where the tools offer the choice, the mon's and client.admin's keys are aes,
-        and the mon allows both ciphers and prefers and serves aes, as a cluster with older clients must."""
-        if "--auth-allowed-ciphers" not in self._help("monmaptool"):
-            return [], []
-        return (["--key-type", "aes"] if "--key-type" in self._help("ceph-authtool") else [],
-                ["--auth-allowed-ciphers", "aes,aes256k", "--auth-preferred-cipher", "aes",
-                 "--auth-service-cipher", "aes"])
-
     def _mute_insecure_auth(self, ceph: Ceph) -> None:
-        """Ceph 20 warns (and errs) about the aes keys and tickets this host's older clients need: true, and
-        chosen, so muted on this disposable cluster (`ceph health mute --sticky`) for HEALTH_OK to mean the rest."""
-        for code in AUTH_INSECURE_CHECKS:
+        """The aes keys an older client needs (fathom.cluster.keys): chosen, so muted on this disposable cluster."""
+        for code in keys.AUTH_INSECURE_CHECKS:
             ceph.ceph("health", "mute", code, "--sticky", fmt_json=False)
         self.progress("aes keys for this host's older Ceph clients: the AUTH_INSECURE_* health checks are muted")
 
     def _mkfs_mon(self, st: dict[str, Any]) -> None:
         kr, r = str(self.keyring_path), self.root
-        key_type, ciphers = self._cipher_args() if self.source().kind != "host" else ([], [])
+        key_type, ciphers = (keys.cipher_args(self._help, self.client().major()) if self.source().kind != "host"
+                             else ([], []))
         self._tool("ceph-authtool", "--create-keyring", kr, "--gen-key", *key_type, "-n", "mon.",
                    "--cap", "mon", "allow *")
         self._tool("ceph-authtool", kr, "--gen-key", *key_type, "-n", "client.admin", "--cap", "mon", "allow *",
@@ -589,7 +589,7 @@ class LocalCluster:
                                "mon_host": st["mon_host"], "objectstore": st["objectstore"],
                                "daemons": daemons, "health": "UNREACHABLE", "osds_up": 0, "osds_in": 0,
                                "pools": [], "usage": None, "ready_s": st.get("ready_s"),
-                               "ceph_source": self.source().to_dict()}
+                               "ceph_source": self.source().to_dict(), "client": self.client().describe()}
         if st.get("rgw") and self.s3():
             out["s3_endpoint"] = self.s3()["endpoint"]  # type: ignore[index]
         if not any(d["running"] and d["name"] == "mon.a" for d in daemons):

@@ -12,7 +12,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any, Callable
 
-from fathom.cluster.ceph import Connection, _mon_host
+from fathom.cluster.ceph import Connection, _mon_host, key_refused
 from fathom.engine_spec import EngineSpec
 from fathom.errors import ClusterError, FathomError
 
@@ -43,15 +43,20 @@ def run_engine(spec: EngineSpec, conn: Connection | None, timeout: float,
         from fathom.dropin import multihost
 
         return multihost.run(spec, clients, timeout, on_record, conn=conn)
+    from fathom.cluster.client import HOST
     from fathom.engines.fathom_engine import run_spec
 
-    return run_spec(spec.to_json(), on_record=on_record, timeout=timeout, check=False)
+    return run_spec(spec.to_json(), on_record=on_record, timeout=timeout, check=False,
+                    client=conn.client if conn is not None else HOST)
 
 
 def connect_failure(err: dict[str, Any], conn: Connection, timeout_s: float) -> FathomError | None:
     """A clear error for a failure to reach the cluster, or None when err is about something else."""
     kind = err.get("kind", "")
     msg = err.get("message", "")
+    refused = key_refused(conn, msg)
+    if refused is not None:
+        return refused
     if kind in ("ECONNREFUSED", "ETIMEDOUT", "EHOSTUNREACH", "ENETUNREACH") or "monitor" in msg:
         mons = _mon_host(conn.conf) or "not set"
         return ClusterError(

@@ -28,6 +28,7 @@ from fathom.engine_spec import EngineSpec, Load
 
 if TYPE_CHECKING:
     from fathom.engines.records import EngineRun
+from fathom.cluster.attach import client_for
 from fathom.cluster.ceph import Ceph, Connection, _mon_host
 from fathom.errors import ClusterError, FathomError, UsageError
 from fathom.units import parse_size, positive_int
@@ -247,6 +248,7 @@ def run_bench(a: Any) -> int:
     r = parse_args(a)
     named(*r.names, f"fathom bench rados {r.mode}")
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
+    conn = conn.with_client(client_for(getattr(a, "client_ceph", None), conn.conf))
     prefix = object_prefix(r.run_name)
     out = Out(json_mode=r.format != "plain")
     check_db(r.db)
@@ -462,6 +464,7 @@ def _remove_listed(conn: Connection, pool: str, prefix: str, timeout: float) -> 
 
 def run_cleanup(a: Any) -> int:
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
+    conn = conn.with_client(client_for(getattr(a, "client_ceph", None), conn.conf))
     if a.prefix and a.run_name:
         raise UsageError("give --run-name or --prefix, not both")
     if a.prefix:

@@ -23,6 +23,7 @@ from fathom.engine_spec import EngineSpec, Load
 if TYPE_CHECKING:
     from fathom.engines.records import EngineRun
 from fathom.dropin.rados import Out, dump_json, pool_missing, stall_error
+from fathom.cluster.attach import client_for
 from fathom.cluster.ceph import Connection
 from fathom.errors import FathomError, UsageError
 from fathom.units import parse_size, positive_int
@@ -100,6 +101,7 @@ def run_bench(a: Any) -> int:
     pool, image = parse_image(a.image, a.pool)
     named(*names(io_type, pattern, image), f"fathom bench rbd {io_type}")
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
+    conn = conn.with_client(client_for(getattr(a, "client_ceph", None), conn.conf))
     check_db(a.db)
     out = Out(json_mode=out_fmt != "plain")
     from fathom.dropin import multihost

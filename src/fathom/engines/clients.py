@@ -25,6 +25,7 @@ from fathom.engines.fathom_engine import PROTOCOL, check_engine, point_spec
 from fathom.hosts.ssh import LOOP
 from fathom.hosts.transport import OpenContext, Transport, open_all
 from fathom.errors import FathomError
+from fathom.cluster.client import HOST, Client
 from fathom.hosts.clients import ClientsSpec
 from fathom.results.model import PointResult
 
@@ -33,6 +34,7 @@ from fathom.results.model import PointResult
 class Clients:
     spec: ClientsSpec
     hosts: dict[str, Transport] = field(default_factory=dict)  # remote hosts by name, connected
+    client: Client = HOST  # whose Ceph libraries this host's engines load (remote hosts load their own)
 
     @classmethod
     def open(cls, spec: ClientsSpec, ctx: OpenContext | None = None, needs_cluster: bool | None = None) -> Clients:
@@ -42,9 +44,25 @@ class Clients:
         out.add(ctx, needs_cluster)
         return out
 
+    @classmethod
+    def first(cls, cs: ClientsSpec, say: Callable[[str], None]) -> Clients:
+        """The client hosts of cs that need nothing of the cluster (SSH), connected and their engines checked;
+        the pods are added once the cluster is there (`add` with needs_cluster)."""
+        if cs.kubernetes is not None:  # a missing kubeconfig is known now, not after a cluster started for the pods
+            from fathom.hosts.k8s.api import existing_kubeconfig
+
+            existing_kubeconfig(cs.kubernetes.kubeconfig)
+        if cs.ssh:
+            say(f"connecting to {len(cs.ssh)} client host(s) over SSH")
+        elif not cs.remote:
+            say(f"{sum(h.instances for h in cs.hosts)} engines on this host")
+        return cls.open(cs, needs_cluster=False)
+
     def add(self, ctx: OpenContext | None = None, needs_cluster: bool | None = None) -> None:
         """The spec's remote hosts of the transports needs_cluster selects (fathom.hosts.transport.open_all)
         connected, with those connected before."""
+        if ctx is not None and ctx.conn is not None:
+            self.client = ctx.conn.client
         if self.spec.remote:
             binary = check_engine()
             self.hosts.update({h.name: h for h in LOOP.run(open_all(self.spec, binary, PROTOCOL, ctx, needs_cluster))})
@@ -89,7 +107,8 @@ class Clients:
         merged `.result`)."""
         instances = self._instances(make_spec)
         interval_s = float(instances[0].spec.get("interval_s") or 1.0)
-        g = group_mod.Group(instances, str(check_engine()), interval_s, self.spec.on_loss, on_interval, on_event)
+        g = group_mod.Group(instances, str(check_engine()), interval_s, self.spec.on_loss, on_interval, on_event,
+                            client=self.client)
         g.on_span = on_span
         on_control(group_mod.GroupHandle(g))
         conn = instances[0].spec["target"].get("connection") or {}
@@ -125,6 +144,8 @@ class Clients:
                     conn.conf = h.ceph_conf or conn.conf
                     conn.keyring = h.keyring or conn.keyring
                 there = None if h.local else self.hosts[h.name]
+                if conn is not None and there is not None:
+                    conn.library_dir = None  # another host's engine loads that host's own Ceph libraries
                 if conn is not None and getattr(there, "connection", None):  # a pod: the conf its Secret mounts
                     for k, v in there.connection.items():  # type: ignore[union-attr]
                         setattr(conn, k, v)

@@ -65,6 +65,7 @@ from fathom.engines.records import EngineRun, engine_error
 from fathom.interfaces.base import PointContext
 from fathom.binaries import BINARY, INSTALL_HINT, engine_path
 from fathom.errors import FathomError
+from fathom.cluster.client import HOST, Client
 from fathom.hosts.clients import LOCAL
 from fathom.hosts.ssh import LOOP
 from fathom.results.model import PERCENTILES, OpStats, PointResult
@@ -139,12 +140,13 @@ class EngineControl:
 def run_spec(spec: dict[str, Any], on_record: Callable[[dict[str, Any]], None] | None = None,
              timeout: float | None = None, check: bool = True,
              on_start: Callable[[int | None], None] | None = None,
-             on_proc: Callable[[EngineControl], None] | None = None, drain_s: float = 30.0) -> EngineRun:
+             on_proc: Callable[[EngineControl], None] | None = None, drain_s: float = 30.0,
+             client: Client = HOST) -> EngineRun:
     """Run one point spec on one engine of this host to completion; see the module docstring. The engine group
     supervises it as it does a many-host point's engines (one supervisor): heartbeats, Ctrl-C, kill by pid."""
     inst = engine_group.Instance(host=LOCAL, index=0, spec=spec)
     g = engine_group.Group([inst], str(check_engine()), float(spec.get("interval_s") or 1.0), "fail",
-                           lambda rec: None, lambda event: None)
+                           lambda rec: None, lambda event: None, client=client)
     g.on_record = lambda i, rec: on_record(rec) if on_record is not None else None
 
     def spawned(i: engine_group.Instance) -> None:
@@ -265,7 +267,7 @@ class FathomEngineAdapter:
 
         try:
             er = run_spec(doc, on_record=on_record, timeout=ctx.timeout, check=False, on_start=ctx.on_child,
-                           on_proc=ctx.on_control)
+                           on_proc=ctx.on_control, client=ctx.conn.client if ctx.conn is not None else HOST)
         except KeyboardInterrupt as exc:
             er = getattr(exc, "engine_run", None)
             if er is not None and er.summary:
@@ -281,6 +283,7 @@ class FathomEngineAdapter:
     def _result(er: EngineRun, doc: dict[str, Any]) -> PointResult:
         res = result_from_summary(er.summary or {}, er.wall_s, er.user_s, er.sys_s)
         res.extra["spec"] = doc
+        res.extra["libraries"] = (er.start or {}).get("libraries")  # the Ceph client library files it loaded
         return res
 
     def cleanup(self, ctx: PointContext) -> None:

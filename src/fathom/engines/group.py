@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from fathom.cluster.client import HOST, Client
 from fathom.results import merge
 from fathom.engines.records import EngineRun, engine_error, keep
 from fathom.hosts.ssh import LOOP, HostError
@@ -123,10 +124,11 @@ class Outbox:
 
 class Group:
     def __init__(self, instances: list[Instance], binary: str, interval_s: float, on_loss: str,
-                 on_interval: Callable[[dict[str, Any]], None], on_event: Callable[[dict[str, Any]], None]):
+                 on_interval: Callable[[dict[str, Any]], None], on_event: Callable[[dict[str, Any]], None],
+                 client: Client = HOST):
         self.instances = instances
         self.binary = binary
-        local = Local(binary)
+        local = Local(binary, client)  # this host's engines load `client`'s Ceph libraries
         for i in instances:
             i.transport = i.transport or local
         self.interval_s = interval_s

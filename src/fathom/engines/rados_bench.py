@@ -74,8 +74,9 @@ class RadosBenchAdapter:
         mode = MODES[params["rw"]]
         if params.get("drop_caches") and mode != "write":
             _drop_caches()
-        argv = ["rados", *ctx.conn.args(), "-p", ctx.pool, "bench", str(max(1, int(round(params["runtime"])))), mode,
-                "-t", str(params["iodepth"]), "--run-name", ctx.run_tag, "-f", "json"]
+        argv = [*ctx.conn.tool("rados"), *ctx.conn.args(), "-p", ctx.pool, "bench",
+                str(max(1, int(round(params["runtime"])))), mode, "-t", str(params["iodepth"]),
+                "--run-name", ctx.run_tag, "-f", "json"]
         if mode == "write":
             argv += ["-b", str(params["bs"]), "-O", str(params.get("object_size") or params["bs"]), "--no-cleanup"]
         t0 = time.time()
@@ -101,7 +102,7 @@ class RadosBenchAdapter:
     def cleanup(self, ctx: PointContext) -> bool:
         if not ctx.pool:
             return False
-        argv = ["rados", *ctx.conn.args(), "-p", ctx.pool, "cleanup", "--run-name", ctx.run_tag]
+        argv = [*ctx.conn.tool("rados"), *ctx.conn.args(), "-p", ctx.pool, "cleanup", "--run-name", ctx.run_tag]
         child = run_child(argv, ctx, env=ctx.conn.env())
         if child.rc != 0:
             raise FathomError(f"rados cleanup --run-name {ctx.run_tag} failed: {child.stderr.strip()[-300:]}")

@@ -149,6 +149,9 @@ class ClientsSpec(BaseModel):
     accept_new_host_keys: bool = False
     connect_timeout_s: float = Field(10.0, gt=0, le=300)
     kubernetes: KubeSpec | None = None
+    # whose Ceph client this host runs: host, a release built by `fathom cluster rootfs`, a root or build DIR
+    # (fathom.cluster.client); default a local cluster's own release, else this host's
+    ceph: str | None = None
 
     @model_validator(mode="before")
     @classmethod

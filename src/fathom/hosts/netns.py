@@ -20,6 +20,7 @@ this process's id and a letter per testbed, so neither two test runs nor two tes
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import subprocess
@@ -93,7 +94,7 @@ class Testbed:
             os.makedirs("/run/sshd", mode=0o755)
             self._made_run_sshd = True
         _sh("ip", "link", "add", self.bridge, "type", "bridge")
-        _sh("ip", "addr", "add", f"{self.bridge_addr}/24", "dev", self.bridge)
+        self._claim_subnet()
         _sh("ip", "link", "set", self.bridge, "up")
         for i, h in enumerate(self.hosts):
             peer = f"{h.veth}p"
@@ -125,6 +126,28 @@ Subsystem sftp internal-sftp
             self._procs.append(self._sshd(i))
         for i, h in enumerate(self.hosts):
             self._wait_listening(i, h)
+
+    def _claim_subnet(self) -> None:
+        """The bridge's /24, one no other interface of this host has: test beds of processes side by side (a
+        test run's lanes) pick theirs at once, so each checks after adding its address and moves on if another
+        holds the same subnet (both move when both added at once; each picks its next at random)."""
+        for _ in range(50):
+            _sh("ip", "addr", "add", f"{self.bridge_addr}/24", "dev", self.bridge)
+            if not _subnet_elsewhere(self.prefix, self.bridge):
+                return
+            _sh("ip", "addr", "del", f"{self.bridge_addr}/24", "dev", self.bridge)
+            self._number(random.randrange(20, 220))
+        raise RuntimeError(f"no free 10.215.x.0/24 subnet for the test bed's bridge {self.bridge}")
+
+    def _number(self, net: int) -> None:
+        self.prefix = f"10.215.{net}"
+        self.bridge_addr = f"{self.prefix}.1"
+        for i, h in enumerate(self.hosts):
+            h.addr = f"{self.prefix}.{11 + i}"
+        Path(self.known_hosts).write_text("".join(f"{h.addr} {' '.join(self._host_pub())}\n" for h in self.hosts))
+
+    def _host_pub(self) -> list[str]:
+        return (self.dir / "ssh_host_ed25519_key.pub").read_text().split()[:2]
 
     def _sshd(self, i: int) -> subprocess.Popen:
         """Host i's sshd started (its config written by _up); h.pid is its pid."""
@@ -189,6 +212,13 @@ Subsystem sftp internal-sftp
         if self._made_run_sshd and not _running("sshd"):  # another sshd (another test bed's) still needs it
             shutil.rmtree("/run/sshd", ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _subnet_elsewhere(prefix: str, mine: str) -> bool:
+    """Whether an interface other than `mine` has an address in prefix.0/24."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True).stdout
+    return any(f.split()[1] != mine and f.split()[3].startswith(prefix + ".") for f in out.splitlines()
+               if len(f.split()) > 3)
 
 
 def _running(comm: str) -> bool:

@@ -31,6 +31,7 @@ from fathom.hosts.clients import ClientsSpec, KubeSpec
 from fathom.hosts.k8s import objects
 from fathom.hosts.k8s.api import Api, K8sError
 from fathom.hosts.k8s.image import ENGINE_IN_IMAGE
+from fathom.cluster.client import HOST
 from fathom.hosts.k8s.access import MOUNT, ROOK_ENDPOINTS, ROOK_SECRET, CephAccess, from_conn, from_rook, mon_addrs
 
 STDIN, STDOUT, STDERR, STATUS = 0, 1, 2, 3
@@ -267,7 +268,8 @@ class Pods:
             self.access = await rook(f"read Rook's mon endpoints in {s.rook.namespace}",
                                      from_rook(core, s.rook.namespace))
         elif conn is not None:
-            self.access = await asyncio.to_thread(from_conn, conn.conf, conn.name, conn.keyring)
+            self.access = await asyncio.to_thread(from_conn, conn.conf, conn.name, conn.keyring,
+                                                    getattr(conn, "client", HOST))
         if self.journal is not None:  # before anything is made: what a killed run leaves is found and removed
             self.entry = self.journal.write(objects.entry(s, n, secret=self.access is not None))
         self.say(f"kubernetes: {s.pods} pod(s) in {s.namespace} from {image}"

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Protocol, runtime_checkable
 
+from fathom.cluster.client import HOST, Client
 from fathom.hosts.clients import LOCAL, ClientsSpec
 from fathom.plugins import Table
 
@@ -171,9 +172,10 @@ class Local:
     lost: str | None = None
     start_hint = ""
 
-    def __init__(self, engine: str | None = None):
+    def __init__(self, engine: str | None = None, client: Client = HOST):
         self.name = LOCAL
         self.engine = engine
+        self.client = client  # whose Ceph libraries the engine loads (fathom.cluster.client)
         self.facts: dict[str, Any] = {}
 
     async def provide_engine(self, local: Path, sha: str, protocol: int) -> str:
@@ -184,11 +186,11 @@ class Local:
         assert self.engine is not None
         with tempfile.NamedTemporaryFile("w", prefix="fathom-spec-", suffix=".json", delete=False) as f:
             f.write(spec_json)
-        env = dict(os.environ)
+        env = self.client.engine_env(dict(os.environ))
         env.pop("CEPH_ARGS", None)
         try:
-            popen = subprocess.Popen([self.engine, f.name], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env, start_new_session=True)
+            popen = subprocess.Popen([*self.client.engine_argv(self.engine), f.name], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
         except BaseException:
             os.unlink(f.name)
             raise

@@ -56,7 +56,8 @@ def tool_version(argv: list[str]) -> str | None:
 
 def ceph_facts(ceph: Ceph) -> dict[str, Any]:
     """Versions of the running daemons, build hash, OSD flags, pool settings, config that differs from defaults."""
-    out: dict[str, Any] = {"ceph_client_version": tool_version(["ceph", "--version"])}
+    client = ceph.conn.client
+    out: dict[str, Any] = {"ceph_client_version": client.version(), "ceph_client": client.describe()}
     for key, args in (("versions", ("versions",)), ("osd_dump", ("osd", "dump")),
                       ("config_dump", ("config", "dump")), ("osd_metadata", ("osd", "metadata"))):
         try:

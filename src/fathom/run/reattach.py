@@ -1,6 +1,7 @@
 """What a run was attached with, kept for its next attempts.
 
 The command line's options that reach an existing cluster and its hosts (--conf, --id/--client-name, --keyring,
+--client-ceph,
 --server-host and the other server-host options, --prometheus, --mgr-prometheus) are recorded in the run's state
 record (`attached_with`, fathom.run.attempt) when an attempt begins: paths, names and URLs only, never a key (a
 keyring is a path). `fathom run --resume RUN` uses them where its own command line gives none: options given win,
@@ -18,9 +19,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from fathom.cluster.attach import Attachment, local_for
+from fathom.cluster.attach import Attachment, client_for, local_for
 from fathom.cluster.ceph import Connection
-from fathom.errors import ClusterError
+from fathom.errors import ClusterError, FathomError
 from fathom.results.store import Run, Store
 from fathom.run.work import RunOptions
 
@@ -33,6 +34,8 @@ def record(opts: RunOptions) -> dict[str, Any]:
     if opts.attach is not None:
         c = opts.attach.conn
         rec["conn"] = {"conf": c.conf, "name": c.name, "keyring": c.keyring}
+        if c.client.kind != "host":  # the client that reads its keys (a release's name, or its directory)
+            rec["conn"]["client_ceph"] = c.client.release or c.client.dir
     if opts.servers is not None:
         rec["servers"] = opts.servers.model_dump(mode="json")
         rec["server_args"] = list(opts.server_args)
@@ -60,6 +63,7 @@ def words(rec: dict[str, Any]) -> list[str]:
     if conn:
         out += ["--conf", conn["conf"], "--client-name", conn.get("name") or "client.admin"]
         out += ["--keyring", conn["keyring"]] if conn.get("keyring") else []
+        out += ["--client-ceph", conn["client_ceph"]] if conn.get("client_ceph") else []
     out += (rec.get("server_args") or []) if rec.get("servers") else []
     out += ["--prometheus", rec["prometheus"]] if rec.get("prometheus") else []
     out += ["--mgr-prometheus"] if rec.get("mgr_prometheus") else []
@@ -131,12 +135,13 @@ def _attachment(run: Run, conn: dict[str, Any]) -> Attachment:
     """The stored connection, checked as the command line's is: its conf and keyring must still be there."""
     try:
         c = Connection.from_args(conn["conf"], None, conn.get("name"), conn.get("keyring"))
-    except ClusterError as exc:
+        client_for(conn.get("client_ceph"), c.conf)
+    except FathomError as exc:
         raise ClusterError(f"run {run.id} ({run.name}) was attached with {shlex.join(words({'conn': conn}))}, "
                            f"stored with the run: {exc.message}",
                            hint="pass --conf (and --keyring, --id or --client-name) of the cluster the run measured "
                                 "on the command line; given options win over the stored ones") from None
-    return Attachment(conn=c, local=local_for(c.conf))
+    return Attachment(conn=c.with_client(client_for(conn.get("client_ceph"), c.conf)), local=local_for(c.conf))
 
 
 def _without_password(url: str) -> str:

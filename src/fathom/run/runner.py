@@ -39,14 +39,15 @@ from fathom.suite import faults, plan, spec, steady
 from fathom.hosts import clients as hosts
 from fathom.servers import telemetry
 from fathom.run import point as point_mod
-from fathom.cluster import buckets, full, health
+from fathom.cluster import buckets, client, full, health
 from fathom.companion import Companion
+from fathom.engines.clients import Clients
 from fathom.cluster import rgw as rgw_prep
 from fathom.cluster.ceph import Connection
 from fathom.cluster.local import Daemon, LocalCluster
 from fathom.cluster.prep import Prep
 from fathom.cluster.restore import put_back
-from fathom.cluster.attach import Attachment
+from fathom.cluster.attach import Attachment, client_for
 from fathom.cluster.journal import Journal
 from fathom.run.attempt import Attempt
 from fathom.run.work import RunOptions, Work
@@ -85,22 +86,6 @@ class _Prepared:
 
 def _raise_interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001
     raise KeyboardInterrupt
-
-
-def _connect(cs: Any) -> Any:
-    """The client hosts of cs (a ClientsSpec) that need nothing of the cluster (SSH), connected and their engines
-    checked; the pods are added once the cluster is there (Phases.connect_clients)."""
-    from fathom.engines.clients import Clients
-
-    if cs.kubernetes is not None:  # a missing kubeconfig is known now, not after a cluster started for the pods
-        from fathom.hosts.k8s.api import existing_kubeconfig
-
-        existing_kubeconfig(cs.kubernetes.kubeconfig)
-    if cs.ssh:
-        _say(f"connecting to {len(cs.ssh)} client host(s) over SSH")
-    elif not cs.remote:
-        _say(f"{sum(h.instances for h in cs.hosts)} engines on this host")
-    return Clients.open(cs, needs_cluster=False)
 
 
 @dataclass
@@ -201,6 +186,10 @@ class Phases:
         c = work.suite.cluster
         if attached is None and c.kind == "attached":
             attached = Attachment(conn=Connection.from_args(c.conf, c.id, None, c.keyring))
+            attached.conn = attached.conn.with_client(client_for(None, attached.conn.conf))
+        asked = opts.client_ceph or (work.suite.clients.ceph if work.suite.clients else None)
+        if attached is not None and asked:  # before the probe: the client that can read this cluster's keys
+            attached.conn = attached.conn.with_client(client.resolve(asked))
         if (opts.servers is not None or opts.prometheus) and attached is None:
             raise UsageError("--server-host and --prometheus measure the hosts of an attached cluster; the "
                              "disposable cluster runs on this host, which fathom samples itself",
@@ -212,7 +201,7 @@ class Phases:
         schedules = {p.workload: [faults.Fault.model_validate(f) for f in p.params.get("faults") or []] for p in todo}
         schedules = {wl: fs for wl, fs in schedules.items() if fs}
         checked = Checked(work, attached, needs_cluster, clients,
-                          _connect(clients) if clients is not None and todo else None)
+                          Clients.first(clients, _say) if clients is not None and todo else None)
         try:
             if attached is not None:
                 attached.ceph().probe(timeout=30.0)
@@ -292,6 +281,8 @@ class Phases:
             return
         from fathom.hosts.transport import OpenContext
 
+        if held.attached is not None:  # this host's engines load the libraries of the client that reaches it
+            held.clients.client = held.attached.conn.client
         if cs.kubernetes is not None:
             tag = self.attempt.tag.removeprefix("fathom-")  # type: ignore[union-attr]
             ctx = OpenContext(tag, held.attached.conn, self.journal() if held.ceph is not None else None, _say) \
@@ -319,7 +310,9 @@ class Phases:
                 _say(f"starting a disposable local cluster in {cdir} ({c.osds} OSD(s), {c.objectstore})")
                 t0 = time.monotonic()
                 held.cluster.up(osds=c.osds, osd_size=c.osd_size, objectstore=c.objectstore, bind=self.opts.bind,
-                                mds=c.mds, rgw=c.rgw, settings=c.settings or None, ceph=c.ceph)
+                                mds=c.mds, rgw=c.rgw, settings=c.settings or None, ceph=c.ceph,
+                                client=self.opts.client_ceph or (self.work.suite.clients.ceph
+                                                                 if self.work.suite.clients else None))
                 _say(f"cluster HEALTH_OK in {time.monotonic() - t0:.1f} s")
             a.record(cluster_dir=str(held.cluster.root))  # this attempt's now: it stops it at the end
             desc["ceph_source"] = held.cluster.source().to_dict()  # where its daemons (and version) came from

@@ -32,6 +32,7 @@ class RunOptions:
     on_full: str = "stop"  # a point failed on a full cluster: stop the run, or skip (record) every point left
     bind: str | None = None  # the disposable cluster's address (client hosts other than this one reach it there)
     ceph: str | None = None  # the disposable cluster's daemons from this Ceph (build dir, root, release name)
+    client_ceph: str | None = None  # --client-ceph: whose Ceph client (fathom.cluster.client), over clients.ceph
     tty: bool | None = None  # progress style; None = decide from stderr
     slo: dict[str, Any] | None = None  # an SLO search instead of the plan: the command line's settings over the
     # suite's `slo:` (fathom.run.probes.settings)

@@ -13,7 +13,8 @@ Layout:
                  (`target: {kind: local | ceph, ...}`, the former name, is still read)
     prep:        {pools: [...], images: {...}, prefill, hygiene}
     clients:     {hosts: [local, user@host[:port], {host, user, port, key_file, instances, ...}], on_loss,
-                 known_hosts, accept_new_host_keys}: where the engines run (fathom.hosts.clients); default this host
+                 known_hosts, accept_new_host_keys, ceph}: where the engines run (fathom.hosts.clients); default
+                 this host; ceph: whose Ceph client runs here (host, reef, tentacle, DIR; fathom.cluster.client)
     slo:         {workload, p50, p90, p99, p999, error_rate, by: rate | iodepth, start, min, max, resolution,
                  probe, max_probe}: what `fathom slo` searches (fathom.run.probes; docs/slo.md)
     report:      [files-study, rgw-study]: the study sections its runs' reports carry (fathom.report.studies)

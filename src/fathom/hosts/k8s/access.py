@@ -11,11 +11,13 @@ written anywhere else, and this object's repr leaves it out.
 from __future__ import annotations
 
 import base64
+import os
 import re
 import subprocess
 from dataclasses import dataclass, field
 from typing import Any
 
+from fathom.cluster.client import HOST, Client
 from fathom.errors import FathomError
 
 MOUNT = "/etc/fathom-ceph"  # where the pods see the Secret: ceph.conf and keyring
@@ -56,9 +58,10 @@ class CephAccess:
         return {"source": self.source, "name": self.name, "fsid": self.fsid, "mon_host": self.mon_host}
 
 
-def _tool(argv: list[str], what: str) -> str:
+def _tool(argv: list[str], what: str, client: Client = HOST) -> str:
     try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+        p = subprocess.run([*client.argv(argv[0]), *argv[1:]], capture_output=True, text=True, timeout=30,
+                           env=client.env(dict(os.environ)))
     except FileNotFoundError:
         raise AccessError(f"{argv[0]} is not installed; it reads {what}",
                           hint="install Debian's ceph-common (make install does)") from None
@@ -67,16 +70,17 @@ def _tool(argv: list[str], what: str) -> str:
     return p.stdout.strip()
 
 
-def from_conn(conf: str, name: str, keyring: str | None) -> CephAccess:
+def from_conn(conf: str, name: str, keyring: str | None, client: Client = HOST) -> CephAccess:
     """From the run's conf and keyring paths (a keyring not named: the one its conf gives for `name`)."""
     look = lambda key: _tool(["ceph-conf", "-c", conf, "--name", name, "--lookup", key],  # noqa: E731
-                             f"{key} from {conf}")
+                             f"{key} from {conf}", client)
     mon_host, fsid = look("mon_host"), look("fsid")
     paths = [keyring] if keyring else [p for p in look("keyring").split(",") if p.strip()]
     key = None
     for path in paths:
         try:
-            key = _tool(["ceph-authtool", path.strip(), "--name", name, "--print-key"], f"{name}'s key from {path}")
+            key = _tool(["ceph-authtool", path.strip(), "--name", name, "--print-key"], f"{name}'s key from {path}",
+                        client)
             break
         except AccessError:
             if path is paths[-1]:

@@ -1,8 +1,10 @@
-"""Ceph 18 (Reef): a local cluster whose daemons run from a cached Debian 13 root file system (fathom.cluster.rootfs,
-fathom.cluster.cephsrc), with its OSDs on two network-namespace hosts, measured by fathom with this host's Ceph 16
-client side, as an older client meets a newer cluster. The root is built once per machine (about 1 min and
-130 MiB from deb.debian.org); only an unreachable mirror with no cached root skips, and says so.
-FATHOM_TEST_CEPH20=1 runs the same tests on Ceph 20 (Tentacle, from Debian sid) as well.
+"""Current Ceph: a local cluster whose daemons run from a cached root file system (fathom.cluster.rootfs,
+fathom.cluster.cephsrc), Ceph 20 (Tentacle, from Debian sid) by default, with its OSDs on two network-namespace
+hosts, attached and measured by fathom with that release's own client (fathom.cluster.client): the ceph tools and
+the engine's librados and librbd from the same root. Tentacle keeps its default aes256k keys, and this host's Ceph
+16 client is refused by a message that names the key type and the fix. The root is built once per machine (about
+1 min from deb.debian.org); only an unreachable mirror with no cached root skips, and says so.
+FATHOM_TEST_REEF=1 runs the same tests on Ceph 18 (Reef, from Debian 13) as well.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 from conftest import QUICK_MGR_STATS, run_fathom
 
 from fathom.hosts import netns
-from fathom.cluster import cephsrc, rootfs
+from fathom.cluster import cephsrc, keys, rootfs
 from fathom.cluster.local import LocalCluster, pid_alive
 from fathom.servers.mgrprom import EXCLUDE
 from fathom.results.store import Store
@@ -26,7 +28,7 @@ pytestmark = pytest.mark.cluster
 needs_bed = pytest.mark.skipif(netns.available() is not None, reason=f"namespace hosts: {netns.available()}")
 
 
-RELEASES = ["reef"] + (["tentacle"] if os.environ.get("FATHOM_TEST_CEPH20") else [])
+RELEASES = ["tentacle"] + (["reef"] if os.environ.get("FATHOM_TEST_REEF") else [])
 
 
 def release_root(release: str) -> Path:
@@ -44,12 +46,13 @@ def mounts_of(path: Path) -> list[str]:
 
 
 @pytest.fixture(scope="module", params=RELEASES)
-def reef(request, tmp_path_factory):
+def newer(request, tmp_path_factory):
     """mon.a, mgr.x and an RGW on this host (at the bridge address), osd.0 and osd.1 on namespace hosts 0 and 1,
-    all from the Reef root. At the end every daemon and the namespace holder are gone, and nothing is mounted."""
+    all from the release's root, its client the release's. At the end every daemon and the namespace holder are
+    gone, and nothing is mounted."""
     root = release_root(request.param)
     with netns.Testbed(hosts=2) as tb:
-        d = tmp_path_factory.mktemp("reef") / "cluster"
+        d = tmp_path_factory.mktemp(request.param) / "cluster"
         c = LocalCluster(d, progress=lambda m: print(m, file=sys.stderr))
         places = {f"osd.{i}": {"prefix": ["nsenter", "-t", str(h.pid), "-n", "-u", "--"], "addr": h.addr}
                   for i, h in enumerate(tb.hosts)}
@@ -79,8 +82,8 @@ def wait_versions(c: LocalCluster, kinds: set[str], timeout: float = 60) -> dict
 
 
 @needs_bed
-def test_the_daemons_are_reef_chrooted_in_a_namespace_and_the_host_client_stays_16(reef):
-    tb, c, rel = reef
+def test_the_daemons_are_chrooted_in_a_namespace_and_the_client_and_its_keys_are_the_release_s(newer):
+    tb, c, rel = newer
     merged = cephsrc.rootfs_paths(c.root)["merged"]
     assert c.source().kind == "rootfs"
     # every daemon runs in the root (its /proc/PID/root), and nothing shows in this host's mount table
@@ -103,12 +106,38 @@ def test_the_daemons_are_reef_chrooted_in_a_namespace_and_the_host_client_stays_
     by_host = {h["host"]: h for h in st["hosts"]}
     for i, h in enumerate(tb.hosts):
         assert [dm["name"] for dm in by_host[h.name]["daemons"]] == [f"osd.{i}"], by_host
+    assert st["client"]["dir"] == str(rootfs.root_path(rel.name)), st["client"]
+    assert st["client"]["version"].startswith(f"ceph version {rel.major}."), st["client"]
     text = run_fathom("cluster", "status", "--dir", str(c.root), check=True).stdout
     assert f"daemons from the Ceph rootfs {rootfs.root_path(rel.name)}" in text
+    assert f"client: ceph version {rel.major}." in text
+    # the release's own key type (Tentacle: aes256k), nothing muted for an older client
+    assert keys.key_type(str(c.keyring_path), "client.admin") == ("aes256k" if rel.major >= 20 else "aes")
+    assert not (c.state() or {}).get("aes_for_old_clients")
+    assert not c.ceph().ceph("health").get("mutes"), c.ceph().ceph("health")
+
+
+@needs_bed
+def test_this_host_s_ceph_16_client_is_refused_by_a_message_naming_the_key_type_and_the_fix(newer, tmp_path):
+    tb, c, rel = newer
+    if rel.major < 20:
+        pytest.skip(f"Ceph {rel.major} keys are aes, which every client reads")
+    suite = tmp_path / "s.yaml"
+    suite.write_text(SUITE.format())
+    conn = ["--conf", str(c.conf_path), "--keyring", str(c.keyring_path), "--client-ceph", "host"]
+    for argv in (["run", str(suite), "--db", str(tmp_path / "r.db"), *conn],
+                 ["bench", "rados", "-p", "rbd", "2", "write", "--db", str(tmp_path / "b.db"), *conn]):
+        t0 = time.monotonic()
+        p = run_fathom(*argv, timeout=120)
+        took = time.monotonic() - t0
+        assert p.returncode == 3 and took < 30, (argv[0], took, p.stdout, p.stderr[-2000:])
+        assert "client.admin's key is aes256k this Ceph 16 client cannot read" in p.stderr, p.stderr[-2000:]
+        assert "--client-ceph tentacle" in p.stderr, p.stderr[-2000:]
+    assert not (tmp_path / "r.db").exists()  # refused before anything was made
 
 
 SUITE = """\
-name: reef
+name: release
 cluster: {{kind: attached}}
 prep:
   pools: [{{name: rp, application: rados, pg_num: 8, size: 1}}, {{name: bp, application: rbd, pg_num: 8, size: 1}}]
@@ -126,17 +155,18 @@ def cluster_config(c: LocalCluster) -> list[tuple[str, str, str]]:
 
 
 @needs_bed
-def test_fathom_measures_reef_with_server_figures_and_perf_counters_and_puts_it_back(reef, engine_ready, tmp_path):
-    tb, c, rel = reef
+def test_fathom_measures_it_with_its_own_client_server_figures_and_perf_counters_and_puts_it_back(newer, engine_ready,
+                                                                                                tmp_path):
+    tb, c, rel = newer
     before = cluster_config(c)
     modules = c.ceph().ceph("mgr", "module", "ls")["enabled_modules"]
     assert "prometheus" not in modules
     assert c.ceph().ceph("config", "get", "mgr", EXCLUDE, fmt_json=False).strip() == "true"
-    suite = tmp_path / "reef.yaml"
+    suite = tmp_path / "release.yaml"
     suite.write_text(SUITE.format())
     db = tmp_path / "r.db"
     argv = ["run", str(suite), "--db", str(db), "--conf", str(c.conf_path), "--keyring", str(c.keyring_path),
-            "--mgr-prometheus", "--known-hosts", tb.known_hosts, "--server-key", tb.key_file]
+            "--client-ceph", rel.name, "--mgr-prometheus", "--known-hosts", tb.known_hosts, "--server-key", tb.key_file]
     for h in tb.hosts:
         argv += ["--server-host", f"root@{h.addr}"]
     p = run_fathom(*argv, timeout=600)
@@ -150,9 +180,15 @@ def test_fathom_measures_reef_with_server_figures_and_perf_counters_and_puts_it_
         for name, q in pts.items():
             ops = sum(o["ops"] for o in q["result"]["ops"].values())
             assert ops > 0 and not q["result"]["errors"], (name, q["result"])
-        # the environment: a Reef cluster from the cached root, measured by this host's Ceph 16 tools
+        # the environment: a cluster from the cached root, measured by that root's client: its tools and the
+        # engine's librados and librbd (the files the engine loaded)
+        root = str(rootfs.root_path(rel.name))
         assert env["ceph_version"].startswith(f"ceph version {rel.major}."), env["ceph_version"]
-        assert env["ceph_client_version"].startswith("ceph version 16."), env["ceph_client_version"]
+        assert env["ceph_client_version"].startswith(f"ceph version {rel.major}."), env["ceph_client_version"]
+        assert env["ceph_client"]["dir"] == root and env["ceph_client"]["release"] == rel.name, env["ceph_client"]
+        for name in ("rados", "rbd"):
+            libs = pts[name]["result"]["extra"]["libraries"]
+            assert libs["librados"].startswith(root + "/") and libs["librbd"].startswith(root + "/"), libs
         assert env["cluster"]["ceph_source"] == {"kind": "rootfs", "dir": str(rootfs.root_path(rel.name))}
         # server figures over SSH from the namespace hosts, each OSD on its own
         assert {h["hostname"] for h in env["servers"]["hosts"]} == {h.name for h in tb.hosts}
