@@ -131,7 +131,7 @@ def test_this_host_s_ceph_16_client_is_refused_by_a_message_naming_the_key_type_
         p = run_fathom(*argv, timeout=120)
         took = time.monotonic() - t0
         assert p.returncode == 3 and took < 30, (argv[0], took, p.stdout, p.stderr[-2000:])
-        assert "client.admin's key is aes256k this Ceph 16 client cannot read" in p.stderr, p.stderr[-2000:]
+        assert "client.admin's key is aes256k, which this Ceph 16 client cannot read" in p.stderr, p.stderr[-2000:]
         assert "--client-ceph tentacle" in p.stderr, p.stderr[-2000:]
     assert not (tmp_path / "r.db").exists()  # refused before anything was made
 

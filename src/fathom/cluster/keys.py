@@ -58,6 +58,6 @@ def unreadable_key(keyring: str | None, name: str, client_major: int | None, std
         return None
     kt = key_type(keyring, name) if keyring else None
     if kt == "aes256k" or (kt is None and "Malformed input" in stderr):
-        return (f"{name}'s key is {kt or 'of a type'} this Ceph {client_major} client cannot read "
+        return (f"{name}'s key is {kt or 'of a type'}, which this Ceph {client_major} client cannot read "
                 f"(aes256k, Ceph 20's default key type, is read by Ceph 20 clients and later)")
     return None
