@@ -192,6 +192,7 @@ REAL_TESTS = frozenset({
     "test_sampler_sees_rgw_and_mds_of_a_real_cluster", "test_real_runs_a_raised_delay_is_found_at_the_sixth_run_and_"
     "fires_the_gate", "test_html_renders_in_chromium", "test_frames_equal_fathom_export",
     "test_the_example_notebook_prints_the_stores_figures", "test_a_rate_sweep_runs_on_two_engines",
+    "test_an_image_with_tentacle_s_client_runs_its_engine_on_tentacle_s_libraries",
 })
 MODULE_FIXTURES = {"test_api.py": "db"}  # a module's own fixture that runs a suite with fathom
 

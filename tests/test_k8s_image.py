@@ -169,3 +169,35 @@ def test_the_command_names_its_file_by_default_and_qualifies_a_short_tag(engine:
     assert "docker://REGISTRY/fathom-engine:dev" in p.stdout
     p = run_fathom("k8s", "image", "--tag", "Bad Name", cwd=tmp_path)
     assert p.returncode == 2 and "is not an image name" in p.stderr
+
+
+def test_an_image_with_tentacle_s_client_runs_its_engine_on_tentacle_s_libraries(engine: Path, tmp_path: Path) -> None:
+    """`fathom k8s image --ceph tentacle`: the root's loader, loader cache and Ceph libraries at their paths in the
+    root, so that in the image (here: its layer unpacked and chrooted into, as a runtime runs it) the engine
+    starts on them; named apart from this host's client's image."""
+    from fathom.cluster import client, rootfs
+
+    try:
+        rootfs.build("tentacle", progress=lambda m: None)
+    except rootfs.NetworkUnreachable as exc:
+        pytest.skip(f"no cached tentacle root file system and {exc.message}")
+    c = client.resolve("tentacle")
+    out = tmp_path / "t.tar"
+    p = run_fathom("k8s", "image", "--ceph", "tentacle", "-o", str(out), check=True)
+    version = re.search(r"ceph version (\S+)", c.version() or "").group(1)  # type: ignore[union-attr]
+    assert f"-ceph{version} " in p.stdout and version.startswith("20."), p.stdout
+    root = Path(c.dir or "")
+    layer = Oci(out).layer
+    files = contents(layer)
+    for inside in ("lib64/ld-linux-x86-64.so.2", "etc/ld.so.cache", "usr/lib/x86_64-linux-gnu/librados.so.2",
+                   "usr/lib/x86_64-linux-gnu/libcephfs.so.2"):
+        assert files[inside] == (root / inside).resolve().read_bytes(), inside
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    with tarfile.open(fileobj=io.BytesIO(layer)) as t:
+        t.extractall(tree, filter="fully_trusted")
+    run = subprocess.run(["chroot", str(tree), "/usr/bin/fathom-engine", "--version"], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 0 and "fathom-engine" in run.stdout, run.stdout + run.stderr
+    # the host's image is another: its libraries differ, and so does its name
+    assert image.default_tag(engine) != image.default_tag(engine, c)

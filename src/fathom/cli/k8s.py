@@ -19,14 +19,19 @@ def register(sub: argparse._SubParsersAction) -> None:
                      help="the image's name (default localhost/fathom-engine:VERSION-SHA12). A name without a "
                           "registry part gets localhost/ put before it (containerd would put docker.io/ there); "
                           "no :TAG means :latest")
+    img.add_argument("--ceph", metavar="RELEASE|DIR", default=None,
+                     help="the Ceph client libraries of another Ceph: a release built by `fathom cluster rootfs` "
+                          "(reef, tentacle), a root file system or a build directory (default: this host's); the "
+                          "default name and file then end in -cephVERSION")
     img.set_defaults(func=cmd_image)
 
 
 def cmd_image(args: argparse.Namespace) -> int:
+    from fathom.cluster import client
     from fathom.engines.fathom_engine import check_engine
     from fathom.hosts.k8s.image import LOCAL, engine_image
 
-    path, name, digest = engine_image(check_engine(), args.output, args.tag)
+    path, name, digest = engine_image(check_engine(), args.output, args.tag, client=client.resolve(args.ceph))
     f = shlex.quote(str(path))
     # a name of the user's registry is pushed as it is; fathom's default names none
     dest = f"REGISTRY/fathom-engine:{name.rsplit(':', 1)[1]}" if name.startswith(f"{LOCAL}/") else name

@@ -363,7 +363,8 @@ async def open_transports(spec: ClientsSpec, engine: Path, protocol: int, ctx: A
     if image is None:
         from fathom.hosts.k8s.image import default_tag
 
-        image = default_tag(engine)
+        # the image `fathom k8s image` makes for the client the run reaches its cluster with (--client-ceph)
+        image = default_tag(engine, getattr(getattr(ctx, "conn", None), "client", HOST))
     run = ctx.run if ctx is not None else f"run-{os.getpid()}"
     if getattr(ctx, "journal", None) is not None:  # what a killed attempt of this run left goes first
         await objects.remove_left(ctx.journal, ctx.say)

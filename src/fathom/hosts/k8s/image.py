@@ -27,6 +27,7 @@ import tarfile
 from collections.abc import Callable
 from pathlib import Path
 
+from fathom.cluster.client import HOST, Client
 from fathom.errors import FathomError, UsageError
 from fathom.units import format_size
 from fathom.version import __version__
@@ -54,17 +55,22 @@ def _stderr(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def engine_id(engine: Path) -> str:
-    """'<fathom version>-<first 12 hex of the engine's sha256>': names the image and its default file."""
-    return f"{__version__}-{hashlib.sha256(engine.read_bytes()).hexdigest()[:12]}"
+def engine_id(engine: Path, client: Client = HOST) -> str:
+    """'<fathom version>-<first 12 hex of the engine's sha256>', and '-ceph<version>' for another client than this
+    host's: names the image and its default file."""
+    base = f"{__version__}-{hashlib.sha256(engine.read_bytes()).hexdigest()[:12]}"
+    if client.kind == "host":
+        return base
+    m = re.search(r"ceph version (\S+)", client.version() or "")
+    return f"{base}-ceph{m.group(1) if m else client.kind}"
 
 
-def default_tag(engine: Path) -> str:
-    return f"{LOCAL}/{REPOSITORY}:{engine_id(engine)}"
+def default_tag(engine: Path, client: Client = HOST) -> str:
+    return f"{LOCAL}/{REPOSITORY}:{engine_id(engine, client)}"
 
 
-def default_file(engine: Path) -> Path:
-    return Path(f"{REPOSITORY}-{engine_id(engine)}.tar")
+def default_file(engine: Path, client: Client = HOST) -> Path:
+    return Path(f"{REPOSITORY}-{engine_id(engine, client)}.tar")
 
 
 def qualify(tag: str) -> str:
@@ -94,12 +100,17 @@ def busybox_tree() -> Tree:
     return tree
 
 
-def libraries(binary: Path) -> list[str]:
-    """The absolute paths of the shared libraries `binary` loads, as ldd lists them (none for a static one)."""
-    if shutil.which("ldd") is None:
+def libraries(binary: Path, client: Client = HOST) -> list[str]:
+    """The absolute paths of the shared libraries `binary` loads, as ldd lists them (none for a static one); with
+    a client's root, as that root's loader finds them (paths in the root)."""
+    if client.kind == "rootfs":
+        argv = [*client.loader(), "--list", str(binary)]
+    elif shutil.which("ldd") is None:
         raise FathomError("ldd not found: it lists the libraries the engine needs in the image",
                           hint="install it: apt-get install libc-bin (Debian, Ubuntu)")
-    p = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=False)
+    else:
+        argv = ["ldd", str(binary)]
+    p = subprocess.run(argv, capture_output=True, text=True, check=False, env=client.engine_env(dict(os.environ)))
     if p.returncode != 0 and "not a dynamic executable" in p.stdout + p.stderr:
         return []
     if p.returncode != 0:
@@ -117,14 +128,21 @@ def libraries(binary: Path) -> list[str]:
     return out
 
 
-def opened_libraries(linked: list[str]) -> tuple[list[str], list[str]]:
+def opened_libraries(linked: list[str], client: Client = HOST) -> tuple[list[str], list[str]]:
     """The libraries of RUNTIME_LIBS this host has, as the loader's cache (ldconfig -p) places them: in a directory
-    of the libraries the engine links (so of its architecture); and the sonames of those it lacks."""
+    of the libraries the engine links (so of its architecture); and the sonames of those it lacks. With another
+    client, those in its library directories."""
+    found: dict[str, str] = {}
+    if client.kind != "host":
+        for so in RUNTIME_LIBS:
+            hit = next((f"{d}/{so}" for d in client.lib_dirs() if Path(d, so).exists()), None)
+            if hit:
+                found[so] = hit
+        return list(found.values()), [so for so in RUNTIME_LIBS if so not in found]
     ldconfig = shutil.which("ldconfig") or next((p for p in ("/sbin/ldconfig", "/usr/sbin/ldconfig")
                                                  if os.access(p, os.X_OK)), None)
     listed = subprocess.run([ldconfig, "-p"], capture_output=True, text=True, check=False).stdout if ldconfig else ""
     dirs = {os.path.dirname(lib) for lib in linked}
-    found: dict[str, str] = {}
     for line in listed.splitlines():  # "\tlibcephfs.so.2 (libc6,x86-64) => /lib/x86_64-linux-gnu/libcephfs.so.2"
         soname, _, path = line.strip().partition(" => ")
         soname = soname.split(" ")[0]
@@ -133,21 +151,28 @@ def opened_libraries(linked: list[str]) -> tuple[list[str], list[str]]:
     return list(found.values()), [so for so in RUNTIME_LIBS if so not in found]
 
 
-def engine_tree(engine: Path, say: Callable[[str], None] = _stderr) -> Tree:
+def engine_tree(engine: Path, say: Callable[[str], None] = _stderr, client: Client = HOST) -> Tree:
     """`engine` as /usr/bin/fathom-engine, each library it links or opens at the path it has here (with this
     host's /etc/ld.so.cache, so the loader finds them as it does here), and busybox for the shell that starts
-    it. A library the engine opens that this host lacks is said, and left out."""
+    it. A library the engine opens that this host lacks is said, and left out. With another client
+    (fathom.cluster.client): a root's loader, libraries and loader cache at their paths in the root; a build
+    directory's libraries at their paths here, on the image's LD_LIBRARY_PATH (image_env)."""
     tree = busybox_tree()
     tree[ENGINE_IN_IMAGE.lstrip("/")] = engine
-    if Path("/etc/ld.so.cache").is_file():
-        tree["etc/ld.so.cache"] = Path("/etc/ld.so.cache")
-    linked = libraries(engine)
-    opened, missing = opened_libraries(linked)
+    root = client.dir if client.kind == "rootfs" else ""
+    cache = Path(f"{root}/etc/ld.so.cache")
+    if cache.is_file():
+        tree["etc/ld.so.cache"] = cache
+    linked = libraries(engine, client)
+    opened, missing = opened_libraries(linked, client)
     for so in missing:
-        say(f"image: without {so} (the {RUNTIME_LIBS[so]} interface): not on this host")
+        say(f"image: without {so} (the {RUNTIME_LIBS[so]} interface): not in {client.label()}")
     # and what busybox and the opened libraries link (Debian's non-static busybox links libc)
-    for lib in [*linked, *opened, *(d for b in [BUSYBOX, *map(Path, opened)] for d in libraries(b))]:
-        tree[lib.lstrip("/")] = Path(os.path.realpath(lib))  # the file, not the link
+    deps = [d for b in map(Path, opened) for d in libraries(b, client)]
+    # busybox-static links nothing; a dynamic busybox's host libraries go first, so that a root's own win
+    for lib in [*libraries(BUSYBOX), *linked, *opened, *deps]:
+        inside = lib[len(root):] if root and lib.startswith(root + "/") else lib
+        tree[inside.lstrip("/")] = Path(os.path.realpath(lib))  # the file, not the link
     from fathom.binaries import sampler_beside
 
     sampler = sampler_beside(engine)  # static: the same image serves the server figures' DaemonSet
@@ -187,7 +212,13 @@ def _layer(tree: Tree) -> bytes:
     return raw.getvalue()
 
 
-def write_image(out: Path, name: str, tree: Tree, entrypoint: list[str]) -> str:
+def image_env(client: Client = HOST) -> list[str]:
+    """The image's environment: PATH, and a build directory's libraries on LD_LIBRARY_PATH."""
+    env = ["PATH=/bin:/usr/bin:/sbin:/usr/sbin"]
+    return env + [f"LD_LIBRARY_PATH={client.dir}/lib"] if client.kind == "build" else env
+
+
+def write_image(out: Path, name: str, tree: Tree, entrypoint: list[str], env: list[str] | None = None) -> str:
     """An OCI image archive at `out` (written to out.tmp, then renamed) of one layer holding `tree`, named `name`
     (fully qualified: see qualify). Reproducible. Returns the manifest's digest."""
     layer_raw = _layer(tree)
@@ -202,7 +233,7 @@ def write_image(out: Path, name: str, tree: Tree, entrypoint: list[str]) -> str:
     arch = _ARCH.get(os.uname().machine, os.uname().machine)
     config = json.dumps({
         "architecture": arch, "os": "linux",
-        "config": {"Entrypoint": entrypoint, "Env": ["PATH=/bin:/usr/bin:/sbin:/usr/sbin"], "WorkingDir": "/"},
+        "config": {"Entrypoint": entrypoint, "Env": env or image_env(), "WorkingDir": "/"},
         "rootfs": {"type": "layers", "diff_ids": [f"sha256:{hashlib.sha256(layer_raw).hexdigest()}"]},
     }, sort_keys=True).encode()
     manifest = json.dumps({
@@ -246,18 +277,20 @@ def _content_size(tree: Tree) -> tuple[int, int]:
 
 
 def engine_image(engine: Path, out: Path | None = None, tag: str | None = None,
-                 say: Callable[[str], None] = _stderr) -> tuple[Path, str, str]:
-    """The engine's image written to `out` (default ./fathom-engine-VERSION-SHA12.tar), named `tag` (qualified;
-    default localhost/fathom-engine:VERSION-SHA12), its shell the entrypoint (pods give their own command).
-    Returns its path, name and manifest digest."""
-    name = qualify(tag) if tag else default_tag(engine)
-    out = Path(out) if out is not None else default_file(engine)
-    tree = engine_tree(engine, say)
+                 say: Callable[[str], None] = _stderr, client: Client = HOST) -> tuple[Path, str, str]:
+    """The engine's image written to `out` (default ./fathom-engine-VERSION-SHA12[-cephVERSION].tar), named `tag`
+    (qualified; default localhost/fathom-engine:VERSION-SHA12[-cephVERSION]), its shell the entrypoint (pods give
+    their own command), the Ceph client libraries `client`'s. Returns its path, name and manifest digest."""
+    name = qualify(tag) if tag else default_tag(engine, client)
+    out = Path(out) if out is not None else default_file(engine, client)
+    tree = engine_tree(engine, say, client)
+    if client.kind != "host":
+        say(f"image {name}: the Ceph client libraries of {client.version() or client.label()} from {client.dir}")
     files, size = _content_size(tree)
     say(f"image {name}: {files} files, {format_size(size)} → {out}")
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
-        digest = write_image(out, name, tree, ["/bin/sh"])
+        digest = write_image(out, name, tree, ["/bin/sh"], image_env(client))
     except OSError as exc:
         raise FathomError(f"cannot write the image {out}: {exc}") from None
     say(f"image {name}: {format_size(out.stat().st_size)} compressed, manifest {digest}")
