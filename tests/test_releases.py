@@ -211,3 +211,38 @@ def test_fathom_measures_it_with_its_own_client_server_figures_and_perf_counters
     # put back as found: the module off, exclude_perf_counters and every other option as before
     assert cluster_config(c) == before
     assert "prometheus" not in c.ceph().ceph("mgr", "module", "ls")["enabled_modules"]
+
+
+TELL_SUITE = """\
+name: tell
+cluster: {kind: attached}
+prep:
+  pools: [{name: tp, application: rados, pg_num: 8, size: 1}]
+workloads:
+  - {name: w, engine: fathom-engine, interface: rados, pool: tp, rw: write, bs: 4k, iodepth: 4, runtime: 3s}
+"""
+
+
+@needs_bed
+def test_a_cluster_fathom_did_not_start_gives_its_counters_through_ceph_tell(newer, engine_ready, tmp_path):
+    """Attached by a conf of the user's (not fathom's own cluster's: no admin socket fathom knows, no server host):
+    every OSD's perf counters come through the mons (`ceph tell osd.* perf dump`), no setting changed."""
+    tb, c, rel = newer
+    conf = tmp_path / "theirs.conf"
+    conf.write_text(c.conf_path.read_text())
+    before = cluster_config(c)
+    (tmp_path / "s.yaml").write_text(TELL_SUITE)
+    db = tmp_path / "t.db"
+    p = run_fathom("run", str(tmp_path / "s.yaml"), "--db", str(db), "--conf", str(conf), "--keyring",
+                   str(c.keyring_path), timeout=300)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    with Store(db) as st:
+        run = st.run("latest")
+        (q,) = st.points(run.id)
+        perf = [e for e in st.events(run.id) if e["kind"] == "perf_counters" and e["point_id"] == q["id"]]
+        assert [e["data"]["source"] for e in perf] == ["ceph-tell"], perf
+        assert perf[0]["data"]["daemons"] == ["osd.0", "osd.1"], perf
+        counters = st.perf_counters(q["id"])
+    writes = sum(v.get("osd.op_w") or 0 for k, v in counters.items() if k.startswith("osd."))
+    assert writes >= q["result"]["ops"]["write"]["ops"] > 0, (writes, q["result"]["ops"])
+    assert cluster_config(c) == before

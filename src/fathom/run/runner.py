@@ -457,6 +457,10 @@ class Phases:
             from fathom.servers.mgrprom import MgrPrometheusCompanion
 
             companions.insert(1, MgrPrometheusCompanion(held.exporter))
+        if held.attached is not None and held.attached.local is None and ceph is not None:
+            from fathom.servers.tell import TellCompanion  # a user's cluster: counters with no host access
+
+            companions.insert(1 + (held.exporter is not None), TellCompanion(ceph))
         if outcome.skipped:
             prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")
         rewrite_before = {rw.before.key: rw for rw in resume.rewrites(points, work.done, a.data_lost, work.suite)}
