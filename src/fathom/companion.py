@@ -34,6 +34,7 @@ class Contribution:
     samples: list[dict[str, Any]] = field(default_factory=list)  # telemetry rows
     perf_counters: dict[str, dict[str, Any]] = field(default_factory=dict)
     metrics: dict[str, Any] = field(default_factory=dict)  # figures for the point's metrics (METRIC_COLUMNS keys)
+    counter_source: str | None = None  # where its perf_counters came from ("admin socket", "ceph-tell", ...)
 
 
 class Live:

@@ -342,8 +342,11 @@ def counter_unit(counter: str, part: str | None = None) -> str:
 def counter_rows(store: Store, run_id: int) -> list[dict[str, Any]]:
     """The counters table: per point and daemon, each counter's change over the point (long format)."""
     run = store.run(run_id)
-    mgr = {e["point_id"]: set((e["data"] or {}).get("daemons") or []) for e in store.events(run_id)
+    events = store.events(run_id)
+    mgr = {e["point_id"]: set((e["data"] or {}).get("daemons") or []) for e in events
            if e["kind"] == "perf_counters" and (e["data"] or {}).get("source") == "mgr-prometheus"}
+    # each daemon's source as the point chose it (runs before that event: the mgr module's daemons, else a socket)
+    chosen = {e["point_id"]: e["data"] or {} for e in events if e["kind"] == "counter_sources"}
     out = []
     for p in store.points(run_id):
         perf = store.perf_counters(p["id"])
@@ -355,7 +358,8 @@ def counter_rows(store: Store, run_id: int) -> list[dict[str, Any]]:
         for daemon in sorted(perf):
             host, kind = placed.get(daemon) or ("", daemon.split(".", 1)[0])
             base = {**ids, "host": host, "daemon": daemon, "kind": kind,
-                    "source": "mgr-prometheus" if daemon in mgr.get(p["id"], ()) else "admin socket"}
+                    "source": chosen.get(p["id"], {}).get(daemon) or (
+                        "mgr-prometheus" if daemon in mgr.get(p["id"], ()) else "admin socket")}
             for counter, v in sorted(perf[daemon].items()):
                 if isinstance(v, dict):
                     out += [{**base, "figure": f"{counter}.{part}", "value": v[part],

@@ -63,7 +63,7 @@ class TelemetryCompanion(Companion):
         c0 = time.thread_time()
         deltas = usage.perf_deltas(self._before, telemetry.perf_dump(self.daemons, self.run_dir))
         self.asok_cpu_s += time.thread_time() - c0
-        return Contribution(samples=samples, perf_counters=deltas)
+        return Contribution(samples=samples, perf_counters=deltas, counter_source="admin socket")
 
 
 class ProgressCompanion(Companion):
@@ -276,13 +276,21 @@ def _record_interrupted(store: Store, run_id: int, point: Point, started_compani
 
 
 def _stop_all(companions: list[Companion]) -> Contribution:
+    """Every companion's hand-over, the last stopped first: an earlier companion's counters of a daemon win (the
+    admin sockets', then the mgr module's, then `ceph tell`'s); which source each daemon's came from is an event."""
     out = Contribution()
+    sources: dict[str, str] = {}
     for c in reversed(companions):
         got = c.stop()
         out.events += got.events
         out.samples += got.samples
         out.perf_counters.update(got.perf_counters)
+        sources.update(dict.fromkeys(got.perf_counters, got.counter_source or "unknown"))
         out.metrics.update(got.metrics)
+    if len(set(sources.values())) > 1 or set(sources.values()) - {"admin socket"}:
+        out.events.append({"kind": "counter_sources", "data": dict(sorted(sources.items())),
+                           "message": "perf counters per daemon from: " + ", ".join(
+                               f"{d} {src}" for d, src in sorted(sources.items()))[:400]})
     return out
 
 

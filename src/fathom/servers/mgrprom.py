@@ -352,6 +352,6 @@ class MgrPrometheusCompanion(Companion):
         perf = deltas(self._before, after)
         data.update(daemons=sorted(perf), collections=[self._before.collections, after.collections],
                     read_at=[self._before.ts, after.ts])
-        return Contribution(perf_counters=perf, events=[
+        return Contribution(perf_counters=perf, counter_source=SOURCE, events=[
             {"kind": "perf_counters", "data": data,
              "message": f"perf counters of {len(perf)} daemon(s) from the mgr's {MODULE} module ({SOURCE})"}])

@@ -91,4 +91,5 @@ class TellCompanion(Companion):
         msg = f"perf counters of {len(perf)} daemon(s) through `ceph tell` ({SOURCE})"
         if problems or lost:
             msg += f"; not from: {', '.join(lost + problems)[:300]}"
-        return Contribution(perf_counters=perf, events=[{"kind": "perf_counters", "data": data, "message": msg}])
+        return Contribution(perf_counters=perf, counter_source=SOURCE,
+                            events=[{"kind": "perf_counters", "data": data, "message": msg}])
