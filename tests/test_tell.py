@@ -1,4 +1,4 @@
-"""`ceph tell KIND.* perf dump` read apart (fathom.servers.tell): the pure rules. Against a real cluster: test_releases."""
+"""`ceph tell KIND.* perf dump` read apart (fathom.servers.tell): the pure rules; a real cluster: test_releases."""
 
 from __future__ import annotations
 
