@@ -92,3 +92,40 @@ def test_a_bare_resume_takes_what_the_run_was_attached_with_and_given_options_wi
                                                "the run: ceph config .* does not exist") as exc:
             resumed(bare, st)
         assert "given options win" in str(exc.value.hint)
+
+
+def test_the_client_hosts_and_the_client_ceph_are_kept_and_given_back_as_given(tmp_path, capsys):
+    import argparse
+
+    from fathom.cli.clientargs import add_client_args
+    from fathom.cluster import client
+    from fathom.hosts.clients import ClientChoice
+
+    p = argparse.ArgumentParser()
+    add_client_args(p)
+    (tmp_path / "kube").write_text("")
+    argv = ["--client", "root@h1", "--client", "local", "--k8s-pods", "2", "--kubeconfig", str(tmp_path / "kube"),
+            "--k8s-node-selector", "a=b", "--k8s-limits", "cpu=2,memory=1Gi", "--rook-namespace", "rook-ceph",
+            "--on-client-loss", "fail", "--accept-new-host-keys"]
+    choice = ClientChoice.of(p.parse_args(argv))
+    first = attached(tmp_path)
+    first.clients = choice
+    root = tmp_path / "root"  # a root file system with a Ceph client, as --client-ceph DIR names one
+    (root / "usr/bin").mkdir(parents=True)
+    for prog in ("ceph", "rados"):
+        (root / "usr/bin" / prog).write_text("")
+    first.attach.conn = first.attach.conn.with_client(client.resolve(str(root)))  # type: ignore[union-attr]
+    rec = record(first)
+    assert rec["conn"]["client_ceph"] == str(root)
+    words = command(7, "r.db", rec).split()
+    assert words[words.index("--client-ceph") + 1] == str(root)
+    # the words parse back into the same choice
+    again = ClientChoice.of(p.parse_args(ClientChoice.from_dict(rec["clients"]).words()))
+    assert again == choice
+    with Store(tmp_path / "r.db") as st:
+        rid = st.create_run("r")
+        st.merge_state(rid, attached_with=rec)
+        got = resumed(RunOptions(suite_ref=None, resume="r"), st)
+        assert got.clients == choice and got.attach.conn.client == client.resolve(str(root))  # type: ignore[union-attr]
+        given = ClientChoice.of(p.parse_args(["--client", "root@h2"]))
+        assert resumed(RunOptions(suite_ref=None, resume="r", clients=given), st).clients == given  # given wins

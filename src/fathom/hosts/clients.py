@@ -236,10 +236,52 @@ class ClientChoice:
         return cls(tuple(g("client") or ()), g("clients_file"), g("on_client_loss"), g("known_hosts"),
                    bool(g("accept_new_host_keys")), tuple(kube_options(args).items()))
 
+    def given(self) -> bool:
+        return bool(self.clients or self.clients_file or self.on_loss or self.known_hosts or self.accept_new
+                    or self.kubernetes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """What was given, to store (paths and names: a kubeconfig is a path)."""
+        path = lambda f: str(Path(f).expanduser().resolve()) if f else f  # noqa: E731 - a resume may run elsewhere
+        kube = {k: (path(v) if k == "kubeconfig" else v) for k, v in self.kubernetes}
+        return {"clients": list(self.clients), "clients_file": path(self.clients_file), "on_loss": self.on_loss,
+                "known_hosts": path(self.known_hosts), "accept_new": self.accept_new, "kubernetes": kube}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> ClientChoice:
+        return cls(tuple(d.get("clients") or ()), d.get("clients_file"), d.get("on_loss"), d.get("known_hosts"),
+                   bool(d.get("accept_new")), tuple((d.get("kubernetes") or {}).items()))
+
+    def words(self) -> list[str]:
+        """The command line's words that give this choice."""
+        out: list[str] = []
+        for c in self.clients:
+            out += ["--client", c]
+        for flag, v in (("--clients-file", self.clients_file), ("--on-client-loss", self.on_loss),
+                        ("--known-hosts", self.known_hosts)):
+            out += [flag, v] if v else []
+        out += ["--accept-new-host-keys"] if self.accept_new else []
+        for field, v in self.kubernetes:
+            if field == "rook":
+                out += ["--rook-namespace", v["namespace"]]
+            elif field == "node_selector":
+                for k, val in v.items():
+                    out += ["--k8s-node-selector", f"{k}={val}"]
+            elif field in ("requests", "limits"):
+                out += [f"--k8s-{field}", ",".join(f"{k}={val}" for k, val in v.items())]
+            else:
+                out += [KUBE_FLAGS[field], str(v)]
+        return out
+
     def over(self, base: ClientsSpec | None) -> ClientsSpec | None:
         return clients_from_args(list(self.clients), self.clients_file, base, on_loss=self.on_loss,
                                  known_hosts=self.known_hosts, accept_new=self.accept_new,
                                  kube=dict(self.kubernetes) or None)
+
+
+KUBE_FLAGS = {"pods": "--k8s-pods", "engines_per_pod": "--k8s-engines-per-pod", "namespace": "--k8s-namespace",
+              "image": "--k8s-image", "kubeconfig": "--kubeconfig", "context": "--k8s-context",
+              "spread": "--k8s-spread", "ready_timeout_s": "--k8s-ready-timeout"}
 
 
 def kube_options(args: Any) -> dict[str, Any]:
@@ -254,10 +296,8 @@ def kube_options(args: Any) -> dict[str, Any]:
         return out
 
     g = lambda k: getattr(args, k, None)  # noqa: E731
-    out: dict[str, Any] = {field: g(opt) for field, opt in (
-        ("pods", "k8s_pods"), ("engines_per_pod", "k8s_engines_per_pod"), ("namespace", "k8s_namespace"),
-        ("image", "k8s_image"), ("kubeconfig", "kubeconfig"), ("context", "k8s_context"),
-        ("spread", "k8s_spread"), ("ready_timeout_s", "k8s_ready_timeout")) if g(opt) is not None}
+    out: dict[str, Any] = {field: g(flag.lstrip("-").replace("-", "_")) for field, flag in KUBE_FLAGS.items()
+                           if g(flag.lstrip("-").replace("-", "_")) is not None}
     if g("k8s_node_selector"):
         out["node_selector"] = pairs("--k8s-node-selector", g("k8s_node_selector"))
     for field in ("requests", "limits"):

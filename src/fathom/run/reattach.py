@@ -1,7 +1,7 @@
 """What a run was attached with, kept for its next attempts.
 
 The command line's options that reach an existing cluster and its hosts (--conf, --id/--client-name, --keyring,
---client-ceph,
+--client-ceph, the client hosts: --client, --clients-file, --k8s-* and the rest,
 --server-host and the other server-host options, --prometheus, --mgr-prometheus) are recorded in the run's state
 record (`attached_with`, fathom.run.attempt) when an attempt begins: paths, names and URLs only, never a key (a
 keyring is a path). `fathom run --resume RUN` uses them where its own command line gives none: options given win,
@@ -22,6 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 from fathom.cluster.attach import Attachment, client_for, local_for
 from fathom.cluster.ceph import Connection
 from fathom.errors import ClusterError, FathomError
+from fathom.hosts.clients import ClientChoice
 from fathom.results.store import Run, Store
 from fathom.run.work import RunOptions
 
@@ -43,6 +44,8 @@ def record(opts: RunOptions) -> dict[str, Any]:
         rec["prometheus"] = _without_password(opts.prometheus)
     if opts.mgr_prometheus:
         rec["mgr_prometheus"] = True
+    if opts.clients is not None and opts.clients.given():
+        rec["clients"] = opts.clients.to_dict()
     return rec
 
 
@@ -67,6 +70,7 @@ def words(rec: dict[str, Any]) -> list[str]:
     out += (rec.get("server_args") or []) if rec.get("servers") else []
     out += ["--prometheus", rec["prometheus"]] if rec.get("prometheus") else []
     out += ["--mgr-prometheus"] if rec.get("mgr_prometheus") else []
+    out += ClientChoice.from_dict(rec["clients"]).words() if rec.get("clients") else []
     return out
 
 
@@ -87,7 +91,7 @@ def resumed(opts: RunOptions, store: Store | None) -> RunOptions:
     used: dict[str, Any] = {}
     overridden: dict[str, Any] = {}
     mine = record(opts)
-    for group in ("conn", "servers", "prometheus", "mgr_prometheus"):
+    for group in ("conn", "servers", "prometheus", "mgr_prometheus", "clients"):
         if not rec.get(group):
             continue
         given = mine.get(group) if group != "conn" or not opts.attach_env else None
@@ -114,6 +118,8 @@ def resumed(opts: RunOptions, store: Store | None) -> RunOptions:
         changes["prometheus"] = used["prometheus"]
     if "mgr_prometheus" in used:
         changes["mgr_prometheus"] = True
+    if "clients" in used:
+        changes["clients"] = ClientChoice.from_dict(used["clients"])
     msg = _said(run, used, overridden, opts.attach_env and "conn" in used)
     print(f"  {msg}", file=sys.stderr, flush=True)
     store.add_event(run.id, "resume", msg, data={"used": words(used), "overridden": words(overridden)})
