@@ -66,6 +66,20 @@ class TelemetryCompanion(Companion):
         return Contribution(samples=samples, perf_counters=deltas, counter_source="admin socket")
 
 
+def osd_latency(ceph: Any, local: Any) -> Companion:
+    """The OSDs' latency histograms over each point (fathom.servers.osdlat): from the admin sockets of fathom's own
+    cluster, else through `ceph tell`."""
+    from fathom.servers import osdlat
+
+    if local is not None:
+        def sockets() -> dict[str, Any]:
+            return osdlat.asok_dump({d.name: telemetry.asok_path(d, local.run_dir) for d in local.daemons()
+                                     if d.kind == "osd" and d.running})
+
+        return osdlat.OsdLatencyCompanion(sockets, osdlat.SOURCE_ASOK)
+    return osdlat.OsdLatencyCompanion(lambda: osdlat.tell_dump(ceph), osdlat.SOURCE_TELL)
+
+
 class ProgressCompanion(Companion):
     """Live IOPS and latency on the terminal (or one line per event in logs)."""
 

@@ -461,6 +461,8 @@ class Phases:
             from fathom.servers.tell import TellCompanion  # a user's cluster: counters with no host access
 
             companions.insert(1 + (held.exporter is not None), TellCompanion(ceph))
+        if ceph is not None:
+            companions.append(point_mod.osd_latency(ceph, local))
         if outcome.skipped:
             prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")
         rewrite_before = {rw.before.key: rw for rw in resume.rewrites(points, work.done, a.data_lost, work.suite)}
