@@ -96,3 +96,35 @@ def server_tables(runs: list[RunData], wl: str) -> list[Table]:
             out.append(Table(f"{wl} {p.label}: {r.name}: server hosts", heads, rows,
                              ["l", "l"] + ["r"] * (len(heads) - 2), notes))
     return out
+
+
+def osd_latency_tables(runs: list[RunData], wl: str) -> list[Table]:
+    """Per run, the client's p50 and p99 beside the OSDs' own (fathom.servers.osdlat): how much of a point's latency
+    is spent inside the OSDs, and what is left for the network, the messengers and the client."""
+    out = []
+    for r in runs:
+        by_point = {e["point_id"]: e["data"] or {} for e in r.events
+                    if e["kind"] == "osd_latency" and e.get("point_id") is not None}
+        rows = []
+        for p in r.curve(wl):
+            ops = (by_point.get(p.point_id) or {}).get("ops") or {}
+            for op, f in ops.items():
+                share = (f["p99_s"] * 1e3 / p.m("p99_ms") * 100) if f.get("p99_s") and p.m("p99_ms") else None
+                rows.append([p.label, op, str(f["ops"]), fmt(p.m("p50_ms")), fmt(p.m("p99_ms")),
+                             f"{_ms(f, 'p50_low_s')}–{_ms(f, 'p50_s')}", f"{_ms(f, 'p99_low_s')}–{_ms(f, 'p99_s')}",
+                             fmt(min(share, 100.0)) if share is not None else "n/a"])
+        if rows:
+            src = next((d.get("source") for d in by_point.values() if d.get("source")), "?")
+            out.append(Table(f"{wl}: {r.name}: latency inside the OSDs", [
+                "level", "op", "OSD ops", "client p50 (ms)", "client p99 (ms)", "OSD p50 (ms)", "OSD p99 (ms)",
+                "OSD p99 / client p99 (%, at most)"], rows, ["l", "l", "r", "r", "r", "r", "r", "r"],
+                [f"The OSDs' latency (arrival at the primary to its reply) from the delta of their op latency "
+                 f"histograms over the point ({src}), all OSDs added up. The histograms' buckets double in width: "
+                 "each OSD percentile is given as the bucket that holds it (low–high); the share uses the high "
+                 "edge, so the OSDs' part of the client's p99 is at most that. The rest is the network, the "
+                 "messengers and the client."]))
+    return out
+
+
+def _ms(f: dict, key: str) -> str:
+    return fmt(f[key] * 1e3) if f.get(key) is not None else "n/a"
