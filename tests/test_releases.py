@@ -243,6 +243,10 @@ def test_a_cluster_fathom_did_not_start_gives_its_counters_through_ceph_tell(new
         assert [e["data"]["source"] for e in perf] == ["ceph-tell"], perf
         assert perf[0]["data"]["daemons"] == ["osd.0", "osd.1"], perf
         counters = st.perf_counters(q["id"])
+        (lat,) = [e["data"] for e in st.events(run.id) if e["kind"] == "osd_latency"]
     writes = sum(v.get("osd.op_w") or 0 for k, v in counters.items() if k.startswith("osd."))
     assert writes >= q["result"]["ops"]["write"]["ops"] > 0, (writes, q["result"]["ops"])
+    # the OSDs' own write latency through the mons too: every write counted, within the client's
+    assert lat["source"] == "ceph-tell" and lat["osds"] == ["osd.0", "osd.1"], lat
+    assert lat["ops"]["write"]["ops"] == writes and lat["ops"]["write"]["p50_low_s"] * 1e3 <= q["metrics"]["p99_ms"]
     assert cluster_config(c) == before

@@ -123,6 +123,12 @@ def test_osd_classic_quick_end_to_end(quick_osd_run, tmp_path):
             kind = "osd.op_r" if pt["params"]["rw"] in ("read", "randread") else "osd.op_w"
             assert perf[kind] > 0 and perf[kind + "_latency"]["count"] > 0
             assert st.histograms(pt["id"])
+            # the OSD's own latency over the point, from its histograms (admin socket): as many ops as the
+            # counter says, the percentiles inside the client's (a 4 KiB op's OSD time is below its round trip)
+            (lat,) = [e["data"] for e in st.events(run.id) if e["kind"] == "osd_latency" and e["point_id"] == pt["id"]]
+            op = kind.removeprefix("osd.op_").replace("r", "read").replace("w", "write")
+            assert lat["source"] == "admin socket" and lat["ops"][op]["ops"] == perf[kind], (lat, perf[kind])
+            assert 0 < lat["ops"][op]["p50_low_s"] * 1e3 <= m["p99_ms"], (lat, m["p99_ms"])
         assert [pt["params"]["iodepth"] for pt in pts[:10]] == [1, 2, 4, 8, 16, 24, 32, 40, 52, 64]
         env = run.env
         assert env["ceph_version"].startswith("ceph version") and env["ceph_build"]
