@@ -71,8 +71,11 @@ def test_a_client_is_named_by_host_a_release_or_a_directory(tmp_path: Path) -> N
     assert client.resolve(str(tmp_path)) == client.Client(client.ROOTFS_KIND, str(tmp_path))
     with pytest.raises(UsageError, match="neither|not `host`"):
         client.resolve(str(tmp_path / "usr"))
-    src = {"kind": "build", "dir": "/b"}
-    assert client.of_source(src) == client.Client(client.BUILD_KIND, "/b")
+    build = tmp_path / "build"
+    (build / "bin").mkdir(parents=True)
+    assert client.of_source({"kind": "build", "dir": str(build)}) is client.HOST  # its daemons only
+    (build / "bin/ceph").write_text("")
+    assert client.of_source({"kind": "build", "dir": str(build)}) == client.Client(client.BUILD_KIND, str(build))
     assert client.of_source({"kind": "host"}) is client.HOST
 
 

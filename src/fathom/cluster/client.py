@@ -180,6 +180,6 @@ def of_source(source: dict[str, Any] | None) -> Client:
 
         name = next((r for r in rootfs.RELEASES if str(rootfs.root_path(r)) == s["dir"]), None)
         return Client(ROOTFS_KIND, s["dir"], name)
-    if s.get("kind") == BUILD_KIND and s.get("dir"):
+    if s.get("kind") == BUILD_KIND and s.get("dir") and (Path(s["dir"]) / "bin/ceph").is_file():
         return Client(BUILD_KIND, s["dir"])
-    return HOST
+    return HOST  # (a build of the daemons alone: this host's client)
