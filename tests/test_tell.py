@@ -1,16 +1,11 @@
-"""`ceph tell KIND.* perf dump` read apart (fathom.servers.tell): the pure rules; a real cluster: test_releases."""
+"""The daemons `ceph tell` is sent to (fathom.servers.tell): the pure rules; a real cluster: test_releases."""
 
 from __future__ import annotations
 
-from fathom.servers.tell import parse
+from fathom.servers.tell import named
 
 
-def test_each_daemon_s_answer_is_read_and_an_error_line_left_out() -> None:
-    text = ('osd.0: {"osd": {"op_w": 3, "op_w_latency": {"avgcount": 2, "sum": 0.5}}}\n'
-            'osd.1: {\n  "osd": {"op_w": 5}\n}\n'
-            "osd.12: problem getting command descriptions from osd.12\n"
-            'mds.a.b: {"mds": {"request": 1}}\n')
-    got = parse(text)
-    assert got == {"osd.0": {"osd": {"op_w": 3, "op_w_latency": {"avgcount": 2, "sum": 0.5}}},
-                   "osd.1": {"osd": {"op_w": 5}}, "mds.a.b": {"mds": {"request": 1}}}
-    assert parse("") == {} and parse("Error ENOENT: no osd\n") == {}
+def test_the_daemons_are_named_from_node_ls_in_number_order() -> None:
+    nodes = {"mon": {"h1": ["a"]}, "osd": {"h1": [0, 10], "h2": [2, 1]}, "mds": {"h2": ["fs.h2.x"]}, "mgr": {}}
+    assert named(nodes, ("osd", "mds")) == ["mds.fs.h2.x", "osd.0", "osd.1", "osd.2", "osd.10"]
+    assert named({}, ("osd",)) == [] and named({"osd": {}}, ("osd",)) == []

@@ -116,11 +116,9 @@ def summary(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]])
 
 def tell_dump(ceph: Any) -> dict[str, Any]:
     """Every OSD's `perf histogram dump` through the mons."""
-    from fathom.servers.tell import parse
+    from fathom.servers.tell import dump
 
-    p = ceph.call("ceph", "tell", "osd.*", "perf", "histogram", "dump", "--format", "json", fmt_json=False,
-                  check=False, timeout=60)
-    return parse(p.stdout)
+    return dump(ceph, ("osd",), ("perf", "histogram", "dump"))[0]
 
 
 def asok_dump(sockets: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Per-daemon perf counters through the mons, with no host access: `ceph tell osd.* perf dump` (and mds.*).
+"""Per-daemon perf counters through the mons, with no host access: `ceph tell osd.N perf dump` (and each MDS).
 
 An attached cluster whose hosts fathom cannot reach (no --server-host, no admin socket here) still answers
 `ceph tell`: the mon forwards the command to each daemon, which answers with its own counters, as its admin
@@ -8,15 +8,15 @@ so fathom.results.usage.perf_deltas makes the point's deltas as for the admin so
 Reef's `counter dump`: the same counters, and every release answers it (the labelled ones `counter dump` adds,
 Squid's per-bucket RGW op counters, are RGW's, which `ceph tell` does not reach).
 
-Each read is one `ceph tell` per daemon kind, all daemons of the kind at once; a daemon that does not answer (down,
-or too old for a command) is named in the event and left out. The reads run on the point's boundaries, not
+Each read is one `ceph tell` per daemon (`ceph node ls` names them), four at a time; a daemon that does not answer
+(down, or too old for a command) is named in the event and left out. The reads run on the point's boundaries, not
 during it: their cost is a `ceph` command, not load on the cluster while it is measured.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
-import re
 from typing import Any
 
 from fathom.cluster.ceph import Ceph
@@ -26,42 +26,49 @@ from fathom.results import usage
 
 SOURCE = "ceph-tell"
 KINDS = ("osd", "mds")
-# `ceph tell KIND.* CMD` prints each daemon's answer after its name: "osd.0: {...}"
-_ANSWER = re.compile(r"^((?:osd|mds|mon)\.[\w.-]+): ", re.M)
+def daemons(ceph: Ceph, kinds: tuple[str, ...] = KINDS) -> list[str]:
+    """The cluster's daemons of these kinds, by the mons' record of where each runs (`ceph node ls`)."""
+    return named(ceph.ceph("node", "ls", timeout=30) or {}, kinds)
 
 
-def parse(text: str) -> dict[str, dict[str, Any]]:
-    """Each daemon's JSON answer in a wildcard `ceph tell` output, by daemon name; answers that are no JSON object
-    (an error line) are left out."""
-    out: dict[str, dict[str, Any]] = {}
-    marks = list(_ANSWER.finditer(text))
-    for i, m in enumerate(marks):
-        body = text[m.end():marks[i + 1].start() if i + 1 < len(marks) else len(text)].strip()
+def named(nodes: dict[str, Any], kinds: tuple[str, ...]) -> list[str]:
+    """`ceph node ls`'s {kind: {host: [ids or names]}} as daemon names (osd.0, mds.a), in order."""
+    return sorted((f"{kind}.{name}" for kind in kinds for names in (nodes.get(kind) or {}).values()
+                   for name in names), key=lambda n: (n.split(".")[0], int(n.split(".", 1)[1])
+                                                      if n.split(".", 1)[1].isdigit() else 0, n))
+
+
+def dump(ceph: Ceph, kinds: tuple[str, ...] = KINDS, command: tuple[str, ...] = ("perf", "dump"),
+         timeout: float = 60.0) -> tuple[dict[str, Any], list[str]]:
+    """Each daemon's answer to `command` (default its perf dump), and the problems met. One `ceph tell` per
+    daemon, four at a time: a wildcard's answers come unnamed when there is one daemon, and the ceph command of
+    some releases cuts an output over 64 KiB written to a pipe (a histogram dump of a few OSDs is larger)."""
+    try:
+        names = daemons(ceph, kinds)
+    except FathomError as exc:
+        return {}, [f"ceph node ls: {exc.message}"]
+
+    def one(name: str) -> tuple[str, Any, str | None]:
         try:
-            doc = json.loads(body)
+            p = ceph.call("ceph", "tell", name, *command, "--format", "json", fmt_json=False, check=False,
+                          timeout=timeout)
+        except FathomError as exc:
+            return name, None, exc.message
+        try:
+            doc = json.loads(p.stdout)
         except json.JSONDecodeError:
-            continue
-        if isinstance(doc, dict):
-            out[m.group(1)] = doc
-    return out
+            last = (p.stderr or p.stdout).strip().splitlines()
+            return name, None, last[-1] if last else f"exit {p.returncode}"
+        return name, doc, None
 
-
-def dump(ceph: Ceph, kinds: tuple[str, ...] = KINDS, timeout: float = 60.0) -> tuple[dict[str, Any], list[str]]:
-    """Every daemon's perf dump of the given kinds, and the problems met (a kind with no daemon is none)."""
     out: dict[str, Any] = {}
     problems: list[str] = []
-    for kind in kinds:
-        try:
-            p = ceph.call("ceph", "tell", f"{kind}.*", "perf", "dump", "--format", "json", fmt_json=False,
-                          check=False, timeout=timeout)
-        except FathomError as exc:
-            problems.append(f"{kind}.*: {exc.message}")
-            continue
-        got = parse(p.stdout)
-        out.update(got)
-        for line in (p.stderr or "").splitlines():
-            if line.startswith("Error") or "problem" in line:
-                problems.append(line.strip())
+    with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+        for name, doc, problem in pool.map(one, names):
+            if isinstance(doc, dict):
+                out[name] = doc
+            else:
+                problems.append(f"{name}: {problem or 'no answer'}")
     return out, problems
 
 
