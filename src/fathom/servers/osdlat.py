@@ -5,7 +5,7 @@ Every OSD keeps two-dimensional histograms of its client ops (`perf histogram du
 is log2-scaled: bucket edges double (the dump's `ranges` give each bucket's bounds, in nanoseconds), so a
 percentile read from it is known to within its bucket: fathom gives the bucket's upper edge, an upper bound
 (the OSDs' p99 is at most this), with the bucket's lower edge beside it. Read at the point's start and end
-(from the admin socket of each OSD on this host, or `ceph tell osd.* perf histogram dump` for any attached
+(from the admin socket of each OSD on this host, or `ceph tell osd.N perf histogram dump` for any attached
 cluster), the difference is the point's own ops; the OSDs' histograms are added up for the cluster's figure.
 
 The OSD's latency is from the op's arrival at the primary to its reply: what the client's latency spends
