@@ -234,7 +234,7 @@ def test_a_cluster_fathom_did_not_start_gives_its_counters_through_ceph_tell(new
     (tmp_path / "s.yaml").write_text(TELL_SUITE)
     db = tmp_path / "t.db"
     p = run_fathom("run", str(tmp_path / "s.yaml"), "--db", str(db), "--conf", str(conf), "--keyring",
-                   str(c.keyring_path), timeout=300)
+                   str(c.keyring_path), "--client-ceph", rel.name, timeout=300)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     with Store(db) as st:
         run = st.run("latest")
