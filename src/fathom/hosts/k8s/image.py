@@ -166,7 +166,8 @@ def engine_tree(engine: Path, say: Callable[[str], None] = _stderr, client: Clie
     linked = libraries(engine, client)
     opened, missing = opened_libraries(linked, client)
     for so in missing:
-        say(f"image: without {so} (the {RUNTIME_LIBS[so]} interface): not in {client.label()}")
+        where = "on this host" if client.kind == "host" else f"in {client.label()}"
+        say(f"image: without {so} (the {RUNTIME_LIBS[so]} interface): not {where}")
     # and what busybox and the opened libraries link (Debian's non-static busybox links libc)
     deps = [d for b in map(Path, opened) for d in libraries(b, client)]
     # busybox-static links nothing; a dynamic busybox's host libraries go first, so that a root's own win
