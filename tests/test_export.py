@@ -8,7 +8,7 @@ import json
 import pyarrow.parquet as pq
 from conftest import run_fathom
 
-from fathom.results import export, model
+from fathom.results import export, model, usage
 from fathom.results.model import METRIC_COLUMNS, OpStats, PointResult, base_metrics
 from fathom.results.store import Store
 
@@ -166,3 +166,30 @@ def test_long_tables_name_their_columns_and_units(tmp_path):
         p = run_fathom("export", "--db", str(db), "--table", table, check=True)
         assert p.stdout.splitlines() == [",".join(export.table_columns(table))]
     assert "per host" not in run_fathom("show", "--db", str(db), check=True).stdout
+
+
+def test_a_daemon_whose_figures_sum_several_processes_is_marked_in_the_export_and_show(tmp_path):
+    """Two processes named mon.a on a host, neither with the pid the cluster gives (another cluster's beside it): the
+    sampler counts both and its sources event says so; `export --table servers` and `show` mark the sum."""
+    db = tmp_path / "a.db"
+    with Store(db) as st:
+        run = st.create_run("r")
+        t0 = 1000.0
+        samples = [{"ts": t0 + i, "dt": 1.0, "source": name, "kind": kind, "pid": pid, "cpu_pct": 10.0,
+                    "rss_mib": 100.0, "host": "h1", "via": "ssh"}
+                   for i in range(1, 4) for name, kind, pid in (("mon.a", "mon", 7), ("osd.0", "osd", 8))]
+        samples += [{"ts": t0 + i, "dt": 1.0, "source": "host", "kind": "host", "pid": None, "cpu_pct": 20.0,
+                     "host": "h1", "via": "ssh"} for i in range(1, 4)]
+        r = PointResult(engine="fathom-engine", runtime_s=3.0, ops={"read": OpStats(ops=10, bytes=40960, runtime_s=3.0)})
+        sources = {"kind": "sources", "message": "server hosts", "data": {"hosts": {"h1": {"ambiguous": ["mon.a"]}}}}
+        m, _ = usage.point_metrics(r, {"ramp_time": 0}, samples, t0, t0 + 3.0, [], [sources])
+        assert r.extra["server_hosts"]["h1"]["ambiguous"] == ["mon.a"]
+        st.record_point(run, 0, "w", "w", "fathom-engine", {"ramp_time": 0}, "done", metrics=m,
+                        result=r.to_dict(), started=t0, ended=t0 + 3.0, telemetry=samples, events=[sources])
+    with Store(db) as st:
+        rows = export.server_rows(st, run)
+    assert {row["daemon"] for row in rows if row["summed"]} == {"mon.a"}
+    assert not any(row["summed"] for row in rows if row["daemon"] in ("osd.0", ""))
+    show = json.loads(run_fathom("show", "r", "--db", str(db), "--json", check=True).stdout)
+    (h,) = [h for h in show["hosts"] if h["host"] == "h1"]
+    assert h["daemons"] == ["mon.a (summed)", "osd.0"], h

@@ -377,7 +377,8 @@ def _host_rows(st: Store, run: Any, pts: list[dict]) -> list[dict[str, Any]]:
         for host, h in export.host_figures(st, run, p).items():
             ds = list(h["daemons"].values())
             out.append({"idx": p["idx"], "host": host, "source": h["source"], "partial": h["partial"],
-                        "daemons": sorted(h["daemons"]), "host_cpu_pct": h["host"].get("host_cpu_pct"),
+                        "daemons": sorted(f"{n} (summed)" if d.get("summed") else n for n, d in h["daemons"].items()),
+                        "host_cpu_pct": h["host"].get("host_cpu_pct"),
                         "mem_used_mib": h["host"].get("mem_used_mib"), "daemons_cpu_pct": _sum(ds, "cpu_pct"),
                         "daemons_rss_mib": _sum(ds, "rss_mib"), "daemons_ctx_switches_s": _sum(ds, "ctx_switches_s"),
                         "net_rx_mib_s": h["host"].get("net_rx_mib_s"), "net_tx_mib_s": h["host"].get("net_tx_mib_s")})

@@ -83,6 +83,14 @@ def server_tables(runs: list[RunData], wl: str) -> list[Table]:
                 x for k in kinds for x in (f"{daemon_label(k)} CPU (% of one core)", f"{daemon_label(k)} RSS (MiB)")]
             notes = ["Each host's figures over the point's telemetry window, from its own samples (see "
                      f"'Server measurements: sources'); NIC: {_nics(p.servers)}. The point's row sums the hosts."]
+            summed = {host: h["ambiguous"] for host, h in p.servers.items() if h.get("ambiguous")}
+            if summed:  # another cluster's daemon of the same name on the host: its figures are in the sums
+                notes.append("Summed, not told apart: " + "; ".join(f"{host}: {', '.join(names)}" for host, names
+                                                                     in summed.items())
+                             + " (several processes on the host bear the name and none the pid the cluster gives "
+                               "for it: all are counted, so its CPU and RSS may hold another cluster's daemon).")
+                for row, (host, h) in zip(rows, p.servers.items()):
+                    row[0] = f"{host} (summed: {', '.join(h['ambiguous'])})" if h.get("ambiguous") else host
             short = {host: h for host, h in p.servers.items() if h.get("coverage", "whole") != "whole"}
             if short:  # a lost server host: say what its figures cover, and what the sums lack
                 heads.append("coverage")

@@ -177,7 +177,7 @@ def _emit(text: str, path: str | None) -> None:
 # ---- long tables: per host and daemon, and perf counters -------------------------------------
 
 TABLES = ("points", "servers", "counters", "intervals", "events", "runs")
-SERVER_COLUMNS = [*ID_COLUMNS, "host", "source", "daemon", "kind", "figure", "value", "unit", "partial"]
+SERVER_COLUMNS = [*ID_COLUMNS, "host", "source", "daemon", "kind", "figure", "value", "unit", "partial", "summed"]
 COUNTER_COLUMNS = [*ID_COLUMNS, "host", "source", "daemon", "kind", "figure", "value", "unit"]
 # figure -> (unit, meaning); a daemon's figures, then a host's (daemon empty, kind "host")
 DAEMON_FIGURES = {"cpu_pct": ("% of one core", "the daemon's CPU, over all its threads"),
@@ -222,10 +222,13 @@ def table_dictionary(table: str) -> list[dict[str, Any]]:
                 "figure": (f"what is measured: {figures}", "", ""),
                 "value": (_LONG_MEANINGS["value"], WINDOW, "per-second samples stored with the point"),
                 "partial": ("true when the host was lost (or sent no sample past the point's end): its figures cover "
-                            "the point up to its last sample", "", "")}
+                            "the point up to its last sample", "", ""),
+                "summed": ("true when several processes on the host bore the daemon's name and none the pid the "
+                           "cluster gives for it: all are counted (another cluster's daemon of that name among them)",
+                           "", "")}
     else:
-        more = {"source": ("where the counters were read: admin socket (this host's OSDs and RGWs) or mgr-prometheus "
-                           "(the mgr's prometheus module)", "", ""),
+        more = {"source": ("where the counters were read: admin socket (this host's OSDs and RGWs), mgr-prometheus "
+                           "(the mgr's prometheus module) or ceph-tell (through the mons)", "", ""),
                 "host": ("the host the daemon was sampled on in the point; empty when no sample placed it", "", ""),
                 "figure": ("the counter, section.name as `ceph daemon X perf dump` names it; an average counter "
                            "gives three rows: .count, .sum and .avg (sum / count)", "", ""),
@@ -286,6 +289,9 @@ def host_figures(store: Store, run: Any, p: dict[str, Any]) -> dict[str, dict[st
     for s in samples:
         by_host.setdefault(s.get("host") or "local", []).append(s)
     short = _cut_short(store, run, p["id"]) if by_host else set()
+    # daemons whose figures sum several processes of their name (none with the pid the cluster gives)
+    summed = {h: set(v.get("ambiguous") or []) for h, v in
+              (((p.get("result") or {}).get("extra") or {}).get("server_hosts") or {}).items()}
     out: dict[str, dict[str, Any]] = {}
     for host, mine in sorted(by_host.items()):
         assert win is not None
@@ -297,6 +303,8 @@ def host_figures(store: Store, run: Any, p: dict[str, Any]) -> dict[str, dict[st
             vals = {"cpu_pct": m.get(f"{kind}_cpu"), "cores": m.get(f"{kind}_cores"),
                     "rss_mib": m.get(f"{kind}_mem_mib"), "ctx_switches_s": m.get(f"{kind}_ctx_switches_s")}
             daemons[name] = {"kind": kind, **{k: v for k, v in vals.items() if v is not None}}
+            if name in summed.get(host, ()):
+                daemons[name]["summed"] = True
         hs = [s for s in mine if s.get("kind") == "host"]
         whole: dict[str, Any] = {}
         if hs:
@@ -319,10 +327,10 @@ def server_rows(store: Store, run_id: int) -> list[dict[str, Any]]:
         for host, h in host_figures(store, run, p).items():
             base = {**ids, "host": host, "source": h["source"], "partial": h["partial"]}
             for name, d in h["daemons"].items():
-                out += [{**base, "daemon": name, "kind": d["kind"], "figure": f, "value": d[f], "unit": u}
-                        for f, (u, _) in DAEMON_FIGURES.items() if f in d]
-            out += [{**base, "daemon": "", "kind": "host", "figure": f, "value": h["host"][f], "unit": u}
-                    for f, (u, _) in HOST_FIGURES.items() if f in h["host"]]
+                out += [{**base, "daemon": name, "kind": d["kind"], "figure": f, "value": d[f], "unit": u,
+                         "summed": bool(d.get("summed"))} for f, (u, _) in DAEMON_FIGURES.items() if f in d]
+            out += [{**base, "daemon": "", "kind": "host", "figure": f, "value": h["host"][f], "unit": u,
+                     "summed": False} for f, (u, _) in HOST_FIGURES.items() if f in h["host"]]
     return out
 
 

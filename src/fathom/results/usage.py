@@ -234,4 +234,10 @@ def point_metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str
             if e["kind"] in ("server_lost", "server_late") and (e.get("data") or {}).get("hostname")}
     if srv.get("server_hosts") or lost:  # the cluster's hosts measured one by one, for per-node tables
         r.extra["server_hosts"] = per_host(samples, win["from"], win["to"], lost)
+        # daemons whose name several processes on a host bore, none by the pid the cluster gives: all summed
+        for e in events or []:
+            if e["kind"] == "sources":
+                for host, c in ((e.get("data") or {}).get("hosts") or {}).items():
+                    if c.get("ambiguous") and host in r.extra["server_hosts"]:
+                        r.extra["server_hosts"][host]["ambiguous"] = sorted(c["ambiguous"])
     return m, hists
