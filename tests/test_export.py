@@ -180,7 +180,8 @@ def test_a_daemon_whose_figures_sum_several_processes_is_marked_in_the_export_an
                    for i in range(1, 4) for name, kind, pid in (("mon.a", "mon", 7), ("osd.0", "osd", 8))]
         samples += [{"ts": t0 + i, "dt": 1.0, "source": "host", "kind": "host", "pid": None, "cpu_pct": 20.0,
                      "host": "h1", "via": "ssh"} for i in range(1, 4)]
-        r = PointResult(engine="fathom-engine", runtime_s=3.0, ops={"read": OpStats(ops=10, bytes=40960, runtime_s=3.0)})
+        r = PointResult(engine="fathom-engine", runtime_s=3.0,
+                        ops={"read": OpStats(ops=10, bytes=40960, runtime_s=3.0)})
         sources = {"kind": "sources", "message": "server hosts", "data": {"hosts": {"h1": {"ambiguous": ["mon.a"]}}}}
         m, _ = usage.point_metrics(r, {"ramp_time": 0}, samples, t0, t0 + 3.0, [], [sources])
         assert r.extra["server_hosts"]["h1"]["ambiguous"] == ["mon.a"]
