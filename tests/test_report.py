@@ -238,13 +238,17 @@ def test_report_of_a_real_quick_run(quick_run, tmp_path):
         s = dict(zip(d.summary.headers, row))
         assert s["peak throughput"] != "n/a" and s["peak at"] != "n/a" and s["knee at"] != "n/a"
     for sec in d.sections:
-        (t,) = sec.tables
+        t, osd = sec.tables  # the points, and the latency inside the OSDs beside the client's
         h = t.headers
         for r in t.rows:
             row = dict(zip(h, r))
             assert row["clat (ms)"] != "n/a"
             assert row["p99 (ms)"] != "n/a"  # measured runs carry percentiles from histograms
             assert row["OSD CPU (% of one core)"] != "n/a" and row["OSD mem (RSS MiB)"] != "n/a"
+        assert osd.title.endswith("latency inside the OSDs") and len(osd.rows) >= len(t.rows), osd.title
+        for r in osd.rows:
+            row = dict(zip(osd.headers, r))
+            assert int(row["OSD ops"]) > 0 and row["OSD p99 (ms)"].split("–")[1] != "n/a", row
     html = out.read_text()
     assert "Environment" in html and "<details>" in html
     _check_renders(out, tmp_path, min_charts=8)
