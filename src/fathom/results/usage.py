@@ -236,8 +236,9 @@ def point_metrics(r: PointResult, params: dict[str, Any], samples: list[dict[str
         r.extra["server_hosts"] = per_host(samples, win["from"], win["to"], lost)
         # daemons whose name several processes on a host bore, none by the pid the cluster gives: all summed
         for e in events or []:
-            if e["kind"] == "sources":
-                for host, c in ((e.get("data") or {}).get("hosts") or {}).items():
-                    if c.get("ambiguous") and host in r.extra["server_hosts"]:
+            hosts = (e.get("data") or {}).get("hosts") if e["kind"] == "sources" else None
+            if isinstance(hosts, dict):  # the samplers' (SSH, DaemonSet) by hostname; Prometheus' is a list
+                for host, c in hosts.items():
+                    if isinstance(c, dict) and c.get("ambiguous") and host in r.extra["server_hosts"]:
                         r.extra["server_hosts"][host]["ambiguous"] = sorted(c["ambiguous"])
     return m, hists
