@@ -107,10 +107,14 @@ def build_args(build: Path) -> list[str]:
     return args
 
 
-def build_env(build: Path, env: dict[str, str]) -> dict[str, str]:
+def build_env(build: Path, env: dict[str, str], python: bool = True) -> dict[str, str]:
+    """The environment a build's programs run with: its lib/ on the loader's path, and (python) the Python
+    modules its ceph CLI and mgr import."""
     env = dict(env)
     lib = str(build / "lib")
     env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
+    if not python:
+        return env
     py = [str(p) for p in (build / "lib/cython_modules/lib.3",) if p.is_dir()]
     mgr = mgr_module_path(build)
     if mgr is not None:

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fathom.cluster import cephsrc
 from fathom.errors import UsageError
 
 TOOLS = ("ceph", "rados", "rbd", "radosgw-admin", "ceph-conf", "ceph-authtool")
@@ -81,11 +82,9 @@ class Client:
 
     def engine_env(self, base: dict[str, str]) -> dict[str, str]:
         """The environment fathom-engine runs with (a build's libraries on the loader's path)."""
-        env = dict(base)
         if self.kind == BUILD_KIND:
-            lib = str(Path(self.dir or "") / "lib")
-            env["LD_LIBRARY_PATH"] = lib + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else "")
-        return env
+            return cephsrc.build_env(Path(self.dir or ""), base, python=False)
+        return dict(base)
 
     def env(self, base: dict[str, str]) -> dict[str, str]:
         """The environment its programs run with."""
@@ -93,12 +92,8 @@ class Client:
         if self.kind == ROOTFS_KIND:
             env["PYTHONHOME"] = str(Path(self.dir or "") / "usr")  # the ceph CLI: the root's Python and modules
             env.pop("PYTHONPATH", None)
-        elif self.kind == BUILD_KIND:
-            env = self.engine_env(env)
-            py = [p for p in (Path(self.dir or "") / "lib/cython_modules/lib.3",) if p.is_dir()]
-            if py:
-                env["PYTHONPATH"] = ":".join([str(p) for p in py] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH")
-                                                                      else []))
+        elif self.kind == BUILD_KIND:  # as the build's daemons run (its ceph CLI needs src/pybind too)
+            env = cephsrc.build_env(Path(self.dir or ""), env)
         return env
 
     # ---- what it is --------------------------------------------------------------------------------------
