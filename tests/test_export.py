@@ -87,7 +87,8 @@ def test_every_daemon_kind_has_its_columns(tmp_path):
     assert len(daemon) == 4 * len(model.DAEMON_KINDS) and all(c in METRIC_COLUMNS for c in daemon)
     i = cols.index("osd_cpu")  # after the client metrics, kind by kind, then host and engine CPU
     assert cols[i:i + len(daemon)] == daemon and cols.index("usr_cpu") < i
-    assert cols[i + len(daemon):i + len(daemon) + 3] == ["host_cpu_pct", "engine_cpu_pct", "started"]
+    assert cols[i + len(daemon):i + len(daemon) + 5] == ["host_cpu_pct", "engine_cpu_pct", "bound", "bound_use_pct",
+                                                         "started"]
     db = tmp_path / "e.db"
     make_db(db)
     run_fathom("export", "--db", str(db), "--format", "csv", "-o", str(tmp_path / "e.csv"), check=True)

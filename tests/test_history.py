@@ -317,3 +317,40 @@ def test_directions_of_the_fault_loss_and_schedule_figures(tmp_path):
         h = history.build(st, ["nightly"], figures=figs, tolerance=0.1)
     assert sorted(f.series.figure for f in h.fired) == ["fault_first_error_s", "rgw_failed_req"]
 
+
+
+def _texts(svg_text: str, cls: str | None = None) -> list[tuple[float, float, str]]:
+    """(x, y, text) of the chart's text elements (of a class, when given)."""
+    want = f'class="{cls}" ' if cls else ""
+    return [(float(x), float(y), t) for x, y, t in
+            re.findall(want + r'x="([\d.]+)" y="([\d.]+)"[^>]*>([^<]*)</text>', svg_text)]
+
+
+def test_a_thousand_runs_chart_keeps_its_labels_apart_and_its_axis_on_the_data():
+    from fathom.report import svg
+
+    names = [f"nightly-2026-{i:04d}" for i in range(1000)]
+    rng = random.Random(7)
+    pts = [svg.SPoint(i, 100 + rng.gauss(0, 3), err_lo=90.0, err_hi=5000.0 if i == 500 else 110.0)
+           for i in range(1000)]
+    marks = [(float(i), f"+{i % 40}%") for i in range(100, 1000, 7)]  # change points close together
+    chart = svg.Chart("p99", "run", "p99_ms (ms)", [svg.Series("p99", pts)], x_categories=names, vmarks=marks,
+                      y_fit_values=True)
+    out = svg.render(chart)
+    # run names under the axis: none on top of another
+    labels = sorted((x, t) for x, y, t in _texts(out) if t in names)
+    assert 2 <= len(labels) <= 12
+    half = max(len(t) for _, t in labels) * svg.CHAR_W / 2
+    assert all(b[0] - a[0] >= 2 * half for a, b in zip(labels, labels[1:])), labels
+    # change labels: within a row, each starts after the one before ends; the rest are counted, not drawn
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for x, y, t in _texts(out, "change-label"):
+        rows.setdefault(y, []).append((x, t))
+    for row in rows.values():
+        row.sort()
+        assert all(b[0] >= a[0] + len(a[1]) * svg.CHAR_W * 10 / 11 for a, b in zip(row, row[1:])), row
+    drawn = sum(len(r) for r in rows.values())
+    assert drawn < len(marks) and f"{len(marks) - drawn} more change(s)" in out
+    # the y axis fits the runs' values (near 100), not one run's 5,000 ms repetition: no log scale
+    ticks = [float(t) for x, y, t in _texts(out) if re.fullmatch(r"[\d.]+", t) and x < 64]
+    assert max(ticks) <= 200 and "log scale" not in out, ticks

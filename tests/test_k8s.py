@@ -146,6 +146,10 @@ def test_bench_rados_from_pods_reaches_the_cluster_through_a_secret_that_goes_wi
     hosts = doc["fathom"]["clients"]["hosts"]
     assert [h["host"] for h in hosts] == ["pod-0", "pod-1"] and all(h["ops"] > 0 for h in hosts)
     assert doc["total_writes_made"] == sum(h["ops"] for h in hosts)
+    with Store(tmp_path / "b.db", read_only=True) as st:  # stored from its start; its journal emptied at its end
+        run = st.run("latest")
+        assert run.status == "done" and run.kind == "bench" and run.state["journal"]["fsid"]
+        assert not [e for e in run.state["journal"]["entries"] if not e.get("undone")], run.state["journal"]
     out = c.ceph().call("rados", "-p", "podbench", "ls", fmt_json=False)
     left = [n for n in out.splitlines() if n.startswith("fathom_bench.pods.")]
     assert len(left) == doc["total_writes_made"] + 2  # every write is an object, and each engine's metadata
@@ -240,6 +244,35 @@ def test_ctrl_c_leaves_nothing_and_kill_9_is_undone_by_restore(bed, image, pod_c
         assert p.returncode == 0, p.stdout + p.stderr
         assert "removed the Kubernetes objects" in p.stdout
         assert _wait(lambda: _left(bed) == "", 30), _left(bed)
+
+
+def test_a_bench_killed_with_9_leaves_what_restore_removes_and_ends(bed, image, pod_cluster, tmp_path):
+    # a bench is stored from its start when it makes pods: its journal names them, its Secret (the key) too
+    c, db = pod_cluster, tmp_path / "b.db"
+    c.ceph().ceph("osd", "pool", "create", "podkill", "8", fmt_json=False)
+    c.ceph().ceph("osd", "pool", "application", "enable", "podkill", "rados", fmt_json=False)
+    proc = subprocess.Popen([FATHOM, "bench", "rados", "-p", "podkill", "60", "write", "-b", "4K", "-t", "2",
+                             "--run-name", "killed", "-c", str(c.conf_path), "-k", str(c.keyring_path),
+                             "--db", str(db), *_k8s(bed, image, "--k8s-pods", "2")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert _wait(lambda: _left(bed).count("pod/") == 2, 180), _left(bed)
+        with Store(db, read_only=True) as st:
+            run = st.run("latest")
+            assert run.kind == "bench" and run.status == "running"
+            (made,) = run.state["journal"]["entries"]
+            assert made["what"].startswith("pods ") and len(made["data"]["pods"]) == 2 and made["data"]["secret"]
+        proc.kill()
+        proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert "secret/" in _left(bed) and "pod/" in _left(bed)
+    p = run_fathom("cluster", "restore", "--conf", str(c.conf_path), "--db", str(db), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "removed the Kubernetes objects" in p.stdout and "marked interrupted" in p.stdout.lower(), p.stdout
+    assert _wait(lambda: _left(bed) == "", 30), _left(bed)
+    with Store(db, read_only=True) as st:
+        assert st.run("latest").status == "interrupted"
 
 
 def test_rook_style_mon_endpoints_and_secret_give_the_pods_access(bed, image, pod_cluster, tmp_path):

@@ -129,3 +129,10 @@ def test_the_client_hosts_and_the_client_ceph_are_kept_and_given_back_as_given(t
         assert got.clients == choice and got.attach.conn.client == client.resolve(str(root))  # type: ignore[union-attr]
         given = ClientChoice.of(p.parse_args(["--client", "root@h2"]))
         assert resumed(RunOptions(suite_ref=None, resume="r", clients=given), st).clients == given  # given wins
+
+
+def test_a_known_hosts_file_for_server_and_client_hosts_is_said_once_in_the_resume_command():
+    rec = {"servers": {"hosts": []}, "server_args": ["--server-host", "root@h1", "--known-hosts", "/k"],
+           "clients": {"clients": [], "known_hosts": "/k"}}
+    words_ = command(3, "r.db", rec).split()
+    assert words_.count("--known-hosts") == 1 and words_[words_.index("--known-hosts") + 1] == "/k", words_

@@ -21,7 +21,9 @@ from conftest import QUICK_MGR_STATS, run_fathom
 from fathom.hosts import netns
 from fathom.cluster import cephsrc, keys, rootfs
 from fathom.cluster.local import LocalCluster, pid_alive
-from fathom.servers.mgrprom import EXCLUDE
+from fathom.cluster.localconf import free_port
+from fathom.errors import ClusterError
+from fathom.servers.mgrprom import EXCLUDE, Exporter
 from fathom.results.store import Store
 
 pytestmark = pytest.mark.cluster
@@ -47,7 +49,7 @@ def mounts_of(path: Path) -> list[str]:
 
 @pytest.fixture(scope="module", params=RELEASES)
 def newer(request, tmp_path_factory):
-    """mon.a, mgr.x and an RGW on this host (at the bridge address), osd.0 and osd.1 on namespace hosts 0 and 1,
+    """mon.a, mgr.x, an MDS and an RGW on this host (at the bridge address), osd.0 and osd.1 on namespace hosts 0 and 1,
     all from the release's root, its client the release's. At the end every daemon and the namespace holder are
     gone, and nothing is mounted."""
     root = release_root(request.param)
@@ -56,7 +58,7 @@ def newer(request, tmp_path_factory):
         c = LocalCluster(d, progress=lambda m: print(m, file=sys.stderr))
         places = {f"osd.{i}": {"prefix": ["nsenter", "-t", str(h.pid), "-n", "-u", "--"], "addr": h.addr}
                   for i, h in enumerate(tb.hosts)}
-        c.up(osds=2, osd_size=3 * 1024**3, rgw=True, bind=tb.bridge_addr, places=places, ceph=str(root),
+        c.up(osds=2, osd_size=3 * 1024**3, rgw=True, mds=True, bind=tb.bridge_addr, places=places, ceph=str(root),
              settings={"osd": {"osd_memory_target": "939524096"}})
         pids = [dm.pid for dm in c.daemons() if dm.pid] + [(c.state() or {})["holder"]["pid"]]
         try:
@@ -136,6 +138,37 @@ def test_this_host_s_ceph_16_client_is_refused_by_a_message_naming_the_key_type_
     assert not (tmp_path / "r.db").exists()  # refused before anything was made
 
 
+def test_cephfs_mounts_through_the_release_s_ceph_fuse_and_this_host_s_gateways_are_refused_by_name(newer):
+    # a cluster whose client is the release's mounts CephFS with the release's ceph-fuse (this host's Ceph 16 one
+    # could not read Tentacle's keys); rbd-fuse and nfs-ganesha are this host's only: refused at once on aes256k
+    from fathom.cluster import ganesha, mounts
+
+    tb, c, rel = newer
+    try:
+        mnt = mounts.ceph_fuse(c)
+        (mnt / "f").write_bytes(b"x" * 65536)
+        assert (mnt / "f").stat().st_size == 65536
+        (fuse,) = [d for d in c.daemons() if d.name == mounts.CEPH_FUSE]
+        argv = Path(f"/proc/{fuse.pid}/cmdline").read_bytes().split(b"\0")
+        assert argv[1] == b"--library-path" and argv[0].startswith(str(rootfs.root_path(rel.name)).encode()), argv
+        assert argv[3] == str(rootfs.root_path(rel.name) / "usr/bin/ceph-fuse").encode(), argv
+    finally:
+        mounts.teardown(c)
+    assert mounts.leftovers(c) == []
+    if rel.major < 20:
+        return
+    for start, program in ((lambda: mounts.rbd_ext4(c, size=256 << 20), "rbd-fuse"),
+                           (lambda: ganesha.ganesha(c), "ganesha.nfsd")):
+        t0 = time.monotonic()
+        with pytest.raises(ClusterError) as e:
+            start()
+        assert time.monotonic() - t0 < 20, program
+        assert f"{program} runs from this host's Ceph" in e.value.message and "aes256k" in e.value.message, e.value
+        assert "--client-ceph host" in e.value.hint
+    mounts.teardown(c)
+    assert mounts.leftovers(c) == [] and not [d for d in c.daemons() if d.name.startswith(("ganesha", "rbd_fuse"))]
+
+
 SUITE = """\
 name: release
 cluster: {{kind: attached}}
@@ -158,9 +191,12 @@ def cluster_config(c: LocalCluster) -> list[tuple[str, str, str]]:
 def test_fathom_measures_it_with_its_own_client_server_figures_and_perf_counters_and_puts_it_back(newer, engine_ready,
                                                                                                 tmp_path):
     tb, c, rel = newer
+    # the user's module is on (their Prometheus scrapes it), without perf counters, as the release ships it
+    port = free_port(tb.bridge_addr)
+    c.ceph().ceph("config", "set", "mgr", "mgr/prometheus/server_addr", tb.bridge_addr, fmt_json=False)
+    c.ceph().ceph("config", "set", "mgr", "mgr/prometheus/server_port", str(port), fmt_json=False)
+    c.ceph().ceph("mgr", "module", "enable", "prometheus", fmt_json=False)
     before = cluster_config(c)
-    modules = c.ceph().ceph("mgr", "module", "ls")["enabled_modules"]
-    assert "prometheus" not in modules
     assert c.ceph().ceph("config", "get", "mgr", EXCLUDE, fmt_json=False).strip() == "true"
     suite = tmp_path / "release.yaml"
     suite.write_text(SUITE.format())
@@ -208,9 +244,19 @@ def test_fathom_measures_it_with_its_own_client_server_figures_and_perf_counters
     # the report's sources section says which it was
     run_fathom("report", "--db", str(db), "latest", "-o", str(tmp_path / "r.md"), check=True)
     assert "exclude_perf_counters was true" in (tmp_path / "r.md").read_text()
-    # put back as found: the module off, exclude_perf_counters and every other option as before
+    # put back as found: the module on, exclude_perf_counters and every other option as before, and the running
+    # module's output without perf counters again (a `config rm` alone leaves it exporting them)
     assert cluster_config(c) == before
-    assert "prometheus" not in c.ceph().ceph("mgr", "module", "ls")["enabled_modules"]
+    assert "prometheus" in c.ceph().ceph("mgr", "module", "ls")["enabled_modules"]
+    with Store(db) as st:
+        checked = [e["message"] for e in st.events(st.run("latest").id) if e["kind"] in ("restore", "warning")
+                   and "perf counters" in e["message"]]
+    assert checked and "leaves the perf counters out again" in checked[0], checked
+    exporter = Exporter(c.ceph(), f"http://{tb.bridge_addr}:{port}/", period=2.0)
+    assert not [d for d, secs in exporter.read_settled(time.time(), counters=False).dumps.items() if secs.get("osd")]
+    c.ceph().ceph("mgr", "module", "disable", "prometheus", fmt_json=False)
+    for opt in ("server_addr", "server_port"):
+        c.ceph().ceph("config", "rm", "mgr", f"mgr/prometheus/{opt}", fmt_json=False)
 
 
 TELL_SUITE = """\
@@ -241,7 +287,7 @@ def test_a_cluster_fathom_did_not_start_gives_its_counters_through_ceph_tell(new
         (q,) = st.points(run.id)
         perf = [e for e in st.events(run.id) if e["kind"] == "perf_counters" and e["point_id"] == q["id"]]
         assert [e["data"]["source"] for e in perf] == ["ceph-tell"], perf
-        assert perf[0]["data"]["daemons"] == ["osd.0", "osd.1"], perf
+        assert perf[0]["data"]["daemons"] == ["mds.a", "osd.0", "osd.1"], perf  # the MDS too
         counters = st.perf_counters(q["id"])
         (lat,) = [e["data"] for e in st.events(run.id) if e["kind"] == "osd_latency"]
     writes = sum(v.get("osd.op_w") or 0 for k, v in counters.items() if k.startswith("osd."))

@@ -50,6 +50,7 @@ class StoredPoint:
     # a point on several engines: per-host rows, host clocks, start skew (fathom.engines.clients)
     clients: dict[str, Any] = field(default_factory=dict)
     servers: dict[str, dict[str, Any]] = field(default_factory=dict)  # host -> its figures (usage.per_host)
+    bound: dict[str, Any] = field(default_factory=dict)  # what bounds it (fathom.analysis.bound.judge)
     level: tuple[Any, ...] = ()
     label: str = ""
 
@@ -107,7 +108,8 @@ def load_run(store: Store, ref: str) -> RunData:
                 clients={k: (res.get("extra") or {}).get(k) for k in ("hosts", "clocks", "start_skew_ms",
                                                                       "clients_lost")}
                 if (res.get("extra") or {}).get("hosts") else {},
-                servers=(res.get("extra") or {}).get("server_hosts") or {}))
+                servers=(res.get("extra") or {}).get("server_hosts") or {},
+                bound=(res.get("extra") or {}).get("bound") or {}))
         run_events = store.events(r.id)
         events.extend({**e, "run_id": r.id} for e in run_events)
         faulted = {e["point_id"] for e in run_events if e["kind"] == "fault"}

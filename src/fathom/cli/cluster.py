@@ -264,13 +264,15 @@ def cmd_restore(args: argparse.Namespace) -> int:
             pending = [] if rec.get("moot") else [
                 e for e in rec.get("entries", []) if not e.get("undone")
                 and e.get("kind") in (SETTING, *OBJECT_KINDS, *RGW_KINDS, S3_KIND, SAMPLER_KIND, K8S_KIND)]
+            # a bench with no Ceph connection (S3 on pods) names no cluster: what it left is found from any
+            here = rec.get("fsid") == fsid or (run.kind == "bench" and rec.get("fsid") is None and "pid" in rec)
             # a run on this cluster still marked running: killed, it could not mark its end (restore does)
-            stale = run.status == "running" and rec.get("fsid") == fsid and not rec.get("moot")
+            stale = run.status == "running" and here and not rec.get("moot")
             if not pending and not stale:
                 continue
             who = f"run {run.id} ({run.name})"
             what = _left(pending)
-            if rec.get("fsid") != fsid:
+            if not here:
                 msg = (f"{who} left {what} on cluster {rec.get('fsid')} "
                        f"(conf {(rec.get('conn') or {}).get('conf')}), not on this one ({fsid})")
                 if args.run:

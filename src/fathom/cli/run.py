@@ -347,6 +347,15 @@ def cmd_show(args: argparse.Namespace) -> int:
                          _f(m.get("osd_cpu"), 0), _f(m.get("osd_mem_mib"), 0)])
         for line in _text_table(head, rows, left={"workload", "engine", "status"}):
             print(f"  {line}")
+        verdicts = [(p["idx"], ((p["result"] or {}).get("extra") or {}).get("bound")) for p in pts]
+        if any(v for _, v in verdicts):  # fathom.analysis.bound: docs/measurement.md, "What bounds a point"
+            print("  what bounds each point (use over the telemetry window against each resource's ceiling; at 90% "
+                  "or more it bounds the point):")
+            for idx, v in verdicts:
+                if v:
+                    print(f"    #{idx + 1} {v['bound']}: {v['summary']}")
+                    for why in v.get("missing") or []:
+                        print(f"       not judged: {why}")
         clients = _client_rows(pts, env)
         if clients:  # the engines' hosts (SSH hosts, Kubernetes pods), as the report's per-host tables have them
             print("  per client host (SSH host or Kubernetes pod), each point's engines there (client CPU: % of one "

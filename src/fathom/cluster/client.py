@@ -26,13 +26,18 @@ from pathlib import Path
 from typing import Any
 
 from fathom.cluster import cephsrc
-from fathom.errors import UsageError
+from fathom.cluster import keys
+from fathom.errors import ClusterError, UsageError
 
 TOOLS = ("ceph", "rados", "rbd", "radosgw-admin", "ceph-conf", "ceph-authtool")
 # the dynamic loader of this architecture, and the library directories of a Debian root (multiarch)
 _ARCH = {"x86_64": ("lib64/ld-linux-x86-64.so.2", "x86_64-linux-gnu"),
          "aarch64": ("lib/ld-linux-aarch64.so.1", "aarch64-linux-gnu")}
 HOST_KIND, ROOTFS_KIND, BUILD_KIND = "host", "rootfs", "build"
+GATEWAYS = ("ceph-fuse",)  # clients a local cluster runs beside its daemons: from the cluster's client
+# ... and those from this host's Ceph only (Debian sid's rbd-fuse 20.2.4 crashes in fuse_opt_parse before mounting;
+# nfs-ganesha-ceph is not in a root): refused where this host's Ceph cannot read the cluster's keys
+HOST_ONLY = ("rbd-fuse", "ganesha.nfsd")
 
 
 @dataclass(frozen=True)
@@ -178,3 +183,24 @@ def of_source(source: dict[str, Any] | None) -> Client:
     if s.get("kind") == BUILD_KIND and s.get("dir") and (Path(s["dir"]) / "bin/ceph").is_file():
         return Client(BUILD_KIND, s["dir"])
     return HOST  # (a build of the daemons alone: this host's client)
+
+
+def gateway_argv(cl: Client, argv: list[str]) -> list[str]:
+    """A gateway (GATEWAYS) from the cluster's client: this host's Ceph 16 ceph-fuse cannot read the keys of a
+    Tentacle cluster whose client is Tentacle's (aes256k)."""
+    exe = cl.argv(argv[0])
+    if cl.kind != HOST_KIND and not Path(exe[-1]).is_file():
+        raise ClusterError(f"the cluster's client ({cl.label()}) has no {argv[0]}: {exe[-1]} is missing",
+                           hint=f"rebuild its root (`fathom cluster rootfs {cl.release or 'RELEASE'} --rebuild`: roots "
+                                f"built by this fathom hold {argv[0]}), or start the cluster with `--client-ceph host`")
+    return [*exe, *argv[1:]]
+
+
+def check_host_reads(keyring: str, program: str) -> None:
+    """A gateway of this host's Ceph (HOST_ONLY) refused at once when this host's Ceph cannot read the cluster's
+    keys (a Tentacle cluster whose client is Tentacle's keeps aes256k keys), not after its mount timeout."""
+    why = keys.unreadable_key(keyring, "client.admin", HOST.major(), "")
+    if why:
+        raise ClusterError(f"{program} runs from this host's Ceph ({HOST.version()}), and {why}",
+                           hint="start the cluster with `--client-ceph host` (its keys then stay of a type this "
+                                f"host's Ceph reads) to run the points that need {program}")

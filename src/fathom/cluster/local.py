@@ -36,7 +36,7 @@ from fathom.cluster import client as client_mod
 from fathom.cluster.client import Client
 from fathom.cluster.ceph import Ceph, Connection, require_binaries
 from fathom.cluster.cephsrc import CephSource
-from fathom.cluster.localconf import LOOPBACK, RGW_NAME, conf_text, free_port, make_rgw_certificate
+from fathom.cluster.localconf import LOOPBACK, RGW_NAME, bind_address, conf_text, free_port, make_rgw_certificate
 from fathom.errors import ClusterError, FathomError, UsageError
 
 MARKER = "fathom-cluster.json"
@@ -178,7 +178,7 @@ class LocalCluster:
         client: whose Ceph client fathom reaches it with (fathom.cluster.client): default the daemons' own
         release; `host` keeps this host's (an older client meets a newer cluster).
         """
-        addr = _bind_address(bind or LOOPBACK)
+        addr = bind_address(bind or LOOPBACK)
         if osds < 1:
             raise UsageError(f"--osds: must be at least 1, got {osds}")
         if objectstore not in ("bluestore", "memstore"):
@@ -271,7 +271,9 @@ class LocalCluster:
         """argv of one of the cluster's own programs (a daemon, mkfs, authtool) run from its Ceph source."""
         st = st if st is not None else (self.state() or {})
         src = CephSource.from_dict(st.get("ceph_source"))
-        if argv[0] not in cephsrc.DAEMON_TOOLS:  # a client (ceph-fuse, ganesha): this host's
+        if argv[0] in client_mod.GATEWAYS:  # a FUSE gateway is a client: the cluster's client's
+            return client_mod.gateway_argv(Client.from_dict(st.get("client")), argv)
+        if argv[0] not in cephsrc.DAEMON_TOOLS:  # rbd-fuse, nfs-ganesha: this host's (checked: _start)
             return argv
         if src.kind == "build":
             b = Path(src.dir or "")
@@ -281,9 +283,11 @@ class LocalCluster:
             return [*cephsrc.rootfs_prefix(self._holder(st), self.root), *argv]
         return argv
 
-    def _env(self) -> dict[str, str]:
+    def _env(self, name: str | None = None) -> dict[str, str]:
         env = dict(os.environ, CEPH_CONF=str(self.conf_path))
         env.pop("CEPH_ARGS", None)
+        if name in client_mod.GATEWAYS:
+            return self.client().env(env)
         src = self.source()
         return cephsrc.build_env(Path(src.dir or ""), env) if src.kind == "build" else env
 
@@ -348,8 +352,10 @@ class LocalCluster:
 
     def _start(self, st: dict[str, Any], name: str, argv: list[str], ceph_args: bool = True) -> int:
         """Start one daemon in the foreground in its own session; record its pid at once."""
+        if argv[0] in client_mod.HOST_ONLY:
+            client_mod.check_host_reads(str(self.keyring_path), argv[0])
         out = open(self.log_dir / f"{name}.out", "ab")
-        env = self._env()
+        env = self._env(argv[0])
         argv = self._cmd(argv, st)
         extra = ["-c", str(self.conf_path), "-f"] if ceph_args else []
         place = (st.get("places") or {}).get(name)
@@ -670,24 +676,6 @@ def _health(ceph: Ceph) -> str:
 def _mds_active(ceph: Ceph) -> bool:
     fs = ceph.ceph("fs", "status", FS_NAME, timeout=10) or {}
     return any(m.get("state") == "active" for m in fs.get("mdsmap", []))
-
-
-def _bind_address(addr: str) -> str:
-    """An IPv4 address of this host that daemons can listen on; UsageError otherwise."""
-    import ipaddress
-
-    try:
-        ip = ipaddress.ip_address(addr)
-    except ValueError:
-        raise UsageError(f"--bind: {addr!r} is not an IP address") from None
-    if ip.version != 4:
-        raise UsageError(f"--bind: {addr} is IPv6; the local cluster binds IPv4 only")
-    try:
-        free_port(str(ip))
-    except OSError as exc:
-        raise UsageError(f"--bind: cannot listen on {addr}: {exc.strerror or exc}",
-                         hint="give an address of one of this host's interfaces (`ip -br addr`)") from None
-    return str(ip)
 
 
 def _http_answers(host: str, port: int) -> bool:

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from fathom.errors import ClusterError
+from fathom.errors import ClusterError, UsageError
 
 LOOPBACK = "127.0.0.1"
 RGW_NAME = "client.rgw.fathom"
@@ -170,3 +170,21 @@ def free_port(host: str = LOOPBACK, avoid: set[int] | None = None) -> int:
         if not avoid or port not in avoid:
             return port
     raise ClusterError("could not find a free loopback port")
+
+
+def bind_address(addr: str) -> str:
+    """An IPv4 address of this host that daemons can listen on; UsageError otherwise."""
+    import ipaddress
+
+    try:
+        ip = ipaddress.ip_address(addr)
+    except ValueError:
+        raise UsageError(f"--bind: {addr!r} is not an IP address") from None
+    if ip.version != 4:
+        raise UsageError(f"--bind: {addr} is IPv6; the local cluster binds IPv4 only")
+    try:
+        free_port(str(ip))
+    except OSError as exc:
+        raise UsageError(f"--bind: cannot listen on {addr}: {exc.strerror or exc}",
+                         hint="give an address of one of this host's interfaces (`ip -br addr`)") from None
+    return str(ip)

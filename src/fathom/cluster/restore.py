@@ -23,7 +23,7 @@ from fathom.cluster.ceph import Ceph
 from fathom.cluster.journal import SETTING, Entry, Journal
 from fathom.errors import ClusterError, FathomError
 
-def _ceph_cmd(*args: str) -> str:
+def ceph_cmd(*args: str) -> str:
     return shlex.join(["ceph", *args])
 
 
@@ -47,7 +47,7 @@ def flag_entry(flags: Iterable[str], flag: str) -> Entry | None:
     """An OSD flag to set; None when it is already set."""
     if flag in set(flags):
         return None
-    return setting(f"osd flag {flag}", "unset", "set", _ceph_cmd("osd", "unset", flag))
+    return setting(f"osd flag {flag}", "unset", "set", ceph_cmd("osd", "unset", flag))
 
 
 def balancer_entries(status: dict[str, Any], dump: list[dict[str, Any]]) -> list[Entry]:
@@ -62,7 +62,7 @@ def balancer_entries(status: dict[str, Any], dump: list[dict[str, Any]]) -> list
     if not status.get("active"):
         return []
     cfg = config_entry(dump, "mgr", "mgr/balancer/active", "false")
-    bal = setting("balancer", f"on (mode {status.get('mode') or '?'})", "off", _ceph_cmd("balancer", "on"))
+    bal = setting("balancer", f"on (mode {status.get('mode') or '?'})", "off", ceph_cmd("balancer", "on"))
     return [e for e in (cfg, bal) if e is not None]
 
 
@@ -75,18 +75,18 @@ def config_entry(dump: list[dict[str, Any]], section: str, name: str, value: str
                  None)
     what = f"config {section} {name}"
     if found is None:
-        return setting(what, None, value, _ceph_cmd("config", "rm", section, name))
+        return setting(what, None, value, ceph_cmd("config", "rm", section, name))
     prior = str(found.get("value"))
     if prior == value:
         return None
-    return setting(what, prior, value, _ceph_cmd("config", "set", section, name, prior))
+    return setting(what, prior, value, ceph_cmd("config", "set", section, name, prior))
 
 
 def pool_entry(pool: str, key: str, current: str, value: str) -> Entry | None:
     """A pool setting to change; None when it already has `value`."""
     if current == value:
         return None
-    return setting(f"pool {pool} {key}", current, value, _ceph_cmd("osd", "pool", "set", pool, key, current))
+    return setting(f"pool {pool} {key}", current, value, ceph_cmd("osd", "pool", "set", pool, key, current))
 
 
 def module_entry(ls: dict[str, Any], name: str) -> Entry | None:
@@ -106,7 +106,7 @@ def module_entry(ls: dict[str, Any], name: str) -> Entry | None:
     if not found.get("can_run", True):
         raise ClusterError(f"mgr module {name} cannot run: {found.get('error_string') or 'no reason given'}",
                            hint="install what it needs on the mgr hosts (prometheus: python3-cherrypy3)")
-    return setting(f"mgr module {name}", "disabled", "enabled", _ceph_cmd("mgr", "module", "disable", name))
+    return setting(f"mgr module {name}", "disabled", "enabled", ceph_cmd("mgr", "module", "disable", name))
 
 
 def repair_commands(entries: list[Entry], conn: dict[str, Any]) -> list[str]:
@@ -202,6 +202,10 @@ class Restorer:
         if status.get("active"):
             self._change(balancer_entries(status, self.ceph.ceph("config", "dump") or []), "balancer", "off",
                          timeout=60)
+
+    def record_and_apply(self, entries: list[Entry | None], *apply: str, timeout: float | None = None) -> bool:
+        """Entries recorded (put back newest first), then `ceph *apply`: a change whose undo takes several steps."""
+        return self._change(entries, *apply, timeout=timeout)
 
     def config_set(self, section: str, name: str, value: str) -> None:
         dump = self.ceph.ceph("config", "dump") or []

@@ -1,10 +1,10 @@
 """Root file systems of other Ceph releases, built once per machine and cached (`fathom cluster rootfs`).
 
-A root holds one Debian suite with ceph-mon, ceph-osd, ceph-mgr, radosgw and ceph-common: a local cluster runs
-its daemons from it (`fathom cluster up --ceph ROOT`, fathom.cluster.cephsrc) while fathom's own client side
-stays this host's Ceph. Nothing on this host is installed or changed: mmdebstrap comes from `apt-get download`
-and `dpkg-deb -x` into the cache, and it runs in a private mount namespace, so the mounts it makes in the new
-root die with it even if it is killed.
+A root holds one Debian suite with ceph-mon, ceph-osd, ceph-mgr, ceph-mds, radosgw, ceph-common and ceph-fuse: a
+local cluster runs its daemons from it (`fathom cluster up --ceph ROOT`, fathom.cluster.cephsrc), and its
+programs and libraries are a client (fathom.cluster.client). Nothing on this host is installed or changed:
+mmdebstrap comes from `apt-get download` and `dpkg-deb -x` into the cache, and it runs in a private mount
+namespace, so the mounts it makes in the new root die with it even if it is killed.
 
 Layout of $XDG_CACHE_HOME/fathom/ceph (default ~/.cache/fathom/ceph):
   tools/x/                  mmdebstrap, unpacked from its .deb
@@ -31,7 +31,8 @@ from typing import Any, Callable
 from fathom.errors import ClusterError, UsageError
 
 MIRROR = "http://deb.debian.org/debian"
-PACKAGES = ("ceph-mon", "ceph-osd", "ceph-mgr", "radosgw", "ceph-common")
+# the daemons, the client tools, and ceph-fuse (a cluster whose client is this root mounts CephFS with it)
+PACKAGES = ("ceph-mon", "ceph-osd", "ceph-mgr", "ceph-mds", "radosgw", "ceph-common", "ceph-fuse")
 INFO = "rootfs.json"
 
 
@@ -91,8 +92,11 @@ def build(name: str, rebuild: bool = False, mirror: str = MIRROR,
     with open(d / ".lock", "w") as lock:  # one builder at a time; a second waits and then finds it built
         fcntl.flock(lock, fcntl.LOCK_EX)
         rec = info(rel.name)
-        if rec and not rebuild:
+        missing = [p for p in PACKAGES if p not in (rec or {}).get("packages", {})]
+        if rec and not rebuild and not missing:
             return rec
+        if rec and missing and not rebuild:  # a root of an older fathom: the same release with the packages added
+            say(f"the cached {rel.name} root lacks {', '.join(missing)}: building it again")
         check_mirror(mirror, rel.suite)
         mm = _mmdebstrap(cache_dir() / "tools", say)
         tmp = d / "root.new"

@@ -23,11 +23,14 @@ if TYPE_CHECKING:
 # the live view of a bench run with --metrics (fathom.live.Observer), set by the command line for the bench's
 # duration: every engine record of the measured run goes to it too
 LIVE: Any = None
+BENCH: dict[str, str] = {}  # the bench's run name and results store, as `named` was told
 
 
-def named(name: str, key: str, label: str) -> None:
+def named(name: str, key: str, label: str, db: str | None = None) -> None:
     """The bench names itself once its arguments are read: the run's name and its point's key as the store will
-    have them (`fathom ls`, `fathom show`), given to the live view too, so /metrics' `run` and `point` are those."""
+    have them (`fathom ls`, `fathom show`), given to the live view too, so /metrics' `run` and `point` are those.
+    db: the results store, where a bench on pods is stored from its start (fathom.dropin.record.open_run)."""
+    BENCH.update(name=name, db=db or "")
     if LIVE is not None:
         LIVE.bench_start(name, key, label, {})
 
@@ -40,9 +43,17 @@ def run_engine(spec: EngineSpec, conn: Connection | None, timeout: float,
     if LIVE is not None and on_record is not None:
         on_record = _with_live(on_record, LIVE)
     if clients is not None:
-        from fathom.dropin import multihost
+        from fathom.dropin import multihost, record
 
-        return multihost.run(spec, clients, timeout, on_record, conn=conn)
+        journal = None
+        if clients.kubernetes is not None and BENCH.get("db"):  # pods made for it: journaled from the start
+            journal = record.open_run(BENCH["db"], BENCH["name"], conn)
+        try:
+            return multihost.run(spec, clients, timeout, on_record, conn=conn, journal=journal)
+        except BaseException as exc:
+            if journal is not None:
+                record.abandon("interrupted" if isinstance(exc, KeyboardInterrupt) else "failed", exc)
+            raise
     from fathom.cluster.client import HOST
     from fathom.engines.fathom_engine import run_spec
 

@@ -47,10 +47,11 @@ def from_args(a: Any) -> ClientsSpec | None:
 
 
 def run(spec: EngineSpec, cs: ClientsSpec, timeout: float,
-        on_record: Callable[[dict[str, Any]], None] | None = None, conn: Any = None) -> ClientsRun:
+        on_record: Callable[[dict[str, Any]], None] | None = None, conn: Any = None,
+        journal: Any = None) -> ClientsRun:
     """The bench's spec on every engine of cs; on_record gets one `start` record, then the merged
     intervals (with `slowest`: the slowest host) as they complete. conn: the cluster's connection, which pods
-    get as a Secret."""
+    get as a Secret. journal: where the pods are named before they are made (fathom.dropin.record.open_run)."""
     from fathom.engines.clients import Clients
     from fathom.hosts.transport import OpenContext
 
@@ -70,7 +71,7 @@ def run(spec: EngineSpec, cs: ClientsSpec, timeout: float,
     def on_event(e: dict[str, Any]) -> None:
         say(e["message"])
 
-    clients = Clients.open(cs, OpenContext(f"bench-{os.getpid()}", conn, say=say))
+    clients = Clients.open(cs, OpenContext(f"bench-{os.getpid()}", conn, journal=journal, say=say))
     try:
         t0 = time.time()
         g, res, rows = clients.run_specs(lambda: copy.deepcopy(spec), timeout, on_interval, on_event)

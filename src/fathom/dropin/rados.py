@@ -246,7 +246,7 @@ def run_bench(a: Any) -> int:
     from fathom.dropin import multihost
 
     r = parse_args(a)
-    named(*r.names, f"fathom bench rados {r.mode}")
+    named(*r.names, f"fathom bench rados {r.mode}", r.db)
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
     conn = conn.with_client(client_for(getattr(a, "client_ceph", None), conn.conf))
     prefix = object_prefix(r.run_name)

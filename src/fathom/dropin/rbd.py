@@ -99,7 +99,7 @@ def run_bench(a: Any) -> int:
     if out_fmt not in ("plain", "json", "json-pretty"):
         raise UsageError(f"--format: {a.format!r}: use plain, json or json-pretty")
     pool, image = parse_image(a.image, a.pool)
-    named(*names(io_type, pattern, image), f"fathom bench rbd {io_type}")
+    named(*names(io_type, pattern, image), f"fathom bench rbd {io_type}", a.db)
     conn = Connection.from_args(a.conf, a.id, a.name, a.keyring)
     conn = conn.with_client(client_for(getattr(a, "client_ceph", None), conn.conf))
     check_db(a.db)

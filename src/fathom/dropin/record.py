@@ -1,4 +1,10 @@
-"""Every bench is also a run in the results store (kind "bench"), in the shape reports read."""
+"""Every bench is also a run in the results store (kind "bench"), in the shape reports read.
+
+A bench stores its run when it ends, except one whose client hosts are made for it (Kubernetes pods, their owner
+ConfigMap and the Secret holding the client's key): that one is in the store from its start, marked running, with
+an undo journal naming each object before it is made (`open_run`), so a bench killed with -9 leaves what
+`fathom cluster restore` removes, and restore marks it interrupted.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +12,70 @@ import os
 import sys
 import time
 import zlib
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from fathom.results import hdr
 from fathom.cluster.ceph import Connection
+from fathom.errors import FathomError
 from fathom.results.store import Store
 
 if TYPE_CHECKING:
+    from fathom.cluster.journal import Journal
     from fathom.engines.records import EngineRun
+
+
+@dataclass
+class Opened:
+    """The bench's run, stored at its start (open_run): save_bench fills it in."""
+
+    db: str
+    run_id: int
+
+
+OPENED: Opened | None = None  # one bench per process
+
+
+def open_run(db: str, name: str, conn: Connection | None) -> "Journal":
+    """The bench's run stored now, running, and its undo journal (persisted in the run's state at every entry).
+    The journal names the cluster (fsid) the pods reach, so restore run against it finds them; a bench with no
+    Ceph connection (S3) records none, and any cluster's restore finds it."""
+    global OPENED
+    from fathom.cluster.ceph import Ceph
+    from fathom.cluster.journal import Journal
+    from fathom.cluster.restore import read_fsid
+
+    fsid = None
+    if conn is not None:
+        try:
+            fsid = read_fsid(Ceph(conn))
+        except FathomError:  # the engine names why the cluster cannot be reached; restore finds the run anyway
+            pass
+    with Store(db) as store:
+        run_id = store.create_run(name, kind="bench", env=bench_env(conn, None, {}))
+
+    def persist(rec: dict[str, Any]) -> None:
+        with Store(db) as store:
+            store.merge_state(run_id, journal=rec)
+
+    OPENED = Opened(db, run_id)
+    journal = Journal(persist, fsid=fsid, conn=conn.describe() if conn else {})
+    journal.save()  # the process that holds the run, for restore's "is it still running" (restore.run_alive)
+    return journal
+
+
+def abandon(status: str, exc: BaseException) -> None:
+    """The opened run ended without a result (Ctrl-C, an error before the engines finished): marked so, with why.
+    What its journal still holds was removed by the pods' own end, or is left for `fathom cluster restore`."""
+    global OPENED
+    if OPENED is None:
+        return
+    why = "interrupted (Ctrl-C or SIGTERM)" if isinstance(exc, KeyboardInterrupt) else \
+        (getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
+    with Store(OPENED.db) as store:
+        store.add_event(OPENED.run_id, "interrupt" if status == "interrupted" else "error", f"bench {why}")
+        store.finish_run(OPENED.run_id, status)
+    OPENED = None
 
 
 def bench_env(conn: Connection | None, outcome: "EngineRun | None", extra: dict[str, Any]) -> dict[str, Any]:
@@ -63,7 +125,12 @@ def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: 
         result = res.to_dict()
     hists.update(rows.get("histograms") or {})
     with Store(db) as store:
-        run_id = store.create_run(name, kind="bench", env=bench_env(conn, outcome, extra_env or {}))
+        env = bench_env(conn, outcome, extra_env or {})
+        if OPENED is not None and OPENED.db == db:  # stored at its start: its pods are journaled there
+            run_id = OPENED.run_id
+            store.update_run(run_id, env=env)
+        else:
+            run_id = store.create_run(name, kind="bench", env=env)
         store.record_point(run_id, 0, workload, workload, "fathom-engine", params, status, metrics=metrics,
                            result=result, error=error, started=started, ended=time.time(),
                            intervals=intervals, histograms=hists, events=events)

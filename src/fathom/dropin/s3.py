@@ -331,7 +331,7 @@ def run_bench(a: Any) -> int:
     from fathom.dropin import multihost
 
     r = parse_args(a)
-    named(*r.names, f"fathom bench s3 {r.mode}")
+    named(*r.names, f"fathom bench s3 {r.mode}", r.db)
     check_db(r.db)
     out = Out(json_mode=r.format != "plain")
     cs = multihost.from_args(a)

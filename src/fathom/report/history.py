@@ -107,7 +107,8 @@ def charts(h: History) -> list[tuple[str, str, str, str]]:
             f"{suite}: {wl}, {fig}", h.by if numeric else ("run" if h.by == TIME else f"{h.by}"),
             f"{fig} ({unit(fig)})" if unit(fig) else fig, lines, x_categories=None if numeric else keys,
             y_zero=True, note=(f"lines: {axis} levels; dashed: change points (ratio after/before); bars: "
-                               "min-max of repetitions"), vmarks=marks)  # type: ignore[arg-type]
+                               "min-max of repetitions, cut at the axis"), vmarks=marks,  # type: ignore[arg-type]
+            y_fit_values=True)
         out.append((suite, wl, slug(fig), svg.render(chart)))
     return out
 

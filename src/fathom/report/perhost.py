@@ -134,5 +134,23 @@ def osd_latency_tables(runs: list[RunData], wl: str) -> list[Table]:
     return out
 
 
+def bound_tables(runs: list[RunData], wl: str) -> list[Table]:
+    """Per run, what bounds each point (fathom.analysis.bound): the verdict, its evidence, and what was not judged."""
+    out = []
+    for r in runs:
+        rows = [[p.label, p.bound["bound"], p.bound.get("summary", ""), "; ".join(p.bound.get("missing") or []) or "-"]
+                for p in r.curve(wl) if p.bound]
+        if rows:
+            out.append(Table(f"{wl}: {r.name}: what bounds each point", ["level", "bound", "evidence", "not judged"],
+                             rows, ["l", "l", "l", "l"],
+                             ["Each resource's mean use over the point's telemetry window against its ceiling: a "
+                              "daemon's allowed cores (its CPU affinity and cgroup cpu.max), a host's cores, a NIC's "
+                              "link speed (and a tc rate cap on what it sends), one core for the engine's busiest "
+                              "thread. At 90% or more a resource bounds the point; when none does, a closed-loop "
+                              "point is bound by its latency at the ops it keeps in flight, an open-loop one by its "
+                              "offered rate. docs/measurement.md, \"What bounds a point\"."]))
+    return out
+
+
 def _ms(f: dict, key: str) -> str:
     return fmt(f[key] * 1e3) if f.get(key) is not None else "n/a"

@@ -49,6 +49,12 @@ class Chart:
     y_zero: bool = True
     extra: list[str] = field(default_factory=list)
     vmarks: list[tuple[float, str]] = field(default_factory=list)  # dashed vertical lines at x, with a short text
+    # the y range from the points' values alone: error bars and second marks beyond it are cut at the axis (a
+    # history's rare outlier stretches no axis over runs near one value)
+    y_fit_values: bool = False
+
+
+CHAR_W = 6.2  # px per character at font-size 11 (Helvetica's mean advance): label room
 
 
 def nice_step(span: float, target: int = 5) -> float:
@@ -96,7 +102,8 @@ def render(chart: Chart) -> str:
     ml, mr, mt, mb = 64, 16, 52, 58 if chart.note else 44
     pw, ph = W - ml - mr, H - mt - mb
     pts = [p for s in chart.series for p in s.points]
-    ys = [v for p in pts for v in (p.y, p.err_lo, p.err_hi, p.mark) if v is not None]
+    ys = [v for p in pts for v in ((p.y,) if chart.y_fit_values else (p.y, p.err_lo, p.err_hi, p.mark))
+          if v is not None]
     xs = [p.x for p in pts]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="100%" '
            f'style="max-width:{W}px;height:auto" role="img" aria-label="{escape(chart.title)}" '
@@ -120,7 +127,7 @@ def render(chart: Chart) -> str:
         yt = [t for t in yt if lo_y <= t <= hi_y]
 
         def sy(v: float) -> float:
-            v = max(v, lo_y)
+            v = min(max(v, lo_y), hi_y)
             return mt + ph - (math.log10(v) - math.log10(lo_y)) / (math.log10(hi_y) - math.log10(lo_y)) * ph
     else:
         lo_y = 0.0 if chart.y_zero else min(ys)
@@ -128,7 +135,7 @@ def render(chart: Chart) -> str:
         lo_y, hi_y = yt[0], yt[-1]
 
         def sy(v: float) -> float:
-            return mt + ph - (v - lo_y) / ((hi_y - lo_y) or 1) * ph
+            return mt + ph - (min(max(v, lo_y), hi_y) - lo_y) / ((hi_y - lo_y) or 1) * ph
 
     if chart.x_categories is not None:
         n = len(chart.x_categories)
@@ -148,10 +155,13 @@ def render(chart: Chart) -> str:
         y = sy(t)
         out.append(f'<path d="M{ml} {y:.1f}H{ml + pw}" stroke="#e3e3e3" fill="none"/>')
         out.append(f'<text x="{ml - 6}" y="{y + 4:.1f}" text-anchor="end" fill="#333">{fmt_tick(t)}</text>')
-    every = max(1, math.ceil(len(xt) / 12)) if chart.x_categories is not None else 1  # many runs: every k-th label
+    every = 1
+    if chart.x_categories is not None:  # many runs: every k-th label, as many as fit side by side
+        room = max(len(c) for c in chart.x_categories) * CHAR_W + 10 if chart.x_categories else 1.0
+        every = max(1, math.ceil(len(xt) / max(1, int(pw // room))))
     for i, t in enumerate(xt):
         x = sx(t)
-        if i % every and i != len(xt) - 1:
+        if i % every:
             continue
         lab = chart.x_categories[int(t)] if chart.x_categories is not None else fmt_tick(t)
         out.append(f'<path d="M{x:.1f} {mt}V{mt + ph}" stroke="#f0f0f0" fill="none"/>')
@@ -178,14 +188,34 @@ def render(chart: Chart) -> str:
     # series: error bars, line, markers, labels
     for i, s in enumerate(chart.series):
         out.extend(_series_marks(s, s.color or PALETTE[i % len(PALETTE)], sx, sy, log_y))
-    for i, (xv, text) in enumerate(chart.vmarks):
-        x = sx(xv)
-        out.append(f'<path class="change" d="M{x:.1f} {mt}V{mt + ph}" stroke="{FLAG_COLOR}" stroke-dasharray="5 3" '
-                   f'fill="none"/><text x="{x + 3:.1f}" y="{mt + 11 + 12 * (i % 3)}" fill="{FLAG_COLOR}" '
-                   f'font-size="10">{escape(text)}</text>')
+    out.extend(_vmarks(chart.vmarks, sx, mt, ph, ml + pw))
     out.extend(chart.extra)
     out.append("</svg>")
     return "\n".join(out)
+
+
+def _vmarks(vmarks: list[tuple[float, str]], sx: Callable[[float], float], mt: float, ph: float,
+            right: float) -> list[str]:
+    """Dashed vertical lines with their labels, each label in the first of three rows where it overlaps none
+    before it; the labels that fit nowhere are counted in one line at the top right."""
+    out = []
+    rows: list[float] = [-1e9] * 3  # each label row's right end
+    hidden = 0
+    for xv, text in sorted(vmarks):
+        x = sx(xv)
+        out.append(f'<path class="change" d="M{x:.1f} {mt}V{mt + ph}" stroke="{FLAG_COLOR}" stroke-dasharray="5 3" '
+                   'fill="none"/>')
+        row = next((r for r, end in enumerate(rows) if x + 3 > end), None)
+        if row is None:
+            hidden += 1
+            continue
+        rows[row] = x + 3 + len(text) * CHAR_W * 10 / 11 + 4
+        out.append(f'<text class="change-label" x="{x + 3:.1f}" y="{mt + 11 + 12 * row}" fill="{FLAG_COLOR}" '
+                   f'font-size="10">{escape(text)}</text>')
+    if hidden:
+        out.append(f'<text x="{right}" y="{mt - 4}" text-anchor="end" fill="{FLAG_COLOR}" font-size="10">'
+                   f'{hidden} more change(s): their labels would overlap (see the table)</text>')
+    return out
 
 
 def _series_marks(s: Series, color: str, sx: Callable[[float], float], sy: Callable[[float], float],

@@ -320,7 +320,8 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
         sections.append(Section(wl, tp.unit, charts(runs, wl, axis, found) + timeline.charts(runs, wl),
                                 [detail_table(r, wl, axis, kinds, f) for r, f in zip(runs, found) if r.curve(wl)]
                                 + timeline.tables(runs, wl) + perhost.tables(runs, wl)
-                                + perhost.server_tables(runs, wl) + perhost.osd_latency_tables(runs, wl), wl_flags))
+                                + perhost.server_tables(runs, wl) + perhost.osd_latency_tables(runs, wl)
+                                + perhost.bound_tables(runs, wl), wl_flags))
     sections = slo.sections(runs) + studies.sections(runs) + sections + sources.sections(runs)  # studies first
     summary = Table("Summary", ["workload", "run", "peak throughput", "peak at", "knee at", "90% of peak at",
                                 "clat at peak (ms)", "OSD CPU at peak (% of one core)", "per OSD core at peak",

@@ -163,6 +163,11 @@ METRIC_COLUMNS: dict[str, str] = {
     "host_cpu_pct": "CPU busy on the cluster's sampled hosts, % of all their cores (this host alone on a local "
                     "cluster)",
     "engine_cpu_pct": "load generator process CPU, % of one core, sampled like the daemons",
+    "bound": "what bounds the point (fathom.analysis.bound): cpu, network or client when a resource is at 90% of "
+             "its ceiling or more; latency (closed loop) or rate (open loop) when none is; unknown when nothing "
+             "was measured. The evidence is the result's extra.bound",
+    "bound_use_pct": "the busiest resource's use, % of its ceiling (a daemon's allowed cores, a host's cores, a "
+                     "NIC's link speed or tc cap, one core for the engine's busiest thread)",
 }
 
 # What span of time each figure covers and where it comes from, by group: the reports' definitions and
@@ -192,6 +197,8 @@ FIGURE_WINDOWS: list[tuple[tuple[str, ...], str, str]] = [
      "each server host's SSH connection and sampler stream"),
     (("rgw_reconciled", "rgw_failed_req", "rgw_initial_lat_ms"),
      "the RGW counters read before the engine starts and after it ends", "RGW perf counter deltas"),
+    (("bound", "bound_use_pct"), "the telemetry window (as the server figures)",
+     "each resource's mean use over the window against its ceiling (the point's capacity event)"),
     (("host_cpu_pct", "engine_cpu_pct", "server_hosts", "net_rx_mib_s", "net_tx_mib_s", "net_busiest_host_mib_s",
       *[c for kind in DAEMON_KINDS for c in daemon_columns(kind)]),
      "the telemetry window: the ramp's end to the last measured interval's end (the engine's phase clock)",

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fathom import engines, interfaces
+from fathom.analysis import bound
 from fathom.run import faults
 from fathom.results import usage
 from fathom.servers import telemetry
@@ -193,6 +194,7 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
             more(metrics, result, params, intervals, got.perf_counters, events)
         if metrics.get("total_ios", 0) == 0:
             status, error = "failed", "the engine completed no I/O in the measured window"
+        _judge(result, got.samples, events, metrics, params)
     if error:
         events.append({"kind": "error", "message": error})
     point_hist = hists.get("all") or (next(iter(hists.values())) if len(hists) == 1 else None)
@@ -205,6 +207,15 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
     return PointOutcome(status, metrics, error, next_gate, faulted,
                         full_now if status == "failed" and ceph is not None and full_now else None,
                         point_hist, intervals)
+
+
+def _judge(result: PointResult, samples: list[dict[str, Any]], events: list[dict[str, Any]],
+           metrics: dict[str, Any], params: dict[str, Any]) -> None:
+    """What bounds the point (fathom.analysis.bound): its verdict in the result, its kind and use in the metrics."""
+    verdict = bound.judge(samples, result.extra.get("telemetry_window"), events, metrics, params)
+    result.extra["bound"] = verdict
+    metrics["bound"] = verdict["bound"]
+    metrics["bound_use_pct"] = round(100 * verdict["resources"][0]["ratio"], 1) if verdict["resources"] else None
 
 
 # the engine's own early stops (engine/PROTOCOL.md, summary `stop`): none of them is a stop fathom asked for

@@ -70,8 +70,13 @@ def words(rec: dict[str, Any]) -> list[str]:
     out += (rec.get("server_args") or []) if rec.get("servers") else []
     out += ["--prometheus", rec["prometheus"]] if rec.get("prometheus") else []
     out += ["--mgr-prometheus"] if rec.get("mgr_prometheus") else []
-    out += ClientChoice.from_dict(rec["clients"]).words() if rec.get("clients") else []
-    return out
+    more = ClientChoice.from_dict(rec["clients"]).words() if rec.get("clients") else []
+    # --known-hosts (and --accept-new-host-keys) serve client and server hosts alike: said once
+    for flag, takes in (("--known-hosts", 1), ("--accept-new-host-keys", 0)):
+        if flag in out and flag in more:
+            i = more.index(flag)
+            del more[i:i + 1 + takes]
+    return out + more
 
 
 def command(run_id: int, db: Path | str, rec: dict[str, Any] | None) -> str:

@@ -14,9 +14,11 @@ result stays the measured one.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
-from fathom import interfaces
+from fathom import engines, interfaces
+from fathom.errors import FathomError
+from fathom.results.store import Store
 from fathom.suite.plan import Point
 from fathom.suite.spec import Suite
 
@@ -86,3 +88,25 @@ def readers_without_data(points: list[Point], done: set[str], suite: Suite) -> l
             if w is not None and w.key in done:
                 out.append(r)
     return out
+
+
+def rewrite(rw: Rewrite, lost: str, ctx: engines.PointContext, store: Store, run_id: int,
+            say: Any) -> bool:
+    """Run a finished write point again, unmeasured, so the read after it finds its data; True if it did."""
+    w = rw.write
+    why = f"the data finished point {w.key} wrote is gone ({lost})"
+    say(f"{why}: writing it again, unmeasured, before {rw.before.key}")
+    try:
+        interfaces.prepare(w.params, ctx)
+        res = engines.get(w.engine).run(w.params, ctx)
+    except FathomError as exc:
+        msg = f"{why}; writing it again failed: {exc.message}"
+        store.add_event(run_id, "error", msg, data={"write": w.key, "before": rw.before.key})
+        say(msg)
+        return False
+    ops = sum(o.ops for o in res.ops.values())
+    nbytes = sum(o.bytes for o in res.ops.values())
+    store.add_event(run_id, "rewrite", f"{why}: wrote it again, unmeasured, before {rw.before.key} "
+                                       f"({ops} ops, {nbytes / 2**20:.0f} MiB); {w.key} keeps its measured result",
+                    data={"write": w.key, "before": rw.before.key, "pool": ctx.pool, "ops": ops, "bytes": nbytes})
+    return ops > 0

@@ -432,6 +432,17 @@ class Phases:
         held.contexts[f"{point.engine}:{pool}"] = ctx
         return ctx
 
+    def capacity_companion(self, cov: Any) -> Companion:
+        """Each point's ceilings (fathom.servers.capacity): hosts probed once, fathom's own cluster's daemons by
+        their pids (a namespace host's too), else those this host's sampler covers."""
+        from fathom.servers import capacity
+
+        local = self.held.attached.local if self.held.attached else None
+        comp = capacity.companion(getattr(cov, "servers", None),
+                                  (lambda: local.daemons()) if local is not None else self.local_daemons)
+        self.store.merge_env(self.run_id, capacity={"hosts": comp.hosts})
+        return comp
+
     # ---- points: one at a time, each committed when it ends ----
     def run_points(self) -> None:
         held, work, store, run_id, a, outcome = self.held, self.work, self.store, self.run_id, self.attempt, \
@@ -463,6 +474,7 @@ class Phases:
             companions.insert(1 + (held.exporter is not None), TellCompanion(ceph))
         if ceph is not None:
             companions.append(point_mod.osd_latency(ceph, local))
+        companions.append(self.capacity_companion(cov))
         if outcome.skipped:
             prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")
         rewrite_before = {rw.before.key: rw for rw in resume.rewrites(points, work.done, a.data_lost, work.suite)}
@@ -474,7 +486,7 @@ class Phases:
                 continue
             rw = rewrite_before.get(point.key)
             if rw is not None and rw.write.key in a.data_lost:
-                if _rewrite(rw, a.data_lost[rw.write.key], self.context(rw.write), store, run_id, prog.say):
+                if resume.rewrite(rw, a.data_lost[rw.write.key], self.context(rw.write), store, run_id, prog.say):
                     a.found(rw.write.key)
             ctx = self.context(point)
             prog.point_start(point, n)
@@ -613,28 +625,6 @@ def _prepare(suite: spec.Suite, prep: Prep, attached: bool, data_tag: str, earli
     return out
 
 
-def _rewrite(rw: resume.Rewrite, lost: str, ctx: engines.PointContext, store: Store, run_id: int,
-             say: Any) -> bool:
-    """Run a finished write point again, unmeasured, so the read after it finds its data; True if it did."""
-    w = rw.write
-    why = f"the data finished point {w.key} wrote is gone ({lost})"
-    say(f"{why}: writing it again, unmeasured, before {rw.before.key}")
-    try:
-        interfaces.prepare(w.params, ctx)
-        res = engines.get(w.engine).run(w.params, ctx)
-    except FathomError as exc:
-        msg = f"{why}; writing it again failed: {exc.message}"
-        store.add_event(run_id, "error", msg, data={"write": w.key, "before": rw.before.key})
-        say(msg)
-        return False
-    ops = sum(o.ops for o in res.ops.values())
-    nbytes = sum(o.bytes for o in res.ops.values())
-    store.add_event(run_id, "rewrite", f"{why}: wrote it again, unmeasured, before {rw.before.key} "
-                                       f"({ops} ops, {nbytes / 2**20:.0f} MiB); {w.key} keeps its measured result",
-                    data={"write": w.key, "before": rw.before.key, "pool": ctx.pool, "ops": ops, "bytes": nbytes})
-    return ops > 0
-
-
 def _writes_into(points: list[plan.Point], done: set[str], suite: spec.Suite, pools: dict[str, str], engine: str,
                  pool: str | None) -> set[str]:
     """Finished write points whose data an engine's cleanup of `pool` (actual name) removed; pool None: the
@@ -663,6 +653,10 @@ def _teardown(store: Store, run_id: int, a: Attempt, held: Held, keep: bool,
     if prep is not None and (cluster is None or keep):  # a disposable cluster that is stopped needs no restore
         put_back(prep.restorer, store.path, lambda kind, msg, data=None: store.add_event(run_id, kind, msg, data=data),
                  _say)
+        if held.exporter is not None:
+            from fathom.servers import mgrprom
+
+            mgrprom.check_put_back(prep.ceph, held.exporter, lambda kind, msg: store.add_event(run_id, kind, msg), _say)
     if prep is not None and cluster is None:
         # the objects the run's PUTs wrote and the buckets they made (a resumed attempt writes again what reads need)
         if buckets.at_end(prep.journal, prep.ceph, _say, errors, lambda msg: store.add_event(run_id, "cleanup", msg),

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 
-from fathom.servers import inventory
+from fathom.servers import capacity, inventory
 from fathom.servers.inventory import ClusterDaemon
 from fathom.cluster.local import Daemon
 from fathom.cluster.journal import SAMPLER_KIND, Entry, Journal
@@ -84,6 +84,8 @@ class Servers(SampledHosts):
     async def _ready(self, h: ServerHost) -> None:
         assert self.local is not None
         await h.ready(self.local, self.sha, self.version, self.spec.max_clock_offset_s)
+        if h.capacity is None:  # once per run: what each point's use is set against (fathom.analysis.bound)
+            h.capacity = await capacity.remote(h.ssh)
 
     def _own(self, hosts: list[ServerHost]) -> None:
         """Which sampler files are fathom's to remove: one not there before it looked (written in the journal
@@ -143,7 +145,8 @@ class Servers(SampledHosts):
                 "hosts": [{"name": h.name, "hostname": h.hostname,
                            "metadata_host": h.metadata_host(self.placed),
                            "clock_offset_s": round(h.offset_s, 6), "clock_rtt_s": round(h.rtt_s or 0.0, 6),
-                           "sampler": (h.header or {}).get("version"), "key_file": h.ssh.spec.key_file}
+                           "sampler": (h.header or {}).get("version"), "key_file": h.ssh.spec.key_file,
+                           "capacity": h.capacity}
                           for h in self.hosts]}
 
     def close(self) -> None:

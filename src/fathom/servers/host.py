@@ -98,6 +98,7 @@ class ServerHost(SamplerStream):
         self.current = False  # ... and it was this sampler (same hash): nothing to upload
         self.missing_dirs: list[str] = []  # the path's directories that were not there
         self.placed: Placed | None = None  # the sampler file fathom put there, to remove at the end
+        self.capacity: dict[str, Any] | None = None  # its cores and NIC ceilings (fathom.servers.capacity)
 
     async def clock(self) -> None:
         """The host's clock offset: CLOCK_PINGS replies, the one with the shortest round trip. One shell reads

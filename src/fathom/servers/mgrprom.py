@@ -41,13 +41,13 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from fathom.results import usage
 from fathom.cluster.ceph import Ceph
-from fathom.cluster.restore import Restorer, module_entry
+from fathom.cluster.restore import Restorer, ceph_cmd, config_entry, module_entry, setting
 from fathom.companion import Companion, Contribution, Live
 from fathom.errors import ClusterError, FathomError
 
@@ -129,7 +129,9 @@ def parse(text: str) -> Scrape:
     collections: float | None = None
     for fam in families:
         if fam.name == COLLECTIONS:
-            collections = max((s.value for s in fam.samples), default=None)
+            # one count per method the collection runs, by label: summed, as the perf counters' method stops
+            # counting while exclude_perf_counters is true and its count alone would never move again
+            collections = sum(s.value for s in fam.samples) if fam.samples else None
             continue
         name = fam.name + "_total" if fam.name + "_total" in totals else fam.name
         path = counter_path(name) if fam.type in ("counter", "gauge") else None
@@ -218,8 +220,16 @@ def include_perf_counters(restorer: Restorer) -> str:
         return "the module exports them (this release has no exclude_perf_counters option)"
     if value.lower() != "true":
         return f"the module exports them ({EXCLUDE} is {value or 'unset'} on this cluster)"
+    dump = restorer.ceph.ceph("config", "dump") or []
+    cfg = config_entry(dump, "mgr", EXCLUDE, "false")
+    entries = [cfg]
+    if cfg is not None and cfg.prior is None:
+        # the running module keeps the false it was told after a `config rm` (checked on Ceph 20): put back, the
+        # default is set first, then removed (newest first), so the module stops exporting and the db is as found
+        entries.append(setting(f"{EXCLUDE} in the running module", "true", "false",
+                               ceph_cmd("config", "set", "mgr", EXCLUDE, "true")))
     try:
-        restorer.config_set("mgr", EXCLUDE, "false")
+        restorer.record_and_apply(entries, "config", "set", "mgr", EXCLUDE, "false")
     except ClusterError as exc:
         if not DENIED.search(exc.message):
             raise
@@ -283,12 +293,14 @@ class Exporter:
     def read(self) -> Scrape:
         return parse(self.text())
 
-    def read_settled(self, since: float, timeout: float = 120.0, slack: float = 2.0, poll: float = 1.0) -> Scrape:
+    def read_settled(self, since: float, timeout: float = 120.0, slack: float = 2.0, poll: float = 1.0,
+                     counters: bool = True) -> Scrape:
         """A read holding every count made before `since` (epoch s).
 
         The daemons' next report after `since` reaches the mgr within the stats period; a collection seen
         to finish after that (and `slack` s more, for the collection's own run) began after it. The wait is
-        up to a stats period plus a scrape interval (5 + 15 s by default).
+        up to a stats period plus a scrape interval (5 + 15 s by default). counters: wait for a collection that
+        holds perf counters (False: any newer one, as when checking that they are gone).
         """
         deadline = time.monotonic() + timeout
         time.sleep(max(0.0, since + self.period + slack - time.time()))
@@ -304,14 +316,50 @@ class Exporter:
                     return s  # a release without the count: as fresh as the wait made it
                 if first is None or s.collections < first:  # the first seen, or a restarted module's
                     first = s.collections
-                elif s.collections > first and s.dumps:
+                elif s.collections > first and (s.dumps or not counters):
                     return s
-                last_error = f"collection {s.collections:g} still the one of before"
+                last_error = f"collection {s.collections:g} still the one of before" if s.collections <= first \
+                    else "a newer collection holds no perf counters"
             time.sleep(poll)
         raise ClusterError(f"the mgr's {MODULE} module at {self.url} gave no collection newer than "
                            f"{time.strftime('%H:%M:%S', time.localtime(since))} within {timeout:.0f} s "
                            f"({last_error})",
                            hint="check the active mgr's log and `ceph config get mgr mgr/prometheus/scrape_interval`")
+
+
+def perf_counters_left(exporter: Exporter, timeout: float = 120.0) -> str | None:
+    """After the run put exclude_perf_counters back: None when a collection begun after that leaves the perf
+    counters out, as the user's setting says; else what the module still exports (the put-back did not take)."""
+    try:
+        scrape = exporter.read_settled(time.time(), timeout=timeout, counters=False)
+    except (FathomError, OSError, ValueError) as exc:
+        return f"the module could not be read to check: {getattr(exc, 'message', None) or exc}"
+    left = sorted(d for d, secs in scrape.dumps.items() if d.startswith("osd.") and secs.get("osd"))
+    return f"it still exports the perf counters of {', '.join(left[:5])}" if left else None
+
+
+def check_put_back(ceph: Ceph, exporter: Exporter, event: Callable[[str, str], None],
+                   say: Callable[[str], None]) -> None:
+    """After the run put exclude_perf_counters back (it had set it false): when the module stays on (it was on
+    before the run), its output must leave the perf counters out again, as the user's setting says: checked on a
+    collection begun after the put-back, and recorded (`restore`), or warned of (`warning`)."""
+    if "set to false for the run" not in (exporter.via or ""):
+        return
+    try:
+        if MODULE not in (ceph.ceph("mgr", "module", "ls", timeout=30) or {}).get("enabled_modules", []):
+            return
+    except FathomError:
+        return
+    say(f"checking that the mgr's {MODULE} module leaves the perf counters out again (one collection)")
+    left = perf_counters_left(exporter)
+    if left is None:
+        event("restore", f"the mgr's {MODULE} module leaves the perf counters out again, as {EXCLUDE} says "
+                         "(checked on its output)")
+    else:
+        msg = (f"{EXCLUDE} is put back, but the running {MODULE} module does not follow it: {left}; "
+               f"`ceph mgr module disable {MODULE}` and `enable` reload it")
+        event("warning", msg)
+        say(f"warning: {msg}")
 
 
 # ---- the companion ------------------------------------------------------------------------------

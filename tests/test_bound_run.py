@@ -1,0 +1,141 @@
+"""What bounds a point, on runs whose bound is set by the test (fathom.analysis.bound, fathom.servers.capacity):
+the OSD's host NIC capped by a tc qdisc in its network namespace (network), the OSD in a CPU-quota cgroup of the
+test's own (cpu), iodepth 1 with nothing capped (latency), and the null engine (client). A local cluster of this
+host's Ceph with its one OSD on a network-namespace host, sampled over SSH; the cap and the cgroup are removed
+at each test's end, and nothing of this host's settings changes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from conftest import run_fathom
+
+from fathom.cluster.local import LocalCluster
+from fathom.hosts import netns
+from fathom.results.store import Store
+
+pytestmark = [pytest.mark.cluster,
+              pytest.mark.skipif(netns.available() is not None, reason=f"namespace hosts: {netns.available()}")]
+
+SUITE = """\
+name: bound
+cluster: {{kind: attached}}
+prep: {{pools: [{{name: bp, application: rados, pg_num: 8, size: 1}}]}}
+defaults: {{engine: fathom-engine, interface: rados, pool: bp, runtime: {runtime}, ramp_time: 1s}}
+workloads: {workloads}
+"""
+
+
+@pytest.fixture(scope="module")
+def bed(tmp_path_factory):
+    with netns.Testbed(hosts=1) as tb:
+        d = tmp_path_factory.mktemp("bound") / "cluster"
+        c = LocalCluster(d, progress=lambda m: print(m, file=sys.stderr))
+        h = tb.hosts[0]
+        c.up(osds=1, osd_size=4 * 1024**3, bind=tb.bridge_addr,
+             places={"osd.0": {"prefix": ["nsenter", "-t", str(h.pid), "-n", "-u", "--"], "addr": h.addr}})
+        try:
+            yield tb, c
+        finally:
+            run_fathom("cluster", "down", "--dir", str(d), timeout=300, check=True)
+
+
+def _run(tb, c, tmp_path: Path, workloads: list[dict], runtime: str = "6s") -> list[dict]:
+    suite = tmp_path / "s.yaml"
+    suite.write_text(SUITE.format(runtime=runtime, workloads=json.dumps(workloads)))
+    db = tmp_path / "r.db"
+    p = run_fathom("run", str(suite), "--db", str(db), "--conf", str(c.conf_path), "--keyring", str(c.keyring_path),
+                   "--server-host", f"root@{tb.hosts[0].addr}", "--known-hosts", tb.known_hosts,
+                   "--server-key", tb.key_file, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    shown = run_fathom("show", "--db", str(db), "latest", check=True).stdout
+    assert "what bounds each point" in shown, shown
+    with Store(db) as st:
+        pts = st.points(st.run("latest").id)
+    for q in pts:
+        assert q["metrics"]["bound"] == q["result"]["extra"]["bound"]["bound"], q["metrics"]
+        assert f"#{q['idx'] + 1} {q['metrics']['bound']}: " in shown
+    return pts
+
+
+def test_a_nic_capped_by_tc_bounds_the_reads_its_host_sends(bed, engine_ready, tmp_path):
+    tb, c = bed
+    h = tb.hosts[0]
+    dev = f"{h.veth}p"  # the namespace's end of its link: what the OSD's host sends leaves through it
+    tc = ["ip", "netns", "exec", h.name, "tc", "qdisc"]
+    subprocess.run([*tc, "add", "dev", dev, "root", "tbf", "rate", "40mbit", "burst", "256k", "latency", "400ms"],
+                   check=True)
+    try:
+        # the write at 40 ops/s leaves about 300 MiB to read (a free-running one would fill the OSD)
+        pts = _run(tb, c, tmp_path, [{"name": "w", "rw": "write", "bs": "1MiB", "iodepth": 4, "rate": 40},
+                                     {"name": "r", "rw": "read", "bs": "1MiB", "iodepth": 4}])
+    finally:
+        subprocess.run([*tc, "del", "dev", dev, "root"], check=True)
+    read = next(q for q in pts if q["workload"] == "r")
+    v = read["result"]["extra"]["bound"]
+    assert v["bound"] == "network", v
+    assert v["at_limit"][0] == f"{h.name} NIC tx" or v["at_limit"][0].endswith("NIC tx"), v
+    assert "of 40 Mbit/s (tc tbf rate 40Mbit)" in v["summary"], v
+    assert 90.0 <= read["metrics"]["bound_use_pct"] <= 110.0, read["metrics"]
+    # what the engine saw agrees: about 40 Mbit/s of reads
+    assert 3.0 <= read["metrics"]["bw_mib_s"] <= 5.5, read["metrics"]
+
+
+def test_an_osd_held_by_its_cgroup_s_cpu_quota_is_the_bound(bed, engine_ready, tmp_path):
+    tb, c = bed
+    (osd,) = [d for d in c.daemons() if d.name == "osd.0"]
+    top = next((Path("/sys/fs/cgroup") / n for n in ("cpu", "cpu,cpuacct") if (Path("/sys/fs/cgroup") / n /
+                                                                                "cpu.cfs_quota_us").exists()), None)
+    v2 = Path("/sys/fs/cgroup/cgroup.controllers")
+    if top is None and not (v2.exists() and "cpu" in (Path("/sys/fs/cgroup/cgroup.subtree_control").read_text())):
+        pytest.skip("no cgroup CPU controller to put the OSD under")
+    own = top or Path("/sys/fs/cgroup")
+    cg = own / f"fathom-test-{uuid.uuid4().hex[:8]}"
+    line = next(ln for ln in Path(f"/proc/{osd.pid}/cgroup").read_text().splitlines()
+                if (top is not None and "cpu" in ln.split(":")[1].split(",")) or (top is None and ln.startswith("0::")))
+    back = own / line.split(":", 2)[2].strip().lstrip("/")
+    cg.mkdir()
+    try:
+        if top is not None:
+            (cg / "cpu.cfs_period_us").write_text("100000\n")
+            (cg / "cpu.cfs_quota_us").write_text("15000\n")
+        else:
+            (cg / "cpu.max").write_text("15000 100000\n")
+        (cg / "cgroup.procs").write_text(f"{osd.pid}\n")
+        pts = _run(tb, c, tmp_path, [{"name": "w", "rw": "write", "bs": "4KiB", "iodepth": 16}])
+    finally:
+        for pid in (cg / "cgroup.procs").read_text().split():
+            (back / "cgroup.procs").write_text(f"{pid}\n")
+        cg.rmdir()
+    v = pts[0]["result"]["extra"]["bound"]
+    assert v["bound"] == "cpu" and v["at_limit"][0] == "osd.0 CPU", v
+    assert f"of 0.15 core(s) (cgroup /{cg.name} CPU quota 0.15 core(s))" in v["summary"], v
+
+
+def test_iodepth_1_with_nothing_capped_is_latency_bound(bed, engine_ready, tmp_path):
+    tb, c = bed
+    pts = _run(tb, c, tmp_path, [{"name": "w", "rw": "write", "bs": "4KiB", "iodepth": 1}], runtime="5s")
+    v = pts[0]["result"]["extra"]["bound"]
+    assert v["bound"] == "latency", v
+    assert v["summary"].startswith("nothing saturated: latency-bound at 1 op(s) in flight (iodepth 1)"), v
+    assert not v["at_limit"] and v["resources"], v
+
+
+def test_the_null_engine_is_bound_by_the_client(engine_ready, tmp_path):
+    suite = tmp_path / "null.yaml"
+    suite.write_text("name: null-bound\ndefaults: {engine: fathom-engine, interface: \"null\", bs: 4k, iodepth: 4, "
+                     "runtime: 3s}\nworkloads: [{name: n, rw: randread}]\n")
+    db = tmp_path / "n.db"
+    run_fathom("run", str(suite), "--db", str(db), check=True, timeout=120)
+    with Store(db) as st:
+        (q,) = st.points(st.run("latest").id)
+    v = q["result"]["extra"]["bound"]
+    assert v["bound"] == "client" and v["at_limit"][0] == "fathom-engine's busiest thread", v
+    out = run_fathom("export", "--db", str(db), "latest", "--format", "csv", check=True).stdout
+    head, row = out.splitlines()[:2]
+    assert "bound" in head.split(",") and "client" in row.split(","), (head, row)
