@@ -26,7 +26,7 @@ SAMPLER := engine/target/$(SAMPLER_TARGET)/release/fathom-sampler
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
 .PHONY: help install deps venv engine demo test check test-k8s bench-engine bench-rados bench-null bench-steady \
-	bench-hosts bench-s3 bench-s3-memory bench-files bench-slo bench-history bench-verdicts bench-live bench-k8s clean
+	bench-hosts bench-s3 bench-s3-memory bench-files bench-slo bench-history bench-verdicts bench-changes bench-live bench-k8s clean
 
 help:
 	@echo "make demo   install if needed, run the main job on a disposable local cluster, leave a report"
@@ -127,6 +127,10 @@ bench-history: install
 # one-trial verdicts on identical runs of a real cluster (16 passes, 120 pairs; ~11 min on 2 cores)
 bench-verdicts: install
 	$(VENV)/bin/python bench/verdicts_same.py --json bench/results/verdicts-same.json --docs docs/benchmarks.md
+
+# the change-point test's power and false-change rate in normal and heavy-tailed noise, clipping on and off
+bench-changes: install
+	$(VENV)/bin/python bench/changes_power.py --docs docs/benchmarks.md
 
 # fathom slo against a fine open-loop rate sweep: rbd randwrite 4K, rados read 4M, S3 GET 64K
 bench-slo: install

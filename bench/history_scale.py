@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import resource
 import statistics
 import subprocess
 import sys
@@ -31,6 +32,18 @@ WORKLOADS = 10
 IODEPTHS = (1, 4, 16, 64, 128)
 HEADING = "## History over many runs (`fathom history`)"
 SUITE_YAML = "name: nightly\nworkloads: []\n"
+
+
+def filler(rng: random.Random) -> dict[str, object]:
+    """A real point's other metrics: every column fathom stores (numbers, texts, flags), about 2 KB of JSON, as a
+    point of a run with server figures holds; the history must not pay for what it does not draw."""
+    from fathom.results.model import METRIC_COLUMNS
+
+    out: dict[str, object] = {}
+    for i, c in enumerate(METRIC_COLUMNS):
+        out[c] = ("reached" if c == "steady_state" else "latency" if c == "bound" else True) \
+            if c in ("steady_state", "bound", "schedule_kept", "fault_recovered") else rng.uniform(0, 1e4) + i
+    return out
 
 
 def build(db: Path, runs: int, seed: int = 7) -> None:
@@ -56,7 +69,8 @@ def build(db: Path, runs: int, seed: int = 7) -> None:
                     p99 = qd / iops * 3e3 * rng.lognormvariate(0, 0.05)
                     rows.append((rid, w * len(IODEPTHS) + i, f"w{w}/iodepth={qd}", f"w{w}", "fathom-engine",
                                  json.dumps({"rw": "randread", "bs": 4096, "iodepth": qd}), "done",
-                                 json.dumps({"iops": iops, "p99_ms": p99, "clat_ms": p99 / 3})))
+                                 json.dumps({**filler(rng), "iops": iops, "bw_mib_s": iops * 4096 / 2**20,
+                                             "p99_ms": p99, "clat_ms": p99 / 3})))
             con.executemany("INSERT INTO points (run_id, idx, key, workload, engine, params_json, status, "
                             "metrics_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?)", rows)
     con.close()
@@ -66,6 +80,11 @@ def timed(args: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
     t = time.perf_counter()
     p = subprocess.run([FATHOM, *args], capture_output=True, text=True, timeout=600)
     return time.perf_counter() - t, p
+
+
+def peak_rss_mib() -> float:
+    """The largest resident set of a child so far (the history commands), MiB."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
 
 
 def main() -> int:
@@ -79,7 +98,8 @@ def main() -> int:
         t = time.perf_counter()
         build(db, a.runs)
         print(f"store: {a.runs} runs x {WORKLOADS * len(IODEPTHS)} points, built in {time.perf_counter() - t:.1f} s, "
-              f"{db.stat().st_size / 2**20:.1f} MiB")
+              f"{db.stat().st_size / 2**20:.1f} MiB (each point's metrics about "
+              f"{len(json.dumps({**filler(random.Random(1)), 'iops': 1.0})):,} bytes)")
         times = []
         for i in range(a.repeats):
             s, p = timed(["history", "nightly", "--db", str(db), "--fail-on-change", "5", "--format", "json"])
@@ -95,19 +115,23 @@ def main() -> int:
         found = [x for x in h["series"] if x["changes"]]
         at = sorted({c["at"] for x in found for c in x["changes"]})
     mean, sd = statistics.fmean(times), statistics.stdev(times) if len(times) > 1 else 0.0
+    rss = peak_rss_mib()
+    point_bytes = len(json.dumps({**filler(random.Random(1)), "iops": 1.0}))
     print(f"fathom history over {a.runs} runs x {len(h['series'])} series: mean {mean:.2f} s, stdev {sd:.2f} s, "
-          f"min {min(times):.2f}, max {max(times):.2f}; with the HTML page: {page_s:.2f} s ({page_kib:,.0f} KiB)")
+          f"min {min(times):.2f}, max {max(times):.2f}; with the HTML page: {page_s:.2f} s ({page_kib:,.0f} KiB); "
+          f"peak resident memory {rss:.0f} MiB")
     if a.docs:
         section = "\n".join([
             HEADING, "",
             f"`{Path(sys.argv[0]).name}` (`make bench-history`): a store of {a.runs} runs of one suite, 10 workloads x "
             f"5 iodepths, IOPS and p99 (100 series), 5% noise, a 10% step in one workload at run "
-            f"{int(a.runs * 0.7) + 1}. The whole command, a new process each time (start-up, reading the store, "
-            "change points, the gate, JSON out), on this 2-core machine:", "",
-            "| runs | series | runs of the command | mean | stdev | min | max | with `-o page.html` |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
+            f"{int(a.runs * 0.7) + 1}; each point holds every metric column ({point_bytes:,} bytes of JSON; a "
+            "real point with server figures holds about 2 KB). The whole command, a new process each time (start-up, reading the "
+            "store, change points, the gate, JSON out), on this 2-core machine:", "",
+            "| runs | series | runs of the command | mean | stdev | min | max | with `-o page.html` | peak RSS |",
+            "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             f"| {a.runs:,} | {len(h['series'])} | {len(times)} | {mean:.2f} s | {sd:.2f} s | {min(times):.2f} s | "
-            f"{max(times):.2f} s | {page_s:.2f} s ({page_kib:,.0f} KiB) |", "",
+            f"{max(times):.2f} s | {page_s:.2f} s ({page_kib:,.0f} KiB) | {rss:.0f} MiB |", "",
             f"Change points found: {sum(len(x['changes']) for x in found)} in {len(found)} series, at positions "
             f"{', '.join(str(i + 1) for i in at[:12])}{' ...' if len(at) > 12 else ''} (the step is at "
             f"{int(a.runs * 0.7) + 1}). Measured {time.strftime('%Y-%m-%d')}.", ""])

@@ -11,6 +11,7 @@ import random
 
 import pytest
 
+from fathom.analysis import changes
 from fathom.analysis.changes import divergences, find_changes, interval_of, place_posterior
 from fathom.analysis.stats import LogDiff, ratio_interval
 
@@ -232,3 +233,28 @@ def test_bad_arguments():
         find_changes([1.0] * 10, test="ks")
     with pytest.raises(ValueError, match="alpha"):
         find_changes([1.0] * 10, alpha=0.0)
+
+
+def _wild(seed: int, step: bool) -> list[float]:
+    """50 runs in 5% noise, a 10% step after run 25 when asked, and three wild runs (x2.2, x0.45, x1.9)."""
+    rng = random.Random(seed)
+    xs = [1000 * (0.9 if step and i >= 25 else 1) * rng.lognormvariate(0, 0.05) for i in range(50)]
+    for i, f in ((7, 2.2), (31, 0.45), (40, 1.9)):
+        xs[i] *= f
+    return xs
+
+
+def test_wild_runs_do_not_hide_a_step_nor_make_one(monkeypatch):
+    # the tests see each run within ROBUST_K robust spreads of its part: three wild runs in 50 no longer widen
+    # the spread they divide by as much; without the clipping the step is lost in all ten of these series
+    def found(seed: int) -> bool:
+        return any(abs(c.index - 25) <= 2 for c in changes.find_changes(_wild(seed, True)).points)
+
+    assert sum(found(seed) for seed in range(10)) >= 5
+    assert not any(changes.find_changes(_wild(seed, False)).points for seed in range(10))
+    monkeypatch.setattr(changes, "ROBUST_K", 0.0)
+    assert not any(found(seed) for seed in range(10))
+    # normal noise is held nowhere: its values are the tests' values
+    rng = random.Random(3)
+    left, right = [rng.gauss(0, 1) for _ in range(20)], [rng.gauss(0, 1) for _ in range(20)]
+    assert changes.clipped(left, right, 4.0) == (left, right)

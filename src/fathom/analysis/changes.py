@@ -19,7 +19,8 @@ The split of a segment is at the place that maximises Q (each part at least MIN_
 every place are kept incrementally (a Fenwick tree over the ranks of the values gives each run's distance
 to the runs before it), so a segment of L runs costs O(L log L), not the O(L^3) of summing each place.
 
-The test. A split is kept when Student's t test on the runs' log values says the two parts differ, its
+The test. A split is kept when Student's t test on the runs' log values (each held within ROBUST_K robust
+spreads of its part's median: `clipped`) says the two parts differ, its
 two-sided p-value multiplied by the number of places the split could have taken (Bonferroni: the place
 was chosen as the most divergent, and this bounds the chance that a stationary segment is split at all
 by ALPHA = 0.05, whichever place was chosen), and when Welch's t test (unequal spreads, not corrected)
@@ -87,6 +88,8 @@ from fathom.analysis.stats import CONFIDENCE, SEED, LogDiff, betainc, log_diff, 
 MIN_SIZE = 3
 ALPHA = 0.05
 PERMUTATIONS = 199
+ROBUST_K = 4.0  # the tests see each run value within this many robust spreads of its part (clipped)
+SD_FLOOR = 0.6  # ... the robust spread never under this share of the plain one
 TESTS = ("t", "permutation")
 PLACE_WINDOW = 2  # a change is placed where it most probably lies within this many runs
 SETTLE_ROUNDS = 5
@@ -304,6 +307,35 @@ def divergences(z: Sequence[float], min_size: int) -> list[float]:
     return out
 
 
+def _median(v: Sequence[float]) -> float:
+    s = sorted(v)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2.0
+
+
+def clipped(left: Sequence[float], right: Sequence[float], k: float | None = None) -> tuple[list[float], list[float]]:
+    """Both parts with each value held within k robust spreads of its part's median (winsorized): the spread is
+    1.4826 x the median absolute deviation of every value from its own part's median (a normal sample's sigma,
+    and a step between the parts does not widen it). Normal noise goes past 4 sigma in 0.006% of runs, so the
+    tests see the same values; a rare wild run (a host's bad night) no longer widens the spread the tests
+    divide by, which hid real changes in heavy-tailed series (bench/changes_power.py, 1,000 series each: a 10%
+    step in 5% noise with 5% of runs wild is found in 76% of series rather than 61%; changes in flat series
+    1.3% rather than 0.6%, under normal noise's 2.3%; normal noise unchanged)."""
+    k = ROBUST_K if k is None else k
+    if not k:
+        return list(left), list(right)
+    ml, mr = _median(left), _median(right)
+    res = [v - ml for v in left] + [v - mr for v in right]
+    sd = math.sqrt(math.fsum(d * d for d in res) / max(len(res) - 2, 1))
+    # the MAD's sigma, but never under SD_FLOOR of the plain spread: a small part's MAD can be a third of its
+    # sigma by chance (two equal runs), and clipping normal runs would make a change of noise
+    sigma = max(1.4826 * _median([abs(d) for d in res]), SD_FLOOR * sd)
+    if sigma <= 0.0:
+        return list(left), list(right)
+    lim = k * sigma
+    return ([min(max(v, ml - lim), ml + lim) for v in left], [min(max(v, mr - lim), mr + lim) for v in right])
+
+
 def student_p(left: Sequence[float], right: Sequence[float]) -> float:
     """Two-sided p of Student's t (pooled variance) between two samples; 1 without a difference, 0 for a
     difference without any spread."""
@@ -377,7 +409,7 @@ class _Tester:
         """(Student's or the permutation p, Welch's p) of a change at c between [lo, c) and [c, hi)."""
         key = (lo, c, hi)
         if key not in self.cache:
-            left, right = self.x[lo:c], self.x[c:hi]
+            left, right = clipped(self.x[lo:c], self.x[c:hi])
             first = student_p(left, right) if self.test == "t" else self._permutation_p(lo, c, hi, q)
             self.cache[key] = (first, welch_p(left, right))
         return self.cache[key]

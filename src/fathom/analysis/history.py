@@ -64,7 +64,7 @@ _LOWER = ("errors", "rgw_failed_req", "clients_lost", "server_hosts_lost", "unis
 _LOWER_SUFFIX = ("_ms", "_us_per_op", "_ctx_per_op", "_cpu", "_cores", "_mem_mib", "_pct", "_s")
 # counts and settings (fault_at_s: when the schedule put the first fault), no better or worse
 _NEUTRAL = ("total_ios", "runtime_s", "offered_rate_ops_s", "server_hosts", "client_hosts", "engines",
-            "net_rx_mib_s", "net_tx_mib_s", "net_busiest_host_mib_s", "fault_at_s")
+            "net_rx_mib_s", "net_tx_mib_s", "net_busiest_host_mib_s", "fault_at_s", "bound_use_pct")
 _NAME = re.compile(r"^name:\s*['\"]?([^'\"#\n]+?)['\"]?\s*(?:#.*)?$", re.M)
 
 
@@ -215,7 +215,8 @@ def value_text(v: float, figure: str) -> str:
 # figures a series can be drawn of: the numeric metric columns, and any daemon kind's (a kind fathom does not
 # know by name still has them); text and true/false columns have no series
 DAEMON_SUFFIXES = ("_cpu", "_cores", "_mem_mib", "_ctx_switches_s")
-FIGURES = [c for c in METRIC_COLUMNS if c not in ("steady_state", "schedule_kept", "fault_recovered", "rgw_reconciled")
+FIGURES = [c for c in METRIC_COLUMNS if c not in ("steady_state", "schedule_kept", "fault_recovered", "rgw_reconciled",
+                                                  "bound")
            and not any(c == f"{k}{s}" for k in DAEMON_KINDS for s in DAEMON_SUFFIXES)]
 
 
@@ -320,7 +321,8 @@ def build(store: Store, refs: Sequence[str] = (), by: str = TIME, workloads: Seq
                                   "tag runs with `fathom run --label KEY=VALUE`")
         left += [f"{h.name}: no label {by}" for h in hruns if by not in h.labels]
         hruns = have
-    rows = store.done_points([h.id for h in hruns])
+    # only the figures drawn (the defaults: both throughputs, p99 and mean latency): not a point's whole metrics
+    rows = store.done_points([h.id for h in hruns], keys=list(figures) or ["iops", "bw_mib_s", "p99_ms", "clat_ms"])
     series: list[Series] = []
     for suite in dict.fromkeys(h.suite for h in hruns):
         group = [h for h in hruns if h.suite == suite]

@@ -133,7 +133,7 @@ BOOL_COLUMNS = {"schedule_kept", "partial", "ramp", "tail"}
 # text-valued metrics too (a float column would refuse "reached", "ok")
 STRING_COLUMNS = {"run", "suite", "key", "workload", "engine", "status", "rw", "target", "pool", "error",
                   "steady_state", "rgw_reconciled", "host", "source", "daemon", "kind", "figure", "unit", "op",
-                  "message", "data", "fathom_version", "ceph_version", "labels"}
+                  "message", "data", "fathom_version", "ceph_version", "labels", "bound"}
 
 
 def arrow_table(rs: list[dict[str, Any]], cols: list[str] | None = None, table: str = "points") -> Any:
