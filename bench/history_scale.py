@@ -126,8 +126,8 @@ def main() -> int:
             f"`{Path(sys.argv[0]).name}` (`make bench-history`): a store of {a.runs} runs of one suite, 10 workloads x "
             f"5 iodepths, IOPS and p99 (100 series), 5% noise, a 10% step in one workload at run "
             f"{int(a.runs * 0.7) + 1}; each point holds every metric column ({point_bytes:,} bytes of JSON; a "
-            "real point with server figures holds about 2 KB). The whole command, a new process each time (start-up, reading the "
-            "store, change points, the gate, JSON out), on this 2-core machine:", "",
+            "real point with server figures holds about 2 KB). The whole command, a new process each time "
+            "(start-up, reading the store, change points, the gate, JSON out), on this 2-core machine:", "",
             "| runs | series | runs of the command | mean | stdev | min | max | with `-o page.html` | peak RSS |",
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             f"| {a.runs:,} | {len(h['series'])} | {len(times)} | {mean:.2f} s | {sd:.2f} s | {min(times):.2f} s | "
