@@ -67,7 +67,8 @@ def main() -> int:
         lines = [HEADING, "",
                  f"`{Path(sys.argv[0]).name}`: {a.series} series of {RUNS} runs per row and kind, a "
                  f"{1 - STEP:.0%} step after run {RUNS // 2} (found: a change point within 2 runs of it) and flat "
-                 "series (false: any change point). Noise: lognormal {SIGMA:.0%}; heavy-tailed: the same, and in {P_WILD:.0%} of runs "
+                 f"series (false: any change point). Noise: lognormal {SIGMA:.0%}; heavy-tailed: the same, and in "
+                 f"{P_WILD:.0%} of runs "
                  f"a wild factor from lognormal {WILD_SIGMA:.0%}. Clipping: the tests see each run value within "
                  f"{K:g} robust spreads of its part's median (`ROBUST_K`; the spread is the MAD's sigma, never under "
                  f"{changes.SD_FLOOR:g} of the plain one); off: as before it.", "",
