@@ -121,7 +121,13 @@ def test_the_engine_s_busiest_thread_at_a_full_core_is_a_client_bound():
     v = bound.judge([], None, [], {"client_thread_max_pct": 99.0}, {"iodepth": 2})
     assert v["bound"] == "client" and "busiest thread at 99% of one core" in v["summary"]
     assert any("no server samples" in m for m in v["missing"])
+    v = bound.judge([], None, [{"kind": "sources", "data": {"hosts": ["h1"]}}], {"client_thread_max_pct": 9.0}, {})
+    assert v["bound"] == "latency"  # Prometheus's sources event lists its hosts: no NICs counted there
     assert bound.judge([], None, [], {}, {})["bound"] == "unknown"
+    # the null target has nothing but the client: its bound whatever share of a core a busy host gave it
+    v = bound.judge([_host(100.0 + i, 80.0, host="c") for i in range(1, 11)], WIN, [],
+                    {"client_thread_max_pct": 70.0}, {"interface": "null", "iodepth": 4})
+    assert v["bound"] == "client" and v["summary"].startswith("the null target: the client alone (fathom-engine's")
 
 
 def test_samples_outside_the_window_do_not_count_and_two_at_their_limit_are_both_named():

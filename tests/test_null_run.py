@@ -12,6 +12,7 @@ import asyncio
 
 import csv
 import json
+import re
 import os
 import signal
 import subprocess
@@ -291,9 +292,12 @@ def test_show_has_the_swept_bs_and_the_rates_that_differ(tmp_path, engine_ready)
     out = run_fathom("show", "latest", "--db", str(db), check=True).stdout.splitlines()
     at = next(i for i, line in enumerate(out) if line.split()[:2] == ["#", "workload"])
     assert out[at].split()[:7] == ["#", "workload", "engine", "bs", "rate", "ops/s", "iodepth"]
-    assert [line.split()[1:5] for line in out[at + 1:]] == [
+    rows = [line for line in out[at + 1:] if line.split() and line.split()[0].isdigit()]  # the points table's
+    assert [line.split()[1:5] for line in rows] == [
         ["open", "fathom-engine", "4KiB", "400"], ["open", "fathom-engine", "64KiB", "400"],
         ["flat", "fathom-engine", "4KiB", "closed"], ["flat", "fathom-engine", "64KiB", "closed"]]
+    # what bounds each: the null target is the client alone
+    assert sum(1 for line in out if re.match(r"\s+#\d client: the null target", line)) == 4, out
     # one workload, closed loop, nothing swept: no such column
     suite.write_text("name: plain\ndefaults: {interface: null, runtime: 0.5s, rw: randread}\n"
                      "workloads:\n  - {name: flat}\n")

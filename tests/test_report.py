@@ -238,7 +238,9 @@ def test_report_of_a_real_quick_run(quick_run, tmp_path):
         s = dict(zip(d.summary.headers, row))
         assert s["peak throughput"] != "n/a" and s["peak at"] != "n/a" and s["knee at"] != "n/a"
     for sec in d.sections:
-        t, osd = sec.tables  # the points, and the latency inside the OSDs beside the client's
+        t, osd, why = sec.tables  # the points, the latency inside the OSDs beside the client's, what bounds each
+        assert why.title.endswith("what bounds each point") and len(why.rows) == len(t.rows), why.title
+        assert all(dict(zip(why.headers, r))["bound"] in ("cpu", "network", "client", "latency") for r in why.rows)
         h = t.headers
         for r in t.rows:
             row = dict(zip(h, r))

@@ -623,7 +623,19 @@ def test_daemons_sampled_on_their_hosts_over_ssh(topology, tmp_path):
             except Exception:  # noqa: BLE001 (the store may not exist yet)
                 pass
             time.sleep(0.5)
-        time.sleep(4)
+        # the second point measuring (its seconds stored as they come), then 3 s on: the loss falls inside it however
+        # long the gate and the companions' starts took on a loaded machine (else the host has no sample in it)
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with Store(db, read_only=True) as st:
+                    done = {p["key"] for p in st.points(st.run("latest").id)}
+                    live = {k for (k,) in st.db.execute("SELECT key FROM live_seconds WHERE kind = 'second'")}
+                if live - done:
+                    break
+            except Exception:  # noqa: BLE001 (the store being written)
+                pass
+            time.sleep(0.2)
+        time.sleep(3)
         for pid in _sessions(tb.hosts[1].pid):  # the host is gone for fathom: its sessions and sampler end
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -1,6 +1,8 @@
 """What bounds a point: each resource's measured use set against its ceiling, and a verdict naming the one at
 its limit ("NIC tx of h1 at 94% of 80 Mbit/s"), two when two are, or none: then a closed-loop point is bound by
-its latency at the ops it keeps in flight, an open-loop one by the rate it was offered.
+its latency at the ops it keeps in flight, an open-loop one by the rate it was offered. A point on the null
+target is bound by the client by definition (there is nothing else), whatever share of a core a shared host
+gave its busiest thread.
 
 Pure: from a point's telemetry samples over its telemetry window, its metrics, its parameters and its `capacity`
 event (fathom.servers.capacity: hosts' cores and NIC ceilings, local daemons' allowed cores). What the data
@@ -143,7 +145,8 @@ def capacity_of(events: list[dict[str, Any]]) -> dict[str, Any]:
     """A point's ceilings from its events: its `capacity` event, with the NICs each SSH-sampled host counts (the
     `sources` event: the interfaces at the top of their stack) so a bond and its members are not both summed."""
     cap = dict(next((e.get("data") or {} for e in events if e.get("kind") == "capacity"), {}))
-    src = next((e["data"] for e in events if e.get("kind") == "sources" and (e.get("data") or {}).get("hosts")), None)
+    src = next((e["data"] for e in events if e.get("kind") == "sources"
+                and isinstance((e.get("data") or {}).get("hosts"), dict)), None)  # Prometheus's: a list, no NICs
     if src:
         cap["counted"] = {h: c["nics"]["counted"] for h, c in src["hosts"].items()
                           if isinstance(c, dict) and (c.get("nics") or {}).get("counted")}
@@ -156,7 +159,12 @@ def judge(samples: list[dict[str, Any]], window: dict[str, float] | None, events
     res, missing = resources(samples, window, capacity_of(events), metrics)
     at = [r for r in res if r["ratio"] >= AT_LIMIT]
     near = [r for r in res if NEAR <= r["ratio"] < AT_LIMIT]
-    if at:
+    if params.get("interface") == "null":
+        # no storage at all: what the point measures is the client, whatever share of a core it got on a shared host
+        thread = next((r for r in res if r["kind"] == "client"), None)
+        bound, at = "client", [thread] if thread else []
+        summary = "the null target: the client alone" + (f" ({thread['evidence']})" if thread else "")
+    elif at:
         bound = at[0]["kind"]
         summary = "; ".join(r["evidence"] for r in at[:2])
     elif params.get("rate") or metrics.get("offered_rate_ops_s"):
@@ -168,7 +176,9 @@ def judge(samples: list[dict[str, Any]], window: dict[str, float] | None, events
         summary = f"nothing saturated: latency-bound at {n} op(s) in flight ({how})"
     else:
         bound, summary = "unknown", "no resource measured"
-    if at and len(at) == 1 and near:
+    if params.get("interface") == "null":
+        pass
+    elif at and len(at) == 1 and near:
         summary += "; near its limit: " + near[0]["evidence"]
     elif not at and res:
         summary += "; busiest: " + res[0]["evidence"]

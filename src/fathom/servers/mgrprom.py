@@ -129,8 +129,8 @@ def parse(text: str) -> Scrape:
     collections: float | None = None
     for fam in families:
         if fam.name == COLLECTIONS:
-            # one count per method the collection runs, by label: summed, as the perf counters' method stops
-            # counting while exclude_perf_counters is true and its count alone would never move again
+            # one count per method the collection runs, by label: summed (any method's count moving is a newer
+            # collection; on Ceph 20 they all move together)
             collections = sum(s.value for s in fam.samples) if fam.samples else None
             continue
         name = fam.name + "_total" if fam.name + "_total" in totals else fam.name
