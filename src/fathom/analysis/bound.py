@@ -167,6 +167,8 @@ def judge(samples: list[dict[str, Any]], window: dict[str, float] | None, events
     elif at:
         bound = at[0]["kind"]
         summary = "; ".join(r["evidence"] for r in at[:2])
+        if len(at) == 1 and near:
+            summary += "; near its limit: " + near[0]["evidence"]
     elif params.get("rate") or metrics.get("offered_rate_ops_s"):
         bound = "rate"
         summary = "nothing saturated: bound by the offered rate (open loop)"
@@ -176,11 +178,7 @@ def judge(samples: list[dict[str, Any]], window: dict[str, float] | None, events
         summary = f"nothing saturated: latency-bound at {n} op(s) in flight ({how})"
     else:
         bound, summary = "unknown", "no resource measured"
-    if params.get("interface") == "null":
-        pass
-    elif at and len(at) == 1 and near:
-        summary += "; near its limit: " + near[0]["evidence"]
-    elif not at and res:
+    if bound in ("rate", "latency") and res:
         summary += "; busiest: " + res[0]["evidence"]
     return {"bound": bound, "summary": summary, "at_limit": [r["resource"] for r in at],
             "near": [r["resource"] for r in near],

@@ -129,9 +129,7 @@ def parse(text: str) -> Scrape:
     collections: float | None = None
     for fam in families:
         if fam.name == COLLECTIONS:
-            # one count per method the collection runs, by label: summed (any method's count moving is a newer
-            # collection; on Ceph 20 they all move together)
-            collections = sum(s.value for s in fam.samples) if fam.samples else None
+            collections = max((s.value for s in fam.samples), default=None)
             continue
         name = fam.name + "_total" if fam.name + "_total" in totals else fam.name
         path = counter_path(name) if fam.type in ("counter", "gauge") else None
@@ -207,6 +205,7 @@ def enable(restorer: Restorer, bind: str | None = None, port: int | None = None,
 
 
 EXCLUDE = f"mgr/{MODULE}/exclude_perf_counters"
+SET_FOR_RUN = "set to false for the run"  # in Exporter.via when fathom changed EXCLUDE (check_put_back reads it)
 
 
 def include_perf_counters(restorer: Restorer) -> str:
@@ -237,7 +236,7 @@ def include_perf_counters(restorer: Restorer) -> str:
                            f"release's default) and this client may not change that: {exc.message}",
                            hint=f"have an admin run `ceph config set mgr {EXCLUDE} false`, give the client "
                                 "`mon 'allow *'`, or run without --mgr-prometheus") from None
-    return (f"{EXCLUDE} was true (this release's default: ceph-exporter serves them), set to false for the run "
+    return (f"{EXCLUDE} was true (this release's default: ceph-exporter serves them), {SET_FOR_RUN} "
             "and put back at its end")
 
 
@@ -343,7 +342,7 @@ def check_put_back(ceph: Ceph, exporter: Exporter, event: Callable[[str, str], N
     """After the run put exclude_perf_counters back (it had set it false): when the module stays on (it was on
     before the run), its output must leave the perf counters out again, as the user's setting says: checked on a
     collection begun after the put-back, and recorded (`restore`), or warned of (`warning`)."""
-    if "set to false for the run" not in (exporter.via or ""):
+    if SET_FOR_RUN not in (exporter.via or ""):
         return
     try:
         if MODULE not in (ceph.ceph("mgr", "module", "ls", timeout=30) or {}).get("enabled_modules", []):
