@@ -146,3 +146,42 @@ def test_the_nics_a_host_counts_are_the_ones_set_against_their_speeds():
     assert v["at_limit"] == ["h1 NIC tx"] and "of 20 Gbit/s" in v["summary"], v  # not 40: members not summed
     v = bound.judge(samples, WIN, ev(cap), {"client_thread_max_pct": 10.0}, {"iodepth": 8})
     assert v["bound"] == "latency"  # without the sources event all three are summed: 40 Gbit/s
+
+
+def test_a_throttle_most_gets_wait_on_is_the_bound_and_a_quiet_one_is_not():
+    perf = {"osd.0": {"throttle-osd_client_bytes.get": 1000, "throttle-osd_client_bytes.wait":
+                      {"count": 950, "sum": 4.75, "avg": 0.005},
+                      "throttle-msgr_dispatch_throttler-client.get": 2000, "osd.op_w": 1000},
+            "osd.1": {"throttle-osd_client_bytes.get": 10, "throttle-osd_client_bytes.wait":
+                      {"count": 40, "sum": 0.1, "avg": 0.0025}}}  # more waits than gets: never above all of them
+    samples = [_host(100.0 + i, 10.0) for i in range(1, 11)]
+    v = bound.judge(samples, WIN, ev(CAP), {"client_thread_max_pct": 10.0}, {"iodepth": 16}, perf)
+    assert v["bound"] == "throttle", v
+    assert v["summary"] == ("osd.1's throttle osd_client_bytes: 100% of 10 gets waited, 2.5 ms each on average; "
+                            "osd.0's throttle osd_client_bytes: 95% of 1,000 gets waited, 5 ms each on average")
+    quiet = [r for r in bound.throttles(perf) if r["resource"] == "osd.0 throttle msgr_dispatch_throttler-client"]
+    assert len(quiet) == 1 and quiet[0]["ratio"] == 0.0  # no wait: judged, at 0%
+    # the messenger's tries: refused ones are tried again, so there can be more than one per get
+    tried = {"osd.2": {"throttle-osd_client_messages.get": 1909, "throttle-osd_client_messages.get_or_fail_fail": 3404,
+                       "throttle-osd_client_messages.get_or_fail_success": 1909}}
+    (t,) = bound.throttles(tried)
+    assert t["ratio"] == 1.0 and t["evidence"] == ("osd.2's throttle osd_client_messages: 3,404 tries refused for "
+                                                   "1,909 gets (1.8 per get)"), t
+    assert not any("throttles" in m for m in v["missing"])
+    v = bound.judge(samples, WIN, ev(CAP), {"client_thread_max_pct": 10.0}, {"iodepth": 16})
+    assert v["bound"] == "latency" and any("throttles" in m for m in v["missing"])
+
+
+def test_ops_in_flight_by_little_s_law_under_those_asked_for_is_the_client_holding_them_back():
+    samples = [_host(100.0 + i, 10.0) for i in range(1, 11)]
+    full = {"client_thread_max_pct": 10.0, "iops": 1000.0, "clat_ms": 15.9}  # 15.9 of 16 in flight
+    v = bound.judge(samples, WIN, ev(CAP), full, {"iodepth": 16})
+    assert v["bound"] == "latency" and v["in_flight"]["measured"] == 15.9 and v["in_flight"]["asked"] == 16
+    assert "latency-bound at 16 op(s) in flight (iodepth 16), 15.9 measured (1,000 ops/s x 15.9 ms)" in v["summary"]
+    held = {**full, "clat_ms": 6.25}  # 6.25 of 16: something in the client kept the rest from being issued
+    v = bound.judge(samples, WIN, ev(CAP), held, {"iodepth": 16})
+    assert v["bound"] == "client", v
+    assert v["summary"].startswith("the client kept 6.25 of the 16 op(s) in flight it asked for (iodepth 16; "
+                                   "Little's law: 1,000 ops/s x 6.25 ms)"), v["summary"]
+    assert bound.judge(samples, WIN, ev(CAP), {**held, "offered_rate_ops_s": 900.0}, {"iodepth": 16})[
+        "bound"] == "rate"  # open loop keeps what the rate asks, not the iodepth

@@ -118,6 +118,22 @@ def test_an_osd_held_by_its_cgroup_s_cpu_quota_is_the_bound(bed, engine_ready, t
     assert f"of 0.15 core(s) (cgroup /{cg.name} CPU quota 0.15 core(s))" in v["summary"], v
 
 
+def test_a_throttle_every_op_waits_on_is_the_bound(bed, engine_ready, tmp_path):
+    tb, c = bed
+    ceph = c.ceph()
+    cap = ceph.ceph("config", "get", "osd.0", "osd_client_message_cap", fmt_json=False).strip()
+    # one client message at a time into the OSD: each of the 16 ops in flight waits for the one before it
+    ceph.ceph("tell", "osd.0", "config", "set", "osd_client_message_cap", "1", fmt_json=False)
+    try:
+        pts = _run(tb, c, tmp_path, [{"name": "w", "rw": "write", "bs": "4KiB", "iodepth": 16}], runtime="5s")
+    finally:
+        ceph.ceph("tell", "osd.0", "config", "set", "osd_client_message_cap", cap, fmt_json=False)
+    v = pts[0]["result"]["extra"]["bound"]
+    assert v["bound"] == "throttle" and v["at_limit"][0] == "osd.0 throttle osd_client_messages", v
+    assert v["summary"].startswith("osd.0's throttle osd_client_messages: "), v
+    assert not any("throttles" in m for m in v["missing"]), v
+
+
 def test_iodepth_1_with_nothing_capped_is_latency_bound(bed, engine_ready, tmp_path):
     tb, c = bed
     pts = _run(tb, c, tmp_path, [{"name": "w", "rw": "write", "bs": "4KiB", "iodepth": 1}], runtime="5s")

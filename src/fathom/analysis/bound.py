@@ -15,6 +15,11 @@ Resources and their ceilings:
     NIC          each host's received and sent bits/s against its NICs' link speed (and a tc rate cap, which
                  shapes only what the host sends)
     client       fathom-engine's busiest thread against one core (an engine thread runs on one core)
+    throttle     each of a daemon's Ceph throttles (perf counter sections `throttle-*`: the OSD's client bytes and
+                 messages, the messengers' dispatch throttlers, BlueStore's): its waits (`get` on a full throttle)
+                 and refused tries (`get_or_fail`, which the messenger retries after a pause) per get, at most 1
+    in flight    a closed-loop point's ops in flight by Little's law (ops/s x mean latency) against the iodepth x
+                 jobs x engines it asked for: fewer means the client's issue path held ops back
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ from fathom.results.usage import NOT_DAEMONS, weighted
 
 AT_LIMIT = 0.90  # use/ceiling at which a resource is said to bound the point
 NEAR = 0.75  # named beside the verdict, as the next resource to look at
-BOUNDS = ("cpu", "network", "client", "latency", "rate", "unknown")
+HELD_BACK = 0.80  # ops in flight under this share of those asked for: the client did not keep its queue full
+BOUNDS = ("cpu", "network", "throttle", "client", "latency", "rate", "unknown")
 
 
 def _pct(x: float) -> str:
@@ -141,6 +147,50 @@ def in_flight(params: dict[str, Any], metrics: dict[str, Any]) -> tuple[int, str
     return depth * jobs * engines, " x ".join(parts)
 
 
+def throttles(perf: dict[str, dict[str, Any]] | None) -> list[dict[str, Any]]:
+    """Each daemon's Ceph throttles over the point, from its perf counter deltas (fathom.results.usage.perf_deltas:
+    `throttle-NAME.get` a count, `throttle-NAME.wait` {count, sum}, `get_or_fail_fail` a count): a get that
+    finds the throttle full waits, a try (get_or_fail) is refused and tried again later, so waits and refusals
+    per get say how often the throttle held an op back."""
+    out: list[dict[str, Any]] = []
+    for daemon, counters in sorted((perf or {}).items()):
+        per: dict[str, dict[str, Any]] = {}
+        for key, v in counters.items():
+            sec, _, name = key.partition(".")
+            if sec.startswith("throttle-"):
+                per.setdefault(sec[len("throttle-"):], {})[name] = v
+        for name, c in sorted(per.items()):
+            gets = c.get("get")
+            if not isinstance(gets, (int, float)) or gets <= 0:
+                continue
+            wait = c.get("wait") if isinstance(c.get("wait"), dict) else {}
+            waits = int(wait.get("count") or 0)
+            refused = int(c.get("get_or_fail_fail") or 0)  # the messengers' tries: retried after a pause
+            ratio = min(1.0, (waits + refused) / gets)
+            said = []
+            if waits or not refused:
+                mean = f", {1e3 * wait['avg']:.3g} ms each on average" if waits and wait.get("avg") is not None \
+                    else ""
+                said.append(f"{_pct(min(1.0, waits / gets))} of {int(gets):,} gets waited{mean}")
+            if refused:
+                said.append(f"{refused:,} tries refused for {int(gets):,} gets ({refused / gets:.2g} per get)")
+            out.append({"kind": "throttle", "resource": f"{daemon} throttle {name}", "host": None,
+                        "use": waits + refused, "ceiling": int(gets), "unit": "gets", "ratio": ratio,
+                        "evidence": f"{daemon}'s throttle {name}: " + "; ".join(said)})
+    return out
+
+
+def flight(params: dict[str, Any], metrics: dict[str, Any]) -> dict[str, Any] | None:
+    """A closed-loop point's ops in flight: asked for (iodepth x jobs x engines) and measured by Little's law
+    (ops/s x mean latency over the measured phase), or None when the point has no rate or latency."""
+    iops, clat = metrics.get("iops"), metrics.get("clat_ms")
+    if not iops or clat is None or params.get("rate") or metrics.get("offered_rate_ops_s"):
+        return None
+    n, how = in_flight(params, metrics)
+    return {"asked": n, "how": how, "measured": round(iops * clat / 1e3, 2),
+            "law": f"{iops:,.0f} ops/s x {clat:.3g} ms"}
+
+
 def capacity_of(events: list[dict[str, Any]]) -> dict[str, Any]:
     """A point's ceilings from its events: its `capacity` event, with the NICs each SSH-sampled host counts (the
     `sources` event: the interfaces at the top of their stack) so a bond and its members are not both summed."""
@@ -154,9 +204,16 @@ def capacity_of(events: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def judge(samples: list[dict[str, Any]], window: dict[str, float] | None, events: list[dict[str, Any]],
-          metrics: dict[str, Any], params: dict[str, Any]) -> dict[str, Any]:
-    """The verdict: {bound (BOUNDS), summary (one line), at_limit, near, resources (top 6), missing}."""
+          metrics: dict[str, Any], params: dict[str, Any],
+          perf: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The verdict: {bound (BOUNDS), summary (one line), at_limit, near, resources (top 6), in_flight, missing}.
+    perf: the point's perf counter deltas per daemon (their throttles)."""
     res, missing = resources(samples, window, capacity_of(events), metrics)
+    res = sorted(res + throttles(perf), key=lambda r: -r["ratio"])
+    if not perf:
+        missing.append("Ceph's throttles (no perf counters for this point)")
+    fl = flight(params, metrics)
+    held = fl is not None and fl["measured"] < HELD_BACK * fl["asked"]
     at = [r for r in res if r["ratio"] >= AT_LIMIT]
     near = [r for r in res if NEAR <= r["ratio"] < AT_LIMIT]
     if params.get("interface") == "null":
@@ -169,6 +226,10 @@ def judge(samples: list[dict[str, Any]], window: dict[str, float] | None, events
         summary = "; ".join(r["evidence"] for r in at[:2])
         if len(at) == 1 and near:
             summary += "; near its limit: " + near[0]["evidence"]
+    elif held and fl is not None:
+        bound = "client"
+        summary = (f"the client kept {fl['measured']:g} of the {fl['asked']} op(s) in flight it asked for "
+                   f"({fl['how']}; Little's law: {fl['law']}): its issue path held ops back")
     elif params.get("rate") or metrics.get("offered_rate_ops_s"):
         bound = "rate"
         summary = "nothing saturated: bound by the offered rate (open loop)"
@@ -176,10 +237,13 @@ def judge(samples: list[dict[str, Any]], window: dict[str, float] | None, events
         n, how = in_flight(params, metrics)
         bound = "latency"
         summary = f"nothing saturated: latency-bound at {n} op(s) in flight ({how})"
+        if fl is not None:
+            summary += f", {fl['measured']:g} measured ({fl['law']})"
     else:
         bound, summary = "unknown", "no resource measured"
-    if bound in ("rate", "latency") and res:
+    if res and (bound in ("rate", "latency") or (held and not at)):
         summary += "; busiest: " + res[0]["evidence"]
     return {"bound": bound, "summary": summary, "at_limit": [r["resource"] for r in at],
             "near": [r["resource"] for r in near],
-            "resources": [{**r, "ratio": round(r["ratio"], 3)} for r in res[:6]], "missing": missing}
+            "resources": [{**r, "ratio": round(r["ratio"], 3)} for r in res[:6]], "in_flight": fl,
+            "missing": missing}

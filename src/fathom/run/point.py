@@ -41,8 +41,11 @@ class TelemetryCompanion(Companion):
     """Per-daemon CPU, memory and context switches on the engine's clock, and perf counter deltas over the point."""
 
     def __init__(self, sampler: telemetry.Sampler, daemons: list[Daemon], run_dir: Path | None,
-                 refresh: Callable[[], list[Daemon]] | None = None):
+                 refresh: Callable[[], list[Daemon]] | None = None, sockets: list[Daemon] | None = None):
         self.sampler, self.daemons, self.run_dir = sampler, daemons, run_dir
+        # whose admin sockets give counters: fathom's own cluster's daemons all have theirs here, also those
+        # placed on other (namespace) hosts and sampled there
+        self.sockets = daemons if sockets is None else sockets
         # the daemons running now: a point's engine spec may start some (a FUSE mount, nfs-ganesha)
         self.refresh = refresh
         self.asok_cpu_s = 0.0  # admin-socket reads run on this thread: their cost is counted apart
@@ -50,7 +53,7 @@ class TelemetryCompanion(Companion):
 
     def start(self, live: Live) -> None:
         c0 = time.thread_time()
-        self._before = telemetry.perf_dump(self.daemons, self.run_dir)
+        self._before = telemetry.perf_dump(self.sockets, self.run_dir)
         self.asok_cpu_s += time.thread_time() - c0
         self.sampler.start()
 
@@ -62,7 +65,7 @@ class TelemetryCompanion(Companion):
     def stop(self) -> Contribution:
         samples = self.sampler.stop()
         c0 = time.thread_time()
-        deltas = usage.perf_deltas(self._before, telemetry.perf_dump(self.daemons, self.run_dir))
+        deltas = usage.perf_deltas(self._before, telemetry.perf_dump(self.sockets, self.run_dir))
         self.asok_cpu_s += time.thread_time() - c0
         return Contribution(samples=samples, perf_counters=deltas, counter_source="admin socket")
 
@@ -194,7 +197,7 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
             more(metrics, result, params, intervals, got.perf_counters, events)
         if metrics.get("total_ios", 0) == 0:
             status, error = "failed", "the engine completed no I/O in the measured window"
-        _judge(result, got.samples, events, metrics, params)
+        _judge(result, got.samples, events, metrics, params, got.perf_counters)
     if error:
         events.append({"kind": "error", "message": error})
     point_hist = hists.get("all") or (next(iter(hists.values())) if len(hists) == 1 else None)
@@ -210,9 +213,9 @@ def run_point(store: Store, run_id: int, point: Point, ctx: engines.PointContext
 
 
 def _judge(result: PointResult, samples: list[dict[str, Any]], events: list[dict[str, Any]],
-           metrics: dict[str, Any], params: dict[str, Any]) -> None:
+           metrics: dict[str, Any], params: dict[str, Any], perf: dict[str, dict[str, Any]]) -> None:
     """What bounds the point (fathom.analysis.bound): its verdict in the result, its kind and use in the metrics."""
-    verdict = bound.judge(samples, result.extra.get("telemetry_window"), events, metrics, params)
+    verdict = bound.judge(samples, result.extra.get("telemetry_window"), events, metrics, params, perf)
     result.extra["bound"] = verdict
     metrics["bound"] = verdict["bound"]
     metrics["bound_use_pct"] = round(100 * verdict["resources"][0]["ratio"], 1) if verdict["resources"] else None

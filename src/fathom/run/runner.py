@@ -456,7 +456,8 @@ class Phases:
         held.telemetry = tel = point_mod.TelemetryCompanion(
             telemetry.Sampler(daemons, host_kind=cov.here_host if cov else "host"), daemons,
             local.run_dir if local else None,
-            refresh=held.attached.local_daemons if held.attached and local and cov is None else None)
+            refresh=held.attached.local_daemons if held.attached and local and cov is None else None,
+            sockets=held.attached.local_daemons() if held.attached and local else None)
         next_gate: health.GateVerdict | None = None
         gate_timeout = self.opts.gate_timeout
         held.progress = prog = Progress(None if source else len(points), [] if source else todo, tty=self.opts.tty)

@@ -28,6 +28,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
 # rgw_op: RGW's op counters from Squid on (reconcile reads them; Tentacle's rgw section has none)
 PERF_SECTIONS = ("osd", "bluestore", "bluefs", "rocksdb", "objecter", "mon", "mgr", "rgw", "rgw_op", "mds")
+# and every `throttle-*` section: the waits fathom.analysis.bound reads
 
 
 # ---- /proc readers ------------------------------------------------------------
@@ -241,7 +242,7 @@ def perf_dump(daemons: list[Daemon], run_dir: Path | None) -> dict[str, dict[str
             dump = asok_command(asok_path(d, run_dir), "perf dump")
         except (OSError, ValueError, struct.error):
             continue
-        out[d.name] = {k: v for k, v in dump.items() if k in PERF_SECTIONS}
+        out[d.name] = {k: v for k, v in dump.items() if k in PERF_SECTIONS or k.startswith("throttle-")}
     return out
 
 
