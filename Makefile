@@ -14,7 +14,7 @@ RUST_MIN := 1.85
 DEB_PACKAGES := ceph-mon ceph-osd ceph-mgr ceph-mds radosgw ceph-common fio uuid-runtime g++ libradospp-dev \
 	librados2 librbd1 libcephfs2 python3-venv procps chromium openssl openssh-server iproute2 ceph-fuse rbd-fuse \
 	e2fsprogs nfs-ganesha nfs-ganesha-ceph nfs-ganesha-vfs libnfs-dev prometheus prometheus-node-exporter \
-	containerd runc containernetworking-plugins busybox-static
+	containerd runc containernetworking-plugins busybox-static iperf3
 ENGINE := engine/target/release/fathom-engine
 # rustup beside that cargo: it adds the musl target the sampler is built for
 RUSTUP := $(if $(CARGO),$(dir $(CARGO))rustup)

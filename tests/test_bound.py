@@ -185,3 +185,44 @@ def test_ops_in_flight_by_little_s_law_under_those_asked_for_is_the_client_holdi
                                    "Little's law: 1,000 ops/s x 6.25 ms)"), v["summary"]
     assert bound.judge(samples, WIN, ev(CAP), {**held, "offered_rate_ops_s": 900.0}, {"iodepth": 16})[
         "bound"] == "rate"  # open loop keeps what the rate asks, not the iodepth
+
+
+def test_an_osd_device_busy_all_the_time_is_the_bound_and_one_device_under_two_osds_is_one_resource(tmp_path):
+    def h(ts, util, host="h1"):
+        return {**_host(ts, 10.0, host=host), "disks": {"sdb": {"util_pct": util, "queue": 3.5}} if util else {}}
+    osds = {"osd.0": {"host": "h1", "devices": ["sdb"], "why": "x"},
+            "osd.1": {"host": "h1", "devices": ["sdb"], "why": "x"},
+            "osd.2": {"host": "h9", "devices": ["sdc"], "why": "x"},
+            "osd.3": {"host": "h1", "devices": [], "why": "`ceph osd metadata` names no device"}}
+    cap = {**CAP, "osds": osds}
+    samples = [h(100.0 + i, 99.0 if i % 10 else 0.0) for i in range(1, 11)]  # one idle second: 89.1% busy
+    v = bound.judge(samples, WIN, ev(cap), {"client_thread_max_pct": 5.0}, {"iodepth": 16}, {"osd.0": {}})
+    disks = [r for r in v["resources"] if r["kind"] == "disk"]
+    assert len(disks) == 1 and disks[0]["resource"] == "h1 disk sdb" and round(disks[0]["ratio"], 3) == 0.891
+    assert disks[0]["evidence"] == "disk sdb of osd.0, osd.1 on h1 busy 89% of the time (3.15 requests in flight " \
+                                   "on average)", disks[0]
+    assert v["bound"] == "latency" and v["near"] == ["h1 disk sdb"]
+    assert "osd.2's device sdc: its host h9 is not sampled" in v["missing"]
+    assert "osd.3: no device to judge (`ceph osd metadata` names no device)" in v["missing"]
+    busy = [h(100.0 + i, 100.0) for i in range(1, 11)]
+    assert bound.judge(busy, WIN, ev(cap), {}, {"iodepth": 16}, {"osd.0": {}})["bound"] == "disk"
+    # fathom's own cluster: no host named (one kernel under every namespace host), the host that saw it busy
+    own = {"osd.0": {"host": None, "devices": ["sdb"], "why": "its BlueStore file"}}
+    v = bound.judge([h(100.0 + i, 0.0, "a") for i in range(1, 11)] + busy, WIN, ev({**CAP, "osds": own}), {},
+                    {"iodepth": 16}, {"osd.0": {}})
+    assert v["bound"] == "disk" and v["at_limit"] == ["h1 disk sdb"], v
+
+
+def test_a_file_s_block_device_is_found_by_its_file_system_and_the_metadata_s_devices_by_osd(tmp_path):
+    (tmp_path / "osd.0").mkdir()
+    (tmp_path / "osd.0" / "block.data").write_bytes(b"x")
+    got = capacity.local_osd_devices(tmp_path, ["osd.0", "osd.1"])
+    assert list(got) == ["osd.0"]  # osd.1 has no block file (memstore)
+    dev = capacity.block_device(tmp_path)
+    assert got["osd.0"]["devices"] == ([dev] if dev else [])
+    if dev:  # the name is one /proc/diskstats uses
+        assert any(line.split()[2] == dev for line in open("/proc/diskstats"))
+    meta = [{"id": 3, "hostname": "n1", "devices": "dm-0,sdb"}, {"id": 4, "hostname": "n2"}, "junk"]
+    assert capacity.metadata_osd_devices(meta) == {
+        "osd.3": {"host": "n1", "devices": ["dm-0", "sdb"], "why": "its devices by `ceph osd metadata`"},
+        "osd.4": {"host": "n2", "devices": [], "why": "`ceph osd metadata` names no device"}}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import run_fathom
 
+from fathom.analysis import bound
 from fathom.cluster.local import LocalCluster
 from fathom.hosts import netns
 from fathom.results.store import Store
@@ -72,11 +74,27 @@ def test_a_nic_capped_by_tc_bounds_the_reads_its_host_sends(bed, engine_ready, t
     subprocess.run([*tc, "add", "dev", dev, "root", "tbf", "rate", "40mbit", "burst", "256k", "latency", "400ms"],
                    check=True)
     try:
+        # the hosts' ceilings first: iperf3 both ways, the OSD's device read-only, the engine on the null target
+        base = run_fathom("baseline", "--conf", str(c.conf_path), "--keyring", str(c.keyring_path), "--runtime", "2",
+                          "--server-host", f"root@{h.addr}", "--known-hosts", tb.known_hosts, "--server-key",
+                          tb.key_file, "--db", str(tmp_path / "r.db"), "--name", "base", timeout=300)
+        assert base.returncode == 0, base.stdout + base.stderr
         # the write at 40 ops/s leaves about 300 MiB to read (a free-running one would fill the OSD)
         pts = _run(tb, c, tmp_path, [{"name": "w", "rw": "write", "bs": "1MiB", "iodepth": 4, "rate": 40},
                                      {"name": "r", "rw": "read", "bs": "1MiB", "iodepth": 4}])
     finally:
         subprocess.run([*tc, "del", "dev", dev, "root"], check=True)
+    with Store(tmp_path / "r.db") as st:
+        got = {q["key"]: q for q in st.points(st.run("base").id)}
+    down = got[f"network local<-{h.addr}"]["metrics"]["bw_mib_s"] * 8 * 2**20 / 1e6
+    up = got[f"network local->{h.addr}"]["metrics"]["bw_mib_s"] * 8 * 2**20 / 1e6
+    assert 30 <= down <= 44 and up > 200, (down, up, base.stdout)  # the tc cap shapes what the OSD's host sends
+    assert got["engine@local"]["metrics"]["iops"] > 0 and any(k.startswith("device-") for k in got), base.stdout
+    md = tmp_path / "r.md"
+    run_fathom("report", "--db", str(tmp_path / "r.db"), "--baseline", "base", "-o", str(md), "latest", check=True)
+    said = md.read_text().split("### r: ")[-1].split("against the ceiling of baseline base")[1]
+    m = re.search(r"read ([\d.]+) MiB/s = (\d+)% of the ([\d.]+) MiB/s the (\S+ NICs) allow with 1 replica", said)
+    assert m and 80 <= int(m.group(2)) <= 115, said[:1500]  # the reads fill what the capped NIC carries
     read = next(q for q in pts if q["workload"] == "r")
     v = read["result"]["extra"]["bound"]
     # the NIC at its limit (a host's CPU may be at its own from the other test lane's work, and named beside it)
@@ -148,6 +166,13 @@ def test_iodepth_1_with_nothing_capped_is_latency_bound(bed, engine_ready, tmp_p
         assert v["bound"] == "latency", v
         assert v["summary"].startswith("nothing saturated: latency-bound at 1 op(s) in flight (iodepth 1)"), v
     assert v["resources"] and "osd.0 CPU" not in v["at_limit"] + v["near"], v
+    # the OSD's device is judged from its host's sampler over SSH (one kernel: the device under its file)
+    with Store(tmp_path / "r.db") as st:
+        tel, evs = st.telemetry(pts[0]["id"]), st.events(st.run("latest").id)
+    res, missing = bound.resources(tel, pts[0]["result"]["extra"]["telemetry_window"], bound.capacity_of(evs),
+                                   pts[0]["metrics"])
+    (disk,) = [r for r in res if r["kind"] == "disk"]
+    assert disk["host"] == tb.hosts[0].name and "of osd.0 on " in disk["evidence"] and disk["use"] > 0, disk
 
 
 def test_the_null_engine_is_bound_by_the_client(engine_ready, tmp_path):

@@ -30,6 +30,7 @@ from fathom.cluster.local import LocalCluster
 from fathom.interfaces.base import PointContext
 from fathom.engines.rados_bench import RadosBenchAdapter
 from fathom.errors import FathomError
+from fathom.analysis import bound
 from fathom.results.store import Store
 
 pytestmark = pytest.mark.cluster
@@ -129,6 +130,13 @@ def test_osd_classic_quick_end_to_end(quick_osd_run, tmp_path):
             op = kind.removeprefix("osd.op_").replace("r", "read").replace("w", "write")
             assert lat["source"] == "admin socket" and lat["ops"][op]["ops"] == perf[kind], (lat, perf[kind])
             assert lat["ops"][op]["p50_low_s"] * 1e3 <= m["p99_ms"] and lat["ops"][op]["p99_s"], (lat, m["p99_ms"])
+            # the device under the OSD's BlueStore file is judged, busy while the point wrote
+            evs = [e for e in st.events(run.id) if e["point_id"] == pt["id"]]
+            res, missing = bound.resources(tel, pt["result"]["extra"]["telemetry_window"], bound.capacity_of(evs), m)
+            (disk,) = [r for r in res if r["kind"] == "disk"]
+            assert "of osd.0 on " in disk["evidence"] and not [x for x in missing if "device" in x], (res, missing)
+            if kind == "osd.op_w":
+                assert disk["use"] > 0, disk
         assert [pt["params"]["iodepth"] for pt in pts[:10]] == [1, 2, 4, 8, 16, 24, 32, 40, 52, 64]
         env = run.env
         assert env["ceph_version"].startswith("ceph version") and env["ceph_build"]

@@ -14,6 +14,9 @@ Resources and their ceilings:
     host CPU     each sampled host's busy cores against its cores
     NIC          each host's received and sent bits/s against its NICs' link speed (and a tc rate cap, which
                  shapes only what the host sends)
+    disk         each OSD device's time with I/O in flight (diskstats) against the whole window: 100% busy saturates
+                 a disk that serves one request at a time; an SSD or NVMe device serves many at once, so its
+                 mean requests in flight are named beside it
     client       fathom-engine's busiest thread against one core (an engine thread runs on one core)
     throttle     each of a daemon's Ceph throttles (perf counter sections `throttle-*`: the OSD's client bytes and
                  messages, the messengers' dispatch throttlers, BlueStore's): its waits (`get` on a full throttle)
@@ -31,7 +34,7 @@ from fathom.results.usage import NOT_DAEMONS, weighted
 AT_LIMIT = 0.90  # use/ceiling at which a resource is said to bound the point
 NEAR = 0.75  # named beside the verdict, as the next resource to look at
 HELD_BACK = 0.80  # ops in flight under this share of those asked for: the client did not keep its queue full
-BOUNDS = ("cpu", "network", "throttle", "client", "latency", "rate", "unknown")
+BOUNDS = ("cpu", "network", "disk", "throttle", "client", "latency", "rate", "unknown")
 
 
 def _pct(x: float) -> str:
@@ -126,6 +129,7 @@ def resources(samples: list[dict[str, Any]], window: dict[str, float] | None, ca
                         "use": round(bits / 1e6, 3), "ceiling": ceil, "unit": "Mbit/s", "ratio": bits / (ceil * 1e6),
                         "evidence": f"NIC {direction} of {host} at {_pct(bits / (ceil * 1e6))} of "
                                     f"{_mbit(ceil * 1e6)}" + (f" ({why})" if why else "")})
+    out += _disks(by_host, capacity.get("osds") or {}, missing)
     # ---- the client ----
     thread = metrics.get("client_thread_max_pct")
     if thread is not None:
@@ -136,6 +140,42 @@ def resources(samples: list[dict[str, Any]], window: dict[str, float] | None, ca
         missing.append("the client engine's per-thread CPU (fathom-engine only)")
     out.sort(key=lambda r: -r["ratio"])
     return out, missing
+
+
+def _disks(by_host: dict[str, list[tuple[dict[str, Any], float]]], osds: dict[str, dict[str, Any]],
+           missing: list[str]) -> list[dict[str, Any]]:
+    """Each OSD device's busy share of the window (diskstats' time with I/O in flight) on the host that samples it:
+    its OSD's host, or for fathom's own cluster (host None: one kernel) the first sampled host that saw it busy.
+    Devices shared by OSDs (one file system under a local cluster) are one resource."""
+    with_disks = {h: [(s, w) for s, w in mine if "disks" in s] for h, mine in by_host.items()}
+    with_disks = {h: m for h, m in with_disks.items() if m}
+    shared: dict[tuple[str, str], list[str]] = {}
+    for osd, o in sorted(osds.items()):
+        if not o.get("devices"):
+            missing.append(f"{osd}: no device to judge ({o.get('why')})")
+            continue
+        for dev in o["devices"]:
+            if o.get("host") is not None:
+                host = o["host"] if o["host"] in with_disks else None
+            else:
+                host = next((h for h, m in sorted(with_disks.items()) if any(dev in s["disks"] for s, _ in m)),
+                            next(iter(sorted(with_disks)), None))
+            if host is None:
+                missing.append(f"{osd}'s device {dev}: " + (f"its host {o['host']} is not sampled" if o.get("host")
+                                                             else "no sampled host reports devices"))
+                continue
+            shared.setdefault((host, dev), []).append(osd)
+    out = []
+    for (host, dev), names in sorted(shared.items()):
+        mine = with_disks[host]
+        total = sum(w for _, w in mine)
+        util = sum((s["disks"].get(dev) or {}).get("util_pct", 0.0) * w for s, w in mine) / total / 100.0
+        queue = sum((s["disks"].get(dev) or {}).get("queue", 0.0) * w for s, w in mine) / total
+        out.append({"kind": "disk", "resource": f"{host} disk {dev}", "host": host, "use": round(util, 3),
+                    "ceiling": 1.0, "unit": "busy share", "ratio": util,
+                    "evidence": f"disk {dev} of {', '.join(names)} on {host} busy {_pct(util)} of the time "
+                                f"({queue:.3g} requests in flight on average)"})
+    return out
 
 
 def in_flight(params: dict[str, Any], metrics: dict[str, Any]) -> tuple[int, str]:

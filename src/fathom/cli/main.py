@@ -27,6 +27,7 @@ COMMANDS: Table[Callable[[Any], None]] = Table("command", {
     **dict.fromkeys(("history", "label"), "fathom.cli.history"),
     "watch": "fathom.cli.live",
     "k8s": "fathom.cli.k8s",
+    "baseline": "fathom.cli.baseline",
 }, "register")
 
 

@@ -47,7 +47,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {out}: the report format comes from the extension: use .html or .md")
     with _store(args) as store:
         runs = [load_run(store, r) for r in args.runs]
-    doc = tables.build(runs, args.title)
+        base = load_run(store, args.baseline) if args.baseline else None
+    if base is not None and base.kind != "baseline":
+        raise UsageError(f"--baseline {args.baseline}: run {base.name} is of kind {base.kind}",
+                         hint="name a run `fathom baseline` stored (`fathom ls` shows each run's kind)")
+    doc = tables.build(runs, args.title, base)
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.suffix.lower() in (".html", ".htm"):
@@ -275,6 +279,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN", help="run id, name or 'latest'; 'a,b' groups runs as repetitions")
     p.add_argument("-o", "--output", required=True, metavar="FILE", help="FILE.html or FILE.md")
     p.add_argument("--title", help="report title")
+    p.add_argument("--baseline", metavar="RUN", help="a run of `fathom baseline` on the same cluster: each point is "
+                                                     "set against the ceiling its figures allow")
     db(p)
     p.set_defaults(func=cmd_report)
 

@@ -98,10 +98,22 @@ def bench_env(conn: Connection | None, outcome: "EngineRun | None", extra: dict[
     return env
 
 
-def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: Connection | None,
-               outcome: "EngineRun | None", status: str, error: str | None = None,
-               extra_env: dict[str, Any] | None = None, result_extra: dict[str, Any] | None = None) -> int:
-    """Store one bench as a run with one point, through the same atomic path as suite points; returns the run id."""
+@dataclass
+class Measured:
+    """One engine run as a stored point's parts (metrics, result, histograms, records, events)."""
+
+    metrics: dict[str, Any] | None
+    result: dict[str, Any] | None
+    hists: dict[Any, str]
+    intervals: list[dict[str, Any]]
+    events: list[dict[str, Any]]
+    started: float
+
+
+def measured(outcome: "EngineRun | None", params: dict[str, Any], status: str, error: str | None = None,
+             result_extra: dict[str, Any] | None = None) -> Measured:
+    """What a point stores of an engine run, as a suite's point gets it from the same result (no server samples:
+    a bench has no companions)."""
     from fathom.engines.fathom_engine import result_from_summary
     from fathom.results import usage
 
@@ -120,10 +132,17 @@ def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: 
         clients = getattr(outcome, "clients", None)
         if clients:  # per-host rows, clocks, start skew: what reports' client-host tables read
             res.extra.update({k: v for k, v in clients.items() if k != "setup"})
-        # the metrics a suite's point gets from the same result (no server samples: a bench has no companions)
         metrics, hists = usage.point_metrics(res, params, [], started, time.time(), intervals, events)
         result = res.to_dict()
     hists.update(rows.get("histograms") or {})
+    return Measured(metrics, result, hists, intervals, events, started)
+
+
+def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: Connection | None,
+               outcome: "EngineRun | None", status: str, error: str | None = None,
+               extra_env: dict[str, Any] | None = None, result_extra: dict[str, Any] | None = None) -> int:
+    """Store one bench as a run with one point, through the same atomic path as suite points; returns the run id."""
+    m = measured(outcome, params, status, error, result_extra)
     with Store(db) as store:
         env = bench_env(conn, outcome, extra_env or {})
         if OPENED is not None and OPENED.db == db:  # stored at its start: its pods are journaled there
@@ -131,9 +150,9 @@ def save_bench(db: str, name: str, workload: str, params: dict[str, Any], conn: 
             store.update_run(run_id, env=env)
         else:
             run_id = store.create_run(name, kind="bench", env=env)
-        store.record_point(run_id, 0, workload, workload, "fathom-engine", params, status, metrics=metrics,
-                           result=result, error=error, started=started, ended=time.time(),
-                           intervals=intervals, histograms=hists, events=events)
+        store.record_point(run_id, 0, workload, workload, "fathom-engine", params, status, metrics=m.metrics,
+                           result=m.result, error=error, started=m.started, ended=time.time(),
+                           intervals=m.intervals, histograms=m.hists, events=m.events)
         store.finish_run(run_id, status)
     return run_id
 

@@ -154,3 +154,43 @@ def bound_tables(runs: list[RunData], wl: str) -> list[Table]:
 
 def _ms(f: dict, key: str) -> str:
     return fmt(f[key] * 1e3) if f.get(key) is not None else "n/a"
+
+
+def ceiling_tables(runs: list[RunData], wl: str, base: RunData | None) -> list[Table]:
+    """Per run, each point's throughput against the ceiling the baseline run's figures allow with the pool's layout
+    (fathom.analysis.ceiling)."""
+    if base is None:
+        return []
+    from fathom.analysis import ceiling
+
+    fig = ceiling.figures([{"metrics": p.metrics, "params": p.params, "status": p.status} for p in base.points])
+    hosts = len((base.env.get("baseline") or {}).get("osd_hosts") or []) or 1
+    out = []
+    for r in runs:
+        rows = []
+        for p in r.curve(wl):
+            rw = str(p.params.get("rw") or "")
+            op = "read" if rw in ("read", "randread") else "write" if rw in ("write", "randwrite") else None
+            bw = p.m("bw_mib_s")
+            layouts = r.env.get("layouts") or {}
+            lay = ceiling.layout(layouts.get(str(p.params.get("pool"))) or (next(iter(layouts.values()))
+                                                                              if len(layouts) == 1 else None))
+            if op is None or bw is None or lay is None:
+                why = "reads and writes mixed" if op is None else "no throughput" if bw is None else \
+                    "the pool's layout is not in the run's environment"
+                rows.append([p.label, "-", "-", "-", why])
+                continue
+            c = ceiling.ceiling(fig, op, lay, hosts, p.params.get("bs") if isinstance(p.params.get("bs"), int)
+                                else None)
+            said = ceiling.against(bw * ceiling.MIB, c, op)
+            rows.append([p.label, fmt(bw), fmt(c["bytes_s"] / ceiling.MIB) if c["bytes_s"] else "-",
+                         f"{100 * bw * ceiling.MIB / c['bytes_s']:.0f}%" if c["bytes_s"] else "-",
+                         said + ("; terms: " + ", ".join(f"{t['name']} {fmt(t['bytes_s'] / ceiling.MIB)} MiB/s "
+                                                         f"({t['how']})" for t in c["terms"]) if c["terms"] else "")])
+        if rows:
+            out.append(Table(f"{wl}: {r.name}: against the ceiling of baseline {base.name}",
+                             ["level", "MiB/s", "ceiling (MiB/s)", "of the ceiling", "how"], rows,
+                             ["l", "r", "r", "r", "l"],
+                             ["The ceiling is the lowest of what the baseline's NICs, devices and engine allow for "
+                              "the pool's layout: docs/measurement.md, \"The ceiling of a point\"."]))
+    return out

@@ -295,7 +295,8 @@ def flatten(d: Any, prefix: str = "") -> list[tuple[str, str]]:
     return out
 
 
-def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
+def build(runs: list[RunData], title: str | None = None, baseline: RunData | None = None) -> ReportDoc:
+    """The report of runs; baseline: a run of kind baseline each point is set against (perhost.ceiling_tables)."""
     assign_levels(runs)
     wls: dict[str, None] = {}
     for r in runs:
@@ -321,7 +322,8 @@ def build(runs: list[RunData], title: str | None = None) -> ReportDoc:
                                 [detail_table(r, wl, axis, kinds, f) for r, f in zip(runs, found) if r.curve(wl)]
                                 + timeline.tables(runs, wl) + perhost.tables(runs, wl)
                                 + perhost.server_tables(runs, wl) + perhost.osd_latency_tables(runs, wl)
-                                + perhost.bound_tables(runs, wl), wl_flags))
+                                + perhost.bound_tables(runs, wl) + perhost.ceiling_tables(runs, wl, baseline),
+                                wl_flags))
     sections = slo.sections(runs) + studies.sections(runs) + sections + sources.sections(runs)  # studies first
     summary = Table("Summary", ["workload", "run", "peak throughput", "peak at", "knee at", "90% of peak at",
                                 "clat at peak (ms)", "OSD CPU at peak (% of one core)", "per OSD core at peak",

@@ -91,6 +91,30 @@ def ceph_facts(ceph: Ceph) -> dict[str, Any]:
     return out
 
 
+def layouts(ceph: Ceph, pools: dict[str, str]) -> dict[str, Any]:
+    """{the suite's pool name: {pool_name, size, erasure_code_profile, k, m}} of the pools prep made or adopted:
+    what a point's ceiling is computed with (fathom.analysis.ceiling)."""
+    try:
+        od = ceph.ceph("osd", "dump", timeout=30)
+    except FathomError:
+        return {}
+    real = {p.get("pool_name"): p for p in od.get("pools", [])} if isinstance(od, dict) else {}
+    out: dict[str, Any] = {}
+    for name, pool in pools.items():
+        p = real.get(pool)
+        if p is None:
+            continue
+        lay = {"pool_name": pool, "size": p.get("size"), "erasure_code_profile": p.get("erasure_code_profile") or ""}
+        if lay["erasure_code_profile"]:
+            try:
+                got = ceph.ceph("osd", "erasure-code-profile", "get", lay["erasure_code_profile"], timeout=30)
+                lay.update(k=int(got["k"]), m=int(got["m"]))
+            except (FathomError, KeyError, TypeError, ValueError):
+                pass
+        out[name] = lay
+    return out
+
+
 def collect(ceph: Ceph | None) -> dict[str, Any]:
     env: dict[str, Any] = {"fathom_version": __version__, "host": host_facts(),
                            "fio_version": tool_version(["fio", "--version"])}

@@ -382,6 +382,7 @@ class Phases:
         held.prepared = p = _prepare(suite, prep, attached, a.data_tag, a.state.get("pools") or {},
                                      resume.data_pools(points, done, suite), a.note)
         a.save(pools=p.pools)
+        store.merge_env(self.run_id, layouts=envinfo.layouts(ceph, p.pools))
         # a pool made anew holds nothing of earlier attempts: the finished writes into it must run again
         for name in {q.name for q in suite.prep.pools} - set(p.adopted):
             a.lose({w.key for w in points if w.key in done and resume.writes_run_data(w)
@@ -439,7 +440,8 @@ class Phases:
 
         local = self.held.attached.local if self.held.attached else None
         comp = capacity.companion(getattr(cov, "servers", None),
-                                  (lambda: local.daemons()) if local is not None else self.local_daemons)
+                                  (lambda: local.daemons()) if local is not None else self.local_daemons,
+                                  capacity.osd_devices(local, self.held.ceph))
         self.store.merge_env(self.run_id, capacity={"hosts": comp.hosts})
         return comp
 

@@ -7,6 +7,9 @@ fathom.analysis.bound sets a point's measured use against these. Read, never est
 - a daemon's cores on this host: the CPUs it may run on (sched_getaffinity) and its cgroup's CPU quota (v2
   `cpu.max`, or v1 `cpu.cfs_quota_us` / `cpu.cfs_period_us`, of its cgroup and every parent, the tightest): the
   lower of the two.
+- each OSD's device: for fathom's own cluster, the block device its BlueStore file (or device) lives on, by the
+  file's st_dev (/sys/dev/block/MAJ:MIN); for an attached cluster, the devices `ceph osd metadata` names and the
+  host it names.
 One probe per host per run (a shell line, over SSH for server hosts: PROBE), one read per daemon per point.
 """
 
@@ -14,11 +17,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 import subprocess
 from pathlib import Path
 from typing import Any, Callable
 
 from fathom.companion import Companion, Contribution
+from fathom.errors import FathomError
 
 # one line per NIC ("nic NAME SPEED"), then tc's qdiscs, then the online CPUs ("cpus N")
 PROBE = ("for d in /sys/class/net/*; do printf 'nic %s %s\\n' \"${d##*/}\" \"$(cat \"$d/speed\" 2>/dev/null)\"; "
@@ -143,12 +148,65 @@ def daemon_cores(pid: int, root: Path = CGROUP) -> tuple[float | None, str]:
     return cores, why
 
 
+def block_device(path: Path) -> str | None:
+    """The kernel's name (as /proc/diskstats has it: sda1, dm-0, loop3) of the block device that is `path`, or
+    that holds the file system `path` is on; None on a file system with no device (tmpfs, overlay)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    dev = st.st_rdev if stat.S_ISBLK(st.st_mode) else st.st_dev
+    uevent = _text(Path(f"/sys/dev/block/{os.major(dev)}:{os.minor(dev)}/uevent"))
+    return next((ln[len("DEVNAME="):] for ln in uevent.splitlines() if ln.startswith("DEVNAME=")), None)
+
+
+def local_osd_devices(root: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """{osd.N: {host (None: any sampled host: they share this kernel), devices, why}} of fathom's own cluster under
+    root, whose OSDs keep their BlueStore in ROOT/osd.N/block.data (fathom.cluster.localconf)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in names:
+        block = root / name / "block.data"
+        if not block.exists():
+            continue  # memstore: no device
+        dev = block_device(block)
+        out[name] = {"host": None, "devices": [dev] if dev else [],
+                     "why": f"its BlueStore file {block}" + ("" if dev else " is on a file system with no device")}
+    return out
+
+
+def metadata_osd_devices(meta: Any) -> dict[str, dict[str, Any]]:
+    """The same from `ceph osd metadata` (a list of per-OSD dicts): the devices under each OSD and its host."""
+    out: dict[str, dict[str, Any]] = {}
+    for m in meta if isinstance(meta, list) else []:
+        if not isinstance(m, dict) or m.get("id") is None:
+            continue
+        devs = [d for d in str(m.get("devices") or "").split(",") if d]
+        out[f"osd.{m['id']}"] = {"host": m.get("hostname"), "devices": devs,
+                                 "why": "its devices by `ceph osd metadata`" if devs else
+                                 "`ceph osd metadata` names no device"}
+    return out
+
+
+def osd_devices(local: Any, ceph: Any) -> dict[str, dict[str, Any]]:
+    """Each OSD's devices: fathom's own cluster's (a fathom.cluster.local.LocalCluster) by their files, an
+    attached one's by `ceph osd metadata` (none when the mons cannot say)."""
+    if local is not None:
+        return local_osd_devices(local.root, [d.name for d in local.daemons() if d.kind == "osd"])
+    if ceph is None:
+        return {}
+    try:
+        return metadata_osd_devices(ceph.ceph("osd", "metadata", timeout=30))
+    except FathomError:
+        return {}
+
+
 class CapacityCompanion(Companion):
     """Each point's `capacity` event: the hosts' ceilings probed once for the run, and this host's daemons'
     allowed cores read at the point's end (a cgroup or an affinity may change between points)."""
 
-    def __init__(self, here_name: str, hosts: dict[str, dict[str, Any]], daemons: Callable[[], list[Any]]):
-        self.here_name, self.hosts, self.daemons = here_name, hosts, daemons
+    def __init__(self, here_name: str, hosts: dict[str, dict[str, Any]], daemons: Callable[[], list[Any]],
+                 osds: dict[str, dict[str, Any]] | None = None):
+        self.here_name, self.hosts, self.daemons, self.osds = here_name, hosts, daemons, osds or {}
 
     def stop(self) -> Contribution:
         mine: dict[str, Any] = {}
@@ -157,16 +215,18 @@ class CapacityCompanion(Companion):
                 cores, why = daemon_cores(int(d.pid))
                 if cores is not None:
                     mine[d.name] = {"cores": round(cores, 3), "why": why}
-        data = {"here": self.here_name, "hosts": self.hosts, "daemons": mine}
+        data = {"here": self.here_name, "hosts": self.hosts, "daemons": mine, "osds": self.osds}
         return Contribution(events=[{"kind": "capacity", "data": data,
                                      "message": f"ceilings of {len(self.hosts)} host(s), {len(mine)} daemon(s)"}])
 
 
-def companion(servers: Any, daemons: Callable[[], list[Any]]) -> CapacityCompanion:
-    """The run's CapacityCompanion: this host probed now, the SSH server hosts as they were when connected."""
+def companion(servers: Any, daemons: Callable[[], list[Any]],
+              osds: dict[str, dict[str, Any]] | None = None) -> CapacityCompanion:
+    """The run's CapacityCompanion: this host probed now, the SSH server hosts as they were when connected;
+    osds: each OSD's devices (local_osd_devices, metadata_osd_devices)."""
     here_name = os.uname().nodename
     hosts = {here_name: here()}
     for h in getattr(servers, "hosts", None) or []:
         if getattr(h, "capacity", None) is not None:
             hosts[h.hostname] = h.capacity
-    return CapacityCompanion(here_name, hosts, daemons)
+    return CapacityCompanion(here_name, hosts, daemons, osds)

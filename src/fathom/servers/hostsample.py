@@ -330,6 +330,9 @@ def interval_samples(stream: HostStream) -> list[dict[str, Any]]:
             if "net" in a and "net" in b:  # none from a source that cannot see the host's NICs: no figure, not 0
                 net = _net(a, b, dt)
                 rec.update(net_rx_bytes_s=nic_total(net, "rx_bytes_s"), net_tx_bytes_s=nic_total(net, "tx_bytes_s"))
+            if "disk" in b:  # the busy devices only (fathom.analysis.bound reads its OSDs'); a missing one was idle
+                rec["disks"] = {n: {"util_pct": round(r["util_pct"], 2), "queue": round(r["queue"] or 0.0, 3)}
+                                for n, r in _disk(a, b, dt).items() if r["util_pct"] or r["queue"]}
             out.append(rec)
     return out
 

@@ -79,7 +79,7 @@ def proc_sample(pid: int) -> dict[str, float] | None:
     return {"cpu_s": cpu_s, "rss": rss, "vctx": vol, "nvctx": invol, "threads": nthreads}
 
 
-def host_sample() -> dict[str, float]:
+def host_sample() -> dict[str, Any]:
     with open("/proc/stat") as f:
         parts = f.readline().split()[1:]
     vals = [int(x) for x in parts]
@@ -94,7 +94,34 @@ def host_sample() -> dict[str, float]:
             if len(mem) == 2:
                 break
     return {"busy": (total - idle) / CLK_TCK, "total": total / CLK_TCK, "mem_total": mem.get("MemTotal", 0),
-            "mem_avail": mem.get("MemAvailable", 0)}
+            "mem_avail": mem.get("MemAvailable", 0), "disks": disk_times()}
+
+
+def disk_times() -> dict[str, tuple[float, float]]:
+    """{device: (s with I/O in flight, weighted s)} of /proc/diskstats' used devices (fields 13 and 14, ms)."""
+    out: dict[str, tuple[float, float]] = {}
+    try:
+        with open("/proc/diskstats") as f:
+            for line in f:
+                w = line.split()
+                if len(w) >= 14 and (w[3] != "0" or w[7] != "0"):  # never used (ram*, idle loops): left out
+                    out[w[2]] = (int(w[12]) / 1e3, int(w[13]) / 1e3)
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def disk_rates(a: dict[str, tuple[float, float]], b: dict[str, tuple[float, float]], dt: float
+               ) -> dict[str, dict[str, float]]:
+    """Each device busy between two disk_times(): {util_pct (% of the time with I/O in flight), queue (mean
+    requests in flight)}; idle devices left out (a reader counts a missing one as 0)."""
+    out = {}
+    for name, (io_b, wt_b) in b.items():
+        io_a, wt_a = a.get(name, (io_b, wt_b))
+        if dt > 0 and (io_b > io_a or wt_b > wt_a):
+            out[name] = {"util_pct": round(min(100.0, 100.0 * (io_b - io_a) / dt), 2),
+                         "queue": round(max(0.0, (wt_b - wt_a) / dt), 3)}
+    return out
 
 
 NCPU = os.cpu_count() or 1
@@ -192,7 +219,8 @@ class Sampler:
             busy = 100.0 * (h["busy"] - p["busy"]) / dtot if dtot > 0 else 0.0
             out.append({"ts": now, "source": "host", "kind": self.host_kind, "pid": None, "cpu_pct": busy,
                         "cores": busy / 100.0 * NCPU, "rss_mib": (h["mem_total"] - h["mem_avail"]) / 2**20,
-                        "mem_total_mib": h["mem_total"] / 2**20, "ncpu": NCPU, "dt": now - prev[0]})
+                        "mem_total_mib": h["mem_total"] / 2**20, "ncpu": NCPU, "dt": now - prev[0],
+                        "disks": disk_rates(p["disks"], h["disks"], now - prev[0])})
         if not baseline:
             self.samples.extend(out)
 
