@@ -7,11 +7,17 @@ Only with FATHOM_TEST_K8S=1 (a fresh machine builds Kubernetes first, minutes).
 
 from __future__ import annotations
 
+import gzip
+import hashlib
+import io
 import json
 import os
+import platform
+import re
 import signal
 import socket
 import subprocess
+import tarfile
 import time
 from pathlib import Path
 
@@ -156,6 +162,72 @@ def test_bench_rados_from_pods_reaches_the_cluster_through_a_secret_that_goes_wi
     key = c.ceph().ceph("auth", "print-key", "client.admin", fmt_json=False).strip()
     assert key not in p.stdout + p.stderr
     assert _left(bed) == ""
+
+
+def test_pods_of_a_tentacle_client_run_its_image_and_its_ceph_libraries(bed, pod_cluster, tmp_path):
+    """`fathom k8s image --ceph tentacle` imported into the node; a bench with `--client-ceph tentacle` makes its pods
+    of that image by default (its name ends in -cephVERSION; the run records it and the kubelet's image ID), and
+    their engines load the root's librados and librbd, not this host's Ceph 16 ones. The cluster is the bed's
+    Pacific one: its aes keys are read by every client, and one cluster less to start."""
+    from fathom.cluster import client, rootfs
+    from fathom.hosts.k8s.image import default_tag
+
+    try:
+        rootfs.build("tentacle", progress=lambda m: None)
+    except rootfs.NetworkUnreachable as exc:
+        pytest.skip(f"no cached tentacle root file system and {exc.message}")
+    tentacle = client.resolve("tentacle")
+    tar = tmp_path / "tentacle.tar"
+    made = run_fathom("k8s", "image", "--ceph", "tentacle", "-o", str(tar), check=True)
+    name = made.stdout.split()[0]
+    version = re.search(r"ceph version (\S+)", tentacle.version() or "").group(1)  # type: ignore[union-attr]
+    assert name == default_tag(check_engine(), tentacle) and name.endswith(f"-ceph{version}"), made.stdout
+    bed.import_image(tar)
+    c, db = pod_cluster, tmp_path / "b.db"
+    c.ceph().ceph("osd", "pool", "create", "podceph", "8", fmt_json=False)
+    c.ceph().ceph("osd", "pool", "application", "enable", "podceph", "rados", fmt_json=False)
+    p = run_fathom("bench", "rados", "-p", "podceph", "2", "write", "-b", "4K", "-t", "4", "-f", "json",
+                   "-c", str(c.conf_path), "-k", str(c.keyring_path), "--client-ceph", "tentacle", "--db", str(db),
+                   "--kubeconfig", str(bed.kubeconfig), "--k8s-pods", "1", timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    # the pod ran that image (the kubelet's ID of it: the digest of its config, which names its layer's) ...
+    config, layer = _image_parts(tar)
+    with Store(db, read_only=True) as st:
+        run = st.run("latest")
+        (pt,) = st.points(run.id)
+        (host,) = run.env["clients"]["hosts"]
+        engines = pt["result"]["extra"]["engines"]
+    assert host["image"] == name and host["image_id"] == config, (host, config)
+    # ... and its engine mapped librados and librbd at their sonames' paths in the root, where that layer holds the
+    # root's files (this host's Ceph 16 image holds its own there)
+    multi = f"/usr/lib/{platform.machine()}-linux-gnu"
+    (engine,) = json.loads(p.stdout)["fathom"]["clients"]["engines"]
+    assert engine["host"] == "pod-0" and engine["ops"] > 0, engine
+    libs = {"librados": f"{multi}/librados.so.2", "librbd": f"{multi}/librbd.so.1"}
+    assert engine["libraries"] == libs and [e["libraries"] for e in engines] == [libs], engines
+    with tarfile.open(fileobj=io.BytesIO(layer)) as t:
+        for path in libs.values():
+            f = t.extractfile(path.lstrip("/"))
+            assert f is not None and f.read() == Path(f"{tentacle.dir}{path}").read_bytes() != Path(path).read_bytes()
+    assert _left(bed) == ""
+
+
+def _image_parts(oci: Path) -> tuple[str, bytes]:
+    """A single-layer OCI archive's config digest (the image's ID to a runtime) and its layer (uncompressed),
+    checked to be the layer that config names."""
+    with tarfile.open(oci) as t:
+        def blob(digest: str) -> bytes:
+            f = t.extractfile(f"blobs/sha256/{digest.removeprefix('sha256:')}")
+            assert f is not None, digest
+            return f.read()
+
+        f = t.extractfile("index.json")
+        assert f is not None
+        manifest = json.loads(blob(json.load(f)["manifests"][0]["digest"]))
+        config = manifest["config"]["digest"]
+        layer = gzip.decompress(blob(manifest["layers"][0]["digest"]))
+        assert json.loads(blob(config))["rootfs"]["diff_ids"] == [f"sha256:{hashlib.sha256(layer).hexdigest()}"]
+    return config, layer
 
 
 def test_a_pod_deleted_mid_point_is_a_lost_host(bed, image, pod_cluster, tmp_path):

@@ -188,7 +188,10 @@ def _result(g: group_mod.Group) -> tuple[PointResult, dict[str, Any]]:
                                                                   if all_h else None),
                         "lost": i.lost, "exit_code": i.run.exit_code, "complete": t["complete"],
                         "stop": (i.run.summary or {}).get("stop"), "prefix": i.spec["target"].get("prefix"),
-                        "seed": i.spec.get("seed")})
+                        "seed": i.spec.get("seed"),
+                        # the Ceph client library files it loaded (its start record), as a one-engine point's
+                        # extra.libraries: each host's own (a pod's are its image's)
+                        "libraries": (i.run.start or {}).get("libraries")})
         intervals += i.run.intervals
     res = merge.point_result(totals)
     offsets = [g.clocks[i.host].offset_s if i.host in g.clocks else 0.0 for i in g.instances]

@@ -123,6 +123,13 @@ def exit_code(status: bytes) -> int | None:
     return None
 
 
+def image_id(pod: Any) -> str | None:
+    """The image the pod's container runs, by the kubelet's ID of it: a pulled image's repo@sha256 digest, an
+    imported one's config digest (which names its layers' digests)."""
+    statuses = (pod.status.container_statuses or []) if pod is not None and pod.status else []
+    return next((cs.image_id for cs in statuses if cs.image_id), None)
+
+
 class PodHost:
     """One pod of the run as a client host."""
 
@@ -295,7 +302,10 @@ class Pods:
             if self.access is not None:
                 h.connection = self.access.connection()
             self.hosts.append(h)
-        await objects.wait_running(core, s, n, image, self.say)
+        running = await objects.wait_running(core, s, n, image, self.say)
+        for h in self.hosts:  # the run records what each pod runs: by default its client's image (Ceph libraries)
+            h.facts["image"] = image
+            h.facts["image_id"] = image_id(running.get(h.pod))
         if self.access is not None:
             await self._reach_mons()
 

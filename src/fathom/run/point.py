@@ -26,6 +26,7 @@ from fathom.analysis import bound
 from fathom.run import faults
 from fathom.results import usage
 from fathom.servers import telemetry
+from fathom.servers.tell import NodeList, TellCompanion
 from fathom.companion import Companion, Contribution, Live
 from fathom.cluster import full, health
 from fathom.cluster.local import Daemon
@@ -70,18 +71,29 @@ class TelemetryCompanion(Companion):
         return Contribution(samples=samples, perf_counters=deltas, counter_source="admin socket")
 
 
-def osd_latency(ceph: Any, local: Any) -> Companion:
+def tell_readers(ceph: Any, local: Any, counters: bool) -> tuple[Companion | None, Companion]:
+    """The point's readers of the daemons through the mons: every OSD's and MDS's perf counters by `ceph tell`
+    (when `counters`: a cluster with no host access, fathom.servers.tell), and the OSDs' latency histograms
+    (osd_latency). Those through `ceph tell` share one `ceph node ls` per point end."""
+    nodes = NodeList(ceph)
+    return (TellCompanion(ceph, nodes=nodes) if counters else None), osd_latency(ceph, local, nodes)
+
+
+def osd_latency(ceph: Any, local: Any, nodes: NodeList | None = None) -> Companion:
     """The OSDs' latency histograms over each point (fathom.servers.osdlat): from the admin sockets of fathom's own
-    cluster, else through `ceph tell`."""
+    cluster, else through `ceph tell`, the OSDs named by `nodes` (a fathom.servers.tell.NodeList the run's other
+    `ceph tell` reader shares: one `ceph node ls` per point end; default: one of its own)."""
     from fathom.servers import osdlat
 
     if local is not None:
-        def sockets() -> dict[str, Any]:
+        def sockets(live: Live, end: str) -> dict[str, Any]:
             return osdlat.asok_dump({d.name: telemetry.asok_path(d, local.run_dir) for d in local.daemons()
                                      if d.kind == "osd" and d.running})
 
         return osdlat.OsdLatencyCompanion(sockets, osdlat.SOURCE_ASOK)
-    return osdlat.OsdLatencyCompanion(lambda: osdlat.tell_dump(ceph), osdlat.SOURCE_TELL)
+    listed = nodes if nodes is not None else NodeList(ceph)
+    return osdlat.OsdLatencyCompanion(lambda live, end: osdlat.tell_dump(ceph, lambda: listed.at(live, end)),
+                                      osdlat.SOURCE_TELL)
 
 
 class ProgressCompanion(Companion):

@@ -471,12 +471,12 @@ class Phases:
             from fathom.servers.mgrprom import MgrPrometheusCompanion
 
             companions.insert(1, MgrPrometheusCompanion(held.exporter))
-        if held.attached is not None and held.attached.local is None and ceph is not None:
-            from fathom.servers.tell import TellCompanion  # a user's cluster: counters with no host access
-
-            companions.insert(1 + (held.exporter is not None), TellCompanion(ceph))
-        if ceph is not None:
-            companions.append(point_mod.osd_latency(ceph, local))
+        if ceph is not None:  # through the mons: a user's cluster's counters (no host access), the OSDs' latency
+            tell, osd_lat = point_mod.tell_readers(ceph, local, counters=held.attached is not None
+                                                   and held.attached.local is None)
+            if tell is not None:
+                companions.insert(1 + (held.exporter is not None), tell)
+            companions.append(osd_lat)
         companions.append(self.capacity_companion(cov))
         if outcome.skipped:
             prog.say(f"resuming run {run_id}: {outcome.skipped} point(s) done, {len(todo)} to run")

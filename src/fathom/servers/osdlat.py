@@ -114,11 +114,12 @@ def summary(before: dict[str, dict[str, Any]], after: dict[str, dict[str, Any]])
     return out
 
 
-def tell_dump(ceph: Any) -> dict[str, Any]:
-    """Every OSD's `perf histogram dump` through the mons."""
+def tell_dump(ceph: Any, nodes: Callable[[], dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Every OSD's `perf histogram dump` through the mons (nodes: `ceph node ls`'s answer, as fathom.servers.tell.dump
+    takes it)."""
     from fathom.servers.tell import dump
 
-    return dump(ceph, ("osd",), ("perf", "histogram", "dump"))[0]
+    return dump(ceph, ("osd",), ("perf", "histogram", "dump"), nodes=nodes)[0]
 
 
 def asok_dump(sockets: dict[str, Any]) -> dict[str, Any]:
@@ -135,21 +136,25 @@ def asok_dump(sockets: dict[str, Any]) -> dict[str, Any]:
 
 
 class OsdLatencyCompanion(Companion):
-    """The OSDs' read and write latency percentiles over a point: an `osd_latency` event."""
+    """The OSDs' read and write latency percentiles over a point: an `osd_latency` event. read(live, end): every
+    OSD's histogram dump at that end ("start", "stop") of the point `live` is (the end lets readers through the
+    mons share one `ceph node ls`: fathom.servers.tell.NodeList)."""
 
-    def __init__(self, read: Callable[[], dict[str, Any]], source: str):
+    def __init__(self, read: Callable[[Live, str], dict[str, Any]], source: str):
         self.read, self.source = read, source
+        self._live: Live | None = None
         self._before: dict[str, Any] = {}
 
     def start(self, live: Live) -> None:
+        self._live = live
         try:
-            self._before = self.read()
+            self._before = self.read(live, "start")
         except Exception:  # noqa: BLE001 - a figure missing is said at the end, never a failed point
             self._before = {}
 
     def stop(self) -> Contribution:
         try:
-            after = self.read()
+            after = self.read(self._live, "stop")  # type: ignore[arg-type]
         except Exception as exc:  # noqa: BLE001
             return Contribution(events=[{"kind": "osd_latency", "data": {"source": self.source, "error": str(exc)},
                                          "message": f"no OSD latency histograms: {exc}"}])

@@ -138,9 +138,10 @@ def api_error(doing: str, exc: Any, namespace: str, needs: str | None = None, wh
     return K8sError(f"cannot {doing}: {exc.status} {msg}")
 
 
-async def wait_running(core: Any, spec: Any, names: Names, image: str, say: Any) -> None:
-    """Every pod of the run Running; else the kubelet's reason (an image not on the node, a pod that ended) at
-    once, or, after spec.ready_timeout_s, why the pods still wait, from the scheduler's events."""
+async def wait_running(core: Any, spec: Any, names: Names, image: str, say: Any) -> dict[str, Any]:
+    """Every pod of the run Running (returned by name, as the API last listed them); else the kubelet's reason (an
+    image not on the node, a pod that ended) at once, or, after spec.ready_timeout_s, why the pods still wait,
+    from the scheduler's events."""
     loop = asyncio.get_running_loop()
     t0 = loop.time()
     call = Call("", spec.namespace)
@@ -167,7 +168,7 @@ async def wait_running(core: Any, spec: Any, names: Names, image: str, say: Any)
             waiting.append(name)
         if not waiting:
             say(f"kubernetes: {names.pods} pod(s) running in {loop.time() - t0:.1f} s")
-            return
+            return by
         now = loop.time()
         if now - t0 > spec.ready_timeout_s:
             why = await _pending_why(core, spec.namespace, waiting[0])
