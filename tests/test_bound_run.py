@@ -48,9 +48,9 @@ def bed(tmp_path_factory):
             run_fathom("cluster", "down", "--dir", str(d), timeout=300, check=True)
 
 
-def _run(tb, c, tmp_path: Path, workloads: list[dict], runtime: str = "6s") -> list[dict]:
+def _run(tb, c, tmp_path: Path, workloads: list[dict], runtime: str = "6s", more: str = "") -> list[dict]:
     suite = tmp_path / "s.yaml"
-    suite.write_text(SUITE.format(runtime=runtime, workloads=json.dumps(workloads)))
+    suite.write_text(SUITE.format(runtime=runtime, workloads=json.dumps(workloads)) + more)
     db = tmp_path / "r.db"
     p = run_fathom("run", str(suite), "--db", str(db), "--conf", str(c.conf_path), "--keyring", str(c.keyring_path),
                    "--server-host", f"root@{tb.hosts[0].addr}", "--known-hosts", tb.known_hosts,
@@ -154,7 +154,8 @@ def test_a_throttle_every_op_waits_on_is_the_bound(bed, engine_ready, tmp_path):
 
 def test_iodepth_1_with_nothing_capped_is_latency_bound(bed, engine_ready, tmp_path):
     tb, c = bed
-    pts = _run(tb, c, tmp_path, [{"name": "w", "rw": "write", "bs": "4KiB", "iodepth": 1}], runtime="5s")
+    pts = _run(tb, c, tmp_path, [{"name": "w", "rw": "write", "bs": "4KiB", "iodepth": 1}], runtime="5s",
+               more="baseline: {runtime_s: 1}\n")  # the suite's baseline: measured first, linked, reported
     v = pts[0]["result"]["extra"]["bound"]
     # the OSD, its NIC and the engine are far from their limits at one op in flight; a host's CPU can still be at
     # its limit from the other test lane's work on this 2-core machine, and is then named as the bound
@@ -173,6 +174,15 @@ def test_iodepth_1_with_nothing_capped_is_latency_bound(bed, engine_ready, tmp_p
                                    pts[0]["metrics"])
     (disk,) = [r for r in res if r["kind"] == "disk"]
     assert disk["host"] == tb.hosts[0].name and "of osd.0 on " in disk["evidence"] and disk["use"] > 0, disk
+    with Store(tmp_path / "r.db") as st:
+        run = st.run("latest")
+        base = st.run(int(run.env["baseline_run"]))
+        assert base.kind == "baseline" and {q["key"] for q in st.points(base.id)} >= {
+            f"network local->{tb.hosts[0].addr}", "engine@local"}
+    md = tmp_path / "r.md"
+    run_fathom("report", "--db", str(tmp_path / "r.db"), "-o", str(md), str(run.id), check=True)
+    assert re.search(r"write [\d.]+ [KMG]iB/s = \d+% of the [\d.]+ [KMG]iB/s the \S+ \S+ allow with 1 replica",
+                     md.read_text().split(f"against the ceiling of baseline {base.name}")[1]), md.read_text()[-3000:]
 
 
 def test_the_null_engine_is_bound_by_the_client(engine_ready, tmp_path):

@@ -106,7 +106,7 @@ def ceiling(fig: dict[str, Any], op: str, lay: dict[str, Any], hosts: int, bs: i
         else:
             terms.append({"name": "the devices", "bytes_s": total, "how": f"{len(devs)} device(s) reading"})
     else:
-        missing.append(f"the devices' {op}s" + (" (a device holding data is only read)" if devs else ""))
+        missing.append(f"the devices' {op}s" + (", as a device holding data is only read" if devs else ""))
     eng = sum((fig.get("engine") or {}).values())
     if eng and bs:
         terms.append({"name": "the engine", "bytes_s": eng * bs, "how": f"{eng:,.0f} ops/s on the null target"})

@@ -4,8 +4,10 @@ baseline that `fathom report --baseline` sets each point against (fathom.analysi
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from fathom.cli.bench import DEFAULT_DB
 
@@ -56,7 +58,8 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         raise UsageError(f"--dir {args.dir}: no ceph.conf there", hint="name the directory `fathom cluster up` made")
     name = args.name or f"baseline-{time.strftime('%Y%m%d-%H%M%S')}"
     run_id = baseline.run(baseline.Options(
-        clients=args.client, servers=args.server_host, local_dir=args.dir.absolute() if args.dir else None,
+        clients=baseline.hosts(args.client), servers=baseline.hosts(args.server_host),
+        local_dir=args.dir.absolute() if args.dir else None,
         db=args.db, name=name, runtime_s=args.runtime, server_key=args.server_key, known_hosts=args.known_hosts,
         accept_new_host_keys=args.accept_new_host_keys, conn=conn))
     with Store(args.db) as store:
@@ -66,3 +69,19 @@ def cmd_baseline(args: argparse.Namespace) -> int:
         print(f"  {line}")
     failed = [q for q in points if q["status"] != "done"]
     return 3 if failed and len(failed) == len(points) else 0
+
+
+def before_points(held: Any, opts: Any, runtime_s: float) -> int:
+    """A suite's `baseline:` (fathom.run.runner calls it once its cluster is prepared): `fathom baseline` on that
+    cluster, its client hosts and its server hosts, stored in the run's store; the baseline run's id."""
+    from fathom.dropin import baseline
+
+    local = held.attached.local if held.attached is not None else None
+    clients = held.clients.spec.hosts if held.clients is not None else []
+    servers = opts.servers.hosts if opts.servers is not None else []
+    known = opts.servers.known_hosts if opts.servers is not None else None
+    return baseline.run(baseline.Options(
+        clients=list(clients), servers=list(servers), local_dir=local.root if local is not None else None,
+        db=str(opts.db), name=f"{opts.name or 'run'}-baseline-{time.strftime('%Y%m%d-%H%M%S')}",
+        runtime_s=runtime_s, known_hosts=known, conn=held.ceph.conn if local is None else None),
+        say=lambda m: print(f"  {m}", file=sys.stderr))

@@ -47,7 +47,9 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"-o {out}: the report format comes from the extension: use .html or .md")
     with _store(args) as store:
         runs = [load_run(store, r) for r in args.runs]
-        base = load_run(store, args.baseline) if args.baseline else None
+        linked = next((r.env["baseline_run"] for r in runs if r.env.get("baseline_run")), None)  # suite's baseline:
+        ref = args.baseline or (str(linked) if linked is not None else None)
+        base = load_run(store, ref) if ref else None
     if base is not None and base.kind != "baseline":
         raise UsageError(f"--baseline {args.baseline}: run {base.name} is of kind {base.kind}",
                          hint="name a run `fathom baseline` stored (`fathom ls` shows each run's kind)")

@@ -239,6 +239,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("run: name a suite (built-in name or YAML file), or --resume RUN",
                          hint="see `fathom suites`")
     attach = attach_from_args(args, probe_timeout=None)
+    from fathom.cli.baseline import before_points as baseline_first
+
     opts = work.RunOptions(
         suite_ref=args.suite, quick=args.quick, engine=args.engine, db=Path(args.db), name=args.name,
         resume=args.resume,
@@ -247,6 +249,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         attach_env=attach is not None and not any((args.conf, args.client_id, args.client_name, args.keyring)),
         clients=client_choice(args), servers=server_spec(args), server_args=server_words(args),
         mgr_prometheus=args.mgr_prometheus, prometheus=args.prometheus, labels=labels.parse(args.label),
+        baseline=baseline_first,
     )
     return _run_live(opts, args.metrics, linger_s(args))
 
@@ -327,9 +330,18 @@ def cmd_show(args: argparse.Namespace) -> int:
             if v is not None:
                 print(f"  {k}: {json.dumps(v) if isinstance(v, dict) else ', '.join(v) if isinstance(v, list) else v}")
         host = env.get("host") or {}
-        if host:
+        if isinstance(host, dict) and host:
             print(f"  host: {host.get('cpu_model')}, {host.get('cores')} cores, "
                   f"{(host.get('mem_bytes') or 0) / 2**30:.1f} GiB, kernel {host.get('kernel')}")
+        elif isinstance(host, str):  # a bench's or a baseline's: the host's name, its CPUs beside it
+            print(f"  host: {host}, {env.get('cpus')} CPU(s), {env.get('os')}")
+        if r.kind == "baseline":
+            from fathom.dropin.baseline import lines
+
+            for line in lines(pts):
+                print(f"  {line}")
+            for why in (env.get("baseline") or {}).get("not_measured") or []:
+                print(f"  not measured: {why}")
         found = env.get("slo")
         if isinstance(found, dict) and found.get("result"):
             for line in _slo_lines(found):

@@ -185,8 +185,8 @@ def network(client: Shell, server: Shell, reverse: bool, runtime_s: float) -> di
 
 @dataclass
 class Options:
-    clients: list[str]
-    servers: list[str]
+    clients: list[ClientHost]  # none: this host
+    servers: list[ClientHost]
     local_dir: Path | None
     db: str
     name: str
@@ -197,7 +197,8 @@ class Options:
     conn: Any = None  # an attached cluster's fathom.cluster.ceph.Connection: its OSDs' devices and hosts
 
 
-def _hosts(texts: list[str], key: str | None) -> list[ClientHost]:
+def hosts(texts: list[str], key: str | None = None) -> list[ClientHost]:
+    """Hosts as the command line names them (user@host[:port], local)."""
     out = []
     for t in texts:
         try:
@@ -213,8 +214,8 @@ def run(o: Options, say: Callable[[str], None] = lambda m: print(m, file=sys.std
     from fathom.results.store import Store
     from fathom.servers import capacity
 
-    clients = _hosts(o.clients or ["local"], None)
-    servers = _hosts(o.servers, o.server_key)
+    clients = [h for h in o.clients if h.pod is None] or [ClientHost(host="local")]  # pods: not measured here
+    servers = [h.model_copy(update={"key_file": h.key_file or o.server_key}) for h in o.servers]
     opts = ClientsSpec(hosts=clients, known_hosts=o.known_hosts, accept_new_host_keys=o.accept_new_host_keys)
     sopts = ClientsSpec(hosts=servers or [ClientHost(host="local")], known_hosts=o.known_hosts,
                         accept_new_host_keys=o.accept_new_host_keys)

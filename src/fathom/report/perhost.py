@@ -173,8 +173,8 @@ def ceiling_tables(runs: list[RunData], wl: str, base: RunData | None) -> list[T
             op = "read" if rw in ("read", "randread") else "write" if rw in ("write", "randwrite") else None
             bw = p.m("bw_mib_s")
             layouts = r.env.get("layouts") or {}
-            lay = ceiling.layout(layouts.get(str(p.params.get("pool"))) or (next(iter(layouts.values()))
-                                                                              if len(layouts) == 1 else None))
+            key = f"placement:{p.params['placement']}" if p.params.get("placement") else str(p.params.get("pool"))
+            lay = ceiling.layout(layouts.get(key) or (next(iter(layouts.values())) if len(layouts) == 1 else None))
             if op is None or bw is None or lay is None:
                 why = "reads and writes mixed" if op is None else "no throughput" if bw is None else \
                     "the pool's layout is not in the run's environment"
@@ -182,7 +182,8 @@ def ceiling_tables(runs: list[RunData], wl: str, base: RunData | None) -> list[T
                 continue
             c = ceiling.ceiling(fig, op, lay, hosts, p.params.get("bs") if isinstance(p.params.get("bs"), int)
                                 else None)
-            said = ceiling.against(bw * ceiling.MIB, c, op)
+            said = ceiling.against(bw * ceiling.MIB, c, ({"write": "PUT", "read": "GET"}[op]
+                                                         if p.params.get("interface") == "s3" else op))
             rows.append([p.label, fmt(bw), fmt(c["bytes_s"] / ceiling.MIB) if c["bytes_s"] else "-",
                          f"{100 * bw * ceiling.MIB / c['bytes_s']:.0f}%" if c["bytes_s"] else "-",
                          said + ("; terms: " + ", ".join(f"{t['name']} {fmt(t['bytes_s'] / ceiling.MIB)} MiB/s "

@@ -453,11 +453,14 @@ class Store:
         return [self._run(r) for r in self._rows("SELECT * FROM runs ORDER BY id")]
 
     def run(self, ref: str | int) -> Run:
-        """A run by id, name (the newest of that name) or 'latest'."""
+        """A run by id, name (the newest of that name) or 'latest' (the newest, but for a baseline run that a
+        later-numbered run's `baseline:` made: the run it belongs to stands for it)."""
         rows: list[sqlite3.Row] = []
         s = str(ref)
-        if s == "latest":
-            rows = self._rows("SELECT * FROM runs ORDER BY id DESC LIMIT 1")
+        if s == "latest":  # not a baseline a suite's run made for itself (`baseline:`): that run is the latest
+            rows = self._rows("SELECT * FROM runs WHERE id NOT IN (SELECT json_extract(env_json, '$.baseline_run') "
+                              "FROM runs WHERE json_extract(env_json, '$.baseline_run') IS NOT NULL) "
+                              "ORDER BY id DESC LIMIT 1")
         elif s.isdigit():
             rows = self._rows("SELECT * FROM runs WHERE id = ?", (int(s),))
         if not rows and s != "latest":

@@ -91,9 +91,10 @@ def ceph_facts(ceph: Ceph) -> dict[str, Any]:
     return out
 
 
-def layouts(ceph: Ceph, pools: dict[str, str]) -> dict[str, Any]:
-    """{the suite's pool name: {pool_name, size, erasure_code_profile, k, m}} of the pools prep made or adopted:
-    what a point's ceiling is computed with (fathom.analysis.ceiling)."""
+def layouts(ceph: Ceph, pools: dict[str, str], rgw: Any = None) -> dict[str, Any]:
+    """{the suite's pool name: {pool_name, size, erasure_code_profile, k, m}} of the pools prep made or adopted,
+    and `placement:NAME` for each RGW placement of rgw (a suite's prep.rgw): its data pool's. What a point's
+    ceiling is computed with (fathom.analysis.ceiling)."""
     try:
         od = ceph.ceph("osd", "dump", timeout=30)
     except FathomError:
@@ -112,6 +113,9 @@ def layouts(ceph: Ceph, pools: dict[str, str]) -> dict[str, Any]:
             except (FathomError, KeyError, TypeError, ValueError):
                 pass
         out[name] = lay
+    for name, pl in (getattr(rgw, "placements", None) or {}).items():
+        if pl.data_pool in out:
+            out[f"placement:{name}"] = out[pl.data_pool]
     return out
 
 

@@ -382,7 +382,9 @@ class Phases:
         held.prepared = p = _prepare(suite, prep, attached, a.data_tag, a.state.get("pools") or {},
                                      resume.data_pools(points, done, suite), a.note)
         a.save(pools=p.pools)
-        store.merge_env(self.run_id, layouts=envinfo.layouts(ceph, p.pools))
+        store.merge_env(self.run_id, layouts=envinfo.layouts(ceph, p.pools, suite.prep.rgw))
+        if suite.baseline is not None and self.opts.baseline and "baseline_run" not in store.run(self.run_id).env:
+            store.merge_env(self.run_id, baseline_run=self.opts.baseline(held, self.opts, suite.baseline.runtime_s))
         # a pool made anew holds nothing of earlier attempts: the finished writes into it must run again
         for name in {q.name for q in suite.prep.pools} - set(p.adopted):
             a.lose({w.key for w in points if w.key in done and resume.writes_run_data(w)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from fathom.cluster.attach import Attachment
 from fathom.errors import FathomError, UsageError
@@ -45,6 +45,9 @@ class RunOptions:
     prometheus: str | None = None  # an existing Prometheus with node-exporter: the cluster hosts' figures
     labels: dict[str, str] = field(default_factory=dict)  # --label, over the suite's labels (fathom.suite.labels)
     live: Any = None  # fathom.live.Observer (--metrics): sees the run's progress as it goes
+    # a suite's `baseline:`: (held, options, runtime_s) -> the baseline run's id, once the cluster is prepared
+    # (the command line gives fathom.cli.baseline.before_points: fathom baseline lives above the runner)
+    baseline: Callable[[Any, Any, float], int] | None = None
 
 
 @dataclass

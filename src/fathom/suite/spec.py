@@ -145,6 +145,13 @@ class SloSpec(StrictModel):
             raise ValueError("expected a load above 0: ops/s (2000, 2.5k) or an iodepth") from None
 
 
+class BaselineSpec(StrictModel):
+    """`baseline:`: `fathom baseline` on the run's cluster and hosts once it is prepared, before the first point
+    (fathom.dropin.baseline); its run's id is in the run's environment and its report sets each point against it."""
+
+    runtime_s: float = Field(10.0, gt=0, le=600)  # each measurement's length, after a 1 s ramp
+
+
 class Suite(StrictModel):
     name: str = Field(min_length=1)
     description: str = ""
@@ -158,6 +165,7 @@ class Suite(StrictModel):
     slo: SloSpec | None = None  # `fathom slo`'s targets and search (fathom.run.probes); `fathom run` ignores it
     report: list[str] = []  # study sections its runs' reports carry (fathom.report.studies; stored in the run's env)
     labels: dict[str, str] = {}  # tags on its runs (fathom.suite.labels), under the command line's --label
+    baseline: BaselineSpec | None = None  # the hosts' raw ceilings measured first (fathom baseline)
 
     @field_validator("labels", mode="before")
     @classmethod
