@@ -180,12 +180,17 @@ def test_kill_restart_and_pause_on_schedule(faults_run, tmp_path):
         assert kill["data"]["daemon"] == start["data"]["daemon"] == "osd.1"
         assert start["data"]["action"] == "start" and start["data"]["outcome"] == "done"
         assert 5.0 <= kill["data"]["t_s"] < start["data"]["t_s"] and start["data"]["t_s"] >= 12.0
+        # each timed when it was issued and when it took effect: the kill's pid gone, the start's new pid running
+        assert 5.0 <= kill["data"]["issued_t_s"] <= kill["data"]["t_s"], kill["data"]
+        assert kill["data"]["effect"] == f"pid {kill['data']['pid']} gone"
+        assert start["data"]["effect"] == f"pid {start['data']['pid']} running"
         assert kill["data"]["pid"] == start["data"]["pid_before"] != start["data"]["pid"]
         osd1 = next(d for d in lc.daemons() if d.name == "osd.1")
         assert osd1.pid == start["data"]["pid"] and osd1.running  # the started daemon is the one running now
         assert pts["kill"]["started"] < kill["ts"] < start["ts"] < pts["kill"]["ended"]
         said = p.stderr + p.stdout  # each fault on the run's progress as it happens
-        assert f"fault t={kill['data']['t_s']:.1f} s: kill osd.1 (pid {kill['data']['pid']}): done" in said, said
+        assert f"fault t={kill['data']['issued_t_s']:.1f} s: kill osd.1 (pid {kill['data']['pid']}): done (took " \
+               f"effect at t={kill['data']['t_s']:.1f} s: pid {kill['data']['pid']} gone)" in said, said
 
         # ---- the stored timeline shows the dip and what came after it ----
         m = pts["kill"]["metrics"]
@@ -206,6 +211,15 @@ def test_kill_restart_and_pause_on_schedule(faults_run, tmp_path):
         pause_evs = fault_events(events, pts["pause"]["id"])
         assert [e["data"]["action"] for e in pause_evs] == ["pause", "unpause"]
         assert pause_evs[1]["data"].get("undo") and "unpaused" in pause_evs[1]["message"]
+        # the pause took effect with the osdmap epoch that carries its flags; on a loaded host that can come after
+        # the point's last record: then the point is flagged and no recovery is reported (never "back after 0 s")
+        paused = pause_evs[0]["data"]
+        assert paused["effect"].startswith("osdmap epoch ") and "pauserd,pausewr" in paused["effect"], paused
+        last_t = max(r["t"] for r in store.intervals(pts["pause"]["id"]))
+        if paused["t_s"] <= last_t:
+            assert paused["outcome"] == "done" and pts["pause"]["metrics"]["fault_at_s"] == paused["t_s"]
+        else:
+            assert paused["outcome"] == "no effect within the point" and pts["pause"]["metrics"]["faults"] is None
         res = pts["pause"]["result"]
         assert any(e["kind"] == "ETIMEDOUT" and e["count"] > 0 for e in res["errors"]), res["errors"]
         # no hang: the engine ends within its op timeout after the runtime (bound kept generous)

@@ -282,6 +282,8 @@ def find(run: RunData, workload: str, curve: list[StoredPoint] | None = None,
                     add(p, "errors", f"error event during the point: {e['message']}")
                 elif e["kind"] in SERVER_LOSS_KINDS:
                     add(p, e["kind"], e["message"])
+                elif e["kind"] == "fault" and (e.get("data") or {}).get("outcome") == "no effect within the point":
+                    add(p, "fault_no_effect", e["message"])
         client = _client_cpu(run, p)
         if client is not None:
             used, cap, what = client

@@ -149,9 +149,11 @@ def windows(ss: list[Sample], faults: list[dict[str, Any]]) -> tuple[float | Non
 
 
 def acted(faults: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The faults that acted while the point ran: timed, carried out, not the put-back at its end."""
-    return [f for f in faults if f.get("t_s") is not None and not f.get("undo") and f.get("outcome") != "not run"
-            and not f.get("error")]
+    """The faults that acted while the point ran: timed (t_s: when each took effect; from before effects were
+    recorded, when it was issued), carried out, in effect before the point's last record, not the put-back at its
+    end."""
+    return [f for f in faults if f.get("t_s") is not None and not f.get("undo")
+            and f.get("outcome") not in ("not run", "no effect within the point") and not f.get("error")]
 
 
 def point_metrics(intervals: list[dict[str, Any]], faults: list[dict[str, Any]]) -> tuple[dict[str, Any],

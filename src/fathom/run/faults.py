@@ -78,17 +78,18 @@ class Executor:
             os.kill(d.pid, signal.SIGKILL)
             while d.running and time.monotonic() < deadline + 10:
                 time.sleep(0.05)
-            return {"outcome": f"did not exit within {wait_s:.0f} s of SIGTERM: killed", "pid": d.pid}
+            return {"outcome": f"did not exit within {wait_s:.0f} s of SIGTERM: killed", "pid": d.pid,
+                    **_effect(f"pid {d.pid} gone")}
         if d.running:
             raise FathomError(f"{d.name} (pid {d.pid}) still runs {wait_s:.0f} s after SIGKILL")
-        return {"outcome": "done", "pid": d.pid}
+        return {"outcome": "done", "pid": d.pid, **_effect(f"pid {d.pid} gone")}
 
     def start(self, daemon: str) -> dict[str, Any]:
         d = self._daemon(daemon)
         if d.running:
             return {"outcome": "already running; nothing to do", "pid": d.pid}
         pid = self.local.start_daemon(d.name)
-        return {"outcome": "done", "pid_before": d.pid, "pid": pid}
+        return {"outcome": "done", "pid_before": d.pid, "pid": pid, **_effect(f"pid {pid} running")}
 
     def run(self, f: Fault) -> dict[str, Any]:
         a, t = f.action, f.daemon
@@ -103,12 +104,29 @@ class Executor:
         if a == "restart":
             stopped = self._signal(t, signal.SIGTERM, STOP_WAIT_S)  # type: ignore[arg-type]
             started = self.start(t)  # type: ignore[arg-type]
-            return {"outcome": started["outcome"], "pid_before": stopped.get("pid"), "pid": started.get("pid")}
+            return {"outcome": started["outcome"], "pid_before": stopped.get("pid"), "pid": started.get("pid"),
+                    **{k: started[k] for k in ("effect_ts", "effect") if k in started}}
         if a in ("pause", "unpause"):
             self.ceph.ceph("osd", a, fmt_json=False, timeout=30)
         else:
             self.ceph.ceph("osd", a.split("_", 1)[1], str(osd_id(t or "")), fmt_json=False, timeout=30)
-        return {"outcome": "done"}
+        # the mons answer once the new osdmap is committed: that epoch carries the change
+        done = _effect("")
+        try:
+            od = self.ceph.ceph("osd", "dump", timeout=30) or {}
+            done["effect"] = f"osdmap epoch {od.get('epoch')}" + (f" (flags {od['flags']})" if od.get("flags") else "")
+            done["epoch"] = od.get("epoch")
+        except FathomError as exc:
+            done["effect"] = f"committed (osdmap epoch not read: {exc.message})"
+        return {"outcome": "done", **done}
+
+
+def _effect(what: str) -> dict[str, Any]:
+    """When an action took effect (now, wall clock) and what says so."""
+    return {"effect_ts": time.time(), "effect": what}
+
+
+NO_EFFECT = "no effect within the point"
 
 
 class FaultCompanion(Companion):
@@ -158,6 +176,7 @@ class FaultCompanion(Companion):
                                                 "interval record, so its clock never started",
                                      "data": {"at_s": f.at_s, "action": f.action, "daemon": f.daemon,
                                               "outcome": "not run", "t_s": None}})
+        self._late(now_t)
         self._undo(now_t)
         metrics, windows = recovery.point_metrics(self.intervals, recovery.acted([e["data"] for e in self._events]))
         events = list(self._events)
@@ -169,6 +188,24 @@ class FaultCompanion(Companion):
                            "data": {"prefault_iops": metrics.get("prefault_iops"),
                                     "windows": [w.to_dict() for w in windows]}})
         return Contribution(events=events, metrics=metrics)
+
+    def _late(self, now_t: float | None) -> None:
+        """Faults issued in the point whose effect came after its last record (a `ceph` call slow on a loaded
+        host), or never: said, flagged (NO_EFFECT), and left out of the recovery figures."""
+        end = max((float(r["t"]) for r in self.intervals if r.get("t") is not None), default=now_t)
+        with self._lock:
+            for e in self._events:
+                d = e["data"]
+                if d.get("undo") or d.get("error") or d.get("outcome") == "not run" or "effect" not in d:
+                    continue
+                t = d.get("t_s")
+                if t is None or end is None or t > end:
+                    issued = d.get("issued_t_s")
+                    d["outcome"] = NO_EFFECT
+                    e["message"] += (f"; {NO_EFFECT}: issued at t={issued:.1f} s, " if issued is not None else "; ") + (
+                        f"took effect at t={t:.1f} s, after the point's last record at t={end:.1f} s"
+                        if t is not None and end is not None else "its effect was not seen") + \
+                        ": the point is flagged and no recovery is reported for it"
 
     # ---- the schedule ----
     def _now_t(self) -> float | None:
@@ -187,11 +224,15 @@ class FaultCompanion(Companion):
     def _do(self, f: Fault, undo: str | None = None) -> None:
         t_s = self._now_t()
         data: dict[str, Any] = {"at_s": None if undo else f.at_s, "t_s": round(t_s, 3) if t_s is not None else None,
+                                "issued_t_s": round(t_s, 3) if t_s is not None else None,
                                 "action": f.action, "daemon": f.daemon}
         try:
             data.update(self.executor.run(f))
         except (FathomError, OSError) as exc:
             data.update(outcome="failed", error=getattr(exc, "message", None) or str(exc))
+        effect_ts = data.pop("effect_ts", None)
+        if effect_ts is not None and self._origin is not None:  # its phases start where it took effect
+            data["t_s"] = round(effect_ts - self._origin, 3)
         if undo:
             data["undo"] = True
         ok = not data.get("error")
@@ -214,7 +255,9 @@ class FaultCompanion(Companion):
                 pids = f" (pid {data.get('pid_before')} -> {data['pid']})" if data.get("pid_before") else \
                     f" (pid {data['pid']})"
             when = f"t={t_s:.1f} s" if t_s is not None else "at point end"
-            msg = f"{when}: {f.describe()}{pids}: {data.get('error') or data['outcome']}"
+            took = f" (took effect at t={data['t_s']:.1f} s: {data['effect']})" if data.get("effect") and \
+                data.get("t_s") is not None and t_s is not None else ""
+            msg = f"{when}: {f.describe()}{pids}: {data.get('error') or data['outcome']}{took}"
             event = {"kind": "fault", "ts": time.time(), "message": f"{undo}: {msg}" if undo else msg, "data": data}
             self._events.append(event)
             if not undo:
