@@ -33,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--objectstore", default="bluestore", choices=("bluestore", "memstore"))
     up.add_argument("--rgw", action="store_true", help="also start an RGW (beast) with an S3 user")
     up.add_argument("--mds", action="store_true", help="also start an MDS with a CephFS file system")
+    up.add_argument("--hosts", type=int, default=None, metavar="N",
+                    help="emulated hosts: N network namespaces with their own hostnames on a bridge fathom makes, "
+                         "the OSDs spread over them (mon and mgr on the first), CRUSH host buckets by hostname; "
+                         "the machine's cores and disks stay shared (docs/clusters.md)")
+    up.add_argument("--host-nic", metavar="RATE", help="with --hosts: what each host may send, e.g. 10gbit (tc netem)")
+    up.add_argument("--host-delay", type=float, metavar="MS", help="with --hosts: each host's link delay in ms")
     up.add_argument("--bind", metavar="ADDR", default="127.0.0.1",
                     help="address the daemons listen on (default 127.0.0.1); an address of this host that "
                          "client hosts reach, for engines on other hosts")
@@ -116,12 +122,18 @@ def cmd_up(args: argparse.Namespace) -> int:
         print(f"the cluster in {cluster.root} is already up; nothing to do")
         return 0
     t0 = time.monotonic()
+    if (args.host_nic or args.host_delay is not None) and not args.hosts:
+        raise UsageError("--host-nic and --host-delay shape emulated hosts: give --hosts N too")
+    hosts = {"n": args.hosts, "nic": args.host_nic, "delay_ms": args.host_delay} if args.hosts else None
     if not cluster.up(osds=osds, osd_size=size, objectstore=args.objectstore, rgw=args.rgw, mds=args.mds,
-                      settings=settings, bind=args.bind, ceph=args.ceph, client=args.client_ceph):
+                      settings=settings, bind=args.bind, ceph=args.ceph, client=args.client_ceph, hosts=hosts):
         print(f"the cluster in {cluster.root} is already up; nothing to do")
         return 0
     took = time.monotonic() - t0
     print(f"cluster up and HEALTH_OK in {took:.1f} s: {osds} OSD(s), conf {cluster.conf_path}")
+    for h in (cluster.state() or {}).get("box", {}).get("hosts", []):
+        on = sorted(n for n, p in (cluster.state() or {}).get("places", {}).items() if p.get("host") == h["hostname"])
+        print(f"  {h['hostname']}: {h['addr']} ({', '.join(on) or 'no daemon'})")
     print(f"  use it: eval \"$(fathom cluster env --dir {args.dir})\"; stop it: fathom cluster down --dir {args.dir}")
     return 0
 

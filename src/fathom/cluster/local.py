@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fathom.cluster import cephsrc, keys
+from fathom.cluster import box, cephsrc, keys
 from fathom.cluster import client as client_mod
 from fathom.cluster.client import Client
 from fathom.cluster.ceph import Ceph, Connection, require_binaries
@@ -164,7 +164,7 @@ class LocalCluster:
            rgw: bool = False, mds: bool = False, timeout: float = 120.0,
            settings: dict[str, dict[str, str]] | None = None, bind: str | None = None,
            places: dict[str, dict[str, Any]] | None = None, ceph: str | CephSource | None = None,
-           client: str | Client | None = None) -> bool:
+           client: str | Client | None = None, hosts: dict[str, Any] | None = None) -> bool:
         """Start the cluster. Returns False (and changes nothing) if it is already up.
 
         settings: extra ceph.conf options by section ({"osd": {"osd_op_num_shards": "8"}}).
@@ -177,6 +177,7 @@ class LocalCluster:
         `fathom cluster rootfs` (fathom.cluster.cephsrc); default this host's Ceph.
         client: whose Ceph client fathom reaches it with (fathom.cluster.client): default the daemons' own
         release; `host` keeps this host's (an older client meets a newer cluster).
+        hosts: emulated hosts ({n, nic, delay_ms}: fathom.cluster.box), made here and placed on; `down` removes them.
         """
         addr = bind_address(bind or LOOPBACK)
         if osds < 1:
@@ -226,6 +227,11 @@ class LocalCluster:
             "client": cl.to_dict(),
         }
         self._save_state(state)
+        if hosts:  # made as the state records them (`down` removes them after a crash), the daemons placed there
+            places = box.build(state, hosts, osds, mds, places, lambda: self._save_state(state))
+        mon = (places or {}).get("mon.a")
+        if mon:  # the mons' address is where mon.a runs
+            state["mon_host"] = f"[v2:{mon['addr']}:{mon_v2},v1:{mon['addr']}:{mon_v1}]"
         self._say_sources(src, cl)
         if src.kind == "rootfs":
             self._holder(state, start=True)  # the namespace first: mkfs runs in it
@@ -254,6 +260,7 @@ class LocalCluster:
         except BaseException:
             self.progress("start-up failed: stopping the daemons already started; logs kept in " + str(self.log_dir))
             self.stop_daemons()
+            box.remove(state.get("box"))
             raise
         state["ready_s"] = round(time.monotonic() - t0, 2)
         self._save_state(state)
@@ -582,6 +589,9 @@ class LocalCluster:
                 f"{self.root} is not a fathom cluster directory (no {MARKER}); fathom removes nothing there"
             )
         stopped = self.stop_daemons()
+        left = box.remove((self.state() or {}).get("box"))
+        if left:
+            raise ClusterError(f"the emulated hosts of {self.root} were not all removed: {'; '.join(left)}")
         shutil.rmtree(self.root)
         return stopped
 

@@ -1,0 +1,165 @@
+"""Hosts in a box: fathom's own cluster across emulated hosts on this machine (`fathom cluster up --hosts N`).
+
+Each host is a network namespace with its own hostname (a UTS namespace: `host1`, `host2`, ...), one address on a
+bridge fathom makes, and a veth pair to it. An optional tc netem qdisc on the host's side of its link caps what the
+host sends (`--host-nic RATE`) and delays it (`--host-delay MS`). A holder process (`sleep`) keeps each host's
+namespaces; the daemons placed on a host enter them (nsenter), so Ceph sees that hostname and CRUSH puts the host's
+OSDs under a host bucket of that name. The mon and the mgr run on the first host; this host (the clients) reaches
+every host on the bridge.
+
+What the box made is in the cluster's state (`box`) before it is made, so `fathom cluster down` removes it, also
+after a kill -9: the holders by pid (only while the pid is still a holder), the namespaces and the bridge by name
+(the veths go with their namespaces). No host-wide setting changes: no sysctl, no route; traffic stays on the
+bridge. What it cannot emulate: the machine's cores, memory and disks are shared by every host.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+import subprocess
+from pathlib import Path
+from typing import Any, Callable
+
+from fathom.errors import ClusterError, UsageError
+
+RATE = re.compile(r"^(\d+(?:\.\d+)?)([kmg]?)(bit|bps)$", re.IGNORECASE)  # tc's own spellings: 10gbit, 500mbit
+
+
+def tc_rate(text: str) -> str:
+    """A NIC cap as tc writes it (10gbit, 500mbit, 1.5gbit); refused with the accepted forms otherwise."""
+    t = text.strip().lower().replace("gbit/s", "gbit").replace("mbit/s", "mbit")
+    if not RATE.match(t):
+        raise UsageError(f"--host-nic {text!r}: give a rate in bits per second, such as 10gbit, 2.5gbit or 500mbit")
+    return t
+
+
+def plan(fsid: str, n: int, nic: str | None = None, delay_ms: float | None = None) -> dict[str, Any]:
+    """The box of n hosts a cluster of this fsid gets: its names (short enough for interface names), not made."""
+    if n < 1:
+        raise UsageError(f"--hosts: at least 1, got {n}")
+    if delay_ms is not None and delay_ms < 0:
+        raise UsageError(f"--host-delay: 0 ms or more, got {delay_ms:g}")
+    tag = "fx" + fsid.replace("-", "")[:6]
+    return {"tag": tag, "bridge": f"{tag}br", "prefix": None, "nic": tc_rate(nic) if nic else None,
+            "delay_ms": delay_ms,
+            "hosts": [{"hostname": f"host{i + 1}", "ns": f"{tag}h{i + 1}", "veth": f"{tag}v{i + 1}", "addr": None,
+                       "pid": None} for i in range(n)]}
+
+
+def _ip(*args: str) -> None:
+    p = subprocess.run(["ip", *args], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise ClusterError(f"ip {' '.join(args)}: {p.stderr.strip() or p.returncode}",
+                           hint="emulated hosts need root (CAP_NET_ADMIN) and iproute2")
+
+
+def _subnets_in_use() -> set[str]:
+    out = subprocess.run(["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True).stdout
+    return {".".join(m.split(".")[:3]) for m in re.findall(r"inet (\d+\.\d+\.\d+)\.\d+/", out)}
+
+
+def up(box: dict[str, Any], save: Callable[[dict[str, Any]], None]) -> str:
+    """Make the box (each step saved first, for `down` after a crash); returns the bridge's address here."""
+    used = _subnets_in_use()
+    free = [f"10.216.{k}" for k in range(10, 250) if f"10.216.{k}" not in used]
+    if not free:
+        raise ClusterError("no free 10.216.x.0/24 subnet for the emulated hosts' bridge")
+    box["prefix"] = prefix = random.choice(free)
+    for i, h in enumerate(box["hosts"]):
+        h["addr"] = f"{prefix}.{11 + i}"
+    save(box)
+    _ip("link", "add", box["bridge"], "type", "bridge")
+    _ip("addr", "add", f"{prefix}.1/24", "dev", box["bridge"])
+    _ip("link", "set", box["bridge"], "up")
+    for h in box["hosts"]:
+        peer = f"{h['veth']}p"
+        _ip("netns", "add", h["ns"])
+        _ip("link", "add", h["veth"], "type", "veth", "peer", "name", peer)
+        _ip("link", "set", h["veth"], "master", box["bridge"])
+        _ip("link", "set", h["veth"], "up")
+        _ip("link", "set", peer, "netns", h["ns"])
+        _ip("-n", h["ns"], "addr", "add", f"{h['addr']}/24", "dev", peer)
+        _ip("-n", h["ns"], "link", "set", peer, "up")
+        _ip("-n", h["ns"], "link", "set", "lo", "up")
+        shape = ([] if box.get("delay_ms") is None else ["delay", f"{box['delay_ms']:g}ms"]) + \
+            ([] if not box.get("nic") else ["rate", box["nic"]])
+        if shape:  # what the host sends: its NIC's cap and the link's delay
+            p = subprocess.run(["ip", "netns", "exec", h["ns"], "tc", "qdisc", "add", "dev", peer, "root", "netem",
+                                *shape], capture_output=True, text=True)
+            if p.returncode != 0:
+                raise ClusterError(f"tc netem on {h['hostname']}: {p.stderr.strip()}",
+                                   hint="netem needs the sch_netem kernel module")
+        # the holder: its own UTS namespace with the host's name, in the host's network namespace; exec'd, so
+        # the pid is sleep's (a daemon enters both with nsenter -t PID -n -u)
+        holder = subprocess.Popen(["ip", "netns", "exec", h["ns"], "unshare", "--uts", "sh", "-c",
+                                   f"hostname {h['hostname']} && exec sleep infinity"],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  start_new_session=True)
+        h["pid"] = holder.pid
+        save(box)
+    return f"{prefix}.1"
+
+
+def placement(box: dict[str, Any], osds: int, mds: bool = False) -> dict[str, dict[str, Any]]:
+    """Where each daemon runs (fathom.cluster.local's `places`): mon, mgr (and MDS) on the first host, OSD i on
+    host i mod n."""
+    hosts = box["hosts"]
+
+    def on(h: dict[str, Any]) -> dict[str, Any]:
+        return {"prefix": ["nsenter", "-t", str(h["pid"]), "-n", "-u", "--"], "addr": h["addr"],
+                "host": h["hostname"]}
+    out = {"mon.a": on(hosts[0]), "mgr.x": on(hosts[0]), **{f"osd.{i}": on(hosts[i % len(hosts)])
+                                                           for i in range(osds)}}
+    if mds:
+        out["mds.a"] = on(hosts[0])
+    return out
+
+
+def _holder(pid: int | None) -> bool:
+    """Whether pid is still a box's holder (a recycled pid is not ours to kill)."""
+    if not pid:
+        return False
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", b"infinity"]
+    except OSError:
+        return False
+
+
+def remove(box: dict[str, Any] | None) -> list[str]:
+    """Remove what the box made; idempotent. Returns what could not be removed (said by the caller)."""
+    if not box:
+        return []
+    left = []
+    have = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    for h in box.get("hosts") or []:
+        if _holder(h.get("pid")):
+            try:
+                os.kill(int(h["pid"]), 9)
+            except ProcessLookupError:
+                pass
+        if re.search(rf"^{re.escape(h['ns'])}\b", have, re.MULTILINE):
+            p = subprocess.run(["ip", "netns", "del", h["ns"]], capture_output=True, text=True)
+            if p.returncode != 0:
+                left.append(f"namespace {h['ns']}: {p.stderr.strip()}")
+    if subprocess.run(["ip", "link", "show", box["bridge"]], capture_output=True).returncode == 0:
+        p = subprocess.run(["ip", "link", "del", box["bridge"]], capture_output=True, text=True)
+        if p.returncode != 0:
+            left.append(f"bridge {box['bridge']}: {p.stderr.strip()}")
+    return left
+
+
+def build(state: dict[str, Any], hosts: dict[str, Any], osds: int, mds: bool,
+          places: dict[str, dict[str, Any]] | None, save: Callable[[], None]) -> dict[str, dict[str, Any]]:
+    """A local cluster's box ({n, nic, delay_ms}) made, kept in its state (`box`) at each step, and its daemons'
+    places (those given win); on a failure what was made is removed."""
+    state["box"] = plan(state["fsid"], hosts["n"], hosts.get("nic"), hosts.get("delay_ms"))
+    try:
+        up(state["box"], lambda _: save())
+    except BaseException:
+        remove(state["box"])
+        raise
+    state["places"] = out = {**placement(state["box"], osds, mds), **(places or {})}
+    save()
+    return out

@@ -1,0 +1,95 @@
+"""Hosts in a box (fathom.cluster.box): `fathom cluster up --hosts N` puts the OSDs on emulated hosts, network
+namespaces with their own hostnames on a bridge fathom makes, each host's NIC capped by tc; CRUSH sees the hosts;
+`cluster down` leaves no namespace, bridge, holder or daemon, also after `cluster up` was killed with -9."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import FATHOM, run_fathom
+
+from fathom.cluster import box
+from fathom.cluster.local import LocalCluster
+from fathom.errors import UsageError
+from fathom.hosts import netns
+
+pytestmark = [pytest.mark.cluster,
+              pytest.mark.skipif(netns.available() is not None, reason=f"namespaces: {netns.available()}")]
+
+
+def _left(b: dict) -> list[str]:
+    """What of a box is still on this host."""
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    out = [h["ns"] for h in b["hosts"] if h["ns"] in names] + ([b["bridge"]] if f" {b['bridge']}:" in links else [])
+    return out + [f"pid {h['pid']}" for h in b["hosts"] if h.get("pid") and Path(f"/proc/{h['pid']}").exists()]
+
+
+def test_the_rate_and_the_shape_are_checked_before_anything_is_made():
+    assert box.tc_rate("10Gbit") == "10gbit" and box.tc_rate("2.5gbit/s") == "2.5gbit"
+    with pytest.raises(UsageError, match="such as 10gbit"):
+        box.tc_rate("fast")
+    p = box.plan("1a2b3c4d-0000", 3, "100mbit", 2)
+    assert [h["hostname"] for h in p["hosts"]] == ["host1", "host2", "host3"] and p["bridge"] == "fx1a2b3cbr"
+    assert all(len(n) <= 15 for h in p["hosts"] for n in (h["ns"], h["veth"] + "p"))  # interface names fit
+    p["hosts"] = [{**h, "pid": 1, "addr": f"10.0.0.{i}"} for i, h in enumerate(p["hosts"])]
+    placed = box.placement(p, 4, mds=True)
+    assert [placed[f"osd.{i}"]["host"] for i in range(4)] == ["host1", "host2", "host3", "host1"]
+    assert placed["mon.a"]["host"] == placed["mgr.x"]["host"] == placed["mds.a"]["host"] == "host1"
+    bad = run_fathom("cluster", "up", "--dir", "/nonexistent/x", "--host-nic", "1gbit")
+    assert bad.returncode == 2 and "give --hosts N too" in bad.stderr
+
+
+def test_three_hosts_with_capped_nics_are_crush_hosts_and_leave_nothing(tmp_path):
+    d = tmp_path / "c"
+    up = run_fathom("cluster", "up", "--dir", str(d), "--osds", "3", "--osd-size", "2GiB", "--hosts", "3",
+                    "--host-nic", "200mbit", timeout=300)
+    c = LocalCluster(d)
+    b = (c.state() or {}).get("box")
+    try:
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert "host2: " in up.stdout and "(osd.1)" in up.stdout, up.stdout
+        tree = c.ceph().ceph("osd", "tree")
+        hosts = {n["name"]: n["children"] for n in tree["nodes"] if n["type"] == "host"}
+        assert sorted(hosts) == ["host1", "host2", "host3"] and all(len(v) == 1 for v in hosts.values()), hosts
+        for h in b["hosts"]:
+            qd = subprocess.run(["ip", "netns", "exec", h["ns"], "tc", "qdisc", "show", "dev", h["veth"] + "p"],
+                                capture_output=True, text=True).stdout
+            assert "netem" in qd and "rate 200Mbit" in qd, qd
+            uts = subprocess.run(["nsenter", "-t", str(h["pid"]), "-u", "hostname"], capture_output=True, text=True)
+            assert uts.stdout.strip() == h["hostname"]
+        osd1 = next(x for x in c.daemons() if x.name == "osd.1")  # in host2's namespaces
+        assert os.readlink(f"/proc/{osd1.pid}/ns/net") == os.readlink(f"/proc/{b['hosts'][1]['pid']}/ns/net")
+    finally:
+        down = run_fathom("cluster", "down", "--dir", str(d), timeout=300)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert _left(b) == [] and not d.exists()
+
+
+def test_cluster_up_killed_with_9_leaves_what_down_removes(tmp_path):
+    d = tmp_path / "c"
+    proc = subprocess.Popen([FATHOM, "cluster", "up", "--dir", str(d), "--osds", "2", "--osd-size", "2GiB",
+                             "--hosts", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # killed once both hosts are made and a daemon starts on them
+            st = json.loads((d / "fathom-cluster.json").read_text()) if (d / "fathom-cluster.json").exists() else {}
+            if all(h.get("pid") for h in (st.get("box") or {}).get("hosts") or [{}]) and st.get("daemons"):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("cluster up made no host within 120 s")
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    b = st["box"]
+    assert _left(b), "the box was there when cluster up was killed"
+    down = run_fathom("cluster", "down", "--dir", str(d), timeout=300)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert _left(b) == [] and not d.exists()
