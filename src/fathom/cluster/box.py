@@ -1,11 +1,11 @@
 """Hosts in a box: fathom's own cluster across emulated hosts on this machine (`fathom cluster up --hosts N`).
 
 Each host is a network namespace with its own hostname (a UTS namespace: `host1`, `host2`, ...), one address on a
-bridge fathom makes, and a veth pair to it. An optional tc netem qdisc on the host's side of its link caps what the
-host sends (`--host-nic RATE`) and delays it (`--host-delay MS`). A holder process (`sleep`) keeps each host's
-namespaces; the daemons placed on a host enter them (nsenter), so Ceph sees that hostname and CRUSH puts the host's
-OSDs under a host bucket of that name. The mon and the mgr run on the first host; this host (the clients) reaches
-every host on the bridge.
+bridge fathom makes, and a veth pair to it. An optional tc qdisc on the host's side of its link caps what the
+host sends (`--host-nic RATE`: tbf) and delays it (`--host-delay MS`: netem). A holder process (`sleep`) keeps
+each host's namespaces; the daemons placed on a host enter them (nsenter), so Ceph sees that hostname and CRUSH puts
+the host's OSDs under a host bucket of that name. The mon and the mgr run on the first host; this host (the
+clients) reaches every host on the bridge.
 
 What the box made is in the cluster's state (`box`) before it is made, so `fathom cluster down` removes it, also
 after a kill -9: the holders by pid (only while the pid is still a holder), the namespaces and the bridge by name
@@ -19,6 +19,7 @@ import os
 import random
 import re
 import subprocess
+import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -46,6 +47,20 @@ def plan(fsid: str, n: int, nic: str | None = None, delay_ms: float | None = Non
             "delay_ms": delay_ms,
             "hosts": [{"hostname": f"host{i + 1}", "ns": f"{tag}h{i + 1}", "veth": f"{tag}v{i + 1}", "addr": None,
                        "pid": None} for i in range(n)]}
+
+
+def qdisc(nic: str | None, delay_ms: float | None) -> list[str]:
+    """The root qdisc that shapes what a host sends: tbf for a rate cap alone (its bucket 10 ms of the rate, at
+    least 64 KiB), netem when there is a delay (with the rate, if any); [] for neither."""
+    if delay_ms is not None:
+        return ["netem", "delay", f"{delay_ms:g}ms", *(["rate", nic] if nic else [])]
+    if not nic:
+        return []
+    m = RATE.match(nic)
+    assert m is not None
+    bits = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()] * \
+        (8 if m.group(3).lower() == "bps" else 1)
+    return ["tbf", "rate", nic, "burst", f"{max(64 * 1024, int(bits / 8 / 100))}b", "latency", "50ms"]
 
 
 def _ip(*args: str) -> None:
@@ -83,14 +98,13 @@ def up(box: dict[str, Any], save: Callable[[dict[str, Any]], None]) -> str:
         _ip("-n", h["ns"], "addr", "add", f"{h['addr']}/24", "dev", peer)
         _ip("-n", h["ns"], "link", "set", peer, "up")
         _ip("-n", h["ns"], "link", "set", "lo", "up")
-        shape = ([] if box.get("delay_ms") is None else ["delay", f"{box['delay_ms']:g}ms"]) + \
-            ([] if not box.get("nic") else ["rate", box["nic"]])
+        shape = qdisc(box.get("nic"), box.get("delay_ms"))
         if shape:  # what the host sends: its NIC's cap and the link's delay
-            p = subprocess.run(["ip", "netns", "exec", h["ns"], "tc", "qdisc", "add", "dev", peer, "root", "netem",
-                                *shape], capture_output=True, text=True)
+            p = subprocess.run(["ip", "netns", "exec", h["ns"], "tc", "qdisc", "add", "dev", peer, "root", *shape],
+                               capture_output=True, text=True)
             if p.returncode != 0:
-                raise ClusterError(f"tc netem on {h['hostname']}: {p.stderr.strip()}",
-                                   hint="netem needs the sch_netem kernel module")
+                raise ClusterError(f"tc {shape[0]} on {h['hostname']}: {p.stderr.strip()}",
+                                   hint=f"this kernel lacks the sch_{shape[0]} qdisc (fathom loads no module)")
         # the holder: its own UTS namespace with the host's name, in the host's network namespace; exec'd, so
         # the pid is sleep's (a daemon enters both with nsenter -t PID -n -u)
         holder = subprocess.Popen(["ip", "netns", "exec", h["ns"], "unshare", "--uts", "sh", "-c",
@@ -139,6 +153,9 @@ def remove(box: dict[str, Any] | None) -> list[str]:
                 os.kill(int(h["pid"]), 9)
             except ProcessLookupError:
                 pass
+            deadline = time.monotonic() + 5
+            while _holder(h["pid"]) and time.monotonic() < deadline:  # gone (a zombie has no command line)
+                time.sleep(0.02)
         if re.search(rf"^{re.escape(h['ns'])}\b", have, re.MULTILINE):
             p = subprocess.run(["ip", "netns", "del", h["ns"]], capture_output=True, text=True)
             if p.returncode != 0:
@@ -150,16 +167,18 @@ def remove(box: dict[str, Any] | None) -> list[str]:
     return left
 
 
-def build(state: dict[str, Any], hosts: dict[str, Any], osds: int, mds: bool,
-          places: dict[str, dict[str, Any]] | None, save: Callable[[], None]) -> dict[str, dict[str, Any]]:
-    """A local cluster's box ({n, nic, delay_ms}) made, kept in its state (`box`) at each step, and its daemons'
-    places (those given win); on a failure what was made is removed."""
+def build(state: dict[str, Any], hosts: dict[str, Any], osds: int, mds: bool, mon_ports: tuple[int, int],
+          save: Callable[[], None]) -> None:
+    """A local cluster's box ({n, nic, delay_ms}) made, kept in its state (`box`) at each step; its daemons'
+    places (the `places` given win) and the mons' address (where mon.a runs) in the state. On a failure what was
+    made is removed."""
     state["box"] = plan(state["fsid"], hosts["n"], hosts.get("nic"), hosts.get("delay_ms"))
     try:
         up(state["box"], lambda _: save())
     except BaseException:
         remove(state["box"])
         raise
-    state["places"] = out = {**placement(state["box"], osds, mds), **(places or {})}
+    state["places"] = {**placement(state["box"], osds, mds), **(state.get("places") or {})}
+    mon = state["places"]["mon.a"]["addr"]
+    state["mon_host"] = f"[v2:{mon}:{mon_ports[0]},v1:{mon}:{mon_ports[1]}]"
     save()
-    return out

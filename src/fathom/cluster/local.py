@@ -176,8 +176,7 @@ class LocalCluster:
         ceph: where the daemons come from: a Ceph build directory, a root file system, or a release built with
         `fathom cluster rootfs` (fathom.cluster.cephsrc); default this host's Ceph.
         client: whose Ceph client fathom reaches it with (fathom.cluster.client): default the daemons' own
-        release; `host` keeps this host's (an older client meets a newer cluster).
-        hosts: emulated hosts ({n, nic, delay_ms}: fathom.cluster.box), made here and placed on; `down` removes them.
+        release; `host` keeps this host's. hosts: emulated hosts ({n, nic, delay_ms}: fathom.cluster.box).
         """
         addr = bind_address(bind or LOOPBACK)
         if osds < 1:
@@ -210,9 +209,8 @@ class LocalCluster:
             d.mkdir(parents=True, exist_ok=True)
         ports: set[int] = set()
         mon_v2 = free_port(addr, avoid=ports)
-        ports.add(mon_v2)
-        mon_v1 = free_port(addr, avoid=ports)
-        ports.add(mon_v1)
+        mon_v1 = free_port(addr, avoid=ports | {mon_v2})
+        ports |= {mon_v1, mon_v2}
         rgw_port = rgw_tls_port = None
         if rgw:
             rgw_port = free_port(addr, avoid=ports)
@@ -228,10 +226,7 @@ class LocalCluster:
         }
         self._save_state(state)
         if hosts:  # made as the state records them (`down` removes them after a crash), the daemons placed there
-            places = box.build(state, hosts, osds, mds, places, lambda: self._save_state(state))
-        mon = (places or {}).get("mon.a")
-        if mon:  # the mons' address is where mon.a runs
-            state["mon_host"] = f"[v2:{mon['addr']}:{mon_v2},v1:{mon['addr']}:{mon_v1}]"
+            box.build(state, hosts, osds, mds, (mon_v2, mon_v1), lambda: self._save_state(state))
         self._say_sources(src, cl)
         if src.kind == "rootfs":
             self._holder(state, start=True)  # the namespace first: mkfs runs in it
