@@ -94,3 +94,29 @@ def test_cluster_up_killed_with_9_leaves_what_down_removes(tmp_path):
     down = run_fathom("cluster", "down", "--dir", str(d), timeout=300)
     assert down.returncode == 0, down.stdout + down.stderr
     assert _left(b) == [] and not d.exists()
+
+
+def test_a_suite_on_emulated_hosts_reads_at_what_their_nic_caps_let_them_send(tmp_path):
+    suite = tmp_path / "s.yaml"
+    suite.write_text("""\
+name: boxed
+cluster: {kind: local, osds: 2, osd_size: 2GiB, hosts: 2, host_nic: 80mbit}
+prep: {pools: [{name: bp, application: rados, pg_num: 16, size: 1}]}
+defaults: {engine: fathom-engine, interface: rados, pool: bp, bs: 1MiB, iodepth: 8, ramp_time: 1s}
+workloads:
+  - {name: w, rw: write, runtime: 6s, rate: 40}   # about 240 MiB to read back; a free-running write fills 2 GiB OSDs
+  - {name: r, rw: read, runtime: 5s}
+""")
+    db = tmp_path / "r.db"
+    p = run_fathom("run", str(suite), "--db", str(db), timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    from fathom.results.store import Store
+
+    with Store(db) as st:
+        run = st.run("latest")
+        pts = {q["workload"]: q["metrics"] for q in st.points(run.id)}
+    assert run.env["cluster"]["hosts"] == {"n": 2, "nic": "80mbit", "delay_ms": None}
+    # two hosts, each sending at most 80 Mbit/s: reads at most 160 Mbit/s (19.1 MiB/s), and near it
+    assert 12.0 <= pts["r"]["bw_mib_s"] <= 19.5, pts["r"]
+    assert not [ln for ln in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n")
+                if ln.startswith("fx")], "the disposable cluster's hosts are gone with it"

@@ -299,7 +299,7 @@ class Phases:
             desc: dict[str, Any] = {"kind": "none", "why": "no workload of this run needs a Ceph cluster"}
         elif held.attached is None:
             desc = {"kind": "local (disposable)", "objectstore": c.objectstore, "osds": c.osds,
-                    "osd_size": c.osd_size}
+                    "osd_size": c.osd_size, **({"hosts": c.box()} if c.hosts else {})}
             if held.cluster is not None:
                 desc["adopted_from_attempt"] = held.adopted_from
             else:
@@ -310,7 +310,7 @@ class Phases:
                 _say(f"starting a disposable local cluster in {cdir} ({c.osds} OSD(s), {c.objectstore})")
                 t0 = time.monotonic()
                 held.cluster.up(osds=c.osds, osd_size=c.osd_size, objectstore=c.objectstore, bind=self.opts.bind,
-                                mds=c.mds, rgw=c.rgw, settings=c.settings or None, ceph=c.ceph,
+                                mds=c.mds, rgw=c.rgw, settings=c.settings or None, ceph=c.ceph, hosts=c.box(),
                                 client=self.opts.client_ceph or (self.work.suite.clients.ceph
                                                                  if self.work.suite.clients else None))
                 _say(f"cluster HEALTH_OK in {time.monotonic() - t0:.1f} s")

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator
+from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
 
 from fathom import interfaces
 from fathom.suite import labels
@@ -79,6 +79,32 @@ class ClusterSpec(StrictModel):
     # local: where the daemons come from: a Ceph build directory, a root file system, or a release built with
     # `fathom cluster rootfs` (reef); default this host's Ceph (fathom.cluster.cephsrc)
     ceph: str | None = None
+    # local: emulated hosts (fathom.cluster.box): the OSDs over `hosts` network namespaces, each sending at most
+    # host_nic (a tc rate: 10gbit) with host_delay_ms on its link
+    hosts: int | None = Field(None, ge=1, le=64)
+    host_nic: str | None = None
+    host_delay_ms: float | None = Field(None, ge=0, le=10000)
+
+    @field_validator("host_nic")
+    @classmethod
+    def _host_nic(cls, v: str | None) -> str | None:
+        from fathom.cluster.box import tc_rate
+        from fathom.errors import UsageError
+
+        try:
+            return tc_rate(v) if v is not None else None
+        except UsageError:
+            raise ValueError("a rate in bits per second, such as 10gbit, 2.5gbit or 500mbit") from None
+
+    @model_validator(mode="after")
+    def _shaped_hosts(self) -> ClusterSpec:
+        if self.hosts is None and (self.host_nic or self.host_delay_ms is not None):
+            raise ValueError("host_nic and host_delay_ms shape emulated hosts: give hosts too")
+        return self
+
+    def box(self) -> dict[str, Any] | None:
+        """The emulated hosts fathom.cluster.local.LocalCluster.up makes, or None."""
+        return None if self.hosts is None else {"n": self.hosts, "nic": self.host_nic, "delay_ms": self.host_delay_ms}
 
     @field_validator("settings", mode="before")
     @classmethod
