@@ -178,7 +178,9 @@ def network(client: Shell, server: Shell, reverse: bool, runtime_s: float) -> di
             time.sleep(0.3)
         return {"bits_s": bits, "command": cmd} if bits is not None else {"error": f"iperf3 -c: {why or err}"}
     finally:
-        server.run(f"kill {pid} 2>/dev/null; true", 10)  # ours, by its pid: gone already after one test
+        # ours, by its pid, and only while that pid is still iperf3 (it exits after its one test)
+        server.run(f"case \"$(tr '\\0' ' ' </proc/{pid}/cmdline 2>/dev/null)\" in 'iperf3 -s -1 '*) kill {pid};; esac;"
+                   " true", 10)
 
 
 # ---- the run ---------------------------------------------------------------------------------------------------
