@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                          "the OSDs spread over them (mon and mgr on the first), CRUSH host buckets by hostname; "
                          "the machine's cores and disks stay shared (docs/clusters.md)")
     up.add_argument("--host-nic", metavar="RATE", help="with --hosts: what each host may send, e.g. 10gbit (tc tbf)")
-    up.add_argument("--host-delay", type=float, metavar="MS", help="with --hosts: each host's link delay in ms (tc netem)")
+    up.add_argument("--host-delay", type=float, metavar="MS",
+                    help="with --hosts: each host's link delay in ms (tc netem)")
     up.add_argument("--bind", metavar="ADDR", default="127.0.0.1",
                     help="address the daemons listen on (default 127.0.0.1); an address of this host that "
                          "client hosts reach, for engines on other hosts")
