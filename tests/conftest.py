@@ -371,3 +371,15 @@ def quick_reef_run(quick_runs: dict) -> dict:
     p = quick_runs["oc-reef"]
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     return {"db": quick_runs["db"], "name": "oc-reef", "stdout": p.stdout, "stderr": p.stderr}
+
+
+def release_root(release: str) -> Path:
+    """The root file system of a Ceph release (`fathom cluster rootfs`), built when the cache has none; the test is
+    skipped when it cannot be built (no network and nothing cached)."""
+    from fathom.cluster import rootfs
+
+    try:
+        rootfs.build(release, progress=lambda m: print(m, file=sys.stderr))
+    except rootfs.NetworkUnreachable as exc:
+        pytest.skip(f"no cached {release} root file system and {exc.message}")
+    return rootfs.root_path(release)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import k8sbed
 import pytest
-from conftest import FATHOM, run_fathom
+from conftest import FATHOM, release_root, run_fathom
 
 from fathom.results import hdr
 from fathom.hosts import netns
@@ -169,13 +169,10 @@ def test_pods_of_a_tentacle_client_run_its_image_and_its_ceph_libraries(bed, pod
     of that image by default (its name ends in -cephVERSION; the run records it and the kubelet's image ID), and
     their engines load the root's librados and librbd, not this host's Ceph 16 ones. The cluster is the bed's
     Pacific one: its aes keys are read by every client, and one cluster less to start."""
-    from fathom.cluster import client, rootfs
+    from fathom.cluster import client
     from fathom.hosts.k8s.image import default_tag
 
-    try:
-        rootfs.build("tentacle", progress=lambda m: None)
-    except rootfs.NetworkUnreachable as exc:
-        pytest.skip(f"no cached tentacle root file system and {exc.message}")
+    release_root("tentacle")
     tentacle = client.resolve("tentacle")
     tar = tmp_path / "tentacle.tar"
     made = run_fathom("k8s", "image", "--ceph", "tentacle", "-o", str(tar), check=True)

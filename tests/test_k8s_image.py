@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_fathom
+from conftest import release_root, run_fathom
 from fathom.engines.fathom_engine import check_engine
 from fathom.errors import FathomError, UsageError
 from fathom.hosts.k8s import image
@@ -175,12 +175,9 @@ def test_an_image_with_tentacle_s_client_runs_its_engine_on_tentacle_s_libraries
     """`fathom k8s image --ceph tentacle`: the root's loader, loader cache and Ceph libraries at their paths in the
     root, so that in the image (here: its layer unpacked and chrooted into, as a runtime runs it) the engine
     starts on them; named apart from this host's client's image."""
-    from fathom.cluster import client, rootfs
+    from fathom.cluster import client
 
-    try:
-        rootfs.build("tentacle", progress=lambda m: None)
-    except rootfs.NetworkUnreachable as exc:
-        pytest.skip(f"no cached tentacle root file system and {exc.message}")
+    release_root("tentacle")
     c = client.resolve("tentacle")
     out = tmp_path / "t.tar"
     p = run_fathom("k8s", "image", "--ceph", "tentacle", "-o", str(out), check=True)

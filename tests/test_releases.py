@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import QUICK_MGR_STATS, run_fathom
+from conftest import QUICK_MGR_STATS, release_root, run_fathom
 
 from fathom.hosts import netns
 from fathom.cluster import cephsrc, keys, rootfs
@@ -31,14 +31,6 @@ needs_bed = pytest.mark.skipif(netns.available() is not None, reason=f"namespace
 
 
 RELEASES = ["tentacle"] + (["reef"] if os.environ.get("FATHOM_TEST_REEF") else [])
-
-
-def release_root(release: str) -> Path:
-    try:
-        rootfs.build(release, progress=lambda m: print(m, file=sys.stderr))
-    except rootfs.NetworkUnreachable as exc:
-        pytest.skip(f"no cached {release} root file system and {exc.message}")
-    return rootfs.root_path(release)
 
 
 def mounts_of(path: Path) -> list[str]:

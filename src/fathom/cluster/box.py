@@ -75,6 +75,21 @@ def _subnets_in_use() -> set[str]:
     return {".".join(m.split(".")[:3]) for m in re.findall(r"inet (\d+\.\d+\.\d+)\.\d+/", out)}
 
 
+def join(bridge: str, ns: str, veth: str, addr: str) -> str:
+    """A network namespace `ns` made and joined to `bridge` by a veth pair (`veth` here, `veth`p in it, holding
+    addr/24), its loopback up; returns the name of its side of the link. fathom.hosts.netns's test beds use it."""
+    peer = f"{veth}p"
+    _ip("netns", "add", ns)
+    _ip("link", "add", veth, "type", "veth", "peer", "name", peer)
+    _ip("link", "set", veth, "master", bridge)
+    _ip("link", "set", veth, "up")
+    _ip("link", "set", peer, "netns", ns)
+    _ip("-n", ns, "addr", "add", f"{addr}/24", "dev", peer)
+    _ip("-n", ns, "link", "set", peer, "up")
+    _ip("-n", ns, "link", "set", "lo", "up")
+    return peer
+
+
 def up(box: dict[str, Any], save: Callable[[dict[str, Any]], None]) -> str:
     """Make the box (each step saved first, for `down` after a crash); returns the bridge's address here."""
     used = _subnets_in_use()
@@ -89,15 +104,7 @@ def up(box: dict[str, Any], save: Callable[[dict[str, Any]], None]) -> str:
     _ip("addr", "add", f"{prefix}.1/24", "dev", box["bridge"])
     _ip("link", "set", box["bridge"], "up")
     for h in box["hosts"]:
-        peer = f"{h['veth']}p"
-        _ip("netns", "add", h["ns"])
-        _ip("link", "add", h["veth"], "type", "veth", "peer", "name", peer)
-        _ip("link", "set", h["veth"], "master", box["bridge"])
-        _ip("link", "set", h["veth"], "up")
-        _ip("link", "set", peer, "netns", h["ns"])
-        _ip("-n", h["ns"], "addr", "add", f"{h['addr']}/24", "dev", peer)
-        _ip("-n", h["ns"], "link", "set", peer, "up")
-        _ip("-n", h["ns"], "link", "set", "lo", "up")
+        peer = join(box["bridge"], h["ns"], h["veth"], h["addr"])
         shape = qdisc(box.get("nic"), box.get("delay_ms"))
         if shape:  # what the host sends: its NIC's cap and the link's delay
             p = subprocess.run(["ip", "netns", "exec", h["ns"], "tc", "qdisc", "add", "dev", peer, "root", *shape],

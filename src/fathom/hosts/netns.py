@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from fathom.cluster import box
+
 SSHD = "/usr/sbin/sshd"
 
 
@@ -97,15 +99,7 @@ class Testbed:
         self._claim_subnet()
         _sh("ip", "link", "set", self.bridge, "up")
         for i, h in enumerate(self.hosts):
-            peer = f"{h.veth}p"
-            _sh("ip", "netns", "add", h.name)
-            _sh("ip", "link", "add", h.veth, "type", "veth", "peer", "name", peer)
-            _sh("ip", "link", "set", h.veth, "master", self.bridge)
-            _sh("ip", "link", "set", h.veth, "up")
-            _sh("ip", "link", "set", peer, "netns", h.name)
-            _sh("ip", "-n", h.name, "addr", "add", f"{h.addr}/24", "dev", peer)
-            _sh("ip", "-n", h.name, "link", "set", peer, "up")
-            _sh("ip", "-n", h.name, "link", "set", "lo", "up")
+            box.join(self.bridge, h.name, h.veth, h.addr)
             conf = d / f"sshd-{i}.conf"
             conf.write_text(f"""ListenAddress {h.addr}:22
 HostKey {self.host_key}

@@ -174,6 +174,13 @@ def _disk(a: dict[str, Any], b: dict[str, Any], dt: float) -> dict[str, dict[str
     return out
 
 
+def busy_disks(a: dict[str, Any], b: dict[str, Any], dt: float) -> dict[str, dict[str, float]]:
+    """The devices busy between two samples, {util_pct, queue} each (what fathom.analysis.bound reads of its
+    OSDs'); an idle one is left out, and a reader counts it 0."""
+    return {n: {"util_pct": round(r["util_pct"], 2), "queue": round(r["queue"] or 0.0, 3)}
+            for n, r in _disk(a, b, dt).items() if r["util_pct"] or r["queue"]}
+
+
 def _procs(sample: dict[str, Any]) -> dict[tuple[str, int], dict[str, Any]]:
     return {(p["daemon"], p["pid"]): p for p in sample.get("procs", [])}
 
@@ -330,9 +337,8 @@ def interval_samples(stream: HostStream) -> list[dict[str, Any]]:
             if "net" in a and "net" in b:  # none from a source that cannot see the host's NICs: no figure, not 0
                 net = _net(a, b, dt)
                 rec.update(net_rx_bytes_s=nic_total(net, "rx_bytes_s"), net_tx_bytes_s=nic_total(net, "tx_bytes_s"))
-            if "disk" in b:  # the busy devices only (fathom.analysis.bound reads its OSDs'); a missing one was idle
-                rec["disks"] = {n: {"util_pct": round(r["util_pct"], 2), "queue": round(r["queue"] or 0.0, 3)}
-                                for n, r in _disk(a, b, dt).items() if r["util_pct"] or r["queue"]}
+            if "disk" in b:
+                rec["disks"] = busy_disks(a, b, dt)
             out.append(rec)
     return out
 

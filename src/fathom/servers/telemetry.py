@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from fathom.cluster.local import Daemon
+from fathom.servers import hostsample
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -97,30 +98,18 @@ def host_sample() -> dict[str, Any]:
             "mem_avail": mem.get("MemAvailable", 0), "disks": disk_times()}
 
 
-def disk_times() -> dict[str, tuple[float, float]]:
-    """{device: (s with I/O in flight, weighted s)} of /proc/diskstats' used devices (fields 13 and 14, ms)."""
-    out: dict[str, tuple[float, float]] = {}
+def disk_times() -> dict[str, dict[str, float]]:
+    """{device: {io_s (s with I/O in flight), weighted_s}} of /proc/diskstats' used devices (fields 13 and 14, ms),
+    as the host sampler keeps them (fathom.servers.hostsample.busy_disks makes the rates of two)."""
+    out: dict[str, dict[str, float]] = {}
     try:
         with open("/proc/diskstats") as f:
             for line in f:
                 w = line.split()
                 if len(w) >= 14 and (w[3] != "0" or w[7] != "0"):  # never used (ram*, idle loops): left out
-                    out[w[2]] = (int(w[12]) / 1e3, int(w[13]) / 1e3)
+                    out[w[2]] = {"io_s": int(w[12]) / 1e3, "weighted_s": int(w[13]) / 1e3}
     except (OSError, ValueError):
         pass
-    return out
-
-
-def disk_rates(a: dict[str, tuple[float, float]], b: dict[str, tuple[float, float]], dt: float
-               ) -> dict[str, dict[str, float]]:
-    """Each device busy between two disk_times(): {util_pct (% of the time with I/O in flight), queue (mean
-    requests in flight)}; idle devices left out (a reader counts a missing one as 0)."""
-    out = {}
-    for name, (io_b, wt_b) in b.items():
-        io_a, wt_a = a.get(name, (io_b, wt_b))
-        if dt > 0 and (io_b > io_a or wt_b > wt_a):
-            out[name] = {"util_pct": round(min(100.0, 100.0 * (io_b - io_a) / dt), 2),
-                         "queue": round(max(0.0, (wt_b - wt_a) / dt), 3)}
     return out
 
 
@@ -220,7 +209,7 @@ class Sampler:
             out.append({"ts": now, "source": "host", "kind": self.host_kind, "pid": None, "cpu_pct": busy,
                         "cores": busy / 100.0 * NCPU, "rss_mib": (h["mem_total"] - h["mem_avail"]) / 2**20,
                         "mem_total_mib": h["mem_total"] / 2**20, "ncpu": NCPU, "dt": now - prev[0],
-                        "disks": disk_rates(p["disks"], h["disks"], now - prev[0])})
+                        "disks": hostsample.busy_disks({"disk": p["disks"]}, {"disk": h["disks"]}, now - prev[0])})
         if not baseline:
             self.samples.extend(out)
 
