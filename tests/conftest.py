@@ -180,10 +180,11 @@ REAL_FIXTURES = frozenset({
 })
 REAL_MODULES = frozenset({
     "test_bench_rados.py", "test_bench_rbd.py", "test_cephsrc.py", "test_cleanup.py", "test_cluster.py",
-    "test_faults.py", "test_hosts.py", "test_box.py", "test_k8s.py", "test_k8s_sampler.py", "test_k8sbed.py",
-    "test_live.py",
+    "test_faults.py", "test_hosts.py", "test_box.py", "test_degraded.py", "test_k8s.py", "test_k8s_sampler.py",
+    "test_k8sbed.py", "test_live.py",
     "test_mounts.py", "test_nfs.py", "test_null_run.py", "test_posix.py", "test_releases.py", "test_reef_compare.py",
-    "test_restore.py", "test_resume.py", "test_rgw_prep.py", "test_rgw_suite.py", "test_run.py", "test_s3.py",
+    "test_restore.py", "test_resume.py", "test_rgw_prep.py", "test_rgw_suite.py", "test_rgw_scaling.py", "test_run.py",
+    "test_s3.py",
     "test_servers.py", "test_slo_run.py", "test_steady_run.py",
 })
 

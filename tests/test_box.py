@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import pytest
@@ -67,10 +68,45 @@ def test_three_hosts_with_capped_nics_are_crush_hosts_and_leave_nothing(tmp_path
             assert uts.stdout.strip() == h["hostname"]
         osd1 = next(x for x in c.daemons() if x.name == "osd.1")  # in host2's namespaces
         assert os.readlink(f"/proc/{osd1.pid}/ns/net") == os.readlink(f"/proc/{b['hosts'][1]['pid']}/ns/net")
+        _host_faults(c, b)
     finally:
         down = run_fathom("cluster", "down", "--dir", str(d), timeout=300)
     assert down.returncode == 0, down.stdout + down.stderr
     assert _left(b) == [] and not d.exists()
+
+
+def _reaches(ns: str, addr: str, port: int) -> bool:
+    code = f"import socket; socket.create_connection(('{addr}', {port}), timeout=2).close()"
+    return subprocess.run(["ip", "netns", "exec", ns, sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def _host_faults(c: LocalCluster, b: dict) -> None:
+    """The fault schedule's host actions on these hosts (fathom.run.actions), each journaled and put back."""
+    from fathom.cluster.journal import Journal
+    from fathom.hosts import impair
+    from fathom.run.faults import Executor
+    from fathom.suite.faults import Fault
+
+    j = Journal()
+    ex = Executor(c.ceph(), c, j, None)
+    h1, h2, h3 = b["hosts"]
+    mon_port = int(c.state()["mon_host"].split(":")[-1].rstrip("]"))
+    assert _reaches(h3["ns"], h1["addr"], mon_port)
+    ex.run(Fault(at_s=0, action="partition", host="host3"))
+    assert not _reaches(h3["ns"], h1["addr"], mon_port) and _reaches(h2["ns"], h1["addr"], mon_port)
+    ex.run(Fault(at_s=0, action="heal", host="host3"))
+    assert _reaches(h3["ns"], h1["addr"], mon_port)
+    ex.run(Fault(at_s=0, action="nic_cap", host="host2", rate="50mbit"))
+    qdisc = ["ip", "netns", "exec", h2["ns"], "tc", "qdisc", "show", "dev", h2["veth"] + "p"]
+    assert "rate 50Mbit" in subprocess.run(qdisc, capture_output=True, text=True).stdout
+    ex.run(Fault(at_s=0, action="link_reset", host="host2"))  # the host's own cap again
+    assert "rate 200Mbit" in subprocess.run(qdisc, capture_output=True, text=True).stdout
+    mgr = ex.run(Fault(at_s=0, action="mgr_failover"))
+    assert mgr["outcome"] == "done" and mgr["failover_s"] > 0, mgr
+    ex.run(Fault(at_s=0, action="partition", host="host2"))  # left cut: what Ctrl-C and restore put back
+    assert not _reaches(h2["ns"], h1["addr"], mon_port)
+    assert impair.undo_all(j, lambda m: None) == [] and not j.pending()
+    assert _reaches(h2["ns"], h1["addr"], mon_port)
 
 
 def test_cluster_up_killed_with_9_leaves_what_down_removes(tmp_path):

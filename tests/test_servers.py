@@ -968,3 +968,68 @@ def test_an_attached_run_without_server_sources_picks_this_hosts_daemons_as_stat
     assert [(d.name, d.pid) for d in p.local_daemons()] == [("mon.a", 100), ("mgr.x", 4242)]
     assert "access denied" in said[-1] and "not sampled" in said[-1]
     assert p.store.run(p.run_id).env["here"]["metadata_errors"]
+
+
+SUITE_CAP = """\
+name: servers-cap
+cluster: {{kind: attached, conf: {conf}, keyring: {keyring}}}
+prep: {{pools: [{{name: srv, application: rados, pg_num: 16, size: 1}}]}}
+defaults: {{engine: fathom-engine, interface: rados, pool: srv, bs: 4k, iodepth: 4, rate: 200, runtime: 60s}}
+workloads:
+  - name: capped
+    rw: write
+    faults:
+      - {{at_s: 2, action: nic_cap, host: "{host}", rate: 8mbit}}
+      - {{at_s: 50, action: link_reset, host: "{host}"}}
+"""
+
+
+def _qdisc(h: netns.NsHost) -> str:
+    return subprocess.run(["ip", "netns", "exec", h.name, "tc", "qdisc", "show", "dev", f"{h.veth}p"],
+                          capture_output=True, text=True).stdout
+
+
+@needs_bed
+@pytest.mark.cluster
+@pytest.mark.parametrize("how", ["ctrl-c", "kill-9"])
+def test_a_nic_cap_over_ssh_is_put_back_after_ctrl_c_and_by_restore_after_kill_9(topology, tmp_path, how):
+    """nic_cap on a server host over SSH (tc tbf on the interface holding its address), journaled before it is
+    made: Ctrl-C mid-point puts it back at once; a kill -9 leaves it, and `fathom cluster restore` puts it back
+    from the run's journal, over SSH; the journal holds paths and names, never a key."""
+    tb, c = topology
+    h = tb.hosts[1]
+    assert "tbf" not in _qdisc(h)
+    suite = tmp_path / "suite.yaml"
+    suite.write_text(SUITE_CAP.format(conf=c.conf_path, keyring=c.keyring_path, host=h.addr))
+    hosts_file = tmp_path / "servers.yaml"
+    base = str(Path(tb.dir) / "cap")
+    hosts_file.write_text(json.dumps({"hosts": [{"host": x.addr, "user": "root", "engine_dir": base}
+                                                for x in tb.hosts]}))
+    db = tmp_path / "r.db"
+    proc = subprocess.Popen([FATHOM, "run", str(suite), "--db", str(db), "--known-hosts", tb.known_hosts,
+                             "--server-key", tb.key_file, "--server-hosts-file", str(hosts_file)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 300
+        while "tbf" not in _qdisc(h) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "rate 8Mbit" in _qdisc(h), proc.communicate(timeout=60)[0] if proc.poll() is not None else ""
+        proc.send_signal(signal.SIGINT if how == "ctrl-c" else signal.SIGKILL)
+        out = proc.communicate(timeout=300)[0]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    with Store(db) as st:
+        entries = [e for e in st.run("latest").state["journal"]["entries"] if e["kind"] == "fault"]
+    assert [e["what"] for e in entries] == [f"{h.addr} {h.veth}p qdisc"]
+    assert entries[0]["data"]["place"]["ssh"]["key_file"] == tb.key_file and "PRIVATE" not in json.dumps(entries)
+    if how == "ctrl-c":
+        assert "tbf" not in _qdisc(h), out[-3000:]
+        assert entries[0]["undone"], out[-3000:]
+        return
+    assert "rate 8Mbit" in _qdisc(h) and not entries[0]["undone"]  # killed: nothing could put it back
+    p = run_fathom("cluster", "restore", "--conf", str(c.conf_path), "--keyring", str(c.keyring_path),
+                   "--db", str(db), timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"put back {h.addr} {h.veth}p qdisc" in p.stdout
+    assert "tbf" not in _qdisc(h)

@@ -65,6 +65,8 @@ class Live:
 class Companion:
     """One observer of a point; every hook is optional."""
 
+    interrupted = False  # set before stop() when the point was interrupted (Ctrl-C): hand over, do not wait
+
     def start(self, live: Live) -> None:
         """The point starts (before its engine)."""
 

@@ -11,6 +11,30 @@ _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECA
 _POWERS = {"": 0, "k": 1, "m": 2, "g": 3, "t": 4, "p": 5}
 _DUR_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|min|h)?\s*$", re.IGNORECASE)
 _DUR_SCALE = {None: 1.0, "ms": 0.001, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+TC_RATE = re.compile(r"^(\d+(?:\.\d+)?)([kmg]?)(bit|bps)$", re.IGNORECASE)  # tc's own spellings: 10gbit, 500mbit
+
+
+def tc_norm(text: str) -> str:
+    return text.strip().lower().replace("gbit/s", "gbit").replace("mbit/s", "mbit")
+
+
+def tc_rate(text: str, what: str = "--host-nic") -> str:
+    """A NIC cap as tc writes it (10gbit, 500mbit, 1.5gbit); refused with the accepted forms otherwise."""
+    t = tc_norm(text)
+    if not TC_RATE.match(t):
+        raise UsageError(f"{what} {text!r}: give a rate in bits per second, such as 10gbit, 2.5gbit or 500mbit")
+    return t
+
+
+def tc_bits(rate: str) -> float:
+    """A tc rate in bits per second."""
+    m = TC_RATE.match(rate.strip().lower())
+    if m is None:
+        raise UsageError(f"{rate!r} is not a tc rate (10gbit, 500mbit)")
+    return float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()] * \
+        (8 if m.group(3).lower() == "bps" else 1)
+
+
 _RATE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([km]?)\s*(?:(?:ops|iops)?\s*/\s*s|ops|iops)?\s*$", re.IGNORECASE)
 _PCT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 

@@ -206,6 +206,12 @@ def fault_data(run: RunData, p: StoredPoint) -> list[dict[str, Any]]:
             and _in_point(e, p)]
 
 
+def phase_data(run: RunData, p: StoredPoint) -> dict[str, Any] | None:
+    """The `data` of a point's phases event (fathom.analysis.phases), if it has one."""
+    return next((e["data"] for e in run.events if e["kind"] == "phases" and isinstance(e.get("data"), dict)
+                 and _in_point(e, p)), None)
+
+
 def _unexplained(e: dict[str, Any], p: StoredPoint, faults: list[dict[str, Any]]) -> set[str]:
     """Health checks after a faulted point that were not there before and that its faults do not explain."""
     data = e.get("data") if isinstance(e.get("data"), dict) else {}

@@ -30,6 +30,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from fathom.analysis.phases import CONDITIONS
 from fathom.results.series import Sample, samples
 
 RECOVERY_BAND = 0.10  # back: at most 10% below the pre-fault median
@@ -55,7 +56,13 @@ EXPECTED_CHECKS: dict[str, set[str]] = {
             *_PG},
     "rgw": {*_PG},
     "pause": {"OSDMAP_FLAGS", *_PG},
+    # a host's faults: its OSDs (and mon, mgr on the first host) down or slow
+    "host": {"OSD_DOWN", "OSD_HOST_DOWN", "OSD_ROOT_DOWN", "OSD_OUT", "MON_DOWN", "MGR_DOWN", "SLOW_OPS", *_PG},
+    "mclock": {*_PG},
 }
+BY_ACTION = {"pause": "pause", "unpause": "pause", "mgr_failover": "mgr", "mon_failover": "mon", "mclock": "mclock",
+             "mclock_reset": "mclock", **{a: "host" for a in ("host_down", "host_up", "nic_cap", "netem", "link_reset",
+                                                               "partition", "heal")}}
 
 
 def expected_checks(faults: list[dict[str, Any]]) -> set[str]:
@@ -63,8 +70,8 @@ def expected_checks(faults: list[dict[str, Any]]) -> set[str]:
     out: set[str] = set()
     for f in faults:
         action, daemon = f.get("action") or "", f.get("daemon") or ""
-        if action in ("pause", "unpause"):
-            out |= EXPECTED_CHECKS["pause"]
+        if action in BY_ACTION:
+            out |= EXPECTED_CHECKS[BY_ACTION[action]]
         else:
             kind = "rgw" if "rgw" in daemon else daemon.split(".", 1)[0]
             out |= EXPECTED_CHECKS.get(kind, _PG)
@@ -88,7 +95,7 @@ class FaultWindow:
         return asdict(self)
 
     def describe(self) -> str:
-        return f"{self.action} {self.daemon}" if self.daemon else self.action
+        return f"{self.action} {self.daemon}" if self.daemon else self.action  # daemon: or a host action's host
 
 
 def _in_band(x: float, base: float) -> bool:
@@ -140,7 +147,7 @@ def windows(ss: list[Sample], faults: list[dict[str, Any]]) -> tuple[float | Non
         p99s = [s.p99_ms for s in dip if s.p99_ms is not None]
         below = round(sum(s.dt for s in dip if not _in_band(s.iops, base)), 3) if base else None
         out.append(FaultWindow(
-            t0, str(f.get("action") or ""), f.get("daemon"),
+            t0, str(f.get("action") or ""), f.get("daemon") or f.get("host"),
             round(max(err.t - t0, 0.0), 3) if err else None,
             min((s.iops for s in dip), default=None), min((s.mib_s for s in dip), default=None),
             max(p99s, default=None), round(max(rec_at - t0, 0.0), 3) if rec_at is not None else None,
@@ -151,9 +158,10 @@ def windows(ss: list[Sample], faults: list[dict[str, Any]]) -> tuple[float | Non
 def acted(faults: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The faults that acted while the point ran: timed (t_s: when each took effect; from before effects were
     recorded, when it was issued), carried out, in effect before the point's last record, not the put-back at its
-    end."""
+    end. The mClock profile is a condition of the point, not a fault (phases.CONDITIONS)."""
     return [f for f in faults if f.get("t_s") is not None and not f.get("undo")
-            and f.get("outcome") not in ("not run", "no effect within the point") and not f.get("error")]
+            and f.get("outcome") not in ("not run", "no effect within the point") and not f.get("error")
+            and f.get("action") not in CONDITIONS]
 
 
 def point_metrics(intervals: list[dict[str, Any]], faults: list[dict[str, Any]]) -> tuple[dict[str, Any],

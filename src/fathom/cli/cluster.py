@@ -258,7 +258,8 @@ def cmd_restore(args: argparse.Namespace) -> int:
     fathom made) removed. A run still marked running whose process is gone is marked interrupted; a run whose
     process still runs is left alone."""
     from fathom.cluster import restore
-    from fathom.cluster.journal import K8S_KIND, OBJECT_KINDS, RGW_KINDS, S3_KIND, SAMPLER_KIND, SETTING, Journal
+    from fathom.cluster.journal import (FAULT_KIND, K8S_KIND, OBJECT_KINDS, RGW_KINDS, S3_KIND, SAMPLER_KIND, SETTING,
+                                        Journal)
     from fathom.results.store import Store
 
     if not Path(args.db).is_file():
@@ -276,7 +277,7 @@ def cmd_restore(args: argparse.Namespace) -> int:
             rec = run.state.get("journal") or {}
             pending = [] if rec.get("moot") else [
                 e for e in rec.get("entries", []) if not e.get("undone")
-                and e.get("kind") in (SETTING, *OBJECT_KINDS, *RGW_KINDS, S3_KIND, SAMPLER_KIND, K8S_KIND)]
+                and e.get("kind") in (SETTING, *OBJECT_KINDS, *RGW_KINDS, S3_KIND, SAMPLER_KIND, K8S_KIND, FAULT_KIND)]
             # a bench with no Ceph connection (S3 on pods) names no cluster: what it left is found from any
             here = rec.get("fsid") == fsid or (run.kind == "bench" and rec.get("fsid") is None and "pid" in rec)
             # a run on this cluster still marked running: killed, it could not mark its end (restore does)
@@ -356,6 +357,12 @@ def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) 
     from fathom.cluster.prep import Prep
     from fathom.errors import FathomError
 
+    from fathom.hosts import impair
+
+    n_faults = len(journal.pending(impair.FAULT_KIND))
+    faults_left = impair.undo_all(journal, lambda m: print(f"  {m}"))  # the hosts first: the cluster whole again
+    if faults_left:
+        store.add_event(run_id, "warning", f"could not put back {'; '.join(faults_left)}", data={"left": faults_left})
     restorer = restore.Restorer(ceph, journal)
     settings = len(restorer.pending())
     left = restorer.restore(lambda m: print(f"  {m}"))
@@ -404,8 +411,8 @@ def _undo_run(store: Store, run_id: int, ceph: Ceph, journal: Journal, db: str) 
                "the Kubernetes objects it made", "the API answers")
     if said:
         store.add_event(run_id, "restore", f"`fathom cluster restore` {'; '.join(said)}", data={"removed": removed})
-    return (settings - len(left) + len(s3_done) + len(made) - len(still) + len(samplers) + len(objs),
-            len(left) + len(s3_left) + len(still) + len(bad) + len(bad_objs))
+    return (settings - len(left) + len(s3_done) + len(made) - len(still) + len(samplers) + len(objs) + n_faults -
+            len(faults_left), len(left) + len(s3_left) + len(still) + len(bad) + len(bad_objs) + len(faults_left))
 
 
 def _said_left(store: Store, run_id: int, said: list[str], removed: dict[str, list[str]], key: str,

@@ -181,6 +181,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     size = "at most" if any(p.capped for p in points) else "about"
     print(f"suite {s.name} ({loaded.source}{', quick' if args.quick else ''}): {len(points)} points, "
           f"{size} {_dur(total)} of load" + (" plus cluster start and prep" if needs else "; no cluster needed"))
+    if s.cluster.levels():
+        print(f"  cluster shape sweep: {', '.join(map(str, s.cluster.levels() or []))} emulated hosts, one run and one "
+              "disposable cluster each (labelled nodes=N), every point above in each")
     if s.prep.images:
         im = s.prep.images
         print(f"  prep: {im.count} RBD image(s) of {im.size / 2**20:.0f} MiB in pool {im.pool}"
@@ -251,7 +254,41 @@ def cmd_run(args: argparse.Namespace) -> int:
         mgr_prometheus=args.mgr_prometheus, prometheus=args.prometheus, labels=labels.parse(args.label),
         baseline=baseline_first,
     )
+    if args.suite and not args.resume:
+        from fathom.suite import spec
+
+        levels = spec.load(args.suite, quick=args.quick, engine=args.engine).suite.cluster.levels()
+        if levels:
+            return _shape_sweep(opts, levels, args.metrics, linger_s(args))
     return _run_live(opts, args.metrics, linger_s(args))
+
+
+def _shape_sweep(opts: Any, levels: list[int], metrics: str | None, linger: float) -> int:
+    """A suite whose cluster.hosts is a list: one run per level, each on its own disposable cluster of that many
+    emulated hosts (stopped before the next), labelled nodes=N so the report and `fathom history --by nodes` draw
+    its figures against the hosts."""
+    import dataclasses
+
+    from fathom.results.store import Store
+
+    if "nodes" in opts.labels:
+        raise UsageError("--label nodes: a sweep of cluster.hosts labels each level's run nodes=N itself")
+    if opts.keep_cluster or opts.attach is not None:
+        raise UsageError("cluster.hosts sweeps the shape of fathom's disposable cluster: one per level, each "
+                         "stopped before the next", hint="leave out --keep-cluster and --conf")
+    ids: list[str] = []
+    for i, n in enumerate(levels, 1):
+        print(f"cluster shape {i}/{len(levels)}: {n} emulated host(s), run labelled nodes={n}", flush=True)
+        rc = _run_live(dataclasses.replace(opts, hosts_level=n, labels={**opts.labels, "nodes": str(n)},
+                                           name=f"{opts.name}-nodes{n}" if opts.name else None), metrics, linger)
+        with Store(opts.db) as st:
+            ids.append(str(st.runs()[-1].id))
+        if rc != 0:
+            print(f"cluster shape sweep stopped at {n} hosts (exit {rc}); runs so far: {','.join(ids)}")
+            return rc
+    print(f"cluster shape sweep done: runs {','.join(ids)} ({', '.join(f'nodes={n}' for n in levels)}); together: "
+          f"fathom report {','.join(ids)} --db {opts.db}")
+    return 0
 
 
 def cmd_slo(args: argparse.Namespace) -> int:

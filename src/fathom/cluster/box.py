@@ -2,10 +2,11 @@
 
 Each host is a network namespace with its own hostname (a UTS namespace: `host1`, `host2`, ...), one address on a
 bridge fathom makes, and a veth pair to it. An optional tc qdisc on the host's side of its link caps what the
-host sends (`--host-nic RATE`: tbf) and delays it (`--host-delay MS`: netem). A holder process (`sleep`) keeps
-each host's namespaces; the daemons placed on a host enter them (nsenter), so Ceph sees that hostname and CRUSH puts
-the host's OSDs under a host bucket of that name. The mon and the mgr run on the first host; this host (the
-clients) reaches every host on the bridge.
+host sends (`--host-nic RATE`: tbf) and delays it (`--host-delay MS`: netem); the cap also holds what it receives
+(tbf on the bridge's side of its link: a NIC is capped both ways), the delay only what it sends. A holder process
+(`sleep`) keeps each host's namespaces; the daemons placed on a host enter them (nsenter), so Ceph sees that
+hostname and CRUSH puts the host's OSDs under a host bucket of that name. The mon and the mgr run on the first
+host; this host (the clients) reaches every host on the bridge.
 
 What the box made is in the cluster's state (`box`) before it is made, so `fathom cluster down` removes it, also
 after a kill -9: the holders by pid (only while the pid is still a holder), the namespaces and the bridge by name
@@ -24,17 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fathom.errors import ClusterError, UsageError
-
-RATE = re.compile(r"^(\d+(?:\.\d+)?)([kmg]?)(bit|bps)$", re.IGNORECASE)  # tc's own spellings: 10gbit, 500mbit
-
-
-def tc_rate(text: str) -> str:
-    """A NIC cap as tc writes it (10gbit, 500mbit, 1.5gbit); refused with the accepted forms otherwise."""
-    t = text.strip().lower().replace("gbit/s", "gbit").replace("mbit/s", "mbit")
-    if not RATE.match(t):
-        raise UsageError(f"--host-nic {text!r}: give a rate in bits per second, such as 10gbit, 2.5gbit or 500mbit")
-    return t
-
+from fathom.units import tc_bits, tc_rate
 
 def plan(fsid: str, n: int, nic: str | None = None, delay_ms: float | None = None) -> dict[str, Any]:
     """The box of n hosts a cluster of this fsid gets: its names (short enough for interface names), not made."""
@@ -56,10 +47,12 @@ def qdisc(nic: str | None, delay_ms: float | None) -> list[str]:
         return ["netem", "delay", f"{delay_ms:g}ms", *(["rate", nic] if nic else [])]
     if not nic:
         return []
-    m = RATE.match(nic)
-    assert m is not None
-    bits = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2).lower()] * \
-        (8 if m.group(3).lower() == "bps" else 1)
+    return tbf(nic)
+
+
+def tbf(nic: str) -> list[str]:
+    """A tbf qdisc sending at most nic: its bucket 10 ms of the rate, at least 64 KiB."""
+    bits = tc_bits(nic)
     return ["tbf", "rate", nic, "burst", f"{max(64 * 1024, int(bits / 8 / 100))}b", "latency", "50ms"]
 
 
@@ -107,11 +100,9 @@ def up(box: dict[str, Any], save: Callable[[dict[str, Any]], None]) -> str:
         peer = join(box["bridge"], h["ns"], h["veth"], h["addr"])
         shape = qdisc(box.get("nic"), box.get("delay_ms"))
         if shape:  # what the host sends: its NIC's cap and the link's delay
-            p = subprocess.run(["ip", "netns", "exec", h["ns"], "tc", "qdisc", "add", "dev", peer, "root", *shape],
-                               capture_output=True, text=True)
-            if p.returncode != 0:
-                raise ClusterError(f"tc {shape[0]} on {h['hostname']}: {p.stderr.strip()}",
-                                   hint=f"this kernel lacks the sch_{shape[0]} qdisc (fathom loads no module)")
+            _tc(h, ["ip", "netns", "exec", h["ns"], "tc", "qdisc", "add", "dev", peer, "root", *shape])
+        if box.get("nic"):  # what it receives, on the bridge's side of its link: a NIC is capped both ways
+            _tc(h, ["tc", "qdisc", "add", "dev", h["veth"], "root", *tbf(box["nic"])])
         # the holder: its own UTS namespace with the host's name, in the host's network namespace; exec'd, so
         # the pid is sleep's (a daemon enters both with nsenter -t PID -n -u)
         holder = subprocess.Popen(["ip", "netns", "exec", h["ns"], "unshare", "--uts", "sh", "-c",
@@ -121,6 +112,14 @@ def up(box: dict[str, Any], save: Callable[[dict[str, Any]], None]) -> str:
         h["pid"] = holder.pid
         save(box)
     return f"{prefix}.1"
+
+
+def _tc(h: dict[str, Any], argv: list[str]) -> None:
+    p = subprocess.run(argv, capture_output=True, text=True)
+    if p.returncode != 0:
+        kind = argv[argv.index("root") + 1]
+        raise ClusterError(f"tc {kind} on {h['hostname']}: {p.stderr.strip()}",
+                           hint=f"this kernel lacks the sch_{kind} qdisc (fathom loads no module)")
 
 
 def placement(box: dict[str, Any], osds: int, mds: bool = False) -> dict[str, dict[str, Any]]:

@@ -13,6 +13,8 @@ Kinds, and the module that writes and undoes them:
                                  prefix and whether fathom made it)
     fuse, loop, mount, daemon    fathom.cluster.mounts and .ganesha (on fathom's local cluster)
     sampler                      fathom.servers (the fathom-sampler uploaded to a server host over SSH)
+    fault                        fathom.hosts.impair (a host's qdisc, its routes cut, its daemons frozen or killed
+                                 for a fault: data says how to put it back, on which host; never a key)
     k8s                          fathom.hosts.k8s.objects (a run's pods, their owner and Secret: data names the
                                  owner) and fathom.hosts.k8s.journaled (one object, the sampler's DaemonSet: its kind)
 
@@ -43,6 +45,7 @@ SAMPLER_KIND = "sampler"  # data: host, port, user, key_file, known_hosts (paths
 # data: kubeconfig (a path), context, namespace, and either run, owner, pods, secret (a run's pods) or kind,
 # name, labels, uid once made (one object); never a key
 K8S_KIND = "k8s"
+FAULT_KIND = "fault"
 
 
 @dataclass

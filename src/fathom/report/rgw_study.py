@@ -21,7 +21,7 @@ from fathom.analysis.data import RunData, StoredPoint
 from fathom.report import svg
 from fathom.report.doc import NA, ChartOut, Section, Table, fmt
 
-WORKLOADS = (rgw_gains.STUDY_WORKLOAD, "tls", "client-scaling")
+WORKLOADS = (rgw_gains.STUDY_WORKLOAD, "tls", "client-scaling", "node-scaling")  # the rgw and rgw-scaling suites
 SIZE_CLASSES = (("small (≤ 64 KiB)", 0, 64 * 1024), ("medium (1-4 MiB)", 64 * 1024 + 1, 4 * 2**20),
                 ("large (≥ 32 MiB)", 4 * 2**20 + 1, 2**62))
 NOTES = [
@@ -213,34 +213,56 @@ def _nodes_of(runs: list[RunData]) -> dict[int, float]:
     return out
 
 
+STUDY_EFFICIENCY = {"GET": 0.97, "PUT": 1.07}  # 4 -> 12 nodes: GET 39 -> 113 GiB/s, PUT 15.5 -> 50 GiB/s
+
+
+def efficiency(n0: float, t0: float, n: float, t: float) -> float | None:
+    """Per-node scaling efficiency from the smallest level: the throughput's gain over the nodes' (1.0: linear)."""
+    return (t / t0) / (n / n0) if t0 > 0 and n0 > 0 and n != n0 else None
+
+
 def _node_scaling(runs: list[RunData], points: list[StoredPoint]) -> tuple[Table | None, ChartOut | None]:
     """The study's node scaling (4, 8, 12 nodes): runs labelled nodes=N on clusters of those sizes, each
-    (size, op)'s peak throughput over its client levels, the mean over the runs of one size."""
+    (size, op)'s peak throughput over its client levels, the mean over the runs of one size, its per-node
+    efficiency from the smallest level beside the study's, and what bounded the peak point."""
     nodes = _nodes_of(runs)
     if len(set(nodes.values())) < 2:
         return None, None
     peaks: dict[tuple[int, str, float], list[float]] = {}
+    bounds: dict[tuple[int, str, float], list[str]] = {}
     for (size, op, rid), ps in _group([p for p in points if p.run_id in nodes], "object_size", "op",
                                       "run_id").items():
-        bw = [p.m("bw_mib_s") for p in ps if p.m("bw_mib_s") is not None]
+        bw = [(p.m("bw_mib_s"), p) for p in ps if p.m("bw_mib_s") is not None]
         if op and bw:
-            peaks.setdefault((size, op, nodes[rid]), []).append(max(bw))  # type: ignore[type-var]
+            top = max(bw, key=lambda x: x[0])
+            peaks.setdefault((size, op, nodes[rid]), []).append(top[0])  # type: ignore[type-var]
+            bounds.setdefault((size, op, nodes[rid]), []).append(  # type: ignore[arg-type]
+                (top[1].bound or {}).get("bound") or "not judged")
     if not peaks:
         return None, None
     rows, series = [], []
     curves = sorted({(s, op) for s, op, _ in peaks}, key=lambda k: (k[0], k[1] != "PUT"))
     for i, (s, op) in enumerate(curves):
         pts = []
-        for (s2, op2, n), v in sorted(peaks.items(), key=lambda kv: kv[0][2]):
-            if (s2, op2) == (s, op):
-                rows.append([rgw_gains.size_label(s), op, f"{n:g}", fmt(statistics.fmean(v), "bw"), str(len(v))])
-                pts.append(svg.SPoint(n, statistics.fmean(v), f"{n:g}"))
+        levels = sorted((k[2], statistics.fmean(v)) for k, v in peaks.items() if k[:2] == (s, op))
+        n0, t0 = levels[0]
+        for n, mean in levels:
+            eff = efficiency(n0, t0, n, mean)
+            study = STUDY_EFFICIENCY.get(str(op))
+            rows.append([rgw_gains.size_label(s), str(op), f"{n:g}", fmt(mean, "bw"),
+                         f"{eff:.0%}" if eff is not None else "-", f"{study:.0%}" if study and eff is not None else "-",
+                         ", ".join(sorted(set(bounds[(s, op, n)]))), str(len(peaks[(s, op, n)]))])
+            pts.append(svg.SPoint(n, mean, f"{n:g}"))
         series.append(svg.Series(f"{op} {rgw_gains.size_label(s)}", pts, svg.PALETTE[i % len(svg.PALETTE)]))
-    table = Table("Node scaling (runs labelled nodes=N)", ["size", "op", "nodes", "peak MiB/s", "runs"], rows,
-                  ["l", "l", "r", "r", "r"],
-                  ["Each run's peak over its client levels, the mean over the runs with that label. The study: "
-                   "GET 39 -> 113 GiB/s at 4 MiB from 4 to 12 nodes (EC 2+2, SSL). `fathom history rgw --by "
-                   "nodes` draws every figure against nodes."])
+    table = Table("Node scaling (runs labelled nodes=N)", ["size", "op", "nodes", "peak MiB/s",
+                                                           "per-node efficiency", "study", "bound by", "runs"], rows,
+                  ["l", "l", "r", "r", "r", "r", "l", "r"],
+                  ["Each run's peak over its client levels, the mean over the runs with that label. Per-node "
+                   "efficiency: the throughput's gain from the smallest level over the nodes' gain (100%: linear). "
+                   "The study: GET 39 -> 113 GiB/s (97%) and PUT 15.5 -> 50 GiB/s (107%) at 4 MiB from 4 to 12 "
+                   "nodes (EC 2+2, SSL), its NICs the limit. 'Bound by': the peak point's verdict "
+                   "(docs/measurement.md, \"What bounds a point\"). `fathom run rgw-scaling` makes the levels on "
+                   "emulated hosts; `fathom history rgw --by nodes` draws every figure against nodes."])
     chart = ChartOut("rgw-nodes", "Node scaling: peak throughput vs nodes", svg.render(svg.Chart(
         "Node scaling: peak throughput vs nodes", "nodes (label)", "MiB/s", series, log_y=False)))
     return table, chart

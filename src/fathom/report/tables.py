@@ -16,7 +16,7 @@ from fathom.analysis.data import (Level, RunData, StoredPoint, Throughput, assig
                                   throughput_for)
 from fathom.analysis.stats import KNEE_DEFINITION, knee_index, saturation_index
 from fathom.results.model import DAEMON_KINDS, FIGURE_WINDOWS, daemon_columns, daemon_kinds_in, daemon_label
-from fathom.report import perhost, slo, sources, studies, svg, timeline
+from fathom.report import perhost, phases, slo, sources, studies, svg, timeline
 from fathom.report.doc import INTENDED, NA, ChartOut, ReportDoc, Section, Table, fmt, fmt_tp
 from fathom.suite.steady import Criteria, outcome_text
 
@@ -320,11 +320,12 @@ def build(runs: list[RunData], title: str | None = None, baseline: RunData | Non
         kinds = server_kinds([p for r in runs for p in r.curve(wl)])
         sections.append(Section(wl, tp.unit, charts(runs, wl, axis, found) + timeline.charts(runs, wl),
                                 [detail_table(r, wl, axis, kinds, f) for r, f in zip(runs, found) if r.curve(wl)]
-                                + timeline.tables(runs, wl) + perhost.tables(runs, wl)
+                                + timeline.tables(runs, wl) + phases.tables(runs, wl) + perhost.tables(runs, wl)
                                 + perhost.server_tables(runs, wl) + perhost.osd_latency_tables(runs, wl)
                                 + perhost.bound_tables(runs, wl) + perhost.ceiling_tables(runs, wl, baseline),
                                 wl_flags))
-    sections = slo.sections(runs) + studies.sections(runs) + sections + sources.sections(runs)  # studies first
+    sections = slo.sections(runs) + studies.sections(runs) + phases.sections(runs) + sections + \
+        sources.sections(runs)  # studies first
     summary = Table("Summary", ["workload", "run", "peak throughput", "peak at", "knee at", "90% of peak at",
                                 "clat at peak (ms)", "OSD CPU at peak (% of one core)", "per OSD core at peak",
                                 "anomalies"], srows, ["l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],

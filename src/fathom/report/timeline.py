@@ -36,7 +36,7 @@ def _faulted(run: RunData, wl: str) -> list[tuple[StoredPoint, list[dict[str, An
 
 
 def _label(f: dict[str, Any]) -> str:
-    what = f"{f.get('action')} {f.get('daemon') or ''}".strip()
+    what = f"{f.get('action')} {f.get('daemon') or f.get('host') or ''}".strip()
     return f"{what} (at end)" if f.get("undo") else what
 
 

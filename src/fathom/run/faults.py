@@ -11,21 +11,36 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from fathom.analysis import recovery
+from fathom.analysis import phases, recovery
+from fathom.run import actions
+from fathom.run import pgwatch
+from fathom.run.pgwatch import PgWatch
 from fathom.companion import Companion, Contribution, Live
 from fathom.errors import FathomError
-from fathom.suite.faults import CEPH_ACTIONS, LOCAL_ACTIONS, STOP_WAIT_S, Fault, ceph_name, did_you_mean, osd_id
+from fathom.suite.faults import (BOX_ACTIONS, CEPH_ACTIONS, HOST_ACTIONS, LOCAL_ACTIONS, STOP_WAIT_S, UNDO, Fault,
+                                 ceph_name, did_you_mean, osd_id)
 
 
-def check_cluster(schedules: dict[str, list[Fault]], ceph: Any, local: Any | None) -> None:
-    """Refuse, all at once, faults the cluster a run uses cannot take: a daemon it does not have, a kill or
+def check_cluster(schedules: dict[str, list[Fault]], ceph: Any, local: Any | None, servers: Any | None = None) -> None:
+    """Refuse, all at once, faults the cluster a run uses cannot take: a daemon or host it does not have, a kill or
     start where fathom knows no pids (an attached cluster). Called before the first point."""
     problems: list[str] = []
+    hosts = actions.Hosts(local, None, servers)
     osd_ids: set[int] | None = None
     names = {d.name for d in local.daemons()} if local is not None else None
     for wl, faults in schedules.items():
         for f in faults:
             what = f"workload {wl!r}: fault {f.describe()} at {f.at_s:g} s"
+            if f.action in BOX_ACTIONS and local is None:
+                problems.append(f"{what}: {f.action} acts on the emulated hosts of fathom's local cluster "
+                                "(cluster: {hosts: N}); an attached cluster's daemons are not fathom's")
+                continue
+            if f.action in HOST_ACTIONS:
+                try:
+                    hosts.place(f.host or "")
+                except FathomError as exc:
+                    problems.append(f"{what}: {exc.message}")
+                continue
             if f.action in LOCAL_ACTIONS and local is None:
                 problems.append(f"{what}: this cluster is attached, and an attached cluster's daemons are not "
                                 f"fathom's to {f.action} (no pids known); allowed there: {', '.join(CEPH_ACTIONS)}")
@@ -54,8 +69,9 @@ def check_cluster(schedules: dict[str, list[Fault]], ceph: Any, local: Any | Non
 class Executor:
     """Performs fault actions: Ceph commands on any cluster, signals and starts on fathom's local one."""
 
-    def __init__(self, ceph: Any, local: Any | None = None):
-        self.ceph, self.local = ceph, local
+    def __init__(self, ceph: Any, local: Any | None = None, journal: Any | None = None, servers: Any | None = None):
+        self.ceph, self.local, self.journal = ceph, local, journal
+        self.hosts = actions.Hosts(local, journal, servers) if journal is not None else None
 
     def _daemon(self, daemon: str) -> Any:
         name = ceph_name(daemon)
@@ -106,6 +122,16 @@ class Executor:
             started = self.start(t)  # type: ignore[arg-type]
             return {"outcome": started["outcome"], "pid_before": stopped.get("pid"), "pid": started.get("pid"),
                     **{k: started[k] for k in ("effect_ts", "effect") if k in started}}
+        if a in HOST_ACTIONS + ("mclock", "mclock_reset"):
+            if self.journal is None or self.hosts is None:
+                raise FathomError(f"{a} needs the run's undo journal")
+            if a == "mclock":
+                return actions.mclock(self.ceph, self.journal, f.profile or "")
+            return actions.mclock_reset(self.ceph, self.journal) if a == "mclock_reset" else self.hosts.run(f)
+        if a == "mgr_failover":
+            return actions.mgr_failover(self.ceph)
+        if a == "mon_failover":
+            return actions.mon_failover(self.ceph, self.local)
         if a in ("pause", "unpause"):
             self.ceph.ceph("osd", a, fmt_json=False, timeout=30)
         else:
@@ -146,14 +172,17 @@ class FaultCompanion(Companion):
         self._down: dict[str, float] = {}  # daemons the schedule killed or stopped -> at_s
         self._out: dict[str, float] = {}  # OSDs it marked out -> at_s
         self._paused: float | None = None
+        self._open: dict[tuple[str, str | None], float] = {}  # (the action that puts it back, host) -> at_s
         self._thread: threading.Thread | None = None
         self.live: Live | None = None
+        self.watch = PgWatch(executor.ceph)  # the PGs, for the phases (time to active+clean, recovery rates)
 
     # ---- companion protocol ----
     def start(self, live: Live) -> None:
         self.live = live
         self._thread = threading.Thread(target=self._loop, name="fathom-faults", daemon=True)
         self._thread.start()
+        self.watch.start()
 
     def on_interval(self, rec: dict[str, Any]) -> None:
         self.intervals.append(rec)
@@ -178,8 +207,13 @@ class FaultCompanion(Companion):
                                               "outcome": "not run", "t_s": None}})
         self._late(now_t)
         self._undo(now_t)
-        metrics, windows = recovery.point_metrics(self.intervals, recovery.acted([e["data"] for e in self._events]))
+        self.watch.stop()
+        acted = recovery.acted([e["data"] for e in self._events])
+        metrics, windows = recovery.point_metrics(self.intervals, acted)
         events = list(self._events)
+        phased = self._phases(acted)
+        if phased:
+            events.append(phased)
         if windows:
             rec = "; ".join(f"{w.describe()} at {w.t_s:.1f} s: " + (
                 f"back to {1 - recovery.RECOVERY_BAND:.0%} of the pre-fault median after {w.recovery_s:.1f} s"
@@ -188,6 +222,32 @@ class FaultCompanion(Companion):
                            "data": {"prefault_iops": metrics.get("prefault_iops"),
                                     "windows": [w.to_dict() for w in windows]}})
         return Contribution(events=events, metrics=metrics)
+
+    def _phases(self, acted: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The point's phases (fathom.analysis.phases) as an event, once the cluster is active+clean again (the
+        watch goes on after the point for that, bounded) or said not to be."""
+        if not acted or self._origin is None:
+            return None
+        origin = self._origin
+        last = max(float(f["t_s"]) for f in acted) + origin
+        clean_ts = self.watch.settle(last, self.say, 0.0 if self.interrupted else pgwatch.SETTLE_S)
+        watch = [{**w, "t": round(w["ts"] - origin, 3)} for w in self.watch.samples]
+        profile = next((e["data"].get("profile") for e in self._events if e["data"].get("action") == "mclock"
+                        and e["data"].get("outcome") == "done"), None)
+        data = phases.split(self.intervals, acted, watch, clean_ts - origin if clean_ts is not None else None, profile)
+        if not data:
+            return None
+        data["watch"] = watch
+        before = next((p for p in data["phases"] if p["phase"] == "before"), None)
+        parts = []
+        for p in data["phases"]:
+            vs = p["vs_before"].get("p99_ms") if before and p is not before else None
+            parts.append(f"{p['phase']} {p['seconds']:.0f} s: {p['iops']:.0f} ops/s, p99 "
+                         f"{p['p99_ms'] if p['p99_ms'] is not None else '-'} ms" + (f" (x{vs:.2f})" if vs else ""))
+        clean = f"active+clean {data['clean_s']:.0f} s after the first fault" if data["clean_s"] is not None else \
+            "not active+clean within the watch"
+        return {"kind": "phases", "ts": time.time(), "data": data,
+                "message": f"phases: {'; '.join(parts)}; {clean}; longest stall {data['stall_s']:.0f} s"}
 
     def _late(self, now_t: float | None) -> None:
         """Faults issued in the point whose effect came after its last record (a `ceph` call slow on a loaded
@@ -246,6 +306,10 @@ class FaultCompanion(Companion):
                     self._out.setdefault(f.daemon, f.at_s)
                 elif f.action == "osd_in":
                     self._out.pop(f.daemon, None)
+            if ok and f.action in UNDO:
+                self._open.setdefault((UNDO[f.action], f.host), f.at_s)
+            elif ok and f.action in UNDO.values():
+                self._open.pop((f.action, f.host), None)
             if ok and f.action == "pause":
                 self._paused = f.at_s if self._paused is None else self._paused
             elif ok and f.action == "unpause":
@@ -279,6 +343,9 @@ class FaultCompanion(Companion):
         if self._paused is not None:
             self._do(Fault(at_s=0, action="unpause"),
                      undo=f"client I/O paused since {self._paused:g} s when {end}; unpaused")
+        for (action, host), at in list(self._open.items()):
+            self._do(Fault(at_s=0, action=action, host=host),
+                     undo=f"{host or 'the cluster'} was left faulted ({at:g} s) when {end}; {action}")
         for daemon, at in list(self._out.items()):
             self._do(Fault(at_s=0, action="osd_in", daemon=daemon),
                      undo=f"{daemon} marked out at {at:g} s when {end}; marked in")

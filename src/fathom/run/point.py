@@ -301,6 +301,8 @@ def _record_interrupted(store: Store, run_id: int, point: Point, started_compani
     """Stop the companions and store the point in progress as interrupted, with what was measured so far
     (`partial`: the engine's result up to the interrupt, if it had one)."""
     params = point.params
+    for c in started_companions:
+        c.interrupted = True
     got = _stop_all(started_companions)
     metrics, hists = usage.point_metrics(partial, params, got.samples, started, time.time(), intervals,
                                          got.events) \

@@ -39,19 +39,18 @@ from fathom.suite import faults, plan, spec, steady
 from fathom.hosts import clients as hosts
 from fathom.servers import telemetry
 from fathom.run import point as point_mod
-from fathom.cluster import buckets, client, full, health
+from fathom.cluster import buckets, client, full, health, rgw as rgw_prep
 from fathom.companion import Companion
 from fathom.engines.clients import Clients
-from fathom.cluster import rgw as rgw_prep
 from fathom.cluster.ceph import Connection
 from fathom.cluster.local import Daemon, LocalCluster
 from fathom.cluster.prep import Prep
 from fathom.cluster.restore import put_back
 from fathom.cluster.attach import Attachment, client_for
-from fathom.cluster.journal import Journal
+from fathom.cluster.journal import FAULT_KIND, Journal
+from fathom.hosts import impair
 from fathom.run.attempt import Attempt
-from fathom.run.work import RunOptions, Work
-from fathom.run.work import say as _say
+from fathom.run.work import RunOptions, Work, say as _say
 from fathom.errors import FathomError, UsageError
 from fathom.run.progress import Progress
 from fathom.results.store import Store
@@ -206,7 +205,7 @@ class Phases:
             if attached is not None:
                 attached.ceph().probe(timeout=30.0)
             if attached is not None and schedules:  # before anything is made: a fault this cluster cannot take
-                fault_run.check_cluster(schedules, attached.ceph(), attached.local)
+                fault_run.check_cluster(schedules, attached.ceph(), attached.local, opts.servers)
         except BaseException:
             checked.close()
             raise
@@ -496,8 +495,8 @@ class Phases:
             ctx = self.context(point)
             prog.point_start(point, n)
             schedule = [faults.Fault.model_validate(f) for f in point.params.get("faults") or []]
-            extra: list[Companion] = [fault_run.FaultCompanion(schedule, fault_run.Executor(ceph, local), prog.say)] \
-                if schedule and ceph is not None else []
+            acts = fault_run.Executor(ceph, local, self.journal(), self.opts.servers) if schedule and ceph else None
+            extra: list[Companion] = [fault_run.FaultCompanion(schedule, acts, prog.say)] if acts else []
             try:
                 crit = steady.Criteria.of(point.params)  # a steady_state watch only for workloads with one
                 watch: list[Companion] = [steady_run.SteadyStateCompanion(crit)] if crit else []
@@ -655,6 +654,8 @@ def _teardown(store: Store, run_id: int, a: Attempt, held: Held, keep: bool,
                     on_cleaned(engine, ctx.pool)  # a resumed attempt must write again what reads need
             except FathomError as exc:
                 errors.append(exc.message)
+    if prep is not None and prep.journal.pending(FAULT_KIND):  # a host a fault left impaired (Ctrl-C in a point)
+        impair.undo_all(prep.journal, _say, cluster.start_daemon if cluster is not None else None)
     if prep is not None and (cluster is None or keep):  # a disposable cluster that is stopped needs no restore
         put_back(prep.restorer, store.path, lambda kind, msg, data=None: store.add_event(run_id, kind, msg, data=data),
                  _say)

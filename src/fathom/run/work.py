@@ -48,6 +48,7 @@ class RunOptions:
     # a suite's `baseline:`: (held, options, runtime_s) -> the baseline run's id, once the cluster is prepared
     # (the command line gives fathom.cli.baseline.before_points: fathom baseline lives above the runner)
     baseline: Callable[[Any, Any, float], int] | None = None
+    hosts_level: int | None = None  # one level of a shape sweep (cluster.hosts a list; fathom.cli.run runs each)
 
 
 @dataclass
@@ -91,11 +92,17 @@ class Work:
             loaded = spec.LoadedSuite(spec.parse(prev.suite_yaml, prev.suite or "<stored suite>", quick, eng),
                                       prev.suite or "", prev.suite_yaml, quick, eng)
             run_id, ceph = prev.id, prev.env.get("ceph_override")
+            level = ((prev.env.get("cluster") or {}).get("hosts") or {}).get("n")
             if opts.ceph and opts.ceph != ceph:
                 raise UsageError(f"--ceph: run {prev.id} ran on {ceph or 'this host'}'s Ceph; a resumed run keeps it")
         else:
             loaded = spec.load(opts.suite_ref or "", quick=opts.quick, engine=opts.engine)
-            ceph = opts.ceph
+            ceph, level = opts.ceph, opts.hosts_level
+        if loaded.suite.cluster.levels() is not None:
+            if level is None:
+                raise UsageError(f"{loaded.source}: cluster.hosts sweeps {loaded.suite.cluster.hosts}: each level is "
+                                 "a run of its own", hint="run it with `fathom run`, which runs every level in turn")
+            spec.at_hosts(loaded, int(level))
         if ceph:  # the suite's disposable cluster runs its daemons from another Ceph
             spec.use_ceph(loaded, ceph, attached=opts.attach is not None)
         work = cls(loaded, plan.expand(loaded.suite), store.done_keys(run_id) if run_id is not None else set(),

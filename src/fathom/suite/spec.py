@@ -80,21 +80,35 @@ class ClusterSpec(StrictModel):
     # `fathom cluster rootfs` (reef); default this host's Ceph (fathom.cluster.cephsrc)
     ceph: str | None = None
     # local: emulated hosts (fathom.cluster.box): the OSDs over `hosts` network namespaces, each sending at most
-    # host_nic (a tc rate: 10gbit) with host_delay_ms on its link
-    hosts: int | None = Field(None, ge=1, le=64)
+    # host_nic (a tc rate: 10gbit) with host_delay_ms on its link; a list sweeps the cluster's shape (one run and
+    # one disposable cluster per value, labelled nodes=N: fathom.cli.run)
+    hosts: int | list[int] | None = None
     host_nic: str | None = None
     host_delay_ms: float | None = Field(None, ge=0, le=10000)
 
     @field_validator("host_nic")
     @classmethod
     def _host_nic(cls, v: str | None) -> str | None:
-        from fathom.cluster.box import tc_rate
+        from fathom.units import tc_rate
         from fathom.errors import UsageError
 
         try:
             return tc_rate(v) if v is not None else None
         except UsageError:
             raise ValueError("a rate in bits per second, such as 10gbit, 2.5gbit or 500mbit") from None
+
+    @field_validator("hosts")
+    @classmethod
+    def _hosts(cls, v: int | list[int] | None) -> int | list[int] | None:
+        vals = [v] if isinstance(v, int) else v or []
+        if v is not None and (not vals or any(not 1 <= x <= 64 for x in vals) or len(set(vals)) != len(vals)):
+            raise ValueError("1 to 64 emulated hosts, or a list of distinct such numbers (a sweep of the cluster's "
+                             "shape: one disposable cluster per value)")
+        return v
+
+    def levels(self) -> list[int] | None:
+        """The hosts a shape sweep runs one cluster each with, in order; None when hosts is not a list."""
+        return list(self.hosts) if isinstance(self.hosts, list) else None
 
     @model_validator(mode="after")
     def _shaped_hosts(self) -> ClusterSpec:
@@ -104,6 +118,8 @@ class ClusterSpec(StrictModel):
 
     def box(self) -> dict[str, Any] | None:
         """The emulated hosts fathom.cluster.local.LocalCluster.up makes, or None."""
+        if isinstance(self.hosts, list):
+            raise UsageError(f"cluster.hosts sweeps {self.hosts}: a run takes one level (fathom run runs each)")
         return None if self.hosts is None else {"n": self.hosts, "nic": self.host_nic, "delay_ms": self.host_delay_ms}
 
     @field_validator("settings", mode="before")
@@ -252,6 +268,20 @@ def resolve(ref: str) -> tuple[str, str]:
         except OSError as exc:
             raise SuiteError(f"cannot read suite file {ref!r}: {exc.strerror}") from None
     return ref, builtin_text(ref)
+
+
+def at_hosts(loaded: LoadedSuite, n: int) -> None:
+    """One level of a shape sweep (cluster.hosts a list): the cluster on n emulated hosts, and each client host's
+    engines (`instances`) n times as many, so the clients scale with the hosts."""
+    s = loaded.suite
+    levels = s.cluster.levels()
+    if levels is None or n not in levels:
+        raise UsageError(f"cluster.hosts is {s.cluster.hosts}: no level of {n} hosts to run")
+    clients = s.clients
+    if clients is not None:
+        clients = clients.model_copy(update={"hosts": [h.model_copy(update={"instances": min(256, h.instances * n)})
+                                                       for h in clients.hosts]})
+    loaded.suite = s.model_copy(update={"cluster": s.cluster.model_copy(update={"hosts": n}), "clients": clients})
 
 
 def load(ref: str, quick: bool = False, engine: str | None = None) -> LoadedSuite:
@@ -486,7 +516,8 @@ def _check_faults(parts: _Parts, data: dict[str, Any], lines: dict[tuple, int], 
         except FathomError:
             continue  # an unknown interface is reported already
         for j, fld, msg in schedule_problems(faults, parts.cluster.kind, parts.cluster.osds, _point_end_s(w),
-                                             needs_cluster, str(w.get("engine", "fathom-engine"))):
+                                             needs_cluster, str(w.get("engine", "fathom-engine")),
+                                             min(parts.cluster.levels() or [0]) or parts.cluster.hosts):
             where = ("workloads", i, "faults") if ("workloads", i, "faults") in lines else ("defaults", "faults")
             path = where + (index[j] if index else 0, fld)
             problems.add(path, f"{workload_label(w)}{field_path(path)}: {msg}")
