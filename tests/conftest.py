@@ -163,7 +163,7 @@ BED_LAST = ("test_k8sbed.py", "test_k8s.py", "test_k8s_sampler.py")
 SIDE_LANE = frozenset({
     *BED_LAST, "test_releases.py", "test_slo_run.py", "test_restore.py", "test_s3.py", "test_rgw_prep.py",
     "test_rgw_suite.py", "test_mounts.py", "test_telemetry.py", "test_transport.py", "test_open_loop.py",
-    "test_mgrprom.py", "test_nfs.py", "test_steady_run.py", "test_bound_run.py",
+    "test_mgrprom.py", "test_nfs.py", "test_steady_run.py", "test_bound_run.py", "test_rgw_scaling.py",
 })
 
 
