@@ -151,7 +151,9 @@ def test_node_scaling_from_runs_labelled_nodes():
     (sec,) = rgw_study.sections(runs)
     (t,) = [t for t in sec.tables if t.title.startswith("Node scaling")]
     # each run's peak over its client levels, the mean over runs of one node count, nodes in numeric order
-    assert [r[2:] for r in t.rows] == [["4", "160.00", "2"], ["8", "260.00", "1"], ["12", "410.00", "1"]]
+    assert [r[2:4] + r[-1:] for r in t.rows] == [["4", "160.00", "2"], ["8", "260.00", "1"], ["12", "410.00", "1"]]
+    # per-node efficiency from the smallest level: 260/160 over 8/4 is 81%, 410/160 over 12/4 is 85%
+    assert [r[4:6] for r in t.rows] == [["-", "-"], ["81%", "97%"], ["85%", "97%"]]  # GET: the study's 97%
     assert any(c.slug == "rgw-nodes" for c in sec.charts)
     # one node count, or no labels: no node scaling
     (sec,) = rgw_study.sections([run(1, "4", [100.0]), run(2, None, [300.0])])

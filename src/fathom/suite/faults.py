@@ -51,7 +51,7 @@ from __future__ import annotations
 import difflib
 from typing import Any, Literal
 
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_serializer, model_validator
 
 from fathom.errors import UsageError
 from fathom.units import TC_RATE, tc_norm
@@ -64,6 +64,7 @@ LINK_ACTIONS = ("nic_cap", "netem", "link_reset", "partition", "heal")  # an emu
 HOST_ACTIONS = BOX_ACTIONS + LINK_ACTIONS
 ACTIONS = LOCAL_ACTIONS + CEPH_ACTIONS + HOST_ACTIONS
 NO_DAEMON = ("pause", "unpause", "mgr_failover", "mon_failover", "mclock", "mclock_reset") + HOST_ACTIONS
+EXTRA_FIELDS = ("host", "mode", "rate", "delay_ms", "jitter_ms", "loss_pct", "profile")
 MCLOCK_PROFILES = ("high_client_ops", "balanced", "high_recovery_ops")
 # what puts each host fault back: the action that undoes it, run at the point's end when the schedule did not
 UNDO = {"host_down": "host_up", "nic_cap": "link_reset", "netem": "link_reset", "partition": "heal",
@@ -124,6 +125,13 @@ class Fault(BaseModel):
         elif daemon_kind(t) is None:
             raise ValueError(f"{t!r} is not a daemon name; expected osd.N, mon.X, mgr.X, mds.X or rgw")
         return self
+
+    @model_serializer(mode="wrap")
+    def _compact(self, handler: Any) -> dict[str, Any]:
+        """Host and mClock parameters only where given: a schedule without them dumps (and keys its points) as
+        before they existed."""
+        d = handler(self)
+        return {k: v for k, v in d.items() if not (k in EXTRA_FIELDS and v in (None, "freeze"))}
 
     def _params(self) -> None:
         """Each action's own parameters, and only its own."""
