@@ -40,7 +40,8 @@ def test_each_fault_has_its_phases(degraded):
     for wl in ("hostdown", "mclock-client", "mclock-recovery"):
         d = phase_data(run, pts[wl])
         by = {ph["phase"]: ph for ph in d["phases"]}
-        assert {"before", "fault", "recovery"} <= set(by), (wl, d["phases"])
+        # a cluster clean again by the first PG sample after the host's return has no recovery phase
+        assert {"before", "fault"} <= set(by) and {"recovery", "after"} & set(by), (wl, d["phases"])
         # a frozen host holds the writes whose PGs it is primary of: clients see the fault
         assert by["fault"]["iops"] < 0.5 * by["before"]["iops"], (wl, by)
         assert by["before"]["p99_ms"] and by["before"]["p50_ms"] <= by["before"]["p99_ms"] <= by["before"]["p999_ms"]
