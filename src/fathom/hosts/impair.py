@@ -179,12 +179,14 @@ def cut(place: Place, journal: Journal, why: str) -> None:
         _must(place, ["ip", "route", "replace", "blackhole", f"{peer}/32"])
 
 
-def freeze(name: str, daemons: list[Any], journal: Journal, why: str, kill: bool, root: str, conf: str) -> list[int]:
-    """SIGSTOP (kill: SIGKILL) to each of a host's daemons (fathom's, checked by the caller); the pids signalled."""
-    live = [d for d in daemons if d.pid and d.running]
+def freeze(name: str, daemons: list[str], live: list[Any], journal: Journal, why: str, kill: bool, root: str,
+           conf: str) -> list[int]:
+    """SIGSTOP (kill: SIGKILL) to each running daemon of a host (live: fathom's own, checked by the caller against a
+    recycled pid); daemons: every daemon of the host by name (a killed host's are started again); the pids
+    signalled."""
     journal.write(Entry(FAULT_KIND, f"{name} daemons", data={
         "op": "kill" if kill else "freeze", "host": name, "root": root, "conf": conf,
-        "daemons": [d.name for d in daemons], "pids": [d.pid for d in live], "why": why}))
+        "daemons": daemons, "pids": [d.pid for d in live], "why": why}))
     for d in live:
         os.kill(d.pid, signal.SIGKILL if kill else signal.SIGSTOP)
     return [d.pid for d in live]

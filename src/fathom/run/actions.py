@@ -3,9 +3,8 @@ mClock profile. Each returns the fault's record (outcome, effect_ts, effect, and
 
 from __future__ import annotations
 
-import os
-import signal
 import time
+from collections.abc import Callable
 from typing import Any
 
 from fathom.cluster.box import tbf
@@ -27,8 +26,10 @@ class Hosts:
     """The host actions of one run: its emulated hosts (the local cluster's box) and its server hosts (--server-host,
     a fathom.servers.named.ServersSpec)."""
 
-    def __init__(self, local: Any | None, journal: Journal | None, servers: Any | None):
+    def __init__(self, local: Any | None, journal: Journal | None, servers: Any | None,
+                 start: Callable[[str], Any] | None = None):
         self.local, self.journal, self.servers = local, journal, servers
+        self.start = start  # starts a local cluster's daemon that is not running (fathom.run.faults.Executor.start)
         self._places: dict[str, impair.Place] | None = None
 
     def place(self, host: str) -> impair.Place:
@@ -70,15 +71,11 @@ class Hosts:
         if not entries:
             return {"outcome": f"nothing to {action}: no fault of this run holds {what}"}
         for e in entries:
-            why = impair.undo(e, self._start)
+            why = impair.undo(e, self.start)
             self.journal.mark(e, why)
             if why is not None:
                 raise FathomError(f"{action} {what}: {why}")
         return {"outcome": "done", **_now(f"{what} put back")}
-
-    def _start(self, name: str) -> Any:
-        d = next((d for d in self.local.daemons() if d.name == name), None) if self.local else None
-        return None if d is None or d.running else self.local.start_daemon(name)
 
     def _daemons(self, f: Fault, why: str) -> dict[str, Any]:
         if self.local is None:
@@ -89,9 +86,9 @@ class Hosts:
         if f.action == "host_up":
             return self._put_back(f"{f.host} daemons", "host_up")
         assert self.journal is not None
-        mine = [d for d in daemons if d.running and self.local.owns(d)]
-        pids = impair.freeze(f.host or "", daemons, self.journal, why, f.mode == "kill", str(self.local.root),
-                             str(self.local.conf_path))
+        mine = [d for d in daemons if d.running and self.local.owns(d)]  # a recycled pid is not ours to signal
+        pids = impair.freeze(f.host or "", [d.name for d in daemons], mine, self.journal, why, f.mode == "kill",
+                             str(self.local.root), str(self.local.conf_path))
         if f.mode == "kill":
             deadline = time.monotonic() + 10
             while any(d.running for d in mine) and time.monotonic() < deadline:
@@ -120,22 +117,20 @@ def mgr_failover(ceph: Any) -> dict[str, Any]:
     return {"outcome": f"no mgr active {FAILOVER_WAIT_S:.0f} s after the failure", "failover_s": None, **effect}
 
 
-def mon_failover(ceph: Any, local: Any) -> dict[str, Any]:
-    """The leader mon SIGKILLed (fathom's local cluster); the time until a quorum answers again. One mon has no
-    other to take over: it is started again at once, and the time is its restart's."""
+def mon_failover(ceph: Any, kill: Callable[[str], dict[str, Any]], start: Callable[[str], Any]) -> dict[str, Any]:
+    """The leader mon SIGKILLed (fathom's local cluster: kill and start are fathom.run.faults.Executor's, by recorded
+    pid); the time until a quorum answers again. One mon has no other to take over: it is started again at once,
+    and the time is its restart's."""
     qs = ceph.ceph("quorum_status", timeout=30) or {}
     leader = f"mon.{qs.get('quorum_leader_name')}"
     mons = [m.get("name") for m in (qs.get("monmap") or {}).get("mons") or []]
-    d = next((d for d in local.daemons() if d.name == leader), None)
-    if d is None or not d.running or not local.owns(d):
-        raise FathomError(f"the leader {leader} is not a running daemon of fathom's local cluster")
-    os.kill(d.pid, signal.SIGKILL)
-    while d.running:
-        time.sleep(0.02)
-    effect = _now(f"{leader} (leader, pid {d.pid}) gone")
+    killed = kill(leader)
+    if killed.get("outcome") != "done":
+        raise FathomError(f"the leader {leader} was not killed: {killed.get('outcome')}")
+    effect = _now(f"{leader} (leader, pid {killed.get('pid')}) gone")
     alone = len(mons) < 2
     if alone:
-        local.start_daemon(leader)
+        start(leader)
     t0 = time.monotonic()
     while time.monotonic() - t0 < FAILOVER_WAIT_S:
         try:

@@ -71,7 +71,7 @@ class Executor:
 
     def __init__(self, ceph: Any, local: Any | None = None, journal: Any | None = None, servers: Any | None = None):
         self.ceph, self.local, self.journal = ceph, local, journal
-        self.hosts = actions.Hosts(local, journal, servers) if journal is not None else None
+        self.hosts = actions.Hosts(local, journal, servers, self.start) if journal is not None else None
 
     def _daemon(self, daemon: str) -> Any:
         name = ceph_name(daemon)
@@ -131,7 +131,7 @@ class Executor:
         if a == "mgr_failover":
             return actions.mgr_failover(self.ceph)
         if a == "mon_failover":
-            return actions.mon_failover(self.ceph, self.local)
+            return actions.mon_failover(self.ceph, lambda d: self._signal(d, signal.SIGKILL, 10.0), self.start)
         if a in ("pause", "unpause"):
             self.ceph.ceph("osd", a, fmt_json=False, timeout=30)
         else:

@@ -655,7 +655,7 @@ def _teardown(store: Store, run_id: int, a: Attempt, held: Held, keep: bool,
             except FathomError as exc:
                 errors.append(exc.message)
     if prep is not None and prep.journal.pending(FAULT_KIND):  # a host a fault left impaired (Ctrl-C in a point)
-        impair.undo_all(prep.journal, _say, cluster.start_daemon if cluster is not None else None)
+        impair.undo_all(prep.journal, _say)  # a killed host's daemons: started by the cluster its entry names
     if prep is not None and (cluster is None or keep):  # a disposable cluster that is stopped needs no restore
         put_back(prep.restorer, store.path, lambda kind, msg, data=None: store.add_event(run_id, kind, msg, data=data),
                  _say)
