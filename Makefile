@@ -26,7 +26,7 @@ SAMPLER := engine/target/$(SAMPLER_TARGET)/release/fathom-sampler
 ENGINE_SRC := $(shell find engine/src engine/cxx -name "*.rs" -o -name "*.cc" 2>/dev/null) engine/Cargo.toml engine/build.rs
 
 .PHONY: help install deps venv engine demo test check test-k8s bench-engine bench-rados bench-null bench-steady \
-	bench-hosts bench-s3 bench-s3-memory bench-files bench-slo bench-history bench-verdicts bench-changes bench-live bench-k8s clean
+	bench-hosts bench-box bench-s3 bench-s3-memory bench-files bench-slo bench-history bench-verdicts bench-changes bench-live bench-k8s clean
 
 help:
 	@echo "make demo   install if needed, run the main job on a disposable local cluster, leave a report"
@@ -139,9 +139,16 @@ bench-slo: install
 bench-steady: install
 	$(VENV)/bin/python bench/steady_state.py --docs docs/benchmarks.md --json bench/results/steady-state.json
 
-# 64 engines on client hosts in network namespaces over SSH: the orchestrator's CPU, the merge, the start skew
+# 64 engines on client hosts in network namespaces over SSH: the orchestrator's CPU, the merge, the start skew;
+# then bench-box
 bench-hosts: install
 	$(VENV)/bin/python bench/hosts_scale.py --docs docs/benchmarks.md --json bench/results/hosts-scale.json
+	$(MAKE) bench-box
+
+# local clusters on 4 and 12 emulated hosts (an OSD and an RGW each): time and peak memory up and down, the
+# sampler's CPU over the hosts (~15 min on 2 cores)
+bench-box: install
+	$(VENV)/bin/python bench/box_scale.py --docs docs/benchmarks.md --json bench/results/box-scale.json
 
 # fathom-engine vs minio-go and aws-sdk-go-v2 on one local RGW (~20 min on 2 cores). Go: bench/go-toolchain.sh
 # finds Go >= 1.21 (which fetches bench/s3peer's toolchain from the Go module proxy), else installs golang-go.

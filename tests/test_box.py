@@ -39,8 +39,14 @@ def test_the_rate_and_the_shape_are_checked_before_anything_is_made():
     assert [h["hostname"] for h in p["hosts"]] == ["host1", "host2", "host3"] and p["bridge"] == "fx1a2b3cbr"
     assert all(len(n) <= 15 for h in p["hosts"] for n in (h["ns"], h["veth"] + "p"))  # interface names fit
     p["hosts"] = [{**h, "pid": 1, "addr": f"10.0.0.{i}"} for i, h in enumerate(p["hosts"])]
-    placed = box.placement(p, 4, mds=True)
+    placed = box.placement(p, 4, mds=True, rgw=True)
     assert [placed[f"osd.{i}"]["host"] for i in range(4)] == ["host1", "host2", "host3", "host1"]
+    assert [placed[f"client.rgw.host{i}"]["addr"] for i in (1, 2, 3)] == ["10.0.0.0", "10.0.0.1", "10.0.0.2"]
+    st = {"box": p, "places": placed, "rgw": True}
+    assert box.homes(st)["osd.3"] == "host1" and box.homes(st)["client.rgw.host3"] == "host3"
+    cap = box.capacity(st)["host2"]
+    assert cap["cores"] is None and cap["nics"] == {f"{p['hosts'][1]['veth']}p": {
+        "speed_mbit": 100.0, "cap_mbit": 100.0, "cap": "tc tbf rate 100mbit both ways, an emulated NIC"}}
     assert placed["mon.a"]["host"] == placed["mgr.x"]["host"] == placed["mds.a"]["host"] == "host1"
     assert box.qdisc("1gbit", None) == ["tbf", "rate", "1gbit", "burst", "1250000b", "latency", "50ms"]
     assert box.qdisc(None, 5) == ["netem", "delay", "5ms"] and box.qdisc(None, None) == []
@@ -148,11 +154,29 @@ workloads:
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     from fathom.results.store import Store
 
+    from fathom.results.export import host_figures
+
     with Store(db) as st:
         run = st.run("latest")
-        pts = {q["workload"]: q["metrics"] for q in st.points(run.id)}
+        points = st.points(run.id)
+        pts = {q["workload"]: q["metrics"] for q in points}
+        read = next(q for q in points if q["workload"] == "r")
+        figures = host_figures(st, run, read)
     assert run.env["cluster"]["hosts"] == {"n": 2, "nic": "80mbit", "delay_ms": None}
     # two hosts, each sending at most 80 Mbit/s: reads at most 160 Mbit/s (19.1 MiB/s), and near it
     assert 12.0 <= pts["r"]["bw_mib_s"] <= 19.5, pts["r"]
+    # each emulated host is a row of its own: its OSD, and what its NIC sent (the reads' bytes and their headers,
+    # at most its cap); the NICs counted once: the hosts' sum is the point's
+    for h in ("host1", "host2"):
+        assert set(figures[h]["daemons"]) == {f"osd.{int(h[-1]) - 1}"} | ({"mon.a", "mgr.x"} if h == "host1"
+                                                                          else set()), figures[h]
+        assert "host_cpu_pct" not in figures[h]["host"], "an emulated host's cores are the machine's"
+        assert 4.0 < figures[h]["host"]["net_tx_mib_s"] <= 80e6 / 8 / 2**20 * 1.05, figures[h]
+    sent = sum(figures[h]["host"]["net_tx_mib_s"] for h in ("host1", "host2"))
+    assert pts["r"]["bw_mib_s"] <= sent <= 1.1 * pts["r"]["bw_mib_s"] and abs(pts["r"]["net_tx_mib_s"] - sent) < 0.01
+    v = read["result"]["extra"]["bound"]
+    assert any(r["resource"].startswith("host") and r["resource"].endswith("NIC tx") and r["ceiling"] == 80.0
+               for r in v["resources"]), v
+    assert v["bound"] != "network" or "of 80 Mbit/s (tc tbf rate 80mbit both ways, an emulated NIC)" in v["summary"], v
     assert not [ln for ln in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split("\n")
                 if ln.startswith("fx")], "the disposable cluster's hosts are gone with it"

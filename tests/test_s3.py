@@ -582,7 +582,7 @@ def test_bench_s3_on_several_engines_merges_them_and_removes_every_engines_objec
 def rgw_option(rgw_cluster: LocalCluster, name: str, value: str | None = None) -> str:
     """Get (and with value, set) one of the running RGW's options through its admin socket: at once, and gone
     with the process (the module's other tests see the setting only while a test holds it)."""
-    from fathom.cluster.local import RGW_NAME
+    from fathom.cluster.localconf import RGW_NAME
 
     (asok,) = rgw_cluster.run_dir.glob(f"ceph-{RGW_NAME}.*.asok")
     if value is not None:
@@ -692,7 +692,7 @@ def wait_for(what: Any, timeout: float) -> bool:
 def test_full_rgw_pool_is_named_by_run_and_bench_in_bounded_time(rgw, rgw_cluster, engine_ready, tmp_path):
     from conftest import run_fathom
 
-    from fathom.cluster.local import RGW_NAME
+    from fathom.cluster.localconf import RGW_NAME
     from fathom.results.store import Store
     from fathom.servers.telemetry import asok_command
 

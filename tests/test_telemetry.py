@@ -196,3 +196,36 @@ def test_summarize_hosts_each_on_its_own_sample_times():
     per = usage.per_host(s, t0 + 1, t0 + 5)
     assert per["a"]["osd_cpu"] == pytest.approx(80.0) and per["b"]["host_cpu_pct"] == pytest.approx(37.5)
     assert per["a"]["via"] == "ssh" and set(per) == {"a", "b"}  # the client host has no cluster figures
+
+
+def test_emulated_hosts_add_their_nics_and_no_cores():
+    """A machine sampled by its own /proc and two emulated hosts on it (fathom.cluster.box): the hosts' NIC bytes
+    add up, their daemons are theirs, and host CPU stays the machine's (their cores are its cores)."""
+    t0, s = 5000.0, []
+    for i in range(1, 6):
+        ts = t0 + i
+        s.append({"ts": ts, "dt": 1.0, "kind": "host", "source": "host", "cpu_pct": 50.0, "cores": 1.0, "ncpu": 2,
+                  "rss_mib": 1.0})
+        for host, tx in (("host1", 4 * 2**20), ("host2", 2 * 2**20)):
+            s.append({**_proc(ts, "osd", f"osd.{host[-1]}", 30.0, 500.0), "host": host})
+            s.append({"ts": ts, "dt": 1.0, "kind": "host", "source": "host", "host": host, "pid": None, "ncpu": 2,
+                      "shared": True, "net_rx_bytes_s": tx / 4, "net_tx_bytes_s": tx})
+    m = usage.summarize(s, t0 + 1, t0 + 5)
+    assert m["host_cpu_pct"] == pytest.approx(50.0)  # the machine's 1 of 2 cores, not 1 of 6
+    assert m["osd_cpu"] == pytest.approx(60.0) and m["server_hosts"] == 3
+    assert m["net_tx_mib_s"] == pytest.approx(6.0) and m["net_busiest_host_mib_s"] == pytest.approx(4.0)
+    per = usage.per_host(s, t0 + 1, t0 + 5)
+    assert per["host1"]["osd_cpu"] == pytest.approx(30.0) and "host_cpu_pct" not in per["host1"]
+    assert per["host2"]["net_tx_mib_s"] == pytest.approx(2.0)
+
+
+def test_a_namespace_s_nic_is_read_as_its_namespace_sees_it():
+    """nic_bytes reads /proc/<pid>/net/dev: this process's loopback counts what it sends itself."""
+    import socket
+
+    before = telemetry.nic_bytes(os.getpid(), "lo")
+    assert before is not None and telemetry.nic_bytes(os.getpid(), "no-such-nic") is None
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as a:
+        a.sendto(b"x" * 60000, ("127.0.0.1", 9))
+    after = telemetry.nic_bytes(os.getpid(), "lo")
+    assert after is not None and after[1] - before[1] >= 60000 and after[0] - before[0] >= 60000

@@ -54,7 +54,9 @@ class Connection:
 
 
 class Target(Protocol):
-    """A target's own section of the spec; each interface module defines its dataclass (fathom.interfaces)."""
+    """A target's own section of the spec; each interface module defines its dataclass (fathom.interfaces).
+    Optional: `prefix` (each engine of a many-engine point gets its own), `spread(k)` (the spec of the point's
+    k-th engine, e.g. its share of several gateways)."""
 
     kind: str
 

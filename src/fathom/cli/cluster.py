@@ -31,7 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     up.add_argument("--osds", default="1", help="number of OSDs (default 1)")
     up.add_argument("--osd-size", default="10GiB", help="BlueStore block file size per OSD, sparse (default 10GiB)")
     up.add_argument("--objectstore", default="bluestore", choices=("bluestore", "memstore"))
-    up.add_argument("--rgw", action="store_true", help="also start an RGW (beast) with an S3 user")
+    up.add_argument("--rgw", action="store_true", help="also start an RGW (beast) with an S3 user; with --hosts, "
+                    "one on each host (client.rgw.<hostname>)")
     up.add_argument("--mds", action="store_true", help="also start an MDS with a CephFS file system")
     up.add_argument("--hosts", type=int, default=None, metavar="N",
                     help="emulated hosts: N network namespaces with their own hostnames on a bridge fathom makes, "

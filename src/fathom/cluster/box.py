@@ -122,9 +122,9 @@ def _tc(h: dict[str, Any], argv: list[str]) -> None:
                            hint=f"this kernel lacks the sch_{kind} qdisc (fathom loads no module)")
 
 
-def placement(box: dict[str, Any], osds: int, mds: bool = False) -> dict[str, dict[str, Any]]:
+def placement(box: dict[str, Any], osds: int, mds: bool = False, rgw: bool = False) -> dict[str, dict[str, Any]]:
     """Where each daemon runs (fathom.cluster.local's `places`): mon, mgr (and MDS) on the first host, OSD i on
-    host i mod n."""
+    host i mod n, with rgw an RGW on every host (`client.rgw.<hostname>`, as the RGW study ran them)."""
     hosts = box["hosts"]
 
     def on(h: dict[str, Any]) -> dict[str, Any]:
@@ -134,7 +134,33 @@ def placement(box: dict[str, Any], osds: int, mds: bool = False) -> dict[str, di
                                                            for i in range(osds)}}
     if mds:
         out["mds.a"] = on(hosts[0])
+    if rgw:
+        out.update({f"client.rgw.{h['hostname']}": on(h) for h in hosts})
     return out
+
+
+def homes(state: dict[str, Any]) -> dict[str, str]:
+    """Each placed daemon's emulated host: {daemon name: hostname} (the samplers' per-host rows)."""
+    return {name: p["host"] for name, p in (state.get("places") or {}).items() if p.get("host")}
+
+
+def nics(state: dict[str, Any]) -> list[tuple[str, int, str]]:
+    """(hostname, holder pid, the host's side of its link) of each emulated host whose holder still holds it: its
+    /proc/<pid>/net/dev is that host's view of its NIC."""
+    return [(h["hostname"], int(h["pid"]), f"{h['veth']}p") for h in (state.get("box") or {}).get("hosts") or []
+            if _holder(h.get("pid"))]
+
+
+def capacity(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The emulated hosts' ceilings (fathom.servers.capacity's per-host shape): no cores of their own (they share
+    this machine's), each NIC at the box's cap both ways; a NIC with no cap has no speed (a veth has none)."""
+    b = state.get("box") or {}
+    nic = b.get("nic")
+    mbit = tc_bits(nic) / 1e6 if nic else None
+    why = f"tc tbf rate {nic} both ways, an emulated NIC" if nic else None
+    return {h["hostname"]: {"cores": None, "shared": True,
+                            "nics": {f"{h['veth']}p": {"speed_mbit": mbit, "cap_mbit": mbit, "cap": why}}}
+            for h in b.get("hosts") or []}
 
 
 def _holder(pid: int | None) -> bool:
@@ -184,7 +210,7 @@ def build(state: dict[str, Any], hosts: dict[str, Any], osds: int, mds: bool, mo
     except BaseException:
         remove(state["box"])
         raise
-    state["places"] = {**placement(state["box"], osds, mds), **(state.get("places") or {})}
+    state["places"] = {**placement(state["box"], osds, mds, bool(state.get("rgw"))), **(state.get("places") or {})}
     mon = state["places"]["mon.a"]["addr"]
     state["mon_host"] = f"[v2:{mon}:{mon_ports[0]},v1:{mon}:{mon_ports[1]}]"
     save()

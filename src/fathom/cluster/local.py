@@ -36,7 +36,8 @@ from fathom.cluster import client as client_mod
 from fathom.cluster.client import Client
 from fathom.cluster.ceph import Ceph, Connection, require_binaries
 from fathom.cluster.cephsrc import CephSource
-from fathom.cluster.localconf import LOOPBACK, RGW_NAME, bind_address, conf_text, free_port, make_rgw_certificate
+from fathom.cluster.localconf import (LOOPBACK, bind_address, conf_text, free_port, make_rgw_certificate, rgw_addr,
+                                     rgw_keyring, rgw_names)
 from fathom.errors import ClusterError, FathomError, UsageError
 
 MARKER = "fathom-cluster.json"
@@ -231,7 +232,7 @@ class LocalCluster:
         if src.kind == "rootfs":
             self._holder(state, start=True)  # the namespace first: mkfs runs in it
         if rgw:
-            make_rgw_certificate(self.root / "rgw", addr)
+            make_rgw_certificate(self.root / "rgw", [rgw_addr(state, n) for n in rgw_names(state)])
         self.conf_path.write_text(conf_text(self.root, state))
         try:
             self._mkfs_mon(state)
@@ -409,7 +410,7 @@ class LocalCluster:
         kind, ident = _kind(name), name.split(".", 1)[-1]
         argv = {"osd": ["ceph-osd", "-i", ident], "mon": ["ceph-mon", "-i", ident], "mgr": ["ceph-mgr", "-i", ident],
                 "mds": ["ceph-mds", "-i", ident],
-                "rgw": ["radosgw", "-n", RGW_NAME, "--keyring", str(self.root / "rgw" / "keyring")]}.get(kind)
+                "rgw": ["radosgw", "-n", name, "--keyring", str(rgw_keyring(self.root, name))]}.get(kind)
         if argv is None:
             raise ClusterError(f"fathom does not know how to start {name}")
         self.progress(f"starting {name} again")
@@ -463,28 +464,34 @@ class LocalCluster:
     def _start_rgw(self, st: dict[str, Any], ceph: Ceph) -> None:
         d = self.root / "rgw"
         d.mkdir(exist_ok=True)
-        kr = d / "keyring"
-        ceph.ceph("auth", "get-or-create", RGW_NAME, "mon", "allow rw", "osd", "allow rwx", "mgr", "allow rw",
-                  "-o", str(kr), fmt_json=False)
-        self._start(st, RGW_NAME, ["radosgw", "-n", RGW_NAME, "--keyring", str(kr)])
-        addr = st.get("bind") or LOOPBACK
-        endpoint = f"http://{addr}:{st['rgw_port']}"
-        self._wait(lambda: _http_answers(addr, st["rgw_port"]), 90, f"RGW did not answer on {endpoint}",
-                   [RGW_NAME])
+        names = rgw_names(st)
+        for name in names:
+            kr = rgw_keyring(self.root, name)
+            ceph.ceph("auth", "get-or-create", name, "mon", "allow rw", "osd", "allow rwx", "mgr", "allow rw",
+                      "-o", str(kr), fmt_json=False)
+            self._start(st, name, ["radosgw", "-n", name, "--keyring", str(kr)])
+        addrs = [rgw_addr(st, n) for n in names]
+        for name, addr in zip(names, addrs):
+            self._wait(lambda a=addr: _http_answers(a, st["rgw_port"]), 90,
+                       f"RGW did not answer on http://{addr}:{st['rgw_port']}", [name])
         # RGW makes the keys: they are never on a command line (ps, error messages); only its JSON answer holds them
         info = self._radosgw_admin("user", "create", "--uid", S3_USER, "--display-name", "fathom benchmark user")
         k = next((k for k in (info or {}).get("keys", []) if k.get("user") == S3_USER), None)
         if not k:
             raise ClusterError(f"radosgw-admin user create --uid {S3_USER} returned no S3 keys",
                                hint=f"see {self.log_dir} for RGW's log")
-        keys = {"endpoint": endpoint, "access_key": k["access_key"], "secret_key": k["secret_key"],
-                "user": S3_USER, "region": "default"}
+        plain = [f"http://{a}:{st['rgw_port']}" for a in addrs]
+        keys: dict[str, Any] = {"endpoint": plain[0], "access_key": k["access_key"], "secret_key": k["secret_key"],
+                                "user": S3_USER, "region": "default"}
         if st.get("rgw_tls_port"):
-            keys.update(tls_endpoint=f"https://{addr}:{st['rgw_tls_port']}", ca_file=str(d / "ca.crt"))
+            tls = [f"https://{a}:{st['rgw_tls_port']}" for a in addrs]
+            keys.update(tls_endpoint=tls[0], ca_file=str(d / "ca.crt"))
+        if len(names) > 1:  # one RGW per emulated host: the s3 interface spreads its engines over them
+            keys.update(endpoints=plain, **({"tls_endpoints": tls} if st.get("rgw_tls_port") else {}))
         fd = os.open(self.root / "s3.json", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(keys, f)
-        self.progress(f"RGW answering on {endpoint}, S3 user {S3_USER}")
+        self.progress(f"RGW answering on {', '.join(plain)}, S3 user {S3_USER}")
 
     def _radosgw_admin(self, *args: str) -> Any:
         """The cluster's own radosgw-admin (its release's zone and user formats), JSON out."""

@@ -75,11 +75,11 @@ osd_class_update_on_start = false
 mds_data = {r}/$name
 keyring = {r}/$name/keyring
 """
-    if st["rgw"]:
+    for name in rgw_names(st):
         # tcp_nodelay=1: otherwise a small GET's body waits behind its headers for the client's delayed ACK (~40 ms)
-        frontend = (f"beast endpoint={st.get('bind') or LOOPBACK}:{st['rgw_port']}"
-                    f"{tls_frontend(st, root / 'rgw')} tcp_nodelay=1")
-        conf += f"""[{RGW_NAME}]
+        addr = rgw_addr(st, name)
+        frontend = f"beast endpoint={addr}:{st['rgw_port']}{tls_frontend(st, root / 'rgw', addr)} tcp_nodelay=1"
+        conf += f"""[{name}]
 rgw_frontends = {frontend}
 rgw_data = {r}/rgw
 rgw_dynamic_resharding = false
@@ -89,11 +89,31 @@ rgw_dynamic_resharding = false
     return conf
 
 
-def tls_frontend(st: dict[str, Any], d: Path) -> str:
+def rgw_names(st: dict[str, Any]) -> list[str]:
+    """The cluster's RGWs: one (RGW_NAME) on this host, or one per emulated host (`client.rgw.<hostname>`),
+    started in that host as its OSDs are, as the RGW study ran its gateways on the storage nodes."""
+    if not st.get("rgw"):
+        return []
+    hosts = (st.get("box") or {}).get("hosts") or []
+    return [f"client.rgw.{h['hostname']}" for h in hosts] if hosts else [RGW_NAME]
+
+
+def rgw_addr(st: dict[str, Any], name: str) -> str:
+    """The address an RGW listens on: its host's, or the cluster's bind address."""
+    place = (st.get("places") or {}).get(name)
+    return place["addr"] if place else st.get("bind") or LOOPBACK
+
+
+def rgw_keyring(root: Path, name: str) -> Path:
+    """An RGW's keyring (the one of a cluster from before emulated hosts keeps its path)."""
+    return root / "rgw" / ("keyring" if name == RGW_NAME else f"{name}.keyring")
+
+
+def tls_frontend(st: dict[str, Any], d: Path, addr: str | None = None) -> str:
     """beast's TLS endpoint beside the plain one (one RGW serves both, so TLS on/off needs no restart)."""
     if not st.get("rgw_tls_port"):
         return ""
-    return (f" ssl_endpoint={st.get('bind') or LOOPBACK}:{st['rgw_tls_port']} ssl_certificate={d}/rgw.crt"
+    return (f" ssl_endpoint={addr or st.get('bind') or LOOPBACK}:{st['rgw_tls_port']} ssl_certificate={d}/rgw.crt"
             f" ssl_private_key={d}/rgw.key")
 
 
@@ -107,20 +127,23 @@ def network_lines(addr: str, placed: list[str] | None = None) -> str:
     return f"public_network = {nets}\npublic_addr = {addr}"
 
 
-def make_rgw_certificate(d: Path, addr: str = "127.0.0.1") -> None:
-    """A throwaway CA and a leaf certificate for the cluster's address signed by it (IP SAN, CA:FALSE).
+def make_rgw_certificate(d: Path, addr: str | list[str] = "127.0.0.1") -> None:
+    """A throwaway CA and a leaf certificate for the cluster's address (or its RGWs' addresses) signed by it
+    (IP SANs, CA:FALSE).
 
     A self-signed certificate would be a CA used as the server's own, which rustls/webpki refuses.
     """
+    addrs = [addr] if isinstance(addr, str) else list(addr)
     d.mkdir(parents=True, exist_ok=True)
     ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    (d / "leaf.cnf").write_text(f"subjectAltName=IP:{addr}\nbasicConstraints=critical,CA:FALSE\n"
+    sans = ",".join(f"IP:{a}" for a in addrs)
+    (d / "leaf.cnf").write_text(f"subjectAltName={sans}\nbasicConstraints=critical,CA:FALSE\n"
                                 "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n")
     steps = [
         ["openssl", "req", "-x509", *ec, "-days", "365", "-subj", "/CN=fathom local cluster CA",
          "-keyout", "ca.key", "-out", "ca.crt", "-addext", "basicConstraints=critical,CA:TRUE",
          "-addext", "keyUsage=critical,keyCertSign"],
-        ["openssl", "req", *ec, "-subj", f"/CN={addr}", "-keyout", "rgw.key", "-out", "rgw.csr"],
+        ["openssl", "req", *ec, "-subj", f"/CN={addrs[0]}", "-keyout", "rgw.key", "-out", "rgw.csr"],
         ["openssl", "x509", "-req", "-in", "rgw.csr", "-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial",
          "-days", "365", "-out", "rgw.crt", "-extfile", "leaf.cnf"],
     ]

@@ -55,20 +55,25 @@ def add_placement(prep: Prep, scheme: str, data_pool: str, index_pool: str, extr
 
 
 def restart_local_rgw(cluster: Any, timeout: float = 90.0) -> None:
-    """Restart the local cluster's RGW (by pid) so zone and zonegroup changes take effect; wait until it answers."""
+    """Restart the local cluster's RGWs (by pid) so zone and zonegroup changes take effect; wait until each
+    answers."""
     import time
 
-    from fathom.cluster.local import LOOPBACK, RGW_NAME, _http_answers
+    from fathom.cluster.local import _http_answers
+    from fathom.cluster.localconf import rgw_addr, rgw_names
 
     st = cluster.state() or {}
-    cluster.stop_daemons(names=[RGW_NAME])
-    cluster.start_daemon(RGW_NAME)
+    names = rgw_names(st)
+    cluster.stop_daemons(names=names)
+    for name in names:
+        cluster.start_daemon(name)
     deadline = time.monotonic() + timeout
-    while not _http_answers(st.get("bind") or LOOPBACK, st["rgw_port"]):
-        if time.monotonic() > deadline:
-            raise ClusterError(f"RGW did not answer on port {st['rgw_port']} within {timeout:.0f} s of a restart",
-                               hint=f"see {cluster.log_dir}/{RGW_NAME}.out")
-        time.sleep(0.5)
+    for name in names:
+        while not _http_answers(rgw_addr(st, name), st["rgw_port"]):
+            if time.monotonic() > deadline:
+                raise ClusterError(f"{name} did not answer on port {st['rgw_port']} within {timeout:.0f} s of a "
+                                   "restart", hint=f"see {cluster.log_dir}/{name}.out")
+            time.sleep(0.5)
 
 
 def placements(prep: Prep) -> dict[str, dict[str, Any]]:
@@ -207,7 +212,8 @@ def prepare(prep: Prep, spec: Any, pools: dict[str, str], local: Any, tag: str, 
     prep.progress(f"RGW ready: placements {', '.join(f'{n} ({loc})' for n, loc in schemes.items())}, "
                   f"{spec.index_shards} index shards, user {uid}")
     return {"keys_file": str(keys), "user": uid, "placements": schemes, "endpoint": s3["endpoint"],
-            "tls_endpoint": s3.get("tls_endpoint"), "ca_file": s3.get("ca_file"), "bucket_tag": tag}
+            "tls_endpoint": s3.get("tls_endpoint"), "ca_file": s3.get("ca_file"), "bucket_tag": tag,
+            **{k: s3[k] for k in ("endpoints", "tls_endpoints") if s3.get(k)}}
 
 
 def purge_user_buckets(prep: Prep, uid: str) -> list[str]:

@@ -135,16 +135,20 @@ def local_rgw_asok(ep: Endpoint) -> Path | None:
     """The admin socket of the local cluster's RGW when the endpoint is it (keys file in the cluster's dir)."""
     from urllib.parse import urlparse
 
-    from fathom.cluster.local import RGW_NAME, LocalCluster
+    from fathom.cluster.local import LocalCluster
+    from fathom.cluster.localconf import rgw_addr, rgw_names
 
     c = LocalCluster(Path(ep.keys_file).parent)
     st = c.state() or {}
-    if not st.get("rgw") or urlparse(ep.url).port not in (st.get("rgw_port"), st.get("rgw_tls_port")):
+    url = urlparse(ep.url)
+    if not st.get("rgw") or url.port not in (st.get("rgw_port"), st.get("rgw_tls_port")):
         return None
-    d = next((d for d in c.daemons() if d.name == RGW_NAME and d.running), None)
+    names = rgw_names(st)  # the RGW the URL names (the only one, whatever name it gives this host)
+    name = next((n for n in names if rgw_addr(st, n) == url.hostname), names[0] if len(names) == 1 else None)
+    d = next((d for d in c.daemons() if d.name == name and d.running), None)
     if d is None:
         return None
-    return next((p for p in (c.run_dir / f"ceph-{RGW_NAME}.{d.pid}.asok", c.run_dir / f"ceph-{RGW_NAME}.asok")
+    return next((p for p in (c.run_dir / f"ceph-{name}.{d.pid}.asok", c.run_dir / f"ceph-{name}.asok")
                  if p.exists()), None)
 
 

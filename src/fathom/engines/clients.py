@@ -139,6 +139,8 @@ class Clients:
                 t = spec.target
                 if getattr(t, "prefix", None):
                     t.prefix = client_prefix(t.prefix, h.name, n)  # type: ignore[attr-defined]
+                if hasattr(t, "spread"):  # a target served by several gateways: this engine's share
+                    t.spread(len(out))
                 conn = getattr(t, "connection", None)
                 if conn is not None and (h.ceph_conf or h.keyring):
                     conn.conf = h.ceph_conf or conn.conf

@@ -109,7 +109,15 @@ class S3:
     payload: Literal["unsigned", "sha256"] = "unsigned"
     io_threads: int = 1
     connect_timeout_s: float = 10.0
+    # the cluster's RGWs, one per emulated host (the keys file's `endpoints`): engine k of a point talks to the
+    # k-th (mod their number), so the engines spread over the gateways; not part of the engine's spec
+    endpoints: list[str] = field(default_factory=list)
     kind: str = field(default="s3", init=False)
+
+    def spread(self, k: int) -> None:
+        """This spec for a point's k-th engine: its share of the RGWs."""
+        if self.endpoints:
+            self.endpoint = self.endpoints[k % len(self.endpoints)]
 
     def fields(self) -> dict[str, Any]:
         out: dict[str, Any] = {"keys_file": self.keys_file, "buckets": list(self.buckets), "op": self.op,
@@ -173,6 +181,9 @@ def section(p: dict[str, Any], ctx: Any) -> S3:
             raise FathomError("tls: true needs RGW's TLS endpoint; this cluster has none",
                               hint="a local cluster with rgw: true has one (`fathom cluster up --rgw`)")
         t.endpoint, t.ca_file = local["tls_endpoint"], local.get("ca_file")
+        t.endpoints = list(local.get("tls_endpoints") or [])
+    else:
+        t.endpoints = list(((rgw if rgw else _local_s3(ctx)) or {}).get("endpoints") or [])
     if op == "put":
         t.object_size = int(p.get("object_size") or p["bs"])
         t.create_buckets = True

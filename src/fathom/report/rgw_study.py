@@ -30,8 +30,8 @@ NOTES = [
     "1024 threads on 13 client hosts against 4-12 nodes of 24 NVMe OSDs and 4 RGWs each, 100 GbE). Here every "
     "component is CPU-bound, so the replica 3 vs EC 2+2 differences measure CPU cost per request, where the "
     "study's large objects were NIC-bound.",
-    "RGW CPU is in cores (1.0 = one core busy) and RGW memory is resident MiB, of the one RGW daemon, means "
-    "over the point's measured window (sampled from /proc once a second).",
+    "RGW CPU is in cores (1.0 = one core busy) and RGW memory is resident MiB, of the RGW daemons together (one, "
+    "or one per emulated host), means over the point's measured window (sampled from /proc once a second).",
 ]
 
 
@@ -283,12 +283,13 @@ def _cpu_table(points: list[StoredPoint]) -> Table | None:
         return None
     return Table("RGW CPU and memory per point (the study's per-daemon form)",
                  ["size", "op", "placement", "TLS", "clients", "RGW cores", "RGW RSS (MiB)", "MiB/s per RGW core",
-                  "OSD cores (all 4)", "client CPU %", "host CPU %", "RGW failed_req"], rows,
+                  "OSD cores (all OSDs)", "client CPU %", "host CPU %", "RGW failed_req"], rows,
                  ["l", "l", "l", "l", "r", "r", "r", "r", "r", "r", "r", "r"],
-                 ["One RGW daemon, so cores per daemon = RGW cores. Client CPU: the engine process, % of one core. "
-                  "Host CPU: % of all cores (2 here). RGW failed_req on a PUT point counts the engine's probe of "
-                  "each client's bucket before making it (404 NoSuchBucket, one per client): expected, not an "
-                  "error of the load; the load's own errors are in the table above."])
+                 ["RGW cores and RSS: the run's RGW daemons together (one, or one per emulated host). Client CPU: "
+                  "the engine process, % of one core. Host CPU: % of all the cluster hosts' cores. RGW failed_req "
+                  "on a PUT point counts the engine's probe of each client's bucket before making it (404 "
+                  "NoSuchBucket, one per client): expected, not an error of the load; the load's own errors are in "
+                  "the table above."])
 
 
 def _shape_table(runs: list[RunData]) -> Table | None:

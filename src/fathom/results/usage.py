@@ -62,7 +62,8 @@ def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict
     net_rx_mib_s / net_tx_mib_s (each host's interfaces that count, hostsample.nics, summed),
     net_busiest_host_mib_s (the host whose received or sent MiB/s was highest), engine_cpu_pct (% of one core)
     and telemetry_samples (the fewest sample times of a host). A sample's `host` (default: this host) names
-    its host; kind `client_host` is a host that is not one of the cluster's (left out of host_cpu_pct).
+    its host; kind `client_host` is a host that is not one of the cluster's (left out of host_cpu_pct). A host
+    sample marked `shared` (an emulated host: fathom.cluster.box) gives its NIC's figures and no CPU.
     """
     win = weighted(samples, t_from, t_to)
     hosts: dict[str, dict[float, dict[str, list[tuple[dict[str, Any], float]]]]] = {}
@@ -96,12 +97,13 @@ def summarize(samples: list[dict[str, Any]], t_from: float, t_to: float) -> dict
     rx = tx = None
     busiest: float | None = None
     for by_ts in hosts.values():
-        cores = mean_of(by_ts, "host", lambda x: x.get("cores", x["cpu_pct"] / 100.0 * (x.get("ncpu") or NCPU)))
-        if cores is None:
-            continue
         recs = [g["host"][0][0] for g in by_ts.values() if "host" in g]
-        busy += cores
-        ncpu += recs[-1].get("ncpu") or NCPU
+        if not recs:
+            continue
+        if not recs[-1].get("shared"):  # an emulated host's cores are this machine's: counted with it, once
+            cores = mean_of(by_ts, "host", lambda x: x.get("cores", x["cpu_pct"] / 100.0 * (x.get("ncpu") or NCPU)))
+            busy += cores or 0.0
+            ncpu += recs[-1].get("ncpu") or NCPU
         if any("net_rx_bytes_s" in r for r in recs):
             r_ = (mean_of(by_ts, "host", lambda x: x.get("net_rx_bytes_s") or 0.0) or 0.0) / MIB
             t_ = (mean_of(by_ts, "host", lambda x: x.get("net_tx_bytes_s") or 0.0) or 0.0) / MIB

@@ -442,7 +442,7 @@ class Phases:
         local = self.held.attached.local if self.held.attached else None
         comp = capacity.companion(getattr(cov, "servers", None),
                                   (lambda: local.daemons()) if local is not None else self.local_daemons,
-                                  capacity.osd_devices(local, self.held.ceph))
+                                  capacity.osd_devices(local, self.held.ceph), local.state() if local else None)
         self.store.merge_env(self.run_id, capacity={"hosts": comp.hosts})
         return comp
 
@@ -457,7 +457,7 @@ class Phases:
         local = held.attached.local if held.attached else None
         cov = held.coverage
         held.telemetry = tel = point_mod.TelemetryCompanion(
-            telemetry.Sampler(daemons, host_kind=cov.here_host if cov else "host"), daemons,
+            telemetry.Sampler(daemons, host_kind=cov.here_host if cov else "host", **telemetry.boxed(local)), daemons,
             local.run_dir if local else None,
             refresh=held.attached.local_daemons if held.attached and local and cov is None else None,
             sockets=held.attached.local_daemons() if held.attached and local else None)

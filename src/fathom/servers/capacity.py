@@ -220,12 +220,15 @@ class CapacityCompanion(Companion):
                                      "message": f"ceilings of {len(self.hosts)} host(s), {len(mine)} daemon(s)"}])
 
 
-def companion(servers: Any, daemons: Callable[[], list[Any]],
-              osds: dict[str, dict[str, Any]] | None = None) -> CapacityCompanion:
-    """The run's CapacityCompanion: this host probed now, the SSH server hosts as they were when connected;
-    osds: each OSD's devices (local_osd_devices, metadata_osd_devices)."""
+def companion(servers: Any, daemons: Callable[[], list[Any]], osds: dict[str, dict[str, Any]] | None = None,
+              state: dict[str, Any] | None = None) -> CapacityCompanion:
+    """The run's CapacityCompanion: this host probed now, the SSH server hosts as they were when connected, the
+    emulated hosts of a local cluster's state (fathom.cluster.box: their NICs' caps); osds: each OSD's devices
+    (local_osd_devices, metadata_osd_devices)."""
+    from fathom.cluster import box
+
     here_name = os.uname().nodename
-    hosts = {here_name: here()}
+    hosts = {here_name: here(), **box.capacity(state or {})}
     for h in getattr(servers, "hosts", None) or []:
         if getattr(h, "capacity", None) is not None:
             hosts[h.hostname] = h.capacity

@@ -116,13 +116,42 @@ def disk_times() -> dict[str, dict[str, float]]:
 NCPU = os.cpu_count() or 1
 
 
-class Sampler:
-    """Samples once a second between start() and stop(); samples are rates over the previous second."""
+def nic_bytes(pid: int, nic: str) -> tuple[int, int] | None:
+    """(received, sent) bytes of one interface as the network namespace of pid sees it, None if gone."""
+    try:
+        text = _read(f"/proc/{pid}/net/dev").decode()
+    except OSError:
+        return None
+    for line in text.splitlines()[2:]:
+        name, _, rest = line.partition(":")
+        if name.strip() == nic:
+            f = rest.split()
+            return int(f[0]), int(f[8])
+    return None
 
-    def __init__(self, daemons: list[Daemon], interval: float = 1.0, host_kind: str = "host"):
+
+def boxed(local: Any) -> dict[str, Any]:
+    """The Sampler's `homes` and `nics` for fathom's local cluster when it spans emulated hosts, else none."""
+    from fathom.cluster import box
+
+    st = local.state() if local is not None else None
+    return {"homes": box.homes(st), "nics": box.nics(st)} if st and st.get("box") else {}
+
+
+class Sampler:
+    """Samples once a second between start() and stop(); samples are rates over the previous second.
+
+    On a cluster across emulated hosts (fathom.cluster.box) `homes` names each daemon's host and `nics` each
+    host's (hostname, holder pid, interface): the daemons' samples carry their host, and each host gets a host
+    sample of its NIC's bytes (as its namespace sees them; its cores are this machine's, so none of its own:
+    `shared`)."""
+
+    def __init__(self, daemons: list[Daemon], interval: float = 1.0, host_kind: str = "host",
+                 homes: dict[str, str] | None = None, nics: list[tuple[str, int, str]] | None = None):
         self.daemons = [d for d in daemons if d.pid]
         # "client_host" when the cluster's hosts are sampled elsewhere (over SSH) and this is not one of them
         self.host_kind = host_kind
+        self.homes, self.nics = homes or {}, nics or []
         self.interval = interval
         self.engine_pid: int | None = None
         self.samples: list[dict[str, Any]] = []
@@ -198,7 +227,9 @@ class Sampler:
             out.append({"ts": now, "source": name, "kind": kind, "pid": pid, "cpu_pct": cpu_pct,
                         "cores": cpu_pct / 100.0, "rss_mib": s["rss"] / 2**20,
                         "vctx_s": (s["vctx"] - p["vctx"]) / dt, "nvctx_s": (s["nvctx"] - p["nvctx"]) / dt,
-                        "threads": s["threads"], "dt": dt})
+                        "threads": s["threads"], "dt": dt, **({"host": self.homes[name]} if name in self.homes
+                                                              else {})})
+        out += self._box(now)
         h = host_sample()
         prev = self._prev.get(("host", 0))
         self._prev[("host", 0)] = (now, h)  # type: ignore[assignment]
@@ -212,6 +243,23 @@ class Sampler:
                         "disks": hostsample.busy_disks({"disk": p["disks"]}, {"disk": h["disks"]}, now - prev[0])})
         if not baseline:
             self.samples.extend(out)
+
+    def _box(self, now: float) -> list[dict[str, Any]]:
+        """The emulated hosts' NIC samples: bytes/s received and sent on each host's side of its link."""
+        out = []
+        for host, pid, nic in self.nics:
+            got = nic_bytes(pid, nic)
+            if got is None:
+                continue
+            prev = self._prev.get((host, pid))
+            self._prev[(host, pid)] = (now, {"rx": got[0], "tx": got[1]})  # type: ignore[dict-item]
+            if prev is None or now - prev[0] <= 0.05:
+                continue
+            dt = now - prev[0]
+            out.append({"ts": now, "source": "host", "kind": "host", "host": host, "pid": None, "dt": dt,
+                        "ncpu": NCPU, "shared": True, "net_rx_bytes_s": (got[0] - prev[1]["rx"]) / dt,
+                        "net_tx_bytes_s": (got[1] - prev[1]["tx"]) / dt})
+        return out
 
     @property
     def cost_pct(self) -> float | None:
