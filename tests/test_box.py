@@ -57,12 +57,12 @@ def test_the_rate_and_the_shape_are_checked_before_anything_is_made():
 def test_three_hosts_with_capped_nics_are_crush_hosts_and_leave_nothing(tmp_path):
     d = tmp_path / "c"
     up = run_fathom("cluster", "up", "--dir", str(d), "--osds", "3", "--osd-size", "2GiB", "--hosts", "3",
-                    "--host-nic", "200mbit", timeout=300)
+                    "--host-nic", "200mbit", "--rgw", timeout=300)
     c = LocalCluster(d)
     b = (c.state() or {}).get("box")
     try:
         assert up.returncode == 0, up.stdout + up.stderr
-        assert "host2: " in up.stdout and "(osd.1)" in up.stdout, up.stdout
+        assert "(client.rgw.host2, osd.1)" in up.stdout, up.stdout
         tree = c.ceph().ceph("osd", "tree")
         hosts = {n["name"]: n["children"] for n in tree["nodes"] if n["type"] == "host"}
         assert sorted(hosts) == ["host1", "host2", "host3"] and all(len(v) == 1 for v in hosts.values()), hosts
@@ -74,11 +74,30 @@ def test_three_hosts_with_capped_nics_are_crush_hosts_and_leave_nothing(tmp_path
             assert uts.stdout.strip() == h["hostname"]
         osd1 = next(x for x in c.daemons() if x.name == "osd.1")  # in host2's namespaces
         assert os.readlink(f"/proc/{osd1.pid}/ns/net") == os.readlink(f"/proc/{b['hosts'][1]['pid']}/ns/net")
+        _gateways(c, b)
         _host_faults(c, b)
     finally:
         down = run_fathom("cluster", "down", "--dir", str(d), timeout=300)
     assert down.returncode == 0, down.stdout + down.stderr
     assert _left(b) == [] and not d.exists()
+
+
+def _gateways(c: LocalCluster, b: dict) -> None:
+    """An RGW on every host, in its namespaces, answering on its address over plain HTTP and over TLS with the
+    cluster's CA (one certificate names every host); the keys file lists them for the engines to share."""
+    import ssl
+    import urllib.request
+
+    keys = c.s3() or {}
+    assert keys["endpoints"] == [f"http://{h['addr']}:{c.state()['rgw_port']}" for h in b["hosts"]], keys
+    assert len(keys["tls_endpoints"]) == 3 and keys["endpoint"] == keys["endpoints"][0]
+    ctx = ssl.create_default_context(cafile=keys["ca_file"])
+    for h, plain, tls in zip(b["hosts"], keys["endpoints"], keys["tls_endpoints"]):
+        rgw = next(x for x in c.daemons() if x.name == f"client.rgw.{h['hostname']}")
+        assert os.readlink(f"/proc/{rgw.pid}/ns/net") == os.readlink(f"/proc/{h['pid']}/ns/net")
+        for url, kw in ((plain, {}), (tls, {"context": ctx})):
+            with urllib.request.urlopen(url, timeout=10, **kw) as r:  # anonymous: an empty bucket list
+                assert r.status == 200 and b"ListAllMyBucketsResult" in r.read(), url
 
 
 def _reaches(ns: str, addr: str, port: int) -> bool:
