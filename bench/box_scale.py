@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docsection import update_docs  # noqa: E402
+from docsection import publish  # noqa: E402
 
 from fathom.cluster import box  # noqa: E402
 from fathom.cluster.local import LocalCluster  # noqa: E402
@@ -105,8 +105,8 @@ def once(n: int, seconds: float) -> dict:
         down_s = time.monotonic() - t1
         peak.done.set()
         peak.join()
-    left = box.remove(st.get("box")) if box.nics(st) else []  # anything still there is a defect: said, removed
-    if down.returncode != 0 or left:
+    left = box.left(st["box"]) if st.get("box") else []
+    if down.returncode != 0 or left:  # a defect: said (what is left, `fathom cluster down --dir` removes)
         raise SystemExit(f"cluster down left something: {down.stderr[-1000:]} {left}")
     shutil.rmtree(d.parent)  # the bench's own directory (the cluster's logs and data in it)
     return {"hosts": n, "daemons": len(st.get("daemons") or []), "up_s": round(up_s, 1),
@@ -166,13 +166,7 @@ def main() -> int:
             r = once(n, a.sample_seconds)
             print(json.dumps(r), flush=True)
             rows.append(r)
-    if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps(rows, indent=1) + "\n")
-    text = section(rows, a.sample_seconds)
-    print(text)
-    if a.docs:
-        update_docs(a.docs, TITLE, text)
+    publish(section(rows, a.sample_seconds), TITLE, a.docs, a.json, rows)
     return 0
 
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 
 def update_docs(path: Path, heading: str, section: str) -> None:
@@ -18,3 +20,13 @@ def update_docs(path: Path, heading: str, section: str) -> None:
                                                                             else [])) + "\n"
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(new)
+
+
+def publish(text: str, heading: str, docs: Path | None, json_path: Path | None, data: Any) -> None:
+    """A benchmark's end: its section printed and put into docs (when given), its figures as JSON (when given)."""
+    if json_path:
+        json_path.parent.mkdir(parents=True, exist_ok=True)
+        json_path.write_text(json.dumps(data, indent=1) + "\n")
+    print(text)
+    if docs:
+        update_docs(docs, heading, text)

@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from docsection import update_docs  # noqa: E402
+from docsection import publish  # noqa: E402
 
 import subprocess  # noqa: E402
 
@@ -223,14 +223,8 @@ def main() -> int:
         r["one_per_host"] = {k: one[k] for k in ("engines", "start_skew_ms", "start_after_go_ms",
                                                  "orchestrator_cpu_pct_of_core")}
     print(json.dumps(r, indent=1))
-    if a.json:
-        a.json.parent.mkdir(parents=True, exist_ok=True)
-        a.json.write_text(json.dumps({k: r[k] for k in ("engines", "orchestrator_cpu_pct_of_core", "merge_s",
-                                                          "start_skew_ms")} | {"detail": r}, indent=1) + "\n")
-    text = section(r)
-    print(text)
-    if a.docs:
-        update_docs(a.docs, TITLE, text)
+    publish(section(r), TITLE, a.docs, a.json, {k: r[k] for k in ("engines", "orchestrator_cpu_pct_of_core",
+                                                                  "merge_s", "start_skew_ms")} | {"detail": r})
     return 0
 
 

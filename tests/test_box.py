@@ -23,14 +23,6 @@ pytestmark = [pytest.mark.cluster,
               pytest.mark.skipif(netns.available() is not None, reason=f"namespaces: {netns.available()}")]
 
 
-def _left(b: dict) -> list[str]:
-    """What of a box is still on this host."""
-    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
-    out = [h["ns"] for h in b["hosts"] if h["ns"] in names] + ([b["bridge"]] if f" {b['bridge']}:" in links else [])
-    return out + [f"pid {h['pid']}" for h in b["hosts"] if box._holder(h.get("pid"))]  # a zombie is gone
-
-
 def test_the_rate_and_the_shape_are_checked_before_anything_is_made():
     assert box.tc_rate("10Gbit") == "10gbit" and box.tc_rate("2.5gbit/s") == "2.5gbit"
     with pytest.raises(UsageError, match="such as 10gbit"):
@@ -79,7 +71,7 @@ def test_three_hosts_with_capped_nics_are_crush_hosts_and_leave_nothing(tmp_path
     finally:
         down = run_fathom("cluster", "down", "--dir", str(d), timeout=300)
     assert down.returncode == 0, down.stdout + down.stderr
-    assert _left(b) == [] and not d.exists()
+    assert box.left(b) == [] and not d.exists()
 
 
 def _gateways(c: LocalCluster, b: dict) -> None:
@@ -151,10 +143,10 @@ def test_cluster_up_killed_with_9_leaves_what_down_removes(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
     b = st["box"]
-    assert _left(b), "the box was there when cluster up was killed"
+    assert box.left(b), "the box was there when cluster up was killed"
     down = run_fathom("cluster", "down", "--dir", str(d), timeout=300)
     assert down.returncode == 0, down.stdout + down.stderr
-    assert _left(b) == [] and not d.exists()
+    assert box.left(b) == [] and not d.exists()
 
 
 def test_a_suite_on_emulated_hosts_reads_at_what_their_nic_caps_let_them_send(tmp_path):

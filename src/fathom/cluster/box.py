@@ -158,7 +158,7 @@ def capacity(state: dict[str, Any]) -> dict[str, dict[str, Any]]:
     nic = b.get("nic")
     mbit = tc_bits(nic) / 1e6 if nic else None
     why = f"tc tbf rate {nic} both ways, an emulated NIC" if nic else None
-    return {h["hostname"]: {"cores": None, "shared": True,
+    return {h["hostname"]: {"cores": None,
                             "nics": {f"{h['veth']}p": {"speed_mbit": mbit, "cap_mbit": mbit, "cap": why}}}
             for h in b.get("hosts") or []}
 
@@ -171,6 +171,15 @@ def _holder(pid: int | None) -> bool:
         return Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[:2] == [b"sleep", b"infinity"]
     except OSError:
         return False
+
+
+def left(box: dict[str, Any]) -> list[str]:
+    """What of a box is still on this host: its namespaces, its bridge, its live holders (a zombie is gone)."""
+    names = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    out = [h["ns"] for h in box["hosts"] if h["ns"] in names] + ([box["bridge"]] if f" {box['bridge']}:" in links
+                                                                  else [])
+    return out + [f"pid {h['pid']}" for h in box["hosts"] if _holder(h.get("pid"))]
 
 
 def remove(box: dict[str, Any] | None) -> list[str]:

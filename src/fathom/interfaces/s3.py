@@ -175,15 +175,13 @@ def section(p: dict[str, Any], ctx: Any) -> S3:
         t = S3(keys_file=rgw["keys_file"] if rgw else str(Path(ctx.conn.conf).parent / KEYS_FILE),
                buckets=[p["bucket"]] if p.get("bucket") else [bucket_name(ctx.run_tag, j) for j in range(jobs)],
                op=op, pattern=pattern, prefix=ctx.run_tag, jobs=jobs)  # type: ignore[arg-type]
+    local = rgw or _local_s3(ctx) or {}
     if p.get("tls"):
-        local = _local_s3(ctx) if not rgw else rgw
-        if not local or not local.get("tls_endpoint"):
+        if not local.get("tls_endpoint"):
             raise FathomError("tls: true needs RGW's TLS endpoint; this cluster has none",
                               hint="a local cluster with rgw: true has one (`fathom cluster up --rgw`)")
         t.endpoint, t.ca_file = local["tls_endpoint"], local.get("ca_file")
-        t.endpoints = list(local.get("tls_endpoints") or [])
-    else:
-        t.endpoints = list(((rgw if rgw else _local_s3(ctx)) or {}).get("endpoints") or [])
+    t.endpoints = list(local.get("tls_endpoints" if p.get("tls") else "endpoints") or [])
     if op == "put":
         t.object_size = int(p.get("object_size") or p["bs"])
         t.create_buckets = True
